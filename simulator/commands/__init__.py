@@ -1,0 +1,5 @@
+"""CLI subcommands: one module each, with `register(subparsers)` setting `func`."""
+
+COMMANDS = (
+    "simulator.commands.run",
+)

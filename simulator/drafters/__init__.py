@@ -1,0 +1,1 @@
+"""Drafters: per-position acceptance, confidence heads and drafting latency."""

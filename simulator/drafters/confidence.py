@@ -1,0 +1,19 @@
+"""Confidence heads: what the drafter tells the scheduler about each draft.
+
+`perfect`: c = p, the head knows the true conditional acceptance.
+`model` (with STS calibration) is built in `simulator.drafters.heads`.
+Policies only ever see the output of `observe`, never p.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class PerfectConfidence:
+    """c_{r,k} = p_{r,k}: an ideal, perfectly calibrated head."""
+
+    kind = "perfect"
+
+    def observe(self, p: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return p

@@ -1,0 +1,13 @@
+"""Drafting latency per engine step, as a function of drafting requests R and block γ."""
+
+from __future__ import annotations
+
+
+class FixedDraftLatency:
+    """`ms` per step whenever at least one request drafts."""
+
+    def __init__(self, ms: float) -> None:
+        self.fixed_ms = ms
+
+    def ms(self, drafting_requests: int, block_size: int) -> float:
+        return self.fixed_ms if drafting_requests > 0 and block_size > 0 else 0.0

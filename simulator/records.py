@@ -1,0 +1,95 @@
+"""Per-request and per-step records: what the summary and every report are computed from.
+
+`RequestLog` is a structure of growable numpy arrays, one row per arrived
+request. `StepLog` collects one row per engine step (appended as Python
+scalars, converted to arrays once at the end).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+QUEUED, PREFILL, RUNNING, DONE, REJECTED = range(5)
+STATUS_NAMES = ("queued", "prefill", "running", "completed", "rejected")
+
+REQUEST_FIELDS: dict[str, type] = {
+    "arrival_s": float, "prompt_tokens": np.int64, "output_tokens": np.int64, "domain": np.int64,
+    "replica": np.int64, "admitted_s": float, "first_token_s": float, "finish_s": float,
+    "generated_tokens": np.int64, "steps": np.int64, "accepted_tokens": np.int64,
+    "verified_tokens": np.int64, "preemptions": np.int64, "status": np.int64,
+    "acceptance_offset": float,
+}
+
+STEP_FIELDS = (
+    "end_s", "replica", "batch_requests", "decode_requests", "drafting_requests", "verify_tokens",
+    "prefill_tokens", "emitted_tokens", "accepted_tokens", "draft_ms", "verify_ms", "overhead_ms",
+)
+
+
+class RequestLog:
+    """One row per arrived request; times are NaN until the event happens."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.size = 0
+        self.columns = {name: self._empty(kind, capacity) for name, kind in REQUEST_FIELDS.items()}
+        self.reject_reason: dict[int, str] = {}
+
+    @staticmethod
+    def _empty(kind: type, n: int) -> np.ndarray:
+        return np.full(n, np.nan) if kind is float else np.zeros(n, dtype=np.int64)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def add(self, arrival_s: float, prompt: int, output: int, domain: int) -> int:
+        if self.size == self.columns["arrival_s"].size:
+            self._grow()
+        rid = self.size
+        self.size += 1
+        c = self.columns
+        c["arrival_s"][rid] = arrival_s
+        c["prompt_tokens"][rid] = prompt
+        c["output_tokens"][rid] = output
+        c["domain"][rid] = domain
+        c["replica"][rid] = -1
+        return rid
+
+    def _grow(self) -> None:
+        for name, col in self.columns.items():
+            extra = self._empty(REQUEST_FIELDS[name], col.size)
+            self.columns[name] = np.concatenate([col, extra])
+
+    def reject(self, rid: int, reason: str) -> None:
+        self.columns["status"][rid] = REJECTED
+        self.reject_reason[rid] = reason
+
+    def frame(self, domain_names: tuple[str, ...]) -> pd.DataFrame:
+        """The requests as a DataFrame (one row per request, `tps_user` derived)."""
+        n = self.size
+        df = pd.DataFrame({name: col[:n] for name, col in self.columns.items()})
+        df.insert(0, "request_id", np.arange(n))
+        names = np.array(domain_names + ("?",), dtype=object)
+        df["domain"] = names[np.clip(df["domain"].to_numpy(), 0, len(domain_names))]
+        df["status"] = np.array(STATUS_NAMES, dtype=object)[df["status"].to_numpy()]
+        df["reject_reason"] = [self.reject_reason.get(i, "") for i in range(n)]
+        df["ttft_s"] = df["first_token_s"] - df["arrival_s"]
+        span = df["finish_s"] - df["first_token_s"]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            df["tps_user"] = np.where(span > 0, (df["output_tokens"] - 1) / span, np.nan)
+        return df
+
+
+class StepLog:
+    """One row per engine step, appended as scalars."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+
+    def add(self, row: tuple) -> None:
+        self.rows.append(row)
+
+    def frame(self) -> pd.DataFrame:
+        if not self.rows:
+            return pd.DataFrame({name: np.zeros(0) for name in STEP_FIELDS})
+        return pd.DataFrame(self.rows, columns=list(STEP_FIELDS))
