@@ -69,7 +69,7 @@ class RequestLog:
         n = self.size
         df = pd.DataFrame({name: col[:n] for name, col in self.columns.items()})
         df.insert(0, "request_id", np.arange(n))
-        names = np.array(domain_names + ("?",), dtype=object)
+        names = np.array((*domain_names, "?"), dtype=object)
         df["domain"] = names[np.clip(df["domain"].to_numpy(), 0, len(domain_names))]
         df["status"] = np.array(STATUS_NAMES, dtype=object)[df["status"].to_numpy()]
         df["reject_reason"] = [self.reject_reason.get(i, "") for i in range(n)]

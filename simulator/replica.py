@@ -251,12 +251,7 @@ class Replica:
         if r:
             emit = np.minimum(accepted + 1, b["remaining"][rows])
             emitted = int(emit.sum())
-            for name, delta in (("remaining", -emit), ("generated", emit), ("kv_tokens", emit),
-                                ("steps", 1), ("accepted", accepted), ("verified", lengths)):
-                if isinstance(rows, slice):
-                    b[name][...] += delta
-                else:
-                    b[name][rows] += delta
+            self.apply_emission(rows, emit, accepted, lengths)
             if self.learns:
                 self.policy.observe(StepOutcome(b["rid"][rows], lengths, accepted, now))
         if prefill_take is not None:
@@ -271,6 +266,20 @@ class Replica:
             self.retire(done)
         if self.kv_used() > self.kv_capacity:
             self.preempt()
+
+    def apply_emission(self, rows: Any, emit: np.ndarray, accepted: np.ndarray, lengths: np.ndarray) -> None:
+        c = self.batch.cols
+        if isinstance(rows, slice):
+            c["remaining"] -= emit
+            c["generated"] += emit
+            c["kv_tokens"] += emit
+            c["steps"] += 1
+            c["accepted"] += accepted
+            c["verified"] += lengths
+            return
+        for name, delta in (("remaining", -emit), ("generated", emit), ("kv_tokens", emit),
+                            ("steps", 1), ("accepted", accepted), ("verified", lengths)):
+            c[name][rows] += delta
 
     def advance_prefill(self, take: np.ndarray) -> int:
         """Apply this step's prompt chunks; rows whose prompt completes emit their first token."""

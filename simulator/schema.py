@@ -249,7 +249,7 @@ def to_plain(obj: Any) -> Any:
         out = {}
         kind = getattr(type(obj), "KIND", None)
         if kind is not None:
-            out["kind"] = kind
+            out[getattr(type(obj), "TAG", "kind")] = kind
         for f in dataclasses.fields(obj):
             if f.init:
                 out[f.name] = to_plain(getattr(obj, f.name))

@@ -1,0 +1,64 @@
+"""Shared fixtures: paths, a small base scenario, and a CLI runner."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from simulator.cli import main
+from simulator.scenario import scenario_from_mapping
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+BASE = {
+    "name": "test-base",
+    "seed": 7,
+    "horizon": {"duration_s": 20, "warmup_s": 2},
+    "hardware": {"profile": {"kind": "linear", "base_ms": 10.0, "per_token_ms": 0.05}},
+    "cluster": {"replicas": 1, "router": "round_robin"},
+    "engine": {"max_batch_requests": 16, "kv_capacity_tokens": 1_000_000,
+               "prefill": {"mode": "disaggregated", "tokens_per_s": 20_000}},
+    "drafter": {"family": "mtp", "block_size": 3,
+                "acceptance": {"per_position": {"chat": [0.8, 0.7, 0.6]}, "domains": {"chat": 1.0}},
+                "latency": {"kind": "fixed", "ms": 0.5}},
+    "policy": {"name": "static", "params": {"length": 3}},
+    "workload": {"arrivals": {"kind": "poisson", "rate_per_s": 4},
+                 "prompt_tokens": {"kind": "fixed", "value": 200},
+                 "output_tokens": {"kind": "fixed", "value": 50}},
+}
+
+
+def merged(base: dict, changes: dict) -> dict:
+    """Deep-merge `changes` into a copy of `base` (mappings merge, anything else replaces;
+    an empty mapping, or one switching `kind`/`mode`, replaces too)."""
+    out = copy.deepcopy(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and value and isinstance(out.get(key), dict) and not other_kind(out[key], value):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def other_kind(old: dict, new: dict) -> bool:
+    """A tagged mapping (`kind:` or `mode:`) switching kind replaces the old one wholesale."""
+    return any(tag in new and old.get(tag) != new[tag] for tag in ("kind", "mode"))
+
+
+def make_scenario(**changes):
+    return scenario_from_mapping(merged(BASE, changes), REPO)
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run `specplan ARGS...` in-process; returns (status, stdout, stderr)."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        status = main([str(a) for a in args])
+        out = capsys.readouterr()
+        return status, out.out, out.err
+
+    return run

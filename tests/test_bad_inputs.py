@@ -1,0 +1,105 @@
+"""Bad input: every malformed scenario gives exit status 2 and one line naming the problem."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import BASE, REPO, merged
+
+
+def scenario_file(tmp_path, mapping=None, text=None):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text if text is not None else yaml.safe_dump(mapping))
+    return path
+
+
+def drop(mapping, dotted):
+    out = merged(mapping, {})
+    *parents, last = dotted.split(".")
+    node = out
+    for p in parents:
+        node = node[p]
+    del node[last]
+    return out
+
+
+CASES = [
+    ("wrong type", merged(BASE, {"engine": {"max_batch_requests": "lots"}}), "engine.max_batch_requests"),
+    ("negative rate", merged(BASE, {"workload": {"arrivals": {"rate_per_s": -1}}}), "workload.arrivals.rate_per_s"),
+    ("probability above 1", merged(BASE, {"drafter": {"acceptance": {"per_position": {"chat": [0.9, 1.2, 0.5]}}}}),
+     "per_position.chat[1]"),
+    ("mix not summing to 1", merged(BASE, {"drafter": {"acceptance": {"domains": {"chat": 0.5, "math": 0.2},
+                                                                       "per_position": {"math": [0.9] * 3}}}}),
+     "must sum to 1"),
+    ("unknown top-level key", merged(BASE, {"horizn": {"duration_s": 1}}), "did you mean 'horizon'"),
+    ("unknown nested key", merged(BASE, {"engine": {"max_batch_request": 4}}), "did you mean 'max_batch_requests'"),
+    ("missing seed", drop(BASE, "seed"), "seed: required key is missing"),
+    ("unknown router", merged(BASE, {"cluster": {"router": "fastest"}}), "cluster.router"),
+    ("unknown policy", merged(BASE, {"policy": {"name": "statik"}}), "did you mean 'static'"),
+    ("unknown arrival kind", merged(BASE, {"workload": {"arrivals": {"kind": "poison"}}}), "did you mean 'poisson'"),
+    ("warmup longer than run", merged(BASE, {"horizon": {"warmup_s": 50}}), "horizon.warmup_s"),
+    ("unsorted profile table", merged(BASE, {"hardware": {"profile": "x"}}) | {"hardware": {"profile": {
+        "kind": "table", "tokens": [1, 64, 32], "step_ms": [8, 9, 10]}}}, "sorted"),
+    ("profile file missing", merged(BASE, {"hardware": {"profile": "no-such-profile.csv"}}), "hardware.profile"),
+    ("fractional block size", merged(BASE, {"drafter": {"block_size": 2.5}}), "drafter.block_size"),
+    ("boolean as number", merged(BASE, {"engine": {"kv_capacity_tokens": True}}), "engine.kv_capacity_tokens"),
+    ("unknown domain", merged(BASE, {"drafter": {"acceptance": {"domains": {"poetry": 1.0}}}}), "poetry"),
+    ("short curve", merged(BASE, {"drafter": {"acceptance": {"per_position": {"chat": [0.9]}}}}), "block_size is 3"),
+    ("bad policy param", merged(BASE, {"policy": {"params": {"lenght": 2}}}), "did you mean 'length'"),
+    ("zero replicas", merged(BASE, {"cluster": {"replicas": 0}}), "cluster.replicas"),
+    ("section not a mapping", merged(BASE, {"engine": [1, 2]}), "engine: expected a mapping"),
+]
+
+
+@pytest.mark.parametrize(("label", "mapping", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_malformed_scenario_is_one_line_and_status_2(cli, tmp_path, label, mapping, expected):
+    status, _, err = cli("check", scenario_file(tmp_path, mapping))
+    assert status == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert expected in err, err
+
+
+@pytest.mark.parametrize(("label", "text", "expected"), [
+    ("empty file", "", "empty"),
+    ("not a mapping", "- a\n- b\n", "must be a YAML mapping"),
+    ("invalid YAML", "name: [unclosed\nseed: 1\n", "not valid YAML"),
+])
+def test_malformed_files(cli, tmp_path, label, text, expected):
+    status, _, err = cli("check", scenario_file(tmp_path, text=text))
+    assert status == 2 and err.count("\n") == 1
+    assert expected in err
+
+
+def test_unreadable_file(cli, tmp_path):
+    status, _, err = cli("check", tmp_path / "absent.yaml")
+    assert status == 2 and "cannot read" in err and err.count("\n") == 1
+
+
+def test_bad_override_syntax(cli, tmp_path):
+    status, _, err = cli("check", scenario_file(tmp_path, BASE), "--set", "cluster.replicas")
+    assert status == 2 and "expected dotted.key=value" in err
+
+
+def test_override_reaching_into_a_scalar(cli, tmp_path):
+    status, _, err = cli("check", scenario_file(tmp_path, BASE), "--set", "seed.value=3")
+    assert status == 2 and "'seed' is not a mapping" in err
+
+
+def test_unknown_subcommand_and_missing_argument(cli):
+    status, _, err = cli("frobnicate")
+    assert status == 2 and "invalid choice" in err
+    status, _, err = cli("run")
+    assert status == 2
+
+
+def test_real_process_prints_no_traceback(tmp_path):
+    path = scenario_file(tmp_path, merged(BASE, {"workload": {"arrivals": {"rate_per_s": -1}}}))
+    proc = subprocess.run([sys.executable, "-m", "simulator.cli", "run", str(path), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("specplan: error:") and "Traceback" not in proc.stderr
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,60 @@
+"""Scenario loading: numbers as people write them, overrides, paths, the resolved copy."""
+
+from __future__ import annotations
+
+import yaml
+
+from simulator.scenario import load_scenario, resolved_mapping
+from tests.conftest import BASE, merged
+
+
+def write(tmp_path, mapping, name="s.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(mapping))
+    return path
+
+
+def test_numbers_written_the_way_people_write_them(tmp_path):
+    text = yaml.safe_dump(BASE).replace("tokens_per_s: 20000", "tokens_per_s: 1.0e12")
+    text = text.replace("kv_capacity_tokens: 1000000", "kv_capacity_tokens: 40_000")
+    path = tmp_path / "s.yaml"
+    path.write_text(text + "\n")
+    s = load_scenario(path, ["engine.max_batch_requests=1e2"])
+    assert s.engine.prefill.tokens_per_s == 1e12
+    assert s.engine.kv_capacity_tokens == 40_000
+    assert s.engine.max_batch_requests == 100
+
+
+def test_string_numbers_from_pyyaml_are_numbers(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(BASE) + "\n")
+    s = load_scenario(path, ["engine.prefill.tokens_per_s=1e12", "workload.arrivals.rate_per_s='2_5'"])
+    assert s.engine.prefill.tokens_per_s == 1e12
+    assert s.workload.arrivals.rate_per_s == 25.0
+
+
+def test_set_overrides_parse_yaml_values(tmp_path):
+    path = write(tmp_path, BASE)
+    s = load_scenario(path, ["drafter.acceptance.domains={chat: 1.0}", "cluster.replicas=3",
+                             "policy.params={length: 2}"], seed=99)
+    assert s.drafter.acceptance.domains == {"chat": 1.0}
+    assert s.cluster.replicas == 3
+    assert s.seed == 99
+
+
+def test_relative_paths_resolve_against_the_scenario_folder(tmp_path):
+    sub = tmp_path / "deep"
+    sub.mkdir()
+    raw = merged(BASE, {"workload": {"arrivals": {"kind": "trace", "path": "../trace.csv", "format": "azure"}}})
+    raw["workload"]["arrivals"].pop("rate_per_s")
+    s = load_scenario(write(sub, raw))
+    assert s.workload.arrivals.path == str((tmp_path / "trace.csv").resolve())
+
+
+def test_resolved_mapping_fills_defaults_and_reloads(tmp_path):
+    s = load_scenario(write(tmp_path, BASE))
+    resolved = resolved_mapping(s)
+    assert resolved["engine"]["scheduling_overhead_ms"] == 0.0
+    assert resolved["engine"]["prefill"]["mode"] == "disaggregated"
+    again = load_scenario(write(tmp_path, resolved, "again.yaml"))
+    assert again == s
