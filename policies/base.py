@@ -122,11 +122,20 @@ class Policy:
 
 def fit_capacity(lengths: np.ndarray, view: StepView) -> np.ndarray:
     """Shorten lengths, longest first, until Σ(1 + ℓ) fits the step's token capacity."""
-    budget = view.verify_capacity
+    return water_fill(lengths, view.verify_capacity)
+
+
+def water_fill(lengths: np.ndarray, budget: int) -> np.ndarray:
+    """Cap lengths so that Σℓ ≤ budget, taking from the longest first.
+
+    The result is the largest common cap c with Σ min(ℓ, c) ≤ budget, plus
+    one extra draft for the first rows (row order) still longer than c, up
+    to the budget: the same per-level order as admitting positions 1, 2, ...
+    of every request in turn.
+    """
     total = int(lengths.sum())
     if total <= budget:
         return lengths
-    # Water-fill: the largest cap c with Σ min(ℓ, c) ≤ budget, then hand out the remainder.
     ordered = np.sort(lengths)
     n = ordered.size
     prefix = np.concatenate(([0], np.cumsum(ordered)))

@@ -6,6 +6,11 @@ from typing import Any
 
 from policies.base import Policy
 from policies.baselines import MTP1, NoSpeculation, Static
+from policies.dspark import DSparkAsync, DSparkGlobal, DSparkGreedy
+from policies.goodput import Goodput
+from policies.oracle import Oracle
+from policies.schedule import LengthSchedule
+from policies.threshold import Threshold
 from simulator.errors import ScenarioError
 from simulator.schema import Context, build, closest
 
@@ -13,6 +18,13 @@ POLICIES: dict[str, type[Policy]] = {
     "none": NoSpeculation,
     "mtp-1": MTP1,
     "static": Static,
+    "threshold": Threshold,
+    "dspark-greedy": DSparkGreedy,
+    "dspark-global": DSparkGlobal,
+    "dspark-async": DSparkAsync,
+    "goodput": Goodput,
+    "length-schedule": LengthSchedule,
+    "oracle": Oracle,
 }
 
 

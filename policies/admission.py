@@ -1,0 +1,109 @@
+"""Candidate admission: the vectorised core of DSpark's prefix scheduler (DESIGN.md §1).
+
+A candidate is a draft position (r, j) of a running request; its value is
+the prefix survival `a_{r,j} = Π_{i≤j} c_{r,i}`, the expected number of
+tokens it adds. Admitting the top-n candidates by survival verifies
+`B = B₀ + n` tokens (B₀ = one anchor per request + reserved prefill tokens)
+and yields the expected throughput
+
+    Θ_n = (R + Σ_{m≤n} a_(m)) · SPS(B₀ + n),   a_(1) ≥ a_(2) ≥ ... sorted.
+
+Because survival is non-increasing along a request's block, the top-n set is
+a prefix of every request's block, so `ℓ_r` is simply how many of request
+r's candidates are in it. Everything here is one sort plus cumulative sums:
+no per-candidate Python loop.
+
+    ranked = rank_candidates(view)      sorted gains and the Θ curve
+    n = early_stop(ranked.theta)        Algorithm 1 (lossless)
+    n = global_best(ranked.theta)       argmax over every prefix (lossy when synchronous)
+    ℓ = top_lengths(ranked, n)          per-request lengths of the top-n set
+
+Candidates with zero survival are never admitted (they cannot add a token),
+and at most `view.verify_capacity` candidates are ranked, so every length
+vector produced here respects Σ(1 + ℓ) + reserved ≤ max_step_tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from policies.base import StepView
+
+
+@dataclass(frozen=True, eq=False)
+class Ranked:
+    """Candidates of one step, ranked.
+
+    survival  (R, γ) prefix survivals a_{r,j}
+    gains     descending survivals of the admissible candidates (at most the step's capacity)
+    theta     Θ_n for n = 0..len(gains): expected tokens × steps/s after admitting n
+    """
+
+    survival: np.ndarray
+    gains: np.ndarray
+    theta: np.ndarray
+
+
+def survival(confidences: np.ndarray) -> np.ndarray:
+    """Prefix survival a_{r,j} = Π_{i≤j} c_{r,i}; confidences are clipped to [0, 1]."""
+    return np.cumprod(np.clip(confidences, 0.0, 1.0), axis=1)
+
+
+def rank_candidates(view: StepView, confidences: np.ndarray | None = None) -> Ranked:
+    """Sort the step's candidates once and build the expected-throughput curve Θ_n."""
+    a = survival(view.confidences if confidences is None else confidences)
+    flat = a.ravel()
+    limit = min(int(np.count_nonzero(flat)), view.verify_capacity)
+    gains = np.sort(flat)[::-1][:limit]
+    return Ranked(a, gains, throughput_curve(view, gains))
+
+
+def throughput_curve(view: StepView, gains: np.ndarray) -> np.ndarray:
+    """Θ_n = (R + cumulative gain) · SPS(B₀ + n) for n = 0..len(gains)."""
+    requests = view.batch_requests
+    base_tokens = requests + view.reserved_tokens
+    if base_tokens > view.max_step_tokens:
+        return np.zeros(1)
+    tau = np.empty(gains.size + 1)
+    tau[0] = requests
+    np.cumsum(gains, out=tau[1:])
+    tau[1:] += requests
+    return tau * view.steps_per_s[base_tokens: base_tokens + gains.size + 1]
+
+
+def early_stop(theta: np.ndarray) -> int:
+    """Algorithm 1: admit while Θ strictly improves; stop at the first candidate that does not.
+
+    The running best is the previous Θ as long as every admission improved,
+    so the answer is the number of leading strict improvements.
+    """
+    stalls = np.flatnonzero(theta[1:] <= theta[:-1])
+    return int(stalls[0]) if stalls.size else theta.size - 1
+
+
+def global_best(theta: np.ndarray) -> int:
+    """The prefix size with the largest Θ (the smallest such size on ties)."""
+    return int(np.argmax(theta))
+
+
+def top_lengths(ranked: Ranked, n: int) -> np.ndarray:
+    """ℓ_r: how many of request r's candidates are among the top n by survival.
+
+    Ties at the cut are broken in row order (earlier rows first), then by
+    position, which keeps every request's selection a prefix of its block.
+    """
+    a = ranked.survival
+    if n <= 0:
+        return np.zeros(a.shape[0], dtype=np.int64)
+    cut = ranked.gains[n - 1]
+    at_least = a >= cut
+    if np.count_nonzero(at_least) == n:
+        return np.count_nonzero(at_least, axis=1).astype(np.int64)
+    above = a > cut
+    short = n - int(np.count_nonzero(above))
+    tied = a == cut
+    order = np.cumsum(tied.ravel()).reshape(a.shape)
+    chosen = above | (tied & (order <= short))
+    return np.count_nonzero(chosen, axis=1).astype(np.int64)

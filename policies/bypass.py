@@ -1,0 +1,74 @@
+"""Difficulty-aware drafting bypass: hard requests stop drafting for a while.
+
+The DSpark paper's stated limitation (DESIGN.md §1): a request whose drafts
+are rarely accepted still pays the fixed drafting cost every step, and the
+scheduler can only decline to verify, not decline to draft. The bypass is
+an option of the DSpark policies (`policy.params.bypass: {...}`):
+
+- per request, the acceptance of verified drafts is tracked from step
+  outcomes (`AcceptanceHistory`, decayed over `window_steps`);
+- once a request has `min_trials` tried drafts and its estimated
+  per-position acceptance is below `acceptance_below`, it skips drafting
+  for the next `skip_steps` engine steps (the replica then charges no
+  drafting for it and verifies only its anchor token);
+- when the skip ends the request drafts again with a clean history, so it
+  is judged afresh on its next `min_trials` drafts (a probe).
+
+What it saves depends on the drafting-latency model: with a fixed drafting
+time per step it pays only when every request of the step skips (low
+concurrency, or a batch of hard requests); with a per-request drafting
+cost it pays per skipped request. `benchmarks/bypass_gain.py` measures it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from policies.base import StepOutcome
+from policies.history import AcceptanceHistory
+from simulator.schema import num
+
+
+@dataclass(frozen=True)
+class BypassParams:
+    """`policy.params.bypass` of the DSpark policies."""
+
+    acceptance_below: float = num(0.35, gt=0, lt=1)
+    min_trials: int = num(4, ge=1)
+    skip_steps: int = num(32, ge=1)
+    window_steps: int = num(16, ge=1)
+
+
+class DraftingBypass:
+    """Decides, per step and request, whether to draft; learns from step outcomes."""
+
+    def __init__(self, params: BypassParams) -> None:
+        self.params = params
+        self.history = AcceptanceHistory(params.window_steps)
+        self.skip_until = np.zeros(0, dtype=np.int64)
+        self.step = 0
+
+    def mask(self, request_ids: np.ndarray) -> np.ndarray:
+        """True where the request drafts this step (call once per speculating step)."""
+        self.step += 1
+        self.grow(request_ids)
+        return self.skip_until[request_ids] < self.step
+
+    def observe(self, outcome: StepOutcome) -> None:
+        ids = outcome.request_ids
+        self.history.record(ids, outcome.verify_lengths, outcome.accepted)
+        p = self.params
+        judged = self.history.trial_counts(ids) >= p.min_trials
+        hard = judged & (self.history.rate(ids, prior=1.0) < p.acceptance_below)
+        if hard.any():
+            self.grow(ids)
+            self.skip_until[ids[hard]] = self.step + p.skip_steps
+            self.history.forget(ids[hard])
+
+    def grow(self, request_ids: np.ndarray) -> None:
+        need = int(request_ids.max()) + 1 if request_ids.size else 0
+        if need > self.skip_until.size:
+            size = max(need, 2 * self.skip_until.size, 64)
+            self.skip_until = np.concatenate((self.skip_until, np.zeros(size - self.skip_until.size, dtype=np.int64)))

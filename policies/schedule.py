@@ -1,0 +1,53 @@
+"""Per-batch-size length schedule (TensorRT-LLM `draft_len_schedule`, vLLM `disable_by_batch_size`).
+
+`schedule` maps batch-size upper bounds to verification lengths:
+`{4: 4, 8: 2, 32: 1}` verifies 4 drafts per request while the step has at
+most 4 decoding requests, 2 up to 8, 1 up to 32, and none above 32
+(speculation off). vLLM's `disable_by_batch_size: N` is `{N: γ}`. Lengths
+are capped at the block size and fitted to the step's token capacity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from policies.base import Policy, StepView, fit_capacity
+from simulator.errors import ScenarioError
+from simulator.schema import num
+
+
+@dataclass(frozen=True)
+class LengthScheduleParams:
+    """`schedule`: {batch-size upper bound: length}; bounds are whole numbers ≥ 1."""
+
+    schedule: dict[str, int] = num(ge=0)
+
+    def validate(self, path: str) -> None:
+        if not self.schedule:
+            raise ScenarioError(f"{path}.schedule", "needs at least one 'batch_size: length' entry")
+        for key in self.schedule:
+            if not key.strip().isdigit() or int(key) < 1:
+                raise ScenarioError(f"{path}.schedule.{key}", "batch-size bound must be a whole number >= 1")
+
+
+class LengthSchedule(Policy):
+    """ℓ = schedule[smallest bound ≥ batch size] for every request; 0 above the largest bound."""
+
+    name: ClassVar[str] = "length-schedule"
+    Params: ClassVar[type] = LengthScheduleParams
+
+    def __init__(self, params: LengthScheduleParams, block_size: int) -> None:
+        super().__init__(params, block_size)
+        table = sorted((int(k), v) for k, v in params.schedule.items())
+        self.bounds = np.array([k for k, _ in table], dtype=np.int64)
+        self.lengths = np.array([min(v, block_size) for _, v in table] + [0], dtype=np.int64)
+
+    def length_for(self, batch_requests: int) -> int:
+        return int(self.lengths[np.searchsorted(self.bounds, batch_requests, side="left")])
+
+    def decide(self, view: StepView) -> np.ndarray:
+        lengths = np.full(view.batch_requests, self.length_for(view.batch_requests), dtype=np.int64)
+        return fit_capacity(lengths, view)

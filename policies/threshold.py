@@ -1,0 +1,43 @@
+"""Static confidence threshold: verify while `c ≥ θ` (or while the survival `a ≥ θ`).
+
+A baseline that uses the confidence head but ignores the hardware: each
+request's length is its longest prefix of drafts that all pass the
+threshold, whatever the batch size and the step-time curve. The decision
+for position k uses c_1..c_k only (they depend on drafts before x_k), so
+it is lossless. Lengths are then fitted to the step's token capacity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from policies.admission import survival
+from policies.base import Policy, StepView, fit_capacity
+from simulator.schema import num
+
+
+@dataclass(frozen=True)
+class ThresholdParams:
+    """`threshold` θ in (0, 1]; `on`: the per-position confidence c or the prefix survival a."""
+
+    threshold: float = num(0.5, gt=0, le=1)
+    on: Literal["confidence", "survival"] = "confidence"
+
+
+class Threshold(Policy):
+    """ℓ_r = the longest prefix whose confidences (or survivals) are all ≥ θ."""
+
+    name: ClassVar[str] = "threshold"
+    Params: ClassVar[type] = ThresholdParams
+
+    def decide(self, view: StepView) -> np.ndarray:
+        theta = self.params.threshold
+        if self.params.on == "survival":
+            passing = survival(view.confidences) >= theta
+        else:
+            passing = np.cumprod(view.confidences >= theta, axis=1, dtype=bool)
+        lengths = np.count_nonzero(passing, axis=1).astype(np.int64)
+        return fit_capacity(lengths, view)
