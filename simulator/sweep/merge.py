@@ -1,0 +1,81 @@
+"""Variant and load → a point's raw scenario mapping (before validation).
+
+A sweep variant is a partial scenario deep-merged over the base scenario's
+raw YAML mapping: mappings merge key by key, anything else replaces. Where
+the schema offers alternatives, the variant's choice replaces the base's
+with no leftovers from the other alternative:
+
+- a tagged union (`kind:` or `mode:`: workload.arrivals, prompt/output
+  lengths, engine.prefill, drafter.latency, hardware.profile, the
+  confidence head's `kind`): when the variant names a different tag than
+  the base, the variant's mapping replaces the base's wholesale;
+- `policy`: a different `name` replaces the whole block (params included);
+- `drafter.acceptance`: `preset` and `per_position` exclude each other.
+
+The load axis is applied after the merge: `users` sets a closed loop
+(keeping the base's `think_s`), `rate_per_s` sets Poisson arrivals.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+TAG_KEYS = ("kind", "mode")
+NAME_TAGGED = (("policy",),)
+EXCLUSIVE = {("drafter", "acceptance"): (("preset",), ("per_position",))}
+
+
+def deep_merge(base: Any, over: Any, path: tuple[str, ...] = ()) -> Any:
+    """`over` merged onto `base` (neither is modified) with the alternatives rule."""
+    if not isinstance(base, dict) or not isinstance(over, dict) or replaces_wholesale(base, over, path):
+        return copy.deepcopy(over)
+    out = copy.deepcopy(base)
+    for key in excluded_by(over, path):
+        out.pop(key, None)
+    for key, value in over.items():
+        out[key] = deep_merge(out[key], value, (*path, key)) if key in out else copy.deepcopy(value)
+    return out
+
+
+def replaces_wholesale(base: dict, over: dict, path: tuple[str, ...]) -> bool:
+    """True when `over` picks a different alternative of a tagged union than `base`."""
+    tags = TAG_KEYS + (("name",) if path in NAME_TAGGED else ())
+    return any(tag in over and tag in base and over[tag] != base[tag] for tag in tags)
+
+
+def excluded_by(over: dict, path: tuple[str, ...]) -> list[str]:
+    """Keys of the other alternative, which the variant's choice removes from the base."""
+    groups = EXCLUSIVE.get(path, ())
+    out: list[str] = []
+    for group in groups:
+        if any(key in over for key in group):
+            out += [key for other in groups if other is not group for key in other]
+    return out
+
+
+def apply_variant(base: dict, variant: dict) -> dict:
+    """The base mapping with one variant (its `label` removed) merged on top."""
+    body = {k: v for k, v in variant.items() if k != "label"}
+    return deep_merge(base, body)
+
+
+def apply_load(raw: dict, load_kind: str, value: float) -> dict:
+    """Set the workload's arrivals for one load value (`users` or `rate_per_s`)."""
+    out = copy.deepcopy(raw)
+    workload = out.setdefault("workload", {})
+    if not isinstance(workload, dict):
+        return out
+    before = workload.get("arrivals")
+    before = before if isinstance(before, dict) else {}
+    if load_kind == "users":
+        think_s = before.get("think_s", 0.0) if before.get("kind") == "closed_loop" else 0.0
+        workload["arrivals"] = {"kind": "closed_loop", "users": int(value), "think_s": think_s}
+    else:
+        workload["arrivals"] = {"kind": "poisson", "rate_per_s": float(value)}
+    return out
+
+
+def strip_study_blocks(raw: dict) -> dict:
+    """The mapping without `sweep:` and `sla:` (a point is one plain scenario)."""
+    return {k: v for k, v in raw.items() if k not in ("sweep", "sla", "source")}
