@@ -25,6 +25,7 @@ import yaml
 from simulator.drafters.spec import DrafterSpec
 from simulator.errors import ScenarioError, SpecplanError
 from simulator.schema import Context, Tagged, build, num, to_plain
+from simulator.sweep_spec import SlaSpec, SweepSpec
 from traces.spec import WorkloadSpec
 
 
@@ -105,6 +106,8 @@ class Scenario:
     drafter: DrafterSpec = field(default_factory=DrafterSpec)
     policy: PolicySpec = field(default_factory=PolicySpec)
     description: str = ""
+    sweep: SweepSpec | None = None
+    sla: SlaSpec | None = None
     source: str = field(default="<mapping>", compare=False)
 
     def validate(self, path: str) -> None:
