@@ -2,4 +2,5 @@
 
 COMMANDS = (
     "simulator.commands.run",
+    "simulator.commands.calibrate",
 )

@@ -61,11 +61,19 @@ class AcceptanceSpec:
 
 @dataclass(frozen=True)
 class ConfidenceSpec:
-    """The drafter's confidence head: `perfect` (c = p) or a noisy, sharpened `model`."""
+    """The drafter's confidence head: `perfect` (c = p) or a noisy, sharpened `model`.
+
+    For `model`: `overconfidence` sharpens the raw head's logit (1 = none),
+    `noise` is its estimation noise in logit space (sets ROC-AUC);
+    `calibration: sts` fits Sequential Temperature Scaling on
+    `calibration_samples` draft blocks at build time (`heads.py`). The
+    defaults land the raw head in the published range (ECE 3–8%, AUC
+    0.81–0.91) under realistic acceptance spread. `perfect` ignores them.
+    """
 
     kind: Literal["perfect", "model"] = "perfect"
-    overconfidence: float = num(1.0, gt=0)
-    noise: float = num(0.0, ge=0)
+    overconfidence: float = num(1.5, gt=0)
+    noise: float = num(0.4, ge=0)
     calibration: Literal["none", "sts"] = "none"
     calibration_samples: int = num(20000, ge=100)
 
@@ -78,7 +86,50 @@ class FixedLatency:
     ms: float = num(ge=0)
 
 
-Latency = Annotated[FixedLatency, Tagged("kind")]
+@dataclass(frozen=True)
+class LayersLatency:
+    """Drafting cost derived from the target's step-time profile by layer fraction.
+
+    One drafter forward over N tokens costs
+    `(drafter_layers / target_layers + lm_head_fraction) · target.step_ms(N)`;
+    `lm_head_fraction` is the drafter's vocabulary projection as a share of a
+    target step (Qwen3-8B's full 152k vocabulary is ≈ 0.076 of its weights;
+    Eagle3's 32k draft vocabulary ≈ 0.016). DSpark's sequential Markov head
+    costs `markov_head_fraction · target.step_ms(R)` per draft position
+    (rank-256 W2 over a 152k vocabulary ≈ 0.005 of Qwen3-8B's weights).
+    """
+
+    KIND: ClassVar[str] = "layers"
+    target_layers: int = num(ge=1)
+    drafter_layers: float = num(1.0, gt=0)
+    lm_head_fraction: float = num(0.0, ge=0, le=1)
+    markov_head_fraction: float = num(0.005, ge=0, le=1)
+
+
+@dataclass(frozen=True)
+class ProfileLatency:
+    """Drafting cost from a drafter step-time profile (CSV) measured by the harness.
+
+    `path` is the drafter's forward time against tokens in the forward; the
+    family sets how many forwards over how many tokens a step takes
+    (`latency_models.py`). DSpark's Markov head is priced as in `layers`.
+    """
+
+    KIND: ClassVar[str] = "profile"
+    path: str = num(path=True)
+    markov_head_fraction: float = num(0.005, ge=0, le=1)
+
+    def validate(self, path: str) -> None:
+        from hwprofiles import load_profile
+        from simulator.errors import SpecplanError
+
+        try:
+            load_profile(self.path)
+        except SpecplanError as exc:
+            raise ScenarioError(f"{path}.path", str(exc)) from None
+
+
+Latency = Annotated[FixedLatency | LayersLatency | ProfileLatency, Tagged("kind")]
 
 
 @dataclass(frozen=True)
@@ -94,6 +145,10 @@ class DrafterSpec:
             raise ScenarioError(f"{path}.block_size", f"a '{self.family}' drafter needs block_size >= 1")
         if self.family != "none" and self.acceptance.preset is None and self.acceptance.per_position is None:
             raise ScenarioError(f"{path}.acceptance", "give a 'preset' or 'per_position' curves")
+        if self.family != "none" and self.acceptance.preset is not None:
+            from simulator.drafters.presets import check_preset
+
+            check_preset(self.acceptance.preset, self.family, f"{path}.acceptance.preset")
         curves = self.acceptance.per_position or {}
         for name, curve in curves.items():
             if len(curve) < self.block_size:
