@@ -1,57 +1,107 @@
 """Workload → request arrivals in a SimPy environment.
 
-`start_workload(env, scenario, submit, stop)` starts the processes that
-create requests and hand them to `submit(prompt_tokens, output_tokens,
+`start_workload(env, scenario, submit, domains_mix)` starts the processes
+that create requests and hand them to `submit(prompt_tokens, output_tokens,
 domain) -> Event`, an event that fires when the request completes or is
 rejected (closed-loop users wait on it). Arrivals stop at the horizon's
-duration or after its `requests` count; `stop()` says whether the cap is
-reached. Each request's lengths and domain come from their own named
-streams, so the arrival process and the lengths never share draws.
+duration or after its `requests` count (`ArrivalBudget`).
+
+Open-loop processes (arrivals.py) give arrival times; closed-loop users
+think between requests; traces are replayed by replay.py. Each request's
+domain and lengths come from their own named streams (`RequestSource`), so
+the arrival process and the lengths never share draws. `domain` indexes the
+acceptance model's domains: the entries of drafter.acceptance.domains with
+a positive share, in order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import numpy as np
 import simpy
 
+from simulator.drafters.spec import DOMAINS
 from simulator.streams import stream
-from traces.lengths import LengthSampler
-from traces.spec import ClosedLoopArrivals, PoissonArrivals
+from traces.arrivals import ThinkTime, arrival_process
+from traces.lengths import LengthPair
+from traces.spec import ClosedLoopArrivals, MixtureLength, TraceArrivals
 
 Submit = Callable[[int, int, int], simpy.Event]
 
 
+def active_domains(scenario: Any) -> tuple[str, ...]:
+    """The acceptance model's domains: drafter.acceptance.domains with share > 0, in order."""
+    return tuple(d for d, share in scenario.drafter.acceptance.domains.items() if share > 0)
+
+
 class RequestSource:
-    """Draws the per-request attributes (prompt, output, domain) from named streams."""
+    """Draws the per-request attributes (prompt, output, domain) from named streams.
+
+    With a mixture, each domain has its own component and streams; without
+    one, every domain shares one prompt/output sampler.
+    """
 
     def __init__(self, scenario: Any, domains_mix: np.ndarray) -> None:
         seed = scenario.seed
         spec = scenario.workload
-        self.prompt = LengthSampler(spec.prompt_tokens, stream(seed, "lengths.prompt"))
-        self.output = LengthSampler(spec.output_tokens, stream(seed, "lengths.output"))
+        self.domain_names = active_domains(scenario)
+        if len(self.domain_names) != len(domains_mix):
+            raise ValueError(f"domain mix has {len(domains_mix)} shares for domains {self.domain_names}")
         self.domain_rng = stream(seed, "domains")
         self.cum_mix = np.cumsum(domains_mix)
+        mixture = isinstance(spec.prompt_tokens, MixtureLength) or isinstance(spec.output_tokens, MixtureLength)
+        if mixture:
+            self.pairs = [self.domain_pair(spec, seed, d) for d in self.domain_names]
+        else:
+            shared = LengthPair(spec.prompt_tokens, spec.output_tokens,
+                                stream(seed, "lengths.prompt"), stream(seed, "lengths.output"))
+            self.pairs = [shared] * len(self.domain_names)
+
+    @staticmethod
+    def domain_pair(spec: Any, seed: int, domain: str) -> LengthPair:
+        key = DOMAINS.index(domain)
+        return LengthPair(component(spec.prompt_tokens, domain), component(spec.output_tokens, domain),
+                          stream(seed, "lengths.prompt", key), stream(seed, "lengths.output", key))
+
+    def next_domain(self) -> int:
+        draw = self.domain_rng.random() * self.cum_mix[-1]
+        return min(int(np.searchsorted(self.cum_mix, draw, side="right")), self.cum_mix.size - 1)
+
+    def lengths(self, domain: int) -> tuple[int, int]:
+        return self.pairs[domain].next()
 
     def next(self) -> tuple[int, int, int]:
-        domain = int(np.searchsorted(self.cum_mix, self.domain_rng.random() * self.cum_mix[-1], side="right"))
-        return self.prompt.next(), self.output.next(), min(domain, self.cum_mix.size - 1)
+        domain = self.next_domain()
+        prompt, output = self.lengths(domain)
+        return prompt, output, domain
+
+
+def component(spec: Any, domain: str) -> Any:
+    return spec.components[domain] if isinstance(spec, MixtureLength) else spec
 
 
 class ArrivalBudget:
-    """Counts arrivals against the horizon: a time limit and/or a request cap."""
+    """Counts arrivals against the horizon: a time limit and/or a request cap.
+
+    A trace replay attaches itself as `replay`; `summary_counts()` then
+    reports what its reader skipped.
+    """
 
     def __init__(self, duration_s: float | None, requests: int | None) -> None:
         self.duration_s = duration_s
         self.requests = requests
         self.arrived = 0
+        self.replay: Any = None
 
     def allows(self, now: float) -> bool:
         if self.duration_s is not None and now >= self.duration_s:
             return False
         return self.requests is None or self.arrived < self.requests
+
+    def summary_counts(self) -> dict[str, int]:
+        return {} if self.replay is None else self.replay.counts()
 
 
 def start_workload(
@@ -61,27 +111,30 @@ def start_workload(
     arrivals = scenario.workload.arrivals
     budget = ArrivalBudget(scenario.horizon.duration_s, scenario.horizon.requests)
     source = RequestSource(scenario, domains_mix)
-    rng = stream(scenario.seed, "arrivals")
-    if isinstance(arrivals, PoissonArrivals):
-        env.process(open_loop(env, rng, arrivals.rate_per_s, source, submit, budget))
-    elif isinstance(arrivals, ClosedLoopArrivals):
+    if isinstance(arrivals, ClosedLoopArrivals):
+        think = ThinkTime(arrivals.think_s, arrivals.think_cv)
         for user in range(arrivals.users):
             think_rng = stream(scenario.seed, "think", user)
-            env.process(closed_loop_user(env, think_rng, arrivals.think_s, source, submit, budget))
-    else:
+            env.process(closed_loop_user(env, think_rng, think, source, submit, budget))
+    elif isinstance(arrivals, TraceArrivals):
         from traces.replay import start_replay
 
         start_replay(env, scenario, arrivals, submit, budget, source)
+    else:
+        times = arrival_process(arrivals).times(stream(scenario.seed, "arrivals"))
+        env.process(open_loop(env, times, source, submit, budget))
     return budget
 
 
 def open_loop(
-    env: simpy.Environment, rng: np.random.Generator, rate_per_s: float,
-    source: RequestSource, submit: Submit, budget: ArrivalBudget,
+    env: simpy.Environment, times: Iterator[float], source: RequestSource, submit: Submit,
+    budget: ArrivalBudget,
 ) -> Generator[simpy.Event, Any, None]:
-    """Poisson arrivals: exponential gaps with mean 1/rate, no cap on gap length."""
-    while True:
-        yield env.timeout(rng.exponential(1.0 / rate_per_s))
+    """Submit one request at each arrival time (absolute seconds, non-decreasing)."""
+    for t in times:
+        delay = t - env.now
+        if delay > 0:
+            yield env.timeout(delay)
         if not budget.allows(env.now):
             return
         budget.arrived += 1
@@ -89,12 +142,13 @@ def open_loop(
 
 
 def closed_loop_user(
-    env: simpy.Environment, rng: np.random.Generator, think_s: float,
+    env: simpy.Environment, rng: np.random.Generator, think: ThinkTime,
     source: RequestSource, submit: Submit, budget: ArrivalBudget,
 ) -> Generator[simpy.Event, Any, None]:
-    """One user: send, wait for completion, think (exponential, mean think_s), repeat."""
+    """One user: send, wait for completion, think, repeat."""
     while budget.allows(env.now):
         budget.arrived += 1
         yield submit(*source.next())
-        if think_s > 0:
-            yield env.timeout(rng.exponential(think_s))
+        pause = think.draw(rng)
+        if pause > 0:
+            yield env.timeout(pause)

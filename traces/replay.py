@@ -1,0 +1,173 @@
+"""Trace replay: a trace file → timed request arrivals in the SimPy run.
+
+workload.py calls `start_replay` for `workload.arrivals: {kind: trace}`.
+The pipeline is lazy end to end (readers.py streams the file):
+
+    TraceReader  (seconds from the trace's first request)
+    → window     (start_s, duration_s, in trace time; shifted to start at 0)
+    → rate_scale (thin below 1; above 1, superpose copies circularly shifted
+                  inside the window, the last copy thinned to the fraction)
+    → time_scale (every time multiplied: 2 replays twice as slow)
+    → SimPy process submitting each request at its time.
+
+Thinning keeps the trace's rate-over-time shape and length distribution;
+each superposed copy keeps the trace's own gap structure, so the gaps'
+coefficient of variation is kept (exactly for a Poisson trace) rather than
+smoothed to Poisson. The `Replay` object keeps the counts of skipped bad
+lines and failed (zero-output) requests for the run's summary.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Generator, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import simpy
+
+from simulator.errors import SpecplanError
+from simulator.streams import stream
+from traces.readers import TraceFile, TraceReader, TraceRow
+from traces.spec import TraceArrivals
+
+
+def windowed(rows: Iterable[TraceRow], start_s: float, duration_s: float | None) -> Iterator[TraceRow]:
+    """Rows with start_s ≤ time < start_s + duration_s, times shifted so the window starts at 0."""
+    end_s = math.inf if duration_s is None else start_s + duration_s
+    for row in rows:
+        if row.time_s >= end_s:
+            return
+        if row.time_s >= start_s:
+            yield row._replace(time_s=row.time_s - start_s)
+
+
+def shifted(rows: Iterable[TraceRow], offset_s: float) -> Iterator[TraceRow]:
+    for row in rows:
+        yield row._replace(time_s=row.time_s + offset_s)
+
+
+def thinned(rows: Iterable[TraceRow], keep: float, rng: np.random.Generator) -> Iterator[TraceRow]:
+    """Each row kept independently with probability `keep` (uniforms drawn in blocks)."""
+    if keep >= 1.0:
+        yield from rows
+        return
+    uniforms: list[float] = []
+    for row in rows:
+        if not uniforms:
+            uniforms = rng.random(4096).tolist()
+        if uniforms.pop() < keep:
+            yield row
+
+
+class Replay:
+    """One trace replayed under a TraceArrivals spec; iterate `arrivals()` for timed requests."""
+
+    def __init__(self, spec: TraceArrivals, seed: int) -> None:
+        self.spec = spec
+        self.file = TraceFile.of(spec)
+        self.primary = TraceReader(self.file)
+        self.seed = seed
+
+    def check(self) -> None:
+        """Open the file and parse its first request now, so errors come before the run."""
+        TraceReader(self.file).first()
+
+    def counts(self) -> dict[str, int]:
+        """What the primary pass skipped so far (reported in the run's summary)."""
+        return {"trace_bad_lines": self.primary.bad_lines, "trace_failed_requests": self.primary.failed_requests}
+
+    def arrivals(self) -> Iterator[TraceRow]:
+        """Requests in arrival order, time_s in simulated seconds from the window's start."""
+        for row in self.scaled_rows():
+            yield row._replace(time_s=row.time_s * self.spec.time_scale)
+
+    def scaled_rows(self) -> Iterator[TraceRow]:
+        """The window's rows after rate_scale, in trace seconds."""
+        spec = self.spec
+        copies = max(1, math.ceil(spec.rate_scale - 1e-12))
+        keep = [min(1.0, spec.rate_scale - j) for j in range(copies)]
+        first = windowed(self.primary, spec.start_s, spec.duration_s)
+        streams = [thinned(first, keep[0], stream(self.seed, "trace.thin", 0))]
+        if copies > 1:
+            circle_s = self.circle_s()
+            offsets = stream(self.seed, "trace.shift").uniform(0.0, circle_s, copies - 1)
+            for j, offset in enumerate(offsets, start=1):
+                rows = self.circular_copy(float(offset), circle_s)
+                streams.append(thinned(rows, keep[j], stream(self.seed, "trace.thin", j)))
+        if len(streams) == 1:
+            return streams[0]
+        return heapq.merge(*streams, key=lambda row: row.time_s)
+
+    def circular_copy(self, offset_s: float, circle_s: float) -> Iterator[TraceRow]:
+        """The window rotated by offset_s on a circle of circle_s seconds (two lazy passes)."""
+        start = self.spec.start_s
+        tail = windowed(TraceReader(self.file), start + circle_s - offset_s, offset_s)
+        head = windowed(TraceReader(self.file), start, circle_s - offset_s)
+        return itertools.chain(tail, shifted(head, offset_s))
+
+    def circle_s(self) -> float:
+        """Length of the window the copies rotate in: duration_s when the trace covers it,
+        else the window's span plus one mean gap (n requests span n − 1 gaps)."""
+        spec = self.spec
+        end = math.inf if spec.duration_s is None else spec.start_s + spec.duration_s
+        n, last_s = 0, 0.0
+        for row in TraceReader(self.file):
+            if row.time_s >= end:
+                return float(spec.duration_s)  # type: ignore[arg-type]
+            if row.time_s >= spec.start_s:
+                n, last_s = n + 1, row.time_s - spec.start_s
+        if n < 2 or last_s <= 0:
+            raise SpecplanError(f"{self.file.path}: rate_scale > 1 needs at least two requests at "
+                                f"different times in the window, found {n}")
+        return last_s * n / (n - 1)
+
+
+def start_replay(env: simpy.Environment, scenario: Any, spec: TraceArrivals, submit: Any,
+                 budget: Any, source: Any) -> Replay:
+    """Start the SimPy process replaying `spec`; the budget keeps the Replay for the summary."""
+    replay = Replay(spec, scenario.seed)
+    replay.check()
+    budget.replay = replay
+    env.process(replay_process(env, replay, source, submit, budget))
+    return replay
+
+
+def replay_process(env: simpy.Environment, replay: Replay, source: Any, submit: Any,
+                   budget: Any) -> Generator[simpy.Event, Any, None]:
+    domain_of = DomainMap(replay, source)
+    use_lengths = replay.spec.use_lengths
+    for row in replay.arrivals():
+        delay = row.time_s - env.now
+        if delay > 0:
+            yield env.timeout(delay)
+        if not budget.allows(env.now):
+            return
+        domain = domain_of(row)
+        prompt, output = (max(row.prompt_tokens, 1), row.output_tokens) if use_lengths else source.lengths(domain)
+        budget.arrived += 1
+        submit(prompt, output, domain)
+
+
+class DomainMap:
+    """A replayed request's domain index: the spec's fixed domain, the file's column, or a draw from the mix."""
+
+    def __init__(self, replay: Replay, source: Any) -> None:
+        self.path = replay.file.path
+        self.names = tuple(source.domain_names)
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.fixed = None if replay.spec.domain is None else self.index[replay.spec.domain]
+        self.source = source
+
+    def __call__(self, row: TraceRow) -> int:
+        if self.fixed is not None:
+            return self.fixed
+        if row.domain is None:
+            return int(self.source.next_domain())
+        found = self.index.get(row.domain)
+        if found is None:
+            raise SpecplanError(f"{self.path}:{row.line}: domain '{row.domain}' is not in "
+                                f"drafter.acceptance.domains (active: {', '.join(self.names)})")
+        return found
