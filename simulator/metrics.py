@@ -87,4 +87,6 @@ def summarize(scenario: Any, requests: pd.DataFrame, steps: pd.DataFrame, end_s:
         "simulated_s": float(end_s),
         "wall_s": float(wall_s),
     }
+    if sim is not None:
+        summary.update(sim.budget.summary_counts())
     return summary

@@ -26,7 +26,7 @@ from simulator.drafters.spec import DrafterSpec
 from simulator.errors import ScenarioError, SpecplanError
 from simulator.schema import Context, Tagged, build, num, to_plain
 from simulator.sweep_spec import SlaSpec, SweepSpec
-from traces.spec import WorkloadSpec
+from traces.spec import WorkloadSpec, validate_domains
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,7 @@ class Scenario:
         from policies.registry import validate_policy
 
         validate_policy(self.policy, self.drafter, "policy")
+        validate_domains(self.workload, self.drafter.acceptance.domains, "workload")
 
 
 def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -> Scenario:

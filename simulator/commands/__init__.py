@@ -2,5 +2,6 @@
 
 COMMANDS = (
     "simulator.commands.run",
+    "simulator.commands.trace_stats",
     "simulator.commands.calibrate",
 )
