@@ -17,6 +17,7 @@ no per-candidate Python loop.
     n = early_stop(ranked.theta)        Algorithm 1 (lossless)
     n = global_best(ranked.theta)       argmax over every prefix (lossy when synchronous)
     ℓ = top_lengths(ranked, n)          per-request lengths of the top-n set
+    ℓ = top_k_lengths(survivals, k)     the same for a given k, by selection instead of a sort
 
 Candidates with zero survival are never admitted (they cannot add a token),
 and at most `view.verify_capacity` candidates are ranked, so every length
@@ -51,9 +52,14 @@ def survival(confidences: np.ndarray) -> np.ndarray:
     return np.cumprod(np.clip(confidences, 0.0, 1.0), axis=1)
 
 
-def rank_candidates(view: StepView, confidences: np.ndarray | None = None) -> Ranked:
-    """Sort the step's candidates once and build the expected-throughput curve Θ_n."""
-    a = survival(view.confidences if confidences is None else confidences)
+def rank_candidates(view: StepView, survivals: np.ndarray | None = None) -> Ranked:
+    """Sort the step's candidates once and build the expected-throughput curve Θ_n.
+
+    `survivals` (R, γ) replaces the survivals of the view's confidences (the
+    asynchronous policy plans with older ones); the view gives R, the
+    reserved tokens, the capacity and the SPS table.
+    """
+    a = survival(view.confidences) if survivals is None else survivals
     flat = a.ravel()
     limit = min(int(np.count_nonzero(flat)), view.verify_capacity)
     gains = np.sort(flat)[::-1][:limit]
@@ -89,15 +95,29 @@ def global_best(theta: np.ndarray) -> int:
 
 
 def top_lengths(ranked: Ranked, n: int) -> np.ndarray:
-    """ℓ_r: how many of request r's candidates are among the top n by survival.
+    """ℓ_r: how many of request r's candidates are among the top n by survival."""
+    if n <= 0:
+        return np.zeros(ranked.survival.shape[0], dtype=np.int64)
+    return lengths_above(ranked.survival, n, ranked.gains[n - 1])
+
+
+def top_k_lengths(survivals: np.ndarray, k: int) -> np.ndarray:
+    """ℓ_r for the top k candidates with positive survival, found by selection (no full sort)."""
+    flat = survivals.ravel()
+    n = min(k, int(np.count_nonzero(flat)))
+    if n <= 0:
+        return np.zeros(survivals.shape[0], dtype=np.int64)
+    where = flat.size - n
+    cut = np.partition(flat, where)[where]
+    return lengths_above(survivals, n, cut)
+
+
+def lengths_above(a: np.ndarray, n: int, cut: float) -> np.ndarray:
+    """Per-row counts of the n candidates with the largest survival, `cut` being the n-th largest.
 
     Ties at the cut are broken in row order (earlier rows first), then by
     position, which keeps every request's selection a prefix of its block.
     """
-    a = ranked.survival
-    if n <= 0:
-        return np.zeros(a.shape[0], dtype=np.int64)
-    cut = ranked.gains[n - 1]
     at_least = a >= cut
     if np.count_nonzero(at_least) == n:
         return np.count_nonzero(at_least, axis=1).astype(np.int64)

@@ -17,15 +17,17 @@ they differ in how many (DESIGN.md §1):
   candidates by current survival. Scheduling latency is hidden
   (`hides_scheduling`).
 
-How `dspark-async` turns the lagged search into K for the current batch:
-the search of step t−2 gives every request then running an allotment (its
-ℓ in that step's global argmax). K_t is the sum of the allotments of the
-current drafting requests that were in step t−2's batch, plus, for each
-request with no such history (it joined at t−1 or t), the mean allotment
-per request of step t−2's search. With no lagged search at all (the
-replica's first two speculating steps) each request gets `cold_length`.
-K_t is capped by the step's capacity. Nothing in K_t depends on the
-current step's drafts, which is the causal barrier that keeps it lossless.
+How `dspark-async` plans K for the current batch: it keeps, per step, the
+survival rows of the drafting requests. At step t it takes the snapshot of
+step t−2 and runs the global search (argmax of Θ) for the current batch
+(its R, reserved tokens and capacity) with each request's survival row
+from that snapshot. A request with no row there (it joined, or did not
+draft, at t−2) is planned with the mean survival row of that snapshot;
+requests that do not draft now get no candidates. With no snapshot two
+steps back (the replica's first two speculating steps) each drafting
+request gets `cold_length`. K is capped by the step's capacity; nothing in
+it depends on the current step's drafts, the causal barrier that keeps the
+policy lossless while it still crosses step-time cliffs.
 
 All three accept `bypass: {...}` (policies.bypass): difficulty-aware
 skipping of drafting for requests whose recent acceptance is low.
@@ -39,7 +41,15 @@ from typing import ClassVar
 
 import numpy as np
 
-from policies.admission import Ranked, early_stop, global_best, rank_candidates, top_lengths
+from policies.admission import (
+    Ranked,
+    early_stop,
+    global_best,
+    rank_candidates,
+    survival,
+    top_k_lengths,
+    top_lengths,
+)
 from policies.base import Policy, StepOutcome, StepView
 from policies.bypass import BypassParams, DraftingBypass
 from simulator.schema import num
@@ -104,20 +114,16 @@ class DSparkGlobal(DSparkPolicy):
 
 
 @dataclass(frozen=True, eq=False)
-class Allotment:
-    """One step's global-search result, kept for the step two later: ids sorted, ℓ per id."""
+class Snapshot:
+    """One step's survival rows of its drafting requests, kept for the step two later (ids sorted)."""
 
     step_index: int
     request_ids: np.ndarray
-    lengths: np.ndarray
-
-    @property
-    def mean_length(self) -> float:
-        return float(self.lengths.mean()) if self.lengths.size else 0.0
+    survivals: np.ndarray
 
 
 class DSparkAsync(DSparkPolicy):
-    """Capacity K from a global search two steps back, then top-K by current survival."""
+    """Capacity K from a global search on confidences two steps old, then top-K by current survival."""
 
     name: ClassVar[str] = "dspark-async"
     Params: ClassVar[type] = DSparkAsyncParams
@@ -127,33 +133,44 @@ class DSparkAsync(DSparkPolicy):
     def __init__(self, params: DSparkAsyncParams, block_size: int) -> None:
         super().__init__(params, block_size)
         self.cold_length = params.cold_length
-        self.allotments: deque[Allotment] = deque(maxlen=self.LAG_STEPS + 1)
+        self.snapshots: deque[Snapshot] = deque(maxlen=self.LAG_STEPS + 1)
 
-    def admit_count(self, view: StepView, ranked: Ranked) -> int:
+    def decide(self, view: StepView) -> np.ndarray:
+        current = survival(view.confidences)
         capacity = self.lagged_capacity(view)
-        self.remember(view, ranked)
-        return min(capacity, ranked.gains.size)
+        self.remember(view, current)
+        return top_k_lengths(current, min(capacity, view.verify_capacity))
 
-    def remember(self, view: StepView, ranked: Ranked) -> None:
-        lengths = top_lengths(ranked, global_best(ranked.theta))
-        order = np.argsort(view.request_ids, kind="stable")
-        self.allotments.append(Allotment(view.step_index, view.request_ids[order], lengths[order]))
+    def remember(self, view: StepView, current: np.ndarray) -> None:
+        drafted = np.asarray(view.drafted, dtype=bool)
+        ids = view.request_ids[drafted]
+        order = np.argsort(ids, kind="stable")
+        self.snapshots.append(Snapshot(view.step_index, ids[order], current[drafted][order]))
 
-    def lagged(self, step_index: int) -> Allotment | None:
-        """The latest global search of a step at least LAG_STEPS before this one."""
-        for allotment in reversed(self.allotments):
-            if allotment.step_index <= step_index - self.LAG_STEPS:
-                return allotment
+    def lagged(self, step_index: int) -> Snapshot | None:
+        """The latest snapshot of a step at least LAG_STEPS before this one."""
+        for snapshot in reversed(self.snapshots):
+            if snapshot.step_index <= step_index - self.LAG_STEPS:
+                return snapshot
         return None
 
     def lagged_capacity(self, view: StepView) -> int:
-        """K for this step, from information fixed two steps ago (see the module docstring)."""
-        drafting = np.asarray(view.drafted, dtype=bool)
+        """K: the global argmax of Θ for this batch, planned with survivals two steps old."""
+        drafted = np.asarray(view.drafted, dtype=bool)
         past = self.lagged(view.step_index)
         if past is None or past.request_ids.size == 0:
-            return self.cold_length * int(np.count_nonzero(drafting))
-        ids = view.request_ids[drafting]
-        pos = np.minimum(np.searchsorted(past.request_ids, ids), past.request_ids.size - 1)
-        known = past.request_ids[pos] == ids
-        newcomers = int(ids.size - np.count_nonzero(known))
-        return int(past.lengths[pos[known]].sum()) + round(newcomers * past.mean_length)
+            return self.cold_length * int(np.count_nonzero(drafted))
+        planned = lagged_survivals(past, view.request_ids, drafted)
+        return global_best(rank_candidates(view, planned).theta)
+
+
+def lagged_survivals(past: Snapshot, request_ids: np.ndarray, drafted: np.ndarray) -> np.ndarray:
+    """Each current request's survival row from `past`; the mean row for requests it lacks.
+
+    Requests that do not draft this step get a zero row (no candidates).
+    """
+    pos = np.minimum(np.searchsorted(past.request_ids, request_ids), past.request_ids.size - 1)
+    known = past.request_ids[pos] == request_ids
+    planned = np.where(known[:, None], past.survivals[pos], past.survivals.mean(axis=0))
+    planned[~drafted] = 0.0
+    return planned
