@@ -2,6 +2,7 @@
 
 COMMANDS = (
     "simulator.commands.run",
+    "simulator.commands.audit",
     "simulator.commands.trace_stats",
     "simulator.commands.calibrate",
 )
