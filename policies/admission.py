@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.base import StepView
+from policies.base import StepView, water_fill
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,15 +115,13 @@ def top_k_lengths(survivals: np.ndarray, k: int) -> np.ndarray:
 def lengths_above(a: np.ndarray, n: int, cut: float) -> np.ndarray:
     """Per-row counts of the n candidates with the largest survival, `cut` being the n-th largest.
 
-    Ties at the cut are broken in row order (earlier rows first), then by
-    position, which keeps every request's selection a prefix of its block.
+    Candidates tied at the cut are shared out level by level (one more per
+    request in turn, earlier rows first: `water_fill`). A row's tied
+    candidates are contiguous, so every selection stays a prefix.
     """
     at_least = a >= cut
     if np.count_nonzero(at_least) == n:
         return np.count_nonzero(at_least, axis=1).astype(np.int64)
-    above = a > cut
-    short = n - int(np.count_nonzero(above))
-    tied = a == cut
-    order = np.cumsum(tied.ravel()).reshape(a.shape)
-    chosen = above | (tied & (order <= short))
-    return np.count_nonzero(chosen, axis=1).astype(np.int64)
+    above = np.count_nonzero(a > cut, axis=1).astype(np.int64)
+    tied = np.count_nonzero(a == cut, axis=1).astype(np.int64)
+    return above + water_fill(tied, n - int(above.sum()))

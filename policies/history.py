@@ -6,7 +6,8 @@ that the target tried (`trials`) and accepted (`successes`). One step with
 verification length ℓ and `accepted` drafts tried `accepted + 1` positions
 when a draft was rejected, `accepted` when all ℓ passed; so
 `successes / trials` estimates the per-position conditional acceptance
-(the maximum-likelihood estimate for a constant p). Arrays are indexed by
+(the maximum-likelihood estimate for a constant p); `trial_counts` is the
+undecayed number of tried drafts, for "judge after n drafts" rules. Arrays are indexed by
 request id and grow on demand: every update is one vectorised assignment.
 """
 
@@ -22,14 +23,17 @@ class AcceptanceHistory:
         self.decay = 1.0 - 1.0 / window_steps
         self.successes = np.zeros(0)
         self.trials = np.zeros(0)
+        self.tried_total = np.zeros(0)
 
     def grow(self, request_ids: np.ndarray) -> None:
         need = int(request_ids.max()) + 1 if request_ids.size else 0
         if need <= self.trials.size:
             return
         size = max(need, 2 * self.trials.size, 64)
-        self.successes = np.concatenate((self.successes, np.zeros(size - self.successes.size)))
-        self.trials = np.concatenate((self.trials, np.zeros(size - self.trials.size)))
+        pad = np.zeros(size - self.trials.size)
+        self.successes = np.concatenate((self.successes, pad))
+        self.trials = np.concatenate((self.trials, pad))
+        self.tried_total = np.concatenate((self.tried_total, pad))
 
     def record(self, request_ids: np.ndarray, verify_lengths: np.ndarray, accepted: np.ndarray) -> np.ndarray:
         """Fold one step's outcome in; returns the mask of rows that tried at least one draft."""
@@ -39,6 +43,7 @@ class AcceptanceHistory:
         ids = request_ids[rows]
         self.successes[ids] = self.decay * self.successes[ids] + accepted[rows]
         self.trials[ids] = self.decay * self.trials[ids] + tried[rows]
+        self.tried_total[ids] += tried[rows]
         return rows
 
     def rate(self, request_ids: np.ndarray, prior: float) -> np.ndarray:
@@ -51,10 +56,12 @@ class AcceptanceHistory:
         return out
 
     def trial_counts(self, request_ids: np.ndarray) -> np.ndarray:
+        """Drafts tried since the request started (or was last forgotten), undecayed."""
         self.grow(request_ids)
-        return self.trials[request_ids]
+        return self.tried_total[request_ids]
 
     def forget(self, request_ids: np.ndarray) -> None:
         """Start these requests afresh (no trials, no successes)."""
         self.successes[request_ids] = 0.0
         self.trials[request_ids] = 0.0
+        self.tried_total[request_ids] = 0.0
