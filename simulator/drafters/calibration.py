@@ -10,7 +10,8 @@ ranks: at draft position k the prediction is the cumulative product
 - STS (DESIGN.md §1): left to right, for each position k, a 1-D grid search
   picks `T_k` (`c' = σ(logit(c)/T_k)`) minimising the ECE of `a_k`, the
   temperatures of positions 1..k−1 held at their fitted values. The grid is
-  log-spaced over [0.05, 20] and refined once around the coarse optimum.
+  log-spaced over [0.05, 20] (49 points, 13% apart) and refined twice
+  between the best point's neighbours (17 points each: 0.2% resolution).
   Temperature scaling is monotone per position, so it preserves each
   position's ordering of confidences.
 
@@ -26,8 +27,9 @@ import numpy as np
 from scipy.stats import rankdata
 
 N_BINS = 20
-COARSE_GRID = np.geomspace(0.05, 20.0, 241)
-FINE_POINTS = 41
+COARSE_GRID = np.geomspace(0.05, 20.0, 49)
+FINE_POINTS = 17
+REFINEMENTS = 2
 EPS = 1e-7
 
 
@@ -42,7 +44,7 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 def bin_of(pred: np.ndarray) -> np.ndarray:
     """Equal-width bin index in 0..N_BINS-1 (1.0 falls in the last bin)."""
-    return np.minimum((np.asarray(pred) * N_BINS).astype(np.int64), N_BINS - 1)
+    return np.minimum((np.asarray(pred) * N_BINS).astype(np.intp), N_BINS - 1)
 
 
 def ece(pred: np.ndarray, label: np.ndarray) -> float:
@@ -51,13 +53,16 @@ def ece(pred: np.ndarray, label: np.ndarray) -> float:
 
 
 def ece_many(pred: np.ndarray, label: np.ndarray) -> np.ndarray:
-    """ECE of each row of `pred` (m, n) against the same labels (n,): shape (m,)."""
+    """ECE of each row of `pred` (m, n) against the same labels (n,): shape (m,).
+
+    `Σ_b (n_b/n)·|mean pred − observed|` is `Σ_b |Σ_{i∈b} (pred_i − label_i)| / n`,
+    so one weighted bincount per call scores every row.
+    """
     m, n = pred.shape
-    flat = (np.arange(m)[:, None] * N_BINS + bin_of(pred)).ravel()
-    size = m * N_BINS
-    sum_pred = np.bincount(flat, weights=pred.ravel(), minlength=size)
-    sum_label = np.bincount(flat, weights=np.broadcast_to(label, pred.shape).ravel(), minlength=size)
-    return np.abs(sum_pred - sum_label).reshape(m, N_BINS).sum(axis=1) / n
+    flat = bin_of(pred)
+    flat += (np.arange(m) * N_BINS)[:, None]
+    gap = np.bincount(flat.ravel(), weights=(pred - label).ravel(), minlength=m * N_BINS)
+    return np.abs(gap).reshape(m, N_BINS).sum(axis=1) / n
 
 
 def roc_auc(score: np.ndarray, label: np.ndarray) -> float:
@@ -120,10 +125,15 @@ def fit_sts(c: np.ndarray, accepted: np.ndarray) -> np.ndarray:
 
 
 def best_temperature(logit_k: np.ndarray, carried: np.ndarray, label_k: np.ndarray) -> float:
-    """Grid search (coarse, then refined around the best) for position k's temperature."""
+    """Grid search (coarse, then refined around the best) for position k's temperature.
+
+    Candidates are computed in float32 (4x faster; far below ECE's sampling noise).
+    """
     grid = COARSE_GRID
-    for _ in range(2):
-        scores = ece_many(carried * sigmoid(logit_k / grid[:, None]), label_k)
+    logit32, carried32 = logit_k.astype(np.float32), carried.astype(np.float32)
+    for _ in range(1 + REFINEMENTS):
+        candidates = carried32 * sigmoid(logit32 / grid[:, None].astype(np.float32))
+        scores = ece_many(candidates.astype(np.float64), label_k)
         i = int(np.argmin(scores))
         best = float(grid[i])
         lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
