@@ -5,16 +5,23 @@ The pipeline is lazy end to end (readers.py streams the file):
 
     TraceReader  (seconds from the trace's first request)
     → window     (start_s, duration_s, in trace time; shifted to start at 0)
-    → rate_scale (thin below 1; above 1, superpose copies circularly shifted
-                  inside the window, the last copy thinned to the fraction)
+    → rate_scale (thin below 1; above 1, superpose copies of the window,
+                  each rotated by a small random offset, the last copy
+                  thinned to the fraction)
     → time_scale (every time multiplied: 2 replays twice as slow)
     → SimPy process submitting each request at its time.
 
-Thinning keeps the trace's rate-over-time shape and length distribution;
-each superposed copy keeps the trace's own gap structure, so the gaps'
-coefficient of variation is kept (exactly for a Poisson trace) rather than
-smoothed to Poisson. The `Replay` object keeps the counts of skipped bad
-lines and failed (zero-output) requests for the run's summary.
+Rate scaling multiplies the rate curve λ(t) by rate_scale and keeps its
+shape: the bursts stay where they were, as high relative to the mean
+(peak-to-mean per minute kept), and the lengths keep their distribution.
+Thinning does this in expectation. A superposed copy is the window rotated
+by an offset below `superpose_shift_s` (default ten mean gaps): small
+enough to keep the minute-scale profile, large enough that copies are not
+simultaneous duplicates; the rotation wraps inside the window, so integer
+scales give exactly rate_scale × the window's requests. (Gap CV is not an
+invariant of rate scaling: the idle periods of on/off traffic keep their
+length while the mean gap shrinks.) The `Replay` object keeps the counts
+of skipped bad lines and failed (zero-output) requests for the summary.
 """
 
 from __future__ import annotations
@@ -92,8 +99,9 @@ class Replay:
         first = windowed(self.primary, spec.start_s, spec.duration_s)
         streams = [thinned(first, keep[0], stream(self.seed, "trace.thin", 0))]
         if copies > 1:
-            circle_s = self.circle_s()
-            offsets = stream(self.seed, "trace.shift").uniform(0.0, circle_s, copies - 1)
+            circle_s, n = self.window_extent()
+            shift_s = min(circle_s, spec.superpose_shift_s or 10.0 * circle_s / n)
+            offsets = stream(self.seed, "trace.shift").uniform(0.0, shift_s, copies - 1)
             for j, offset in enumerate(offsets, start=1):
                 rows = self.circular_copy(float(offset), circle_s)
                 streams.append(thinned(rows, keep[j], stream(self.seed, "trace.thin", j)))
@@ -108,21 +116,24 @@ class Replay:
         head = windowed(TraceReader(self.file), start, circle_s - offset_s)
         return itertools.chain(tail, shifted(head, offset_s))
 
-    def circle_s(self) -> float:
-        """Length of the window the copies rotate in: duration_s when the trace covers it,
-        else the window's span plus one mean gap (n requests span n − 1 gaps)."""
+    def window_extent(self) -> tuple[float, int]:
+        """(circle_s, n): the length copies rotate in and the window's request count.
+
+        circle_s is duration_s when the trace covers the window, else the
+        window's span plus one mean gap (n requests span n − 1 gaps).
+        """
         spec = self.spec
         end = math.inf if spec.duration_s is None else spec.start_s + spec.duration_s
         n, last_s = 0, 0.0
         for row in TraceReader(self.file):
             if row.time_s >= end:
-                return float(spec.duration_s)  # type: ignore[arg-type]
+                return float(spec.duration_s), max(n, 1)  # type: ignore[arg-type]
             if row.time_s >= spec.start_s:
                 n, last_s = n + 1, row.time_s - spec.start_s
         if n < 2 or last_s <= 0:
             raise SpecplanError(f"{self.file.path}: rate_scale > 1 needs at least two requests at "
                                 f"different times in the window, found {n}")
-        return last_s * n / (n - 1)
+        return last_s * n / (n - 1), n
 
 
 def start_replay(env: simpy.Environment, scenario: Any, spec: TraceArrivals, submit: Any,

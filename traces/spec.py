@@ -109,7 +109,8 @@ class TraceArrivals:
 
     Times are seconds from the trace's first request. `start_s`/`duration_s`
     pick a window in trace time; `rate_scale` thins (< 1) or superposes
-    shifted copies (> 1) inside that window; `time_scale` then multiplies
+    copies (> 1) rotated inside that window by random offsets below
+    `superpose_shift_s` (default: ten mean gaps); `time_scale` then multiplies
     every time (2: twice as slow, 0.5: twice the rate). `domain` maps every
     request to one acceptance domain (else drawn from the mix, or read from a
     csv `domain` column). With `use_lengths: false` lengths come from
@@ -121,6 +122,7 @@ class TraceArrivals:
     format: Literal["azure", "mooncake", "burstgpt", "csv"] = "azure"
     time_scale: float = num(1.0, gt=0)
     rate_scale: float = num(1.0, gt=0)
+    superpose_shift_s: float | None = num(None, gt=0)
     start_s: float = num(0.0, ge=0)
     duration_s: float | None = num(None, gt=0)
     skip_bad_lines: bool = False
