@@ -9,7 +9,8 @@ Each loop iteration is one engine step and exactly one SimPy event:
             drawn for the whole batch at once
     decide  the policy picks ℓ (R,) from a StepView (confidences, never p)
     time    step = drafting + profile.step_ms(B) + scheduling overhead
-            (none for policies that hide it), B = Σ(1 + ℓ) + prefill chunk
+            (none for policies that hide it) + host overhead (every step, every
+            policy: a + b·requests), B = Σ(1 + ℓ) + prefill chunk
     emit    min(accepted + 1, remaining) tokens per request; finish requests
 
 Prefill is either disaggregated (a FIFO prefill stage at tokens_per_s; the
@@ -58,6 +59,7 @@ class Replica:
         self.policy = make_policy(scenario.policy, self.gamma)
         self.speculates = self.policy.drafts and self.gamma > 0
         self.overhead_ms = 0.0 if self.policy.hides_scheduling else engine.scheduling_overhead_ms
+        self.host_ms = (engine.host_overhead_ms, engine.host_overhead_per_request_ms)
         self.learns = type(self.policy).observe is not Policy.observe
         budget = np.arange(self.max_step_tokens + 1)
         self.steps_per_s = profile.steps_per_s(np.maximum(budget, 1))
@@ -190,7 +192,7 @@ class Replica:
         else:
             verify_ms = float(self.steps_per_s_ms(verify_tokens))
         draft_ms = self.drafter.draft_ms(drafting) if drafting else 0.0
-        overhead_ms = self.overhead_ms if r else 0.0
+        overhead_ms = (self.overhead_ms if r else 0.0) + self.host_ms[0] + self.host_ms[1] * b.n
         duration_s = (draft_ms + verify_ms + overhead_ms) / 1000.0
         return (duration_s, rows, r, lengths, accepted, prefill_take, prefill_tokens,
                 drafting, verify_tokens, draft_ms, verify_ms, overhead_ms)

@@ -84,6 +84,9 @@ class Engine:
     prefill: Prefill = DisaggregatedPrefill(tokens_per_s=1e12)
     scheduling_overhead_ms: float = num(0.0, ge=0)
     max_step_tokens: int | None = num(None, ge=1)
+    # host work every step pays whatever the policy (nothing overlaps it): a + b·requests
+    host_overhead_ms: float = num(0.0, ge=0)
+    host_overhead_per_request_ms: float = num(0.0, ge=0)
 
 
 @dataclass(frozen=True)
