@@ -1,0 +1,54 @@
+"""`specplan calibrate`: per-position calibration before/after STS, files and JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from simulator.commands.calibrate import table
+from simulator.drafters.drafter import build_drafter
+from simulator.drafters.heads import evaluate_head
+from simulator.streams import seed_sequence
+from tests.conftest import SHARED, make_scenario
+
+MINIMAL = SHARED / "scenarios" / "contract-minimal.yaml"
+SMALL = ("--set", "drafter.confidence.calibration_samples=4000", "--samples", "20000")
+
+
+def test_calibrate_writes_json_and_reliability_diagrams(cli, tmp_path):
+    status, out, err = cli("calibrate", MINIMAL, "--out", tmp_path, "--json", *SMALL)
+    assert status == 0, err
+    result = json.loads(out)
+    gamma = 5
+    assert result["positions"] == list(range(1, gamma + 1))
+    for key in ("ece_before", "ece_after", "auc", "temperatures", "auc_after", "brier_before", "brier_after"):
+        assert len(result[key]) == gamma
+    assert all(a < b for a, b in zip(result["ece_after"], result["ece_before"], strict=True))
+    assert all(t > 1 for t in result["temperatures"])  # overconfidence 1.5: STS softens
+    assert all(0.5 < a < 1 for a in result["auc"])
+    assert json.loads((tmp_path / "calibration.json").read_text()) == result
+    for name in ("reliability_before.png", "reliability_after.png", "scenario.resolved.yaml"):
+        assert (tmp_path / name).stat().st_size > 0
+    assert (tmp_path / "reliability_before.png").read_bytes()[:4] == b"\x89PNG"
+    lines = table(result).splitlines()
+    assert "ECE raw" in lines[1] and len(lines) == 2 + gamma
+
+
+def test_calibrate_without_a_drafter_is_a_one_line_error(cli, tmp_path):
+    status, _, err = cli("calibrate", MINIMAL, "--out", tmp_path, "--set", "drafter.family=none",
+                         "--set", "policy.name=none")
+    assert status == 2
+    assert "family is 'none'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_calibrate_reports_the_temperatures_the_simulation_uses():
+    drafter = {"family": "dspark", "block_size": 4,
+               "acceptance": {"preset": "qwen3-8b", "per_position": None, "domains": {"chat": 1.0},
+                              "request_sigma": 0.5, "token_sigma": 1.0},
+               "confidence": {"kind": "model", "calibration": "sts", "calibration_samples": 3000}}
+    scenario = make_scenario(drafter=drafter)
+    built = build_drafter(scenario.drafter, None, seed_sequence(scenario.seed, "calibration"))
+    evaluation = evaluate_head(scenario.drafter, scenario.seed, eval_samples=2000)
+    np.testing.assert_array_equal(evaluation.report.temperatures, built.confidence.temperatures)
+    assert evaluation.sts_applied
