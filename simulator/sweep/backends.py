@@ -50,7 +50,7 @@ def run_points(points: Sequence[Point], on_done: OnDone, backend: str = "local",
     """Run `points` on `backend`, calling `on_done` for each as it finishes."""
     if backend not in BACKENDS:
         raise SpecplanError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    workers = workers or default_workers()
+    workers = default_workers() if workers is None else workers
     if workers < 1:
         raise SpecplanError(f"--workers must be >= 1, got {workers}")
     if not points:

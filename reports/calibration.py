@@ -1,0 +1,62 @@
+"""A label's drafter → reliability curves of its confidence head, for the calibration figure.
+
+Draft blocks are drawn from the scenario's own acceptance model (domain mix,
+request and token spread), on a stream of their own so the figure never
+shifts the simulation's draws. Prediction and label follow
+`simulator.drafters.calibration`: predicted prefix survival
+`a_k = Π_{i≤k} c_i` against "drafts 1..k all accepted", every position
+pooled. A head with a raw output (`confidence.kind: model`) is drawn twice
+on the same noise: raw, and as policies see it (after STS when set).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.drafters.calibration import ece, reliability, survival
+from simulator.scenario import Scenario
+from simulator.streams import seed_sequence, stream
+
+
+@dataclass(frozen=True)
+class ReliabilityCurve:
+    """Per-bin mean predicted and observed prefix survival, with the pooled ECE."""
+
+    name: str
+    style: str
+    counts: np.ndarray
+    mean_pred: np.ndarray
+    observed: np.ndarray
+    ece: float
+
+
+def reliability_curves(scenario: Scenario, blocks: int = 20000) -> list[ReliabilityCurve]:
+    """[raw head (when it has one), confidences the policy sees] for one scenario's drafter."""
+    from hwprofiles import load_profile
+    from simulator.drafters.drafter import build_drafter
+
+    drafter = build_drafter(scenario.drafter, load_profile(scenario.hardware.profile),
+                            seed_sequence(scenario.seed, "calibration"))
+    acceptance = drafter.acceptance
+    assert acceptance is not None, "reliability needs a speculating drafter"
+    rng = stream(scenario.seed, "report.calibration")
+    domain_idx = rng.choice(len(acceptance.domains), size=blocks, p=acceptance.mix)
+    p = acceptance.sample(domain_idx, acceptance.request_offsets(blocks, rng), rng)
+    labels = survival(rng.random(p.shape) < p).ravel()
+    head = drafter.confidence
+    curves = []
+    raw = getattr(head, "raw", None)
+    if raw is not None:
+        curves.append(curve("raw head", "o--", raw(p, stream(scenario.seed, "report.head")), labels))
+    seen = head.observe(p, stream(scenario.seed, "report.head"))
+    name = "seen by the policy" if raw is not None else f"{head.kind} head (c = p)"
+    curves.append(curve(name, "o-", seen, labels))
+    return curves
+
+
+def curve(name: str, style: str, confidences: np.ndarray, labels: np.ndarray) -> ReliabilityCurve:
+    predicted = np.cumprod(confidences, axis=1).ravel()
+    bins = reliability(predicted, labels)
+    return ReliabilityCurve(name, style, bins.counts, bins.mean_pred, bins.observed, ece(predicted, labels))

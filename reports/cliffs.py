@@ -1,0 +1,73 @@
+"""A sweep's hardware profiles → dense step-time curves with their cliffs, for the profile figure.
+
+A cliff is a jump of the step time from one token count to the next larger
+than `CLIFF_FRACTION` of the step: CUDA-graph padding to a captured batch
+size, GEMM tile or wave quantisation. Profiles interpolate linearly between
+measured points and are never smoothed, so cliffs show as they were measured.
+The curve spans the token counts the sweep's engines can reach
+(`max_step_tokens`, else max batch × (1 + block)), capped at the last measured point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+CLIFF_FRACTION = 0.02
+
+
+@dataclass(frozen=True)
+class ProfileCurve:
+    """One profile at every token count 1..upper: step times, measured points, cliffs."""
+
+    name: str
+    labels: str
+    tokens: np.ndarray
+    step_ms: np.ndarray
+    measured_tokens: np.ndarray
+    measured_ms: np.ndarray
+    cliffs: np.ndarray
+    cliff_ms: np.ndarray
+
+
+def find_cliffs(tokens: np.ndarray, step_ms: np.ndarray, fraction: float = CLIFF_FRACTION) -> np.ndarray:
+    """Indices i ≥ 1 where step_ms jumps by more than `fraction` of step_ms[i−1] in one token."""
+    jump = np.diff(step_ms)
+    gap = np.diff(tokens)
+    return np.flatnonzero((jump > fraction * step_ms[:-1]) & (gap == 1)) + 1
+
+
+def reach_tokens(scenario: Any) -> int:
+    engine = scenario.engine
+    if engine.max_step_tokens:
+        return int(engine.max_step_tokens)
+    return int(engine.max_batch_requests * (1 + max(scenario.drafter.block_size, 0)))
+
+
+def profile_curves(plan: Any) -> list[ProfileCurve]:
+    """One curve per distinct `hardware.profile` among the sweep's labels."""
+    from hwprofiles import load_profile
+
+    groups: list[tuple[Any, list[str], int]] = []
+    for label, scenario in plan.variant_scenarios.items():
+        spec = scenario.hardware.profile
+        match = next((g for g in groups if g[0] == spec), None)
+        if match is None:
+            groups.append((spec, [label], reach_tokens(scenario)))
+        else:
+            match[1].append(label)
+            groups[groups.index(match)] = (spec, match[1], max(match[2], reach_tokens(scenario)))
+    return [dense_curve(load_profile(spec), labels, reach) for spec, labels, reach in groups]
+
+
+def dense_curve(profile: Any, labels: list[str], reach: int) -> ProfileCurve:
+    upper = max(1, min(reach, profile.max_tokens))
+    tokens = np.arange(1, upper + 1)
+    step_ms = np.asarray(profile.step_ms(tokens), dtype=float)
+    measured = profile.tokens[profile.tokens <= upper]
+    cliffs = find_cliffs(tokens, step_ms)
+    shown = ", ".join(labels) if len(labels) <= 3 else f"{len(labels)} variants"
+    return ProfileCurve(profile.name, shown, tokens, step_ms, measured,
+                        np.asarray(profile.step_ms(measured), dtype=float), tokens[cliffs], step_ms[cliffs])

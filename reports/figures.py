@@ -1,0 +1,263 @@
+"""Sweep result → the report's figures (matplotlib, no pyplot state), saved as PNG and SVG.
+
+    frontier_figure      throughput per GPU vs tokens/s/user: operating points, each label's
+                         Pareto frontier, SLA lines
+    concurrency_figure   throughput per GPU (top) and mean verification budget 1 + ℓ (bottom)
+                         vs concurrency
+    acceptance_figure    per-position conditional acceptance p_k of every label's drafter, per domain
+    calibration_figure   reliability of prefix survival Π c_i: raw head vs what policies see
+    profile_figure       the step-time curve(s) of the sweep, measured points and cliffs
+
+Each label keeps one colour in every figure; lossy and oracle policies are
+drawn dashed and named so in the legend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from policies.registry import policy_class
+from simulator.scenario import Scenario
+
+DPI = 110
+MIN_BIN_COUNT = 30  # reliability bins with fewer draft blocks are noise, not calibration
+
+
+@dataclass(frozen=True)
+class FigureFile:
+    """A saved figure: its name, title and caption, and the PNG and SVG paths."""
+
+    name: str
+    title: str
+    caption: str
+    png: Path
+    svg: Path
+
+
+def colours(labels: list[str]) -> dict[str, Any]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"]
+    return {label: cmap(i % 10) for i, label in enumerate(labels)}
+
+
+def legend_name(label: str, scenario: Scenario) -> str:
+    cls = policy_class(scenario.policy.name)
+    if cls.oracle:
+        return f"{label} [oracle]"
+    if not cls.lossless:
+        return f"{label} [lossy]"
+    return label
+
+
+def line_style(scenario: Scenario) -> str:
+    cls = policy_class(scenario.policy.name)
+    return "--" if cls.oracle or not cls.lossless else "-"
+
+
+def frontier_figure(result: Any) -> Figure:
+    """Throughput per GPU vs tokens/s/user: points, fitted frontier per label, SLA lines."""
+    fig = Figure(figsize=(8.5, 5.5), dpi=DPI)
+    ax = fig.add_subplot()
+    ops, front = result.operating, result.frontier
+    scenarios = result.plan.variant_scenarios
+    colour = colours(result.plan.labels)
+    for label in result.plan.labels:
+        mine = ops[ops["label"] == label]
+        ax.scatter(mine["tps_user"], mine["throughput_per_gpu"], s=18, alpha=0.45, color=colour[label])
+        curve = front[front["label"] == label]
+        ax.plot(curve["tps_user"], curve["throughput_per_gpu"], line_style(scenarios[label]), lw=2,
+                color=colour[label], label=legend_name(label, scenarios[label]))
+    sla = result.plan.sla
+    for value in sla.tps_user if sla is not None else ():
+        ax.axvline(value, color="0.35", ls=":", lw=1.2)
+        ax.annotate(f"SLA {value:g}", (value, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(3, -12), textcoords="offset points", fontsize=8, color="0.25")
+    ax.set_xlabel(f"tokens/s/user, {result.statistic} of requests (tok/s)")
+    ax.set_ylabel("throughput per GPU (tok/s/GPU)")
+    ax.set_title("Throughput vs interactivity: Pareto frontier per variant")
+    ax.grid(alpha=0.3)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def concurrency_axis(result: Any) -> tuple[str, str]:
+    """(operating-point column, axis label) for the concurrency axis."""
+    kinds = {p.load_kind for p in result.plan.points}
+    if kinds == {"users"}:
+        return "load", "concurrent users (closed loop)"
+    return "mean_batch_requests", "mean running requests per replica"
+
+
+def concurrency_figure(result: Any) -> Figure:
+    """Two rows sharing x: throughput per GPU, and mean verify tokens per request-step (1 + ℓ)."""
+    fig = Figure(figsize=(8.5, 7.0), dpi=DPI)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    column, xlabel = concurrency_axis(result)
+    ops = result.operating
+    scenarios = result.plan.variant_scenarios
+    colour = colours(result.plan.labels)
+    for label in result.plan.labels:
+        mine = ops[ops["label"] == label].sort_values(column)
+        style = line_style(scenarios[label])
+        top.errorbar(mine[column], mine["throughput_per_gpu"], yerr=mine["throughput_per_gpu_ci95"],
+                     fmt="o" + style, ms=4, capsize=2, color=colour[label],
+                     label=legend_name(label, scenarios[label]))
+        bottom.plot(mine[column], mine["mean_verify_tokens_per_request_step"], "o" + style, ms=4,
+                    color=colour[label])
+    top.set_ylabel("throughput per GPU (tok/s/GPU)")
+    top.set_title("Throughput and verification budget vs concurrency")
+    bottom.set_ylabel("mean verify tokens per\nrequest-step, 1 + ℓ (tokens)")
+    bottom.set_xlabel(xlabel)
+    if column == "load":
+        log_load_axis(bottom, ops[column].dropna().unique())
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+        ax.set_ylim(bottom=0)
+    top.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def log_load_axis(ax: Any, loads: np.ndarray) -> None:
+    """A log-2 axis with the simulated loads as plain tick labels, when they span ≥ 8×."""
+    loads = np.sort(loads[loads > 0])
+    if loads.size < 2 or loads[-1] / loads[0] < 8:
+        return
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(loads, [f"{v:g}" for v in loads])
+    ax.minorticks_off()
+
+
+def speculating_labels(result: Any) -> list[tuple[str, Scenario]]:
+    """(label, scenario) of every label whose drafter speculates, one per distinct drafter."""
+    out: list[tuple[str, Scenario]] = []
+    for label, scenario in result.plan.variant_scenarios.items():
+        drafter = scenario.drafter
+        if drafter.speculates and all(other.drafter != drafter for _, other in out):
+            out.append((label, scenario))
+    return out
+
+
+def acceptance_figure(result: Any) -> Figure | None:
+    """Per-position conditional acceptance p_k per drafter, one panel per domain of the mix."""
+    from simulator.drafters.acceptance import acceptance_model, expected_tau
+
+    drafters = [(label, acceptance_model(s.drafter)) for label, s in speculating_labels(result)]
+    if not drafters:
+        return None
+    domains = sorted({d for _, model in drafters for d in model.domains}, key=("math", "code", "chat").index)
+    fig = Figure(figsize=(4.0 * len(domains) + 1.0, 4.2), dpi=DPI)
+    axes = np.atleast_1d(fig.subplots(1, len(domains), sharey=True))
+    colour = colours(result.plan.labels)
+    for ax, domain in zip(axes, domains, strict=True):
+        for label, model in drafters:
+            if domain not in model.curves:
+                continue
+            curve = model.curves[domain]
+            ax.plot(np.arange(1, curve.size + 1), curve, "o-", ms=4, color=colour[label],
+                    label=f"{label} (E[τ] {expected_tau(curve):.2f})")
+        ax.set_title(f"{domain} requests")
+        ax.set_xlabel("draft position k")
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower left")
+    axes[0].set_ylabel("conditional acceptance p_k")
+    fig.suptitle("Per-position acceptance of each drafter (E[τ]: full block verified)")
+    fig.tight_layout()
+    return fig
+
+
+def calibration_figure(result: Any, blocks: int = 20000) -> Figure | None:
+    """Reliability of prefix survival a_k = Π_{i≤k} c_i (all positions pooled), per drafter."""
+    from reports.calibration import reliability_curves
+
+    drafters = speculating_labels(result)
+    if not drafters:
+        return None
+    fig = Figure(figsize=(4.0 * len(drafters) + 0.5, 4.4), dpi=DPI)
+    axes = np.atleast_1d(fig.subplots(1, len(drafters), sharey=True))
+    for ax, (label, scenario) in zip(axes, drafters, strict=True):
+        ax.plot([0, 1], [0, 1], color="0.6", lw=1, label="perfectly calibrated")
+        for curve in reliability_curves(scenario, blocks):
+            keep = curve.counts >= MIN_BIN_COUNT
+            ax.plot(curve.mean_pred[keep], curve.observed[keep], curve.style, ms=3,
+                    label=f"{curve.name} (ECE {100 * curve.ece:.1f}%)")
+        head = scenario.drafter.confidence
+        ax.set_title(f"{label}: {head.kind} head" + (f", {head.calibration}" if head.kind == "model" else ""),
+                     fontsize=9)
+        ax.set_xlabel("predicted prefix survival Π c_i")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    axes[0].set_ylabel("observed prefix survival")
+    fig.suptitle("Confidence calibration (reliability, 20 equal-width bins)")
+    fig.tight_layout()
+    return fig
+
+
+def profile_figure(result: Any) -> Figure:
+    """Step time vs tokens in the verify batch for each distinct profile, cliffs marked."""
+    from reports.cliffs import profile_curves
+
+    curves = profile_curves(result.plan)
+    fig = Figure(figsize=(8.5, 4.8), dpi=DPI)
+    ax = fig.add_subplot()
+    for i, curve in enumerate(curves):
+        colour = f"C{i}"
+        ax.plot(curve.tokens, curve.step_ms, "-", lw=1.4, color=colour, label=f"{curve.name} ({curve.labels})")
+        ax.plot(curve.measured_tokens, curve.measured_ms, ".", ms=4, color=colour)
+        if curve.cliffs.size:
+            ax.plot(curve.cliffs, curve.cliff_ms, "v", ms=7, color="crimson",
+                    label=f"cliffs of {curve.name} ({curve.cliffs.size})")
+    ax.set_xlabel("tokens in the verify batch, B (tokens)")
+    ax.set_ylabel("step time (ms)")
+    ax.set_title("Step-time profile (linear between measured points; cliffs marked)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+FIGURES = (
+    ("frontier", "Pareto frontiers", frontier_figure,
+     "Throughput per GPU against tokens/s/user (SLA statistic); dots are operating points (seed means), "
+     "lines each label's non-dominated frontier; dotted verticals are the SLA thresholds."),
+    ("concurrency", "Throughput and verification budget vs concurrency", concurrency_figure,
+     "Top: throughput per GPU with 95% confidence intervals over seeds. Bottom: mean tokens verified "
+     "per request per step (1 + ℓ): how much each policy spends on verification as load grows."),
+    ("acceptance", "Per-position acceptance", acceptance_figure,
+     "Conditional acceptance p_k of each drafter at draft position k (before request/token spread)."),
+    ("calibration", "Confidence calibration", calibration_figure,
+     "Reliability of predicted prefix survival for each drafter's confidence head, on draft blocks "
+     "drawn from the scenario's acceptance model: the raw head and the confidences policies see "
+     "(bins with fewer than 30 blocks not drawn)."),
+    ("profile", "Step-time profile", profile_figure,
+     "Engine step time against tokens verified in one forward (at zero KV context where the profile "
+     "has a context axis); dots are measured points, triangles the cliffs (a jump of more than 2% "
+     "of the step time from one token count to the next)."),
+)
+
+
+def write_figures(result: Any, figures_dir: Path) -> list[FigureFile]:
+    """Render every applicable figure to figures_dir/<name>.png and .svg."""
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    saved = []
+    for name, title, make, caption in FIGURES:
+        fig = make(result)
+        if fig is None:
+            continue
+        png, svg = figures_dir / f"{name}.png", figures_dir / f"{name}.svg"
+        fig.savefig(png, dpi=DPI)
+        fig.savefig(svg, metadata={"Date": None})
+        saved.append(FigureFile(name, title, caption, png, svg))
+    return saved

@@ -1,0 +1,225 @@
+"""Sweep result → DIR/report.html (one self-contained file) and DIR/report.md.
+
+What the reader gets, in order: what was simulated (scenario, horizon, load
+axis, seeds, hardware profile and its provenance, engine, workload, SLA),
+the variants (drafter, acceptance, confidence head, policy, lossless or
+not), a warning naming every lossy or oracle policy, the SLA comparison
+table, the figures (`reports.figures`), and the files of the sweep.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from policies.registry import policy_class
+from reports.document import (
+    Block,
+    Bullets,
+    Callout,
+    Heading,
+    Image,
+    Paragraph,
+    Table,
+    to_html,
+    to_markdown,
+)
+from reports.figures import write_figures
+from simulator.scenario import Scenario
+from simulator.schema import to_plain
+
+
+def write_report(result: Any, out: Path) -> Path:
+    """Render figures into out/figures and write out/report.html and out/report.md; returns the HTML path."""
+    figures = write_figures(result, out / "figures")
+    blocks = [*report_blocks(result), Heading("Figures")]
+    blocks += [Image(f.title, f.caption, f.png, f.svg) for f in figures]
+    blocks += files_blocks()
+    title = f"specplan sweep report: {result.plan.base.name}"
+    html_path = out / "report.html"
+    html_path.write_text(to_html(title, blocks))
+    (out / "report.md").write_text(to_markdown(title, blocks, out))
+    return html_path
+
+
+def report_blocks(result: Any) -> list[Block]:
+    blocks: list[Block] = []
+    if result.plan.base.description:
+        blocks.append(Paragraph(result.plan.base.description.strip()))
+    blocks += [Heading("What was simulated"), Bullets(tuple(simulated_items(result)))]
+    blocks += [Heading("Variants"), variants_table(result)]
+    warning = policy_warning(result)
+    if warning is not None:
+        blocks.append(warning)
+    blocks += [Heading("SLA comparison"), *sla_blocks(result)]
+    return blocks
+
+
+def simulated_items(result: Any) -> list[str]:
+    plan = result.plan
+    base: Scenario = plan.base
+    seeds = sorted({p.seed for p in plan.points})
+    items = [f"Scenario: {base.name} ({plan.source})",
+             f"Horizon: {horizon_text(base)}",
+             f"Load axis: {load_text(result)}",
+             f"Seeds: {', '.join(map(str, seeds))}; {len(plan.points)} points "
+             f"({result.computed} simulated in this run, {result.reused} reused from earlier runs)",
+             f"Cluster: {base.cluster.replicas} replica(s) × {base.hardware.gpus_per_replica} GPU(s), "
+             f"router {base.cluster.router}"]
+    items += profile_items(plan)
+    engine = base.engine
+    items.append(f"Engine: max batch {engine.max_batch_requests} requests, KV capacity "
+                 f"{engine.kv_capacity_tokens:,} tokens, prefill {compact(engine.prefill)}, "
+                 f"scheduling overhead {engine.scheduling_overhead_ms:g} ms/step (synchronous policies)")
+    workload = base.workload
+    items.append(f"Workload: prompt tokens {compact(workload.prompt_tokens)}; "
+                 f"output tokens {compact(workload.output_tokens)}")
+    items.append(f"SLA: {sla_text(result)}")
+    return items
+
+
+def horizon_text(scenario: Scenario) -> str:
+    h = scenario.horizon
+    span = f"{h.duration_s:g} s" if h.duration_s is not None else f"{h.requests} requests"
+    return f"{span}, first {h.warmup_s:g} s excluded as warm-up"
+
+
+def load_text(result: Any) -> str:
+    point = result.plan.points[0]
+    values = sorted({p.load for p in result.plan.points if p.load is not None})
+    if point.load_kind == "users":
+        think = getattr(point.scenario.workload.arrivals, "think_s", 0.0)
+        return f"closed loop, users {', '.join(f'{v:g}' for v in values)} (think {think:g} s)"
+    if point.load_kind == "rate_per_s":
+        return f"Poisson arrivals, {', '.join(f'{v:g}' for v in values)} requests/s"
+    return f"the scenario's own arrivals: {compact(result.plan.base.workload.arrivals)}"
+
+
+def profile_items(plan: Any) -> list[str]:
+    from hwprofiles import load_profile
+
+    items, seen = [], []
+    for scenario in plan.variant_scenarios.values():
+        spec = scenario.hardware.profile
+        if spec in seen:
+            continue
+        seen.append(spec)
+        profile = load_profile(spec)
+        provenance = "; ".join(f"{k}: {v}" for k, v in profile.provenance.items())
+        items.append(f"Hardware profile: {profile.name} (measured points 1..{profile.max_tokens} tokens) "
+                     f"— provenance: {provenance}")
+    return items
+
+
+def sla_text(result: Any) -> str:
+    sla = result.plan.sla
+    if sla is None or not sla.tps_user:
+        return f"none given (frontiers use the {result.statistic} of tokens/s/user)"
+    ttft = f", TTFT p99 ≤ {sla.ttft_s:g} s" if sla.ttft_s is not None else ""
+    values = ", ".join(f"{v:g}" for v in sla.tps_user)
+    return f"tokens/s/user ({sla.statistic}) ≥ {values}{ttft}"
+
+
+def compact(spec: Any) -> str:
+    """A dataclass spec as 'kind, key value, ...' on one line."""
+    plain = to_plain(spec)
+    if not isinstance(plain, dict):
+        return str(plain)
+    parts = [f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in plain.items()
+             if v is not None and k not in ("kind", "mode")]
+    tag = plain.get("kind", plain.get("mode"))
+    return ", ".join(([str(tag)] if tag else []) + parts)
+
+
+def variants_table(result: Any) -> Table:
+    rows = []
+    for label, scenario in result.plan.variant_scenarios.items():
+        drafter = scenario.drafter
+        cls = policy_class(scenario.policy.name)
+        params = ", ".join(f"{k}={v}" for k, v in scenario.policy.params.items())
+        rows.append((label, f"{drafter.family}" + (f", γ = {drafter.block_size}" if drafter.speculates else ""),
+                     acceptance_text(scenario), confidence_text(scenario),
+                     compact(drafter.latency) if drafter.speculates else "—",
+                     cls.label() + (f" ({params})" if params else ""), verification_kind(cls)))
+    header = ("label", "drafter", "acceptance", "confidence head", "drafting latency", "policy", "verification")
+    return Table(header, tuple(rows))
+
+
+def acceptance_text(scenario: Scenario) -> str:
+    drafter = scenario.drafter
+    if not drafter.speculates:
+        return "—"
+    acc = drafter.acceptance
+    mix = ", ".join(f"{d} {s:g}" for d, s in acc.domains.items() if s > 0)
+    if acc.preset is not None:
+        source = f"preset {acc.preset}"
+    else:
+        curves = acc.per_position or {}
+        source = "; ".join(f"{d} [{', '.join(f'{p:g}' for p in c[: drafter.block_size])}]"
+                           for d, c in curves.items())
+    return f"{source}; mix {mix}; σ request {acc.request_sigma:g}, token {acc.token_sigma:g}"
+
+
+def confidence_text(scenario: Scenario) -> str:
+    if not scenario.drafter.speculates:
+        return "—"
+    head = scenario.drafter.confidence
+    if head.kind == "perfect":
+        return "perfect (c = p)"
+    return f"model: overconfidence {head.overconfidence:g}, noise {head.noise:g}, calibration {head.calibration}"
+
+
+def verification_kind(cls: Any) -> str:
+    if cls.oracle:
+        return "ORACLE (sees outcomes)"
+    return "lossless" if cls.lossless else "LOSSY"
+
+
+def policy_warning(result: Any) -> Callout | None:
+    items = []
+    for label, scenario in result.plan.variant_scenarios.items():
+        cls = policy_class(scenario.policy.name)
+        if cls.oracle:
+            items.append(f"{label}: {cls.label()} — it knows which drafts will be accepted; an upper bound only")
+        elif not cls.lossless:
+            items.append(f"{label}: {cls.label()} — admission depends on the drafted tokens themselves")
+    if not items:
+        return None
+    return Callout("Lossy and oracle policies (not comparable to shipping, lossless policies)", tuple(items))
+
+
+def sla_blocks(result: Any) -> list[Block]:
+    comp = result.comparisons
+    if comp.empty:
+        return [Paragraph("No SLA was given (add `sla: {tps_user: [...]}` to the scenario); "
+                          "see frontier.csv and the figures.")]
+    baseline = str(comp["baseline"].iloc[0])
+    header = (f"SLA: tokens/s/user ({result.statistic}) ≥", "label", "throughput per GPU (tok/s)",
+              f"gain vs {baseline}", f"tokens/s/user at {baseline}'s throughput", "gain")
+    rows = tuple((f"{r.sla_tps_user:g}", str(r.label), number(r.throughput_per_gpu, "{:,.0f}"),
+                  percent(r.gain_vs_baseline), number(r.tps_user_at_matched, "{:.1f}"),
+                  percent(r.tps_user_gain_vs_baseline)) for r in comp.itertuples())
+    note = Paragraph("Throughput per GPU is read off each label's frontier at the SLA (piecewise-linear "
+                     "between simulated operating points); 'unreachable' means no operating point of the "
+                     "label met the SLA. Matched throughput: each label's best tokens/s/user while "
+                     f"delivering {baseline}'s throughput per GPU at that SLA.")
+    return [Table(header, rows), note]
+
+
+def number(value: float, template: str) -> str:
+    return template.format(value) if value is not None and math.isfinite(value) else "unreachable"
+
+
+def percent(value: float) -> str:
+    return f"{100 * value:+.1f}%" if value is not None and math.isfinite(value) else "—"
+
+
+def files_blocks() -> list[Block]:
+    return [Heading("Files"), Bullets((
+        "points.csv: one row per variant × load × seed, every summary key plus label, load, seed",
+        "frontier.csv: per label, Pareto vertices (kind=vertex) and a monotone interpolation (kind=interpolated)",
+        "comparisons.csv: the SLA table above, with matched-throughput columns",
+        "points/<hash>.json: each point's summary and resolved scenario (the resume cache)",
+        "figures/*.png and *.svg: the figures above",
+    ))]
