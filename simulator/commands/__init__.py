@@ -5,4 +5,7 @@ COMMANDS = (
     "simulator.commands.audit",
     "simulator.commands.trace_stats",
     "simulator.commands.calibrate",
+    "simulator.commands.sweep",
+    "simulator.commands.plan",
+    "simulator.commands.demo",
 )
