@@ -156,16 +156,26 @@ class CalibrationReport:
     reliability_after: list[Reliability]
 
 
-def score_positions(c: np.ndarray, accepted: np.ndarray) -> dict[str, np.ndarray | list]:
-    """ECE, AUC, Brier and reliability bins of a_k for every position k."""
+@dataclass(frozen=True)
+class PositionScores:
+    """ECE, AUC, Brier (γ,) and reliability bins of a_k for every position k."""
+
+    ece: np.ndarray
+    auc: np.ndarray
+    brier: np.ndarray
+    reliability: list[Reliability]
+
+
+def score_positions(c: np.ndarray, accepted: np.ndarray) -> PositionScores:
+    """Score prefix survival a_k = Π_{i≤k} c_i against survival labels at every position."""
     a, s = np.cumprod(c, axis=1), survival(accepted)
     cols = range(c.shape[1])
-    return {
-        "ece": np.array([ece(a[:, k], s[:, k]) for k in cols]),
-        "auc": np.array([roc_auc(a[:, k], s[:, k]) for k in cols]),
-        "brier": np.array([brier(a[:, k], s[:, k]) for k in cols]),
-        "reliability": [reliability(a[:, k], s[:, k]) for k in cols],
-    }
+    return PositionScores(
+        ece=np.array([ece(a[:, k], s[:, k]) for k in cols]),
+        auc=np.array([roc_auc(a[:, k], s[:, k]) for k in cols]),
+        brier=np.array([brier(a[:, k], s[:, k]) for k in cols]),
+        reliability=[reliability(a[:, k], s[:, k]) for k in cols],
+    )
 
 
 def calibration_report(raw: np.ndarray, accepted: np.ndarray, temperatures: np.ndarray) -> CalibrationReport:
@@ -174,8 +184,8 @@ def calibration_report(raw: np.ndarray, accepted: np.ndarray, temperatures: np.n
     after = score_positions(apply_temperatures(raw, temperatures), accepted)
     return CalibrationReport(
         temperatures=temperatures,
-        ece_before=before["ece"], ece_after=after["ece"],
-        auc_before=before["auc"], auc_after=after["auc"],
-        brier_before=before["brier"], brier_after=after["brier"],
-        reliability_before=before["reliability"], reliability_after=after["reliability"],
+        ece_before=before.ece, ece_after=after.ece,
+        auc_before=before.auc, auc_after=after.auc,
+        brier_before=before.brier, brier_after=after.brier,
+        reliability_before=before.reliability, reliability_after=after.reliability,
     )

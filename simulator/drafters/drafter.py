@@ -15,7 +15,7 @@ import numpy as np
 from simulator.drafters.acceptance import AcceptanceModel, acceptance_model
 from simulator.drafters.confidence import PerfectConfidence
 from simulator.drafters.latency import FixedDraftLatency
-from simulator.drafters.spec import DrafterSpec
+from simulator.drafters.spec import DrafterSpec, FixedLatency
 
 
 class ConfidenceHead(Protocol):
@@ -61,7 +61,7 @@ def build_confidence(spec: DrafterSpec, acceptance: AcceptanceModel | None, seed
 
 
 def build_latency(spec: DrafterSpec, profile: Any) -> DraftLatency:
-    if getattr(spec.latency, "KIND", "fixed") == "fixed":
+    if isinstance(spec.latency, FixedLatency):
         return FixedDraftLatency(spec.latency.ms)
     from simulator.drafters.latency_models import latency_model
 

@@ -51,14 +51,19 @@ def solve_curve(curve: np.ndarray, request_sigma: float, token_sigma: float) -> 
     for k, p in enumerate(curve):
         target *= p
         if p <= 0.0 or p >= 1.0:  # degenerate: no spread can move 0 or 1
-            offsets[k] = 0.0
             carried = carried * (p if p <= 0.0 else 1.0)
             continue
-        base = np.log(p) - np.log1p(-p)
-
-        def gap(d: float, base: float = base) -> float:
-            return float((carried * smoothed_sigmoid(base + d + z, e, we)) @ wz - target)
-
-        offsets[k] = brentq(gap, -40.0, 40.0, xtol=1e-10) if gap(-40.0) < 0 < gap(40.0) else 0.0
-        carried = carried * smoothed_sigmoid(base + offsets[k] + z, e, we)
+        x = np.log(p) - np.log1p(-p) + z  # logit p̄_k + z at each request node
+        offsets[k] = solve_position(x, carried, wz, target, e, we)
+        carried = carried * smoothed_sigmoid(x + offsets[k], e, we)
     return offsets
+
+
+def solve_position(x: np.ndarray, carried: np.ndarray, wz: np.ndarray, target: float,
+                   e: np.ndarray, we: np.ndarray) -> float:
+    """δ with E_z[carried · E_ε σ(x + δ + ε)] = target (monotone in δ, so one bracketed root)."""
+
+    def gap(d: float) -> float:
+        return float((carried * smoothed_sigmoid(x + d, e, we)) @ wz - target)
+
+    return float(brentq(gap, -40.0, 40.0, xtol=1e-10)) if gap(-40.0) < 0 < gap(40.0) else 0.0
