@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import functools
 import gzip
 import io
 import json
@@ -140,7 +141,7 @@ class TraceReader:
 def open_text(path: str) -> io.TextIOBase:
     try:
         if path.endswith(".gz"):
-            return gzip.open(path, "rt", encoding="utf-8", newline="")  # type: ignore[return-value]
+            return gzip.open(path, "rt", encoding="utf-8", newline="")
         return open(path, encoding="utf-8", newline="")
     except OSError as exc:
         raise SpecplanError(f"{path}: cannot read trace ({exc.strerror or exc})") from None
@@ -149,7 +150,7 @@ def open_text(path: str) -> io.TextIOBase:
 def jsonl_rows(handle: io.TextIOBase) -> Iterator[tuple[int, Callable[[], tuple]]]:
     for number, text in enumerate(handle, start=1):
         if text.strip():
-            yield number, lambda text=text: parse_mooncake(text)
+            yield number, functools.partial(parse_mooncake, text)
 
 
 def parse_mooncake(text: str) -> tuple[float, int, int, None]:
@@ -176,7 +177,7 @@ def csv_rows(handle: io.TextIOBase, file: TraceFile) -> Iterator[tuple[int, Call
     for row in reader:
         if not row or not any(cell.strip() for cell in row):
             continue
-        yield reader.line_num, lambda row=row: parse_csv_row(row, index, parse_time)
+        yield reader.line_num, functools.partial(parse_csv_row, row, index, parse_time)
 
 
 def header_index(header: list[str], file: TraceFile) -> dict[str, int]:
