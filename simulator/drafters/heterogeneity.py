@@ -11,6 +11,12 @@ shared along the block, ε_i ~ N(0, σ_tok²) independent per position. Then
 E[τ] = 1 + Σ_j E[Π_{i≤j} p_i] equals the unspread curve's τ for every
 verification length, whatever the sigmas. Expectations use Gauss–Hermite
 quadrature; each δ_k is a 1-D root (the survival is monotone in δ_k).
+
+The guarantee is per draft block (tests/test_drafters_heterogeneity.py
+checks it by simulation). A run's mean τ per engine step is lower than the
+curve's when request_sigma > 0 or domains differ: requests with low
+acceptance need more steps for the same output, so they weigh more in a
+per-step average. That is a real selection effect, not a bias of the model.
 """
 
 from __future__ import annotations
