@@ -8,4 +8,5 @@ COMMANDS = (
     "simulator.commands.sweep",
     "simulator.commands.plan",
     "simulator.commands.demo",
+    "simulator.commands.fidelity",
 )

@@ -1,0 +1,268 @@
+"""Sim-to-real fidelity: specplan's predictions against the reference engine, point by point.
+
+    result = run_fidelity("scenarios/fidelity.yaml", FidelitySettings(), out_dir)
+
+The scenario's `sweep:` block names the grid (variants = policies, `load` =
+closed-loop users or Poisson rates), exactly as for `specplan sweep`. Then:
+
+1. profile  the engine's own target and drafter on this machine with the
+            harness (validation.capture): target.csv, drafter.csv
+2. host     calibrate the engine's per-step host time (everything in a step
+            that is neither forward: admission, drafting models, the policy,
+            layouts, bookkeeping) on a separate run per policy, with its own
+            seed, at the middle load: least squares a + b·requests
+3. points   for every variant × load, one scenario with those measurements
+            (hardware.profile = target.csv, drafter.latency = {kind: profile,
+            path: drafter.csv}, engine.host_overhead_ms / _per_request_ms)
+            drives both sides with the same seed and workload: `simulate()`
+            predicts, `ReferenceEngine.run()` measures
+4. drift    re-time a few profile points at the end: if the machine's speed
+            changed during the run, the result says by how much
+
+Relative error = (predicted − measured) / measured, for throughput and p50
+tokens/s/user; the summary's median and maximum run over both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulator.errors import SpecplanError
+from simulator.output import clean
+from simulator.scenario import Scenario, resolved_mapping, scenario_from_mapping
+from simulator.sweep.points import Point, SweepPlan, plan_sweep
+from validation.capture import CaptureSettings, capture_profiles, longest_request_tokens, retime
+from validation.diagnose import step_time_check
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class FidelitySettings:
+    """What to measure with: the engine's model shape, torch threads, harness effort."""
+
+    model: str = "tiny-cpu"
+    threads: int = 1
+    drafter_layers: int = 1
+    repeats: int = 7
+    warmup: int = 2
+    context_rows: int = 5
+    tokens_per_request: int = 3
+    calibration_s: float = 10.0
+    seed_offset: int = 1000
+    tokens: tuple[int, ...] = ()
+
+
+@dataclass
+class FidelityResult:
+    points: list[dict[str, Any]]
+    summary: dict[str, Any]
+    out_dir: Path
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        """The `--json` document: points, median_abs_error, max_abs_error (+ context)."""
+        return clean({"points": self.points, **self.summary})
+
+
+def relative_error(predicted: float, measured: float) -> float:
+    if not (math.isfinite(predicted) and math.isfinite(measured)) or measured == 0:
+        return math.nan
+    return (predicted - measured) / measured
+
+
+def point_row(point: Point, measured: dict[str, Any], predicted: dict[str, Any]) -> dict[str, Any]:
+    """One row of the result: the issue's six keys, their errors, and what explains them."""
+    row = {
+        "policy": point.label,
+        "load": point.load,
+        "measured_throughput": measured["throughput_tokens_per_s"],
+        "predicted_throughput": predicted["throughput_tokens_per_s"],
+        "measured_tps_p50": measured["tps_user_p50"],
+        "predicted_tps_p50": predicted["tps_user_p50"],
+    }
+    row["throughput_error"] = relative_error(row["predicted_throughput"], row["measured_throughput"])
+    row["tps_p50_error"] = relative_error(row["predicted_tps_p50"], row["measured_tps_p50"])
+    row["load_kind"] = point.load_kind
+    row["policy_name"] = point.scenario.policy.name
+    for key in ("mean_step_ms", "mean_batch_requests", "mean_accepted_per_step",
+                "mean_verify_tokens_per_request_step", "requests_completed_in_window"):
+        row[f"measured_{key}"] = measured.get(key)
+        row[f"predicted_{key}"] = predicted.get(key)
+    return row
+
+
+def error_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    errors = np.array([r[k] for r in rows for k in ("throughput_error", "tps_p50_error")], dtype=float)
+    errors = np.abs(errors[np.isfinite(errors)])
+    by_metric = {k: float(np.median(np.abs([r[k] for r in rows]))) for k in ("throughput_error", "tps_p50_error")}
+    return {
+        "median_abs_error": float(np.median(errors)) if errors.size else math.nan,
+        "max_abs_error": float(errors.max()) if errors.size else math.nan,
+        "median_abs_error_by_metric": by_metric,
+        "errors_counted": int(errors.size),
+    }
+
+
+class Fidelity:
+    """One fidelity study: plan, measure the machine, run every point on both sides."""
+
+    def __init__(self, source: str | Path, overrides: list[str], settings: FidelitySettings,
+                 out_dir: Path, progress: Progress | None = None) -> None:
+        self.settings, self.out_dir = settings, out_dir
+        self.progress = progress or (lambda _msg: None)
+        self.plan: SweepPlan = plan_sweep(source, overrides)
+        from hwprofiles.modelshape import load_shape
+        from validation.engine import check_engine_scenario
+
+        self.shape = load_shape(settings.model)
+        for point in self.plan.points:
+            check_engine_scenario(point.scenario)
+        if len(self.plan.points) < 1:
+            raise SpecplanError("fidelity: the scenario's sweep has no points")
+
+    def run(self) -> FidelityResult:
+        import torch
+
+        torch.set_num_threads(self.settings.threads)
+        started = time.perf_counter()
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        target_csv, drafter_csv = self.capture()
+        host = self.calibrate_host(target_csv, drafter_csv)
+        rows, checks = [], []
+        for point in self.plan.points:
+            scenario = self.measured_scenario(point.scenario, target_csv, drafter_csv, host[point.label])
+            predicted, measured, steps = self.compare(scenario)
+            rows.append(point_row(point, measured, predicted))
+            checks.append({"policy": point.label, "load": point.load,
+                           **step_time_check(steps, target_csv, drafter_csv, host[point.label],
+                                             scenario.drafter.block_size)})
+            self.progress(f"{point.label:>14} load {point.load:g}: throughput measured "
+                          f"{rows[-1]['measured_throughput']:.1f} predicted {rows[-1]['predicted_throughput']:.1f} "
+                          f"({rows[-1]['throughput_error']:+.1%}); p50 tok/s/user {rows[-1]['measured_tps_p50']:.1f} "
+                          f"vs {rows[-1]['predicted_tps_p50']:.1f} ({rows[-1]['tps_p50_error']:+.1%})")
+        drift = self.drift(target_csv)
+        summary = {**error_summary(rows), **self.context(host, drift, time.perf_counter() - started)}
+        return FidelityResult(rows, summary, self.out_dir, {"step_time_checks": checks})
+
+    # ---- measurements of the machine ----------------------------------------------
+    def capture(self) -> tuple[Path, Path]:
+        self.progress(f"profiling {self.shape.name} and its drafter with the harness ...")
+        return capture_profiles([pt.scenario for pt in self.plan.points], self.capture_settings(), self.out_dir)
+
+    def capture_settings(self) -> CaptureSettings:
+        s = self.settings
+        return CaptureSettings(self.shape, s.drafter_layers, s.repeats, s.warmup, s.context_rows,
+                               s.tokens_per_request, s.tokens)
+
+    def calibrate_host(self, target_csv: Path, drafter_csv: Path) -> dict[str, tuple[float, float]]:
+        """Per label: host ms per step = a + b·requests, from a run that is not a fidelity point."""
+        host: dict[str, tuple[float, float]] = {}
+        for label in self.plan.variant_scenarios:
+            loads = [p.scenario for p in self.plan.points if p.label == label]
+            middle = loads[len(loads) // 2]
+            horizon = dataclasses.replace(middle.horizon, duration_s=self.settings.calibration_s,
+                                          warmup_s=min(middle.horizon.warmup_s, self.settings.calibration_s / 2))
+            calib = dataclasses.replace(middle, seed=middle.seed + self.settings.seed_offset, horizon=horizon)
+            calib = self.measured_scenario(calib, target_csv, drafter_csv, (0.0, 0.0))
+            steps = self.engine_run(calib)[1]
+            host[label] = fit_host_overhead(steps)
+            self.progress(f"host overhead of {label}: {host[label][0]:.3f} ms + {host[label][1]:.4f} ms/request")
+        return host
+
+    def drift(self, target_csv: Path) -> dict[str, Any]:
+        self.progress("re-timing a few profile points (drift check) ...")
+        return retime(target_csv, self.capture_settings())
+
+    # ---- the two sides ------------------------------------------------------------
+    def measured_scenario(self, scenario: Scenario, target_csv: Path, drafter_csv: Path,
+                          host: tuple[float, float]) -> Scenario:
+        """The point's scenario priced with this machine's measurements."""
+        raw = resolved_mapping(scenario)
+        raw.pop("sweep", None)
+        raw["hardware"]["profile"] = str(target_csv)
+        raw["drafter"]["latency"] = {"kind": "profile", "path": str(drafter_csv)}
+        raw["engine"]["host_overhead_ms"] = host[0]
+        raw["engine"]["host_overhead_per_request_ms"] = host[1]
+        return scenario_from_mapping(raw, self.out_dir, source=scenario.source)
+
+    def compare(self, scenario: Scenario) -> tuple[dict[str, Any], dict[str, Any], Any]:
+        from simulator.simulation import simulate
+
+        predicted = simulate(scenario).summary
+        measured, steps = self.engine_run(scenario)
+        return predicted, measured, steps
+
+    def engine_run(self, scenario: Scenario) -> tuple[dict[str, Any], Any]:
+        from hwprofiles import load_profile
+        from validation.engine import ReferenceEngine
+        from validation.runner import TorchRunner
+
+        gamma = scenario.drafter.block_size if scenario.drafter.speculates else 0
+        runner = TorchRunner(self.shape, scenario.engine.max_batch_requests,
+                             longest_request_tokens(scenario, gamma), self.settings.drafter_layers,
+                             gamma, seed=scenario.seed)
+        result = ReferenceEngine(scenario, runner, load_profile(scenario.hardware.profile)).run()
+        return result.summary, result.steps
+
+    def context(self, host: dict[str, tuple[float, float]], drift: dict[str, Any], wall_s: float) -> dict[str, Any]:
+        import torch
+
+        from hwprofiles.harness import device_name
+
+        return {
+            "scenario": self.plan.source,
+            "device": device_name(torch.device("cpu")),
+            "model": self.shape.describe(),
+            "torch": torch.__version__,
+            "settings": dataclasses.asdict(self.settings),
+            "host_overhead_ms": {k: {"per_step": a, "per_request": b} for k, (a, b) in host.items()},
+            "profile_drift": drift,
+            "load_average": list(os.getloadavg()),
+            "wall_s": wall_s,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        }
+
+
+def fit_host_overhead(steps: Any) -> tuple[float, float]:
+    """Least squares host_ms ≈ a + b·batch_requests over a run's steps (both ≥ 0)."""
+    r = steps["batch_requests"].to_numpy(float)
+    y = steps["overhead_ms"].to_numpy(float)
+    if r.size < 2 or np.ptp(r) == 0:
+        return (float(np.median(y)) if y.size else 0.0, 0.0)
+    b, a = np.polyfit(r, y, 1)
+    if b < 0:
+        return float(np.mean(y)), 0.0
+    if a < 0:
+        return 0.0, float(np.sum(r * y) / np.sum(r * r))
+    return float(a), float(b)
+
+
+def write_result(result: FidelityResult, out_dir: Path) -> Path:
+    """fidelity.json (points + summary + step-time checks) and fidelity.png (the scatter)."""
+    from validation.plot import save_fidelity_plot
+
+    doc = {**result.as_json(), **clean(result.details)}
+    path = out_dir / "fidelity.json"
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    save_fidelity_plot(result.points, out_dir / "fidelity.png", result.summary)
+    return path
+
+
+def run_fidelity(source: str | Path, settings: FidelitySettings, out_dir: str | Path,
+                 overrides: list[str] | None = None, progress: Progress | None = None) -> FidelityResult:
+    """Profile, calibrate, run every point on both sides; write fidelity.json and fidelity.png."""
+    out = Path(out_dir)
+    result = Fidelity(source, list(overrides or []), settings, out, progress).run()
+    write_result(result, out)
+    return result

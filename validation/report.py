@@ -1,0 +1,90 @@
+"""The fidelity result as a report section (reports.document blocks, or HTML on its own).
+
+    fidelity_blocks(results_dir) -> list[Block]   ([] when no fidelity.json is there)
+    fidelity_section(results_dir) -> str          (the same blocks as an HTML fragment)
+
+`results_dir` holds what `specplan fidelity --out DIR` wrote (fidelity.json,
+fidelity.png, fidelity.svg); `validation/results/` holds the committed CPU
+result. The section says what was compared, the error summary against the
+goal, one row per point, the scatter, and what the simulator's model of
+the engine leaves out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from reports.document import Block, Bullets, Callout, Heading, Image, Paragraph, Table, html_block
+
+GOAL_MEDIAN, GOAL_MAX = 0.05, 0.10
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+LEFT_OUT = (
+    "Step time is priced from (tokens, total KV context) only: the engine's padded attention also "
+    "depends on how tokens and context are split over requests (longest request, prompt chunk length).",
+    "Host time is a calibrated a + b·requests per policy; its step-to-step variation (allocator, "
+    "Python garbage collection, other processes on the machine) is not modelled.",
+    "The machine is assumed as fast during the runs as while profiling (see the drift check).",
+)
+
+
+def load_fidelity(results_dir: Path) -> dict[str, Any] | None:
+    path = Path(results_dir) / "fidelity.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())
+
+
+def pct(value: Any) -> str:
+    return "n/a" if value is None or not math.isfinite(float(value)) else f"{float(value):+.1%}"
+
+
+def points_table(points: list[dict[str, Any]]) -> Table:
+    header = ("policy", "load", "throughput measured", "predicted", "error",
+              "p50 tok/s/user measured", "predicted", "error")
+    rows = tuple((str(p["policy"]), f"{p['load']:g}" if p["load"] is not None else "-",
+                  f"{p['measured_throughput']:.1f}", f"{p['predicted_throughput']:.1f}", pct(p.get("throughput_error")),
+                  f"{p['measured_tps_p50']:.1f}" if p["measured_tps_p50"] is not None else "n/a",
+                  f"{p['predicted_tps_p50']:.1f}" if p["predicted_tps_p50"] is not None else "n/a",
+                  pct(p.get("tps_p50_error"))) for p in points)
+    return Table(header, rows)
+
+
+def summary_items(doc: dict[str, Any]) -> tuple[str, ...]:
+    med, worst = doc["median_abs_error"], doc["max_abs_error"]
+    met = med <= GOAL_MEDIAN and worst <= GOAL_MAX
+    drift = doc.get("profile_drift", {}).get("ratio")
+    return (
+        f"Median |error| {med:.1%}, max {worst:.1%} over {doc.get('errors_counted', '?')} "
+        f"(point, metric) pairs; goal ≤ {GOAL_MEDIAN:.0%} and ≤ {GOAL_MAX:.0%}: {'met' if met else 'not met'}.",
+        f"Device: {doc.get('device', '?')}; model: {doc.get('model', '?')}; torch {doc.get('torch', '?')}.",
+        f"Profile drift during the run (re-timed / captured): {drift:.3f}." if drift else "No drift check.",
+        f"Scenario: {doc.get('scenario', '?')}; measured on {doc.get('date', '?')} in {doc.get('wall_s', 0):.0f} s.",
+    )
+
+
+def fidelity_blocks(results_dir: Path = RESULTS_DIR) -> list[Block]:
+    doc = load_fidelity(results_dir)
+    if doc is None:
+        return []
+    blocks: list[Block] = [
+        Heading("Sim-to-real fidelity"),
+        Paragraph("specplan's predictions against a small real speculative serving engine in torch "
+                  "(validation/): same workload, seeds, acceptance models and policy code; every duration "
+                  "measured on the machine. Error = (predicted − measured) / measured."),
+        Bullets(summary_items(doc)),
+        points_table(doc["points"]),
+    ]
+    png = Path(results_dir) / "fidelity.png"
+    if png.is_file():
+        blocks.append(Image("Predicted vs measured", "One marker per policy and load; the line is y = x, "
+                            "the band ±10%.", png, png.with_suffix(".svg")))
+    blocks.append(Callout("What the simulator's model of the engine leaves out", LEFT_OUT))
+    return blocks
+
+
+def fidelity_section(results_dir: Path = RESULTS_DIR) -> str:
+    """The fidelity section as an HTML fragment ('' when there is no result)."""
+    return "\n".join(html_block(b) for b in fidelity_blocks(results_dir))

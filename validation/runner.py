@@ -1,0 +1,107 @@
+"""The reference engine's models: the harness's torch decoder as target and as drafter.
+
+`TorchRunner` owns the real compute of `validation.engine`:
+
+    target   hwprofiles.torch_model.DecoderModel of the scenario's shape, random
+             weights, one KV-cache slot per running request (prompt chunks and
+             verified tokens are written by the same flattened forward)
+    drafter  a DFlash-style parallel drafter: `modelshape.drafter_shape(target,
+             "parallel", layers)`, one forward over the R·γ tokens of the
+             drafting requests' blocks, attending within each block (no cache)
+
+Each forward is split the way the profiling harness times it: building the
+token ids and the `VerifyLayout` and committing the cache afterwards are host
+work, measured by the engine as such; `verify_forward` and `draft_forward`
+return only the forward's own milliseconds, the quantity the harness's
+profiles price. Token ids are random (acceptance is decided by the
+simulator's models); the arithmetic is the model's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from hwprofiles.modelshape import ModelShape, drafter_shape
+from hwprofiles.torch_model import DecoderModel, VerifyLayout
+from simulator.errors import SpecplanError
+
+
+class ModelRunner(Protocol):
+    """What the engine needs from a model: per-request cache slots and timed forwards."""
+
+    def open(self, rid: int) -> None: ...
+    def release(self, rids: np.ndarray) -> None: ...
+    def verify(self, rids: np.ndarray, tokens: np.ndarray) -> float: ...
+    def keep(self, rids: np.ndarray, kept_tokens: np.ndarray) -> None: ...
+    def draft(self, requests: int, block_size: int) -> float: ...
+
+
+def timed_ms(run: Callable[[], object]) -> float:
+    """Milliseconds one call of `run()` takes (CPU: the forward is synchronous)."""
+    start = time.perf_counter()
+    run()
+    return (time.perf_counter() - start) * 1000.0
+
+
+class TorchRunner:
+    """Target + drafter forwards with one KV-cache slot per running request."""
+
+    def __init__(self, shape: ModelShape, max_requests: int, capacity_tokens: int,
+                 drafter_layers: int = 1, block_size: int = 0, seed: int = 0) -> None:
+        self.shape = shape
+        self.target = DecoderModel(shape, seed=seed)
+        self.cache = self.target.new_cache(max_requests, capacity_tokens)
+        self.drafter = DecoderModel(drafter_shape(shape, "parallel", drafter_layers), seed=seed + 1)
+        self.draft_cache = self.drafter.new_cache(max_requests, max(block_size, 1))
+        self.generator = torch.Generator().manual_seed(seed)
+        self.free_slots = list(range(max_requests))[::-1]
+        self.slot_of: dict[int, int] = {}
+
+    def open(self, rid: int) -> None:
+        """Give request `rid` an empty KV-cache slot."""
+        if not self.free_slots:
+            raise SpecplanError("reference engine: more running requests than KV-cache slots")
+        slot = self.free_slots.pop()
+        self.slot_of[rid] = slot
+        self.cache.lengths[slot] = 0
+
+    def release(self, rids: np.ndarray) -> None:
+        for rid in rids.tolist():
+            self.free_slots.append(self.slot_of.pop(rid))
+
+    def slots(self, rids: np.ndarray) -> list[int]:
+        return [self.slot_of[rid] for rid in rids.tolist()]
+
+    def random_ids(self, tokens: int) -> torch.Tensor:
+        return torch.randint(0, self.shape.vocab, (tokens,), generator=self.generator)
+
+    def verify(self, rids: np.ndarray, tokens: np.ndarray) -> float:
+        """One flattened forward of random tokens: `tokens[i]` new ones for `rids[i]`; returns its ms."""
+        if rids.size == 0:
+            return 0.0
+        return self.forward(rids, tokens, self.random_ids(int(tokens.sum())))[1]
+
+    @torch.inference_mode()
+    def forward(self, rids: np.ndarray, tokens: np.ndarray, token_ids: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """Logits (T, vocab) of the flattened new tokens, and the forward's ms (layout built untimed)."""
+        layout = VerifyLayout.build(tokens.tolist(), self.cache, self.slots(rids))
+        start = time.perf_counter()
+        logits = self.target(token_ids, layout, self.cache)
+        return logits, (time.perf_counter() - start) * 1000.0
+
+    def keep(self, rids: np.ndarray, kept_tokens: np.ndarray) -> None:
+        """Advance each request's cache by the tokens it keeps (rejected drafts are overwritten)."""
+        if rids.size:
+            self.cache.commit(torch.as_tensor(kept_tokens, dtype=torch.long), self.slots(rids))
+
+    @torch.inference_mode()
+    def draft(self, requests: int, block_size: int) -> float:
+        """One parallel drafter forward over `requests` blocks of `block_size` tokens; returns its ms."""
+        layout = VerifyLayout.build([block_size] * requests, self.draft_cache, list(range(requests)))
+        ids = self.random_ids(requests * block_size)
+        return timed_ms(lambda: self.drafter(ids, layout, self.draft_cache))
