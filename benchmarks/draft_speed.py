@@ -71,7 +71,8 @@ def main() -> None:
     print(f"draft draw (p, c, outcomes): R={args.requests}, γ={args.block}: "
           f"{statistics.median(runs):.1f} µs/step (median of {args.repeats} × {args.steps} steps; "
           f"min {min(runs):.1f}, max {max(runs):.1f})")
-    print(f"drafter build incl. STS fit on {drafter.spec.confidence.calibration_samples} blocks: {build_s:.2f} s")
+    print(f"first drafter build (lazy imports, preset fit, STS fit on "
+          f"{drafter.spec.confidence.calibration_samples} blocks): {build_s:.2f} s")
 
 
 if __name__ == "__main__":
