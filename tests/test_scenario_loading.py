@@ -46,7 +46,7 @@ def test_relative_paths_resolve_against_the_scenario_folder(tmp_path):
     sub = tmp_path / "deep"
     sub.mkdir()
     raw = merged(BASE, {"workload": {"arrivals": {"kind": "trace", "path": "../trace.csv", "format": "azure"}}})
-    raw["workload"]["arrivals"].pop("rate_per_s")
+    raw["workload"]["arrivals"].pop("rate_per_s", None)
     s = load_scenario(write(sub, raw))
     assert s.workload.arrivals.path == str((tmp_path / "trace.csv").resolve())
 
