@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from simulator.commands import COMMANDS
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         print("specplan: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `specplan ... | head`: the reader went away; not an error of ours
-        sys.stderr.close()
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 
 
