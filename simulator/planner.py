@@ -16,8 +16,8 @@ cluster's backlog grows and the ratio falls to capacity / demand).
 
 Search: n = 1, 2, 4, ... until the SLA is met, then bisection between the
 last failure and the first success. Every probe is a full-cluster
-simulation; the answer n is confirmed by its own run and by n − 1 failing
-(if noise makes n − 1 pass, the search steps down until one fails).
+simulation, so the answer n is confirmed by its own run, and n − 1 by a run
+that failed (bisection ends with exactly those two neighbours simulated).
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def served_fraction(requests: Any, tokens_generated: int, warmup_s: float) -> fl
 
 
 def fewest_replicas(meets: Callable[[int], bool], max_replicas: int) -> int | None:
-    """Smallest n in 1..max_replicas with meets(n), assuming rough monotonicity; n − 1 is checked."""
+    """Smallest n in 1..max_replicas with meets(n) and not meets(n − 1), by doubling then bisection."""
     n, last_fail = 1, 0
     while not meets(n):
         if n >= max_replicas:
@@ -158,9 +158,7 @@ def fewest_replicas(meets: Callable[[int], bool], max_replicas: int) -> int | No
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if meets(mid) else (mid, hi)
-    while hi > 1 and meets(hi - 1):
-        hi -= 1
-    return hi
+    return hi  # meets(hi) held, and hi − 1 == lo was simulated and failed (or hi is 1)
 
 
 def plan_variant(raw: dict, label: str, folder: Path, source: str, where: str,

@@ -1,0 +1,101 @@
+"""Reports: every figure is written (PNG + SVG) and embedded; lossy and oracle policies are named;
+the HTML renders in headless Chromium when it is installed."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reports.cliffs import find_cliffs
+from reports.figures import FIGURES
+from simulator.sweep import run_sweep
+from tests.test_sweep import tiny
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def report_scenario() -> dict:
+    raw = tiny()
+    raw["hardware"]["profile"] = {"kind": "table", "tokens": [1, 32, 33, 64, 65, 256],
+                                  "step_ms": [8.0, 8.4, 10.5, 10.8, 13.0, 16.0]}
+    raw["drafter"]["confidence"] = {"kind": "model", "overconfidence": 1.5, "noise": 0.4,
+                                    "calibration": "sts", "calibration_samples": 2000}
+    raw["sweep"]["seeds"] = [1]
+    raw["sweep"]["variants"] = [
+        {"label": "MTP-1", "drafter": {"confidence": {"kind": "perfect"}}, "policy": {"name": "mtp-1"}},
+        {"label": "global", "drafter": {"family": "dspark"}, "policy": {"name": "dspark-global"}},
+        {"label": "oracle", "drafter": {"family": "dspark"}, "policy": {"name": "oracle"}},
+    ]
+    return raw
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report")
+    result = run_sweep(report_scenario(), out, workers=1)
+    assert result.report == out / "report.html"
+    return out
+
+
+def test_every_figure_is_written_as_png_and_svg(report_dir):
+    for name, *_ in FIGURES:
+        png, svg = report_dir / "figures" / f"{name}.png", report_dir / "figures" / f"{name}.svg"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+        assert "<svg" in svg.read_text()[:2000], name
+
+
+def test_html_is_self_contained_and_embeds_every_figure(report_dir):
+    html = (report_dir / "report.html").read_text()
+    embedded = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert len(embedded) == len(FIGURES)
+    assert not re.search(r'src="(?!data:)', html)  # nothing loaded from elsewhere
+    assert "<link" not in html
+    for title in ("What was simulated", "Variants", "SLA comparison", "Figures"):
+        assert title in html
+
+
+def test_lossy_and_oracle_policies_are_labelled(report_dir):
+    html = (report_dir / "report.html").read_text()
+    md = (report_dir / "report.md").read_text()
+    for text in (html, md):
+        assert "dspark-global (lossy: changes the output distribution)" in text
+        assert "oracle (oracle: upper bound, not realisable)" in text
+        assert "Lossy and oracle policies" in text
+        assert "mtp-1 (lossy" not in text
+
+
+def test_markdown_links_every_figure_and_names_the_profile(report_dir):
+    md = (report_dir / "report.md").read_text()
+    for name, *_ in FIGURES:
+        assert f"(figures/{name}.png)" in md and f"(figures/{name}.svg)" in md
+    assert "provenance: source: inline table in the scenario" in md
+    assert "Seeds: 1; 6 points" in md
+
+
+def test_cliffs_are_jumps_not_slopes():
+    tokens = np.arange(1, 11)
+    step_ms = np.array([8.0, 8.01, 8.02, 9.5, 9.51, 9.52, 9.53, 9.54, 12.0, 12.01])
+    assert tokens[find_cliffs(tokens, step_ms)].tolist() == [4, 9]
+    assert find_cliffs(tokens, 10.0 + 0.05 * tokens).size == 0  # a linear profile has none
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Chromium is not installed at /usr/bin/chromium")
+def test_report_renders_in_headless_chromium(report_dir, tmp_path):
+    shot = tmp_path / "report.png"
+    command = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1280,2000",
+               (report_dir / "report.html").as_uri()]
+    subprocess.run(command, check=True, timeout=90, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from matplotlib.image import imread
+
+    pixels = imread(shot)[..., :3]
+    assert pixels.shape[:2] == (2000, 1280)
+    dark = (pixels.mean(axis=2) < 0.5).mean()
+    assert pixels.std() > 0.05 and dark > 0.005, "the screenshot is blank"
+    shutil.rmtree(tmp_path / "profile", ignore_errors=True)

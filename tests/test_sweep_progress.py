@@ -1,0 +1,66 @@
+"""The progress bar: drawn with an ETA on a terminal, silent otherwise."""
+
+from __future__ import annotations
+
+import io
+
+from simulator.progress import Progress, format_duration
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_eta_comes_from_the_items_done_in_this_run():
+    clock, out = Clock(), Terminal()
+    with Progress(10, "sweep", stream=out, clock=clock) as bar:
+        bar.skip(4)  # cached points do not count towards the rate
+        assert bar.eta_s() is None
+        clock.now += 6.0
+        bar.advance(2)  # 3 s per item, 4 items left
+        assert bar.eta_s() == 12.0
+        assert bar.line() == "sweep [#################-----------] 6/10 ETA 12s"
+        clock.now += 12.0
+        bar.advance(4)
+    lines = out.getvalue().split("\r")
+    assert "10/10 18s elapsed" in lines[-1] and out.getvalue().endswith("\n")
+
+
+def test_silent_when_the_stream_is_not_a_terminal():
+    out = io.StringIO()
+    with Progress(3, "sweep", stream=out) as bar:
+        bar.advance(3)
+    assert out.getvalue() == ""
+    forced = io.StringIO()
+    with Progress(1, stream=forced, enabled=True) as bar:
+        bar.advance()
+    assert "1/1" in forced.getvalue()
+
+
+def test_durations_read_at_a_glance():
+    assert [format_duration(s) for s in (0.4, 7, 185, 3720)] == ["0s", "7s", "3m05s", "1h02m"]
+
+
+def test_sweeps_draw_progress_on_a_terminal_only(tmp_path, monkeypatch):
+    from simulator.sweep import run_sweep
+    from tests.test_sweep import tiny
+
+    raw = tiny()
+    raw["sweep"]["seeds"] = [1]
+    err = Terminal()
+    monkeypatch.setattr("sys.stderr", err)
+    run_sweep(raw, tmp_path / "a", workers=1, report=False)
+    assert "sweep [" in err.getvalue() and "6/6" in err.getvalue()
+    plain = io.StringIO()
+    monkeypatch.setattr("sys.stderr", plain)
+    run_sweep(raw, tmp_path / "b", workers=1, report=False)
+    assert plain.getvalue() == ""
