@@ -57,6 +57,7 @@ class AuditCase:
         return len(self.vocab)
 
     def categories(self) -> list[str]:
+        """Every output sequence of `output_tokens` tokens, in lexicographic order."""
         return ["".join(seq) for seq in itertools.product(self.vocab, repeat=self.output_tokens)]
 
     def target_joint(self) -> np.ndarray:
@@ -76,15 +77,23 @@ def appendix_a() -> AuditCase:
 
 
 def markov() -> AuditCase:
-    """Four tokens, a Markov target and drafter, four sequences per step, a sawtooth step-time table."""
-    rng = stream(0, "audit-case-markov")
-    target = rng.dirichlet(np.full(4, 4.0), size=5)
-    draft = 0.6 * target + 0.4 * rng.dirichlet(np.full(4, 1.0), size=5)
-    confidence = np.array([0.95, 0.05, 0.9, 0.1, 0.9])
-    tokens = np.arange(4 * 5 + 1)
-    step_ms = 8.0 + 0.05 * tokens + 3.0 * (tokens > 8) + 3.0 * (tokens > 14)
-    return AuditCase("markov", ("a", "b", "c", "d"), target, draft, confidence, 4,
-                     1000.0 / step_ms, batch_requests=4, output_tokens=3)
+    """Four tokens, two sequences per step, a step-time cliff right after the anchor tokens.
+
+    The target prefers a and c after every token (a little less after b and
+    d); the drafter proposes uniformly; a draft that follows a or c gets
+    confidence 0.95, one that follows b or d gets 0, the first draft 0.6.
+    Verifying anything doubles the step time, so it pays only when the
+    batch's total survival is high, which a synchronous global search
+    judges with confidences that depend on the drafts it is deciding on.
+    """
+    target = np.array([[0.55, 0.10, 0.25, 0.10], [0.45, 0.15, 0.25, 0.15],
+                       [0.55, 0.10, 0.25, 0.10], [0.45, 0.15, 0.25, 0.15], [0.55, 0.10, 0.25, 0.10]])
+    draft = np.full((5, 4), 0.25)
+    confidence = np.array([0.95, 0.0, 0.95, 0.0, 0.6])
+    tokens = np.arange(2 * (3 + 1) + 1)
+    step_ms = np.where(tokens <= 2, 8.0, 16.0) + 0.01 * tokens
+    return AuditCase("markov", ("a", "b", "c", "d"), target, draft, confidence, 3,
+                     1000.0 / step_ms, batch_requests=2, output_tokens=2)
 
 
 CASES = {"appendix-a": appendix_a, "markov": markov}

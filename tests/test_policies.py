@@ -199,7 +199,7 @@ def episodes(draw):
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(episode=episodes())
 def test_lengths_stay_within_the_block_and_the_step_capacity(name, episode):
     gamma, steps = episode

@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("policy", help="policy name (e.g. dspark-greedy, dspark-global, dspark-async)")
     p.add_argument("--trials", type=int, default=20000, help="sequences to decode (default 20000)")
     p.add_argument("--case", choices=sorted(CASES), default="appendix-a",
-                   help="set-up: appendix-a (the DSpark paper's counterexample) or markov (4 tokens, batch 4)")
+                   help="set-up: appendix-a (the DSpark paper's counterexample) or markov (4 tokens, 2 sequences per step)")
     p.add_argument("--param", dest="params", action="append", default=[], metavar="KEY=VALUE",
                    help="a policy parameter (value parsed as YAML); repeatable")
     p.add_argument("--seed", type=int, default=0, help="seed of the audit's random draws")
