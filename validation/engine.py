@@ -162,6 +162,7 @@ class ReferenceEngine:
     def run(self) -> EngineResult:
         from simulator.metrics import summarize
 
+        self.runner.warm_up(self.max_step_tokens, self.max_batch, self.gamma)
         start_workload(self.env, self.scenario, self.submit, self.domain_mix())
         self.env.process(self.loop())
         self.env.sync()

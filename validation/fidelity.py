@@ -211,7 +211,7 @@ class Fidelity:
         gamma = scenario.drafter.block_size if scenario.drafter.speculates else 0
         runner = TorchRunner(self.shape, scenario.engine.max_batch_requests,
                              longest_request_tokens(scenario, gamma), self.settings.drafter_layers,
-                             gamma, seed=scenario.seed)
+                             gamma, seed=scenario.seed, threads=self.settings.threads)
         result = ReferenceEngine(scenario, runner, load_profile(scenario.hardware.profile)).run()
         return result.summary, result.steps
 

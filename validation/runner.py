@@ -11,10 +11,10 @@
 
 Each forward is split the way the profiling harness times it: building the
 token ids and the `VerifyLayout` and committing the cache afterwards are host
-work, measured by the engine as such; `verify_forward` and `draft_forward`
-return only the forward's own milliseconds, the quantity the harness's
-profiles price. Token ids are random (acceptance is decided by the
-simulator's models); the arithmetic is the model's.
+work, measured by the engine as such; `verify` and `draft` return only the
+forward's own milliseconds, the quantity the harness's profiles price.
+Token ids are random (acceptance is decided by the simulator's models); the
+arithmetic is the model's.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from simulator.errors import SpecplanError
 class ModelRunner(Protocol):
     """What the engine needs from a model: per-request cache slots and timed forwards."""
 
+    def warm_up(self, max_step_tokens: int, max_requests: int, block_size: int) -> None: ...
     def open(self, rid: int) -> None: ...
     def release(self, rids: np.ndarray) -> None: ...
     def verify(self, rids: np.ndarray, tokens: np.ndarray) -> float: ...
@@ -49,10 +50,15 @@ def timed_ms(run: Callable[[], object]) -> float:
 
 
 class TorchRunner:
-    """Target + drafter forwards with one KV-cache slot per running request."""
+    """Target + drafter forwards with one KV-cache slot per running request.
+
+    `threads` sets torch's CPU threads (process-wide) when given.
+    """
 
     def __init__(self, shape: ModelShape, max_requests: int, capacity_tokens: int,
-                 drafter_layers: int = 1, block_size: int = 0, seed: int = 0) -> None:
+                 drafter_layers: int = 1, block_size: int = 0, seed: int = 0, threads: int | None = None) -> None:
+        if threads is not None:
+            torch.set_num_threads(threads)
         self.shape = shape
         self.target = DecoderModel(shape, seed=seed)
         self.cache = self.target.new_cache(max_requests, capacity_tokens)
@@ -61,6 +67,17 @@ class TorchRunner:
         self.generator = torch.Generator().manual_seed(seed)
         self.free_slots = list(range(max_requests))[::-1]
         self.slot_of: dict[int, int] = {}
+
+    @torch.inference_mode()
+    def warm_up(self, max_step_tokens: int, max_requests: int, block_size: int) -> None:
+        """A few forwards before serving (engines warm up or capture graphs at start): the first
+        calls of torch's kernels pay one-off setup costs that no profile point includes."""
+        scratch = self.target.new_cache(1, max_step_tokens)
+        sizes = sorted({*(2**i for i in range(max_step_tokens.bit_length())), max_step_tokens})
+        for tokens in sizes:
+            self.target(self.random_ids(tokens), VerifyLayout.build([tokens], scratch), scratch)
+        for requests in sorted({1, max_requests}):
+            self.draft(requests, max(block_size, 1))
 
     def open(self, rid: int) -> None:
         """Give request `rid` an empty KV-cache slot."""
