@@ -14,15 +14,20 @@ an option of the DSpark policies (`policy.params.bypass: {...}`):
 - when the skip ends the request drafts again with a clean history, so it
   is judged afresh on its next `min_trials` drafts (a probe).
 
-What it saves depends on the drafting-latency model: with a fixed drafting
-time per step it pays only when every request of the step skips (low
-concurrency, or a batch of hard requests); with a per-request drafting
-cost it pays per skipped request. `benchmarks/bypass_gain.py` measures it.
+What it saves depends on the drafting-latency model. With a per-step cost
+(a fixed drafting time, or a memory-bound drafter whose forward costs the
+same for 1 or 64 requests) a step saves only when no request drafts, and a
+hard request that skips while others draft just loses its few accepted
+tokens. `scope` chooses: `request` (each hard request skips on its own:
+pays when drafting cost grows with the drafting requests) or `batch` (hard
+requests skip only in steps where every request is hard: pays with a
+per-step cost, never costs much). `benchmarks/bypass_gain.py` measures both.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -39,6 +44,7 @@ class BypassParams:
     min_trials: int = num(4, ge=1)
     skip_steps: int = num(32, ge=1)
     window_steps: int = num(16, ge=1)
+    scope: Literal["request", "batch"] = "request"
 
 
 class DraftingBypass:
@@ -54,7 +60,10 @@ class DraftingBypass:
         """True where the request drafts this step (call once per speculating step)."""
         self.step += 1
         self.grow(request_ids)
-        return self.skip_until[request_ids] < self.step
+        drafts = self.skip_until[request_ids] < self.step
+        if self.params.scope == "batch" and drafts.any():
+            return np.ones(request_ids.size, dtype=bool)
+        return drafts
 
     def observe(self, outcome: StepOutcome) -> None:
         ids = outcome.request_ids

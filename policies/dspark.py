@@ -143,9 +143,13 @@ class DSparkAsync(DSparkPolicy):
 
     def remember(self, view: StepView, current: np.ndarray) -> None:
         drafted = np.asarray(view.drafted, dtype=bool)
-        ids = view.request_ids[drafted]
-        order = np.argsort(ids, kind="stable")
-        self.snapshots.append(Snapshot(view.step_index, ids[order], current[drafted][order]))
+        ids, rows = view.request_ids, current
+        if not drafted.all():
+            ids, rows = ids[drafted], rows[drafted]
+        if ids.size > 1 and np.any(ids[1:] < ids[:-1]):
+            order = np.argsort(ids, kind="stable")
+            ids, rows = ids[order], rows[order]
+        self.snapshots.append(Snapshot(view.step_index, ids, rows))
 
     def lagged(self, step_index: int) -> Snapshot | None:
         """The latest snapshot of a step at least LAG_STEPS before this one."""
@@ -169,6 +173,8 @@ def lagged_survivals(past: Snapshot, request_ids: np.ndarray, drafted: np.ndarra
 
     Requests that do not draft this step get a zero row (no candidates).
     """
+    if np.array_equal(past.request_ids, request_ids) and drafted.all():
+        return past.survivals  # the same batch as two steps ago: the common case
     pos = np.minimum(np.searchsorted(past.request_ids, request_ids), past.request_ids.size - 1)
     known = past.request_ids[pos] == request_ids
     planned = np.where(known[:, None], past.survivals[pos], past.survivals.mean(axis=0))

@@ -252,6 +252,16 @@ def test_bypass_skips_a_hard_request_then_probes_it_again():
     assert all(m[1] for m in masks)
 
 
+def test_batch_scope_skips_only_when_every_request_is_hard():
+    p = policy("dspark-async", 3, bypass={"min_trials": 2, "skip_steps": 5, "scope": "batch"})
+    both, hard = np.array([7, 8]), np.array([7])
+    for _ in range(2):  # request 7 rejects its first draft twice: judged hard
+        p.drafting_mask(both)
+        p.observe(StepOutcome(both, np.array([3, 3]), np.array([0, 3]), 0.0))
+    assert p.drafting_mask(both).tolist() == [True, True]  # 8 drafts anyway: 7 rides along
+    assert p.drafting_mask(hard).tolist() == [False]  # alone, 7 skips and the step saves drafting
+
+
 # ---- parameters -----------------------------------------------------------------------------
 @pytest.mark.parametrize(("name", "params", "message"), [
     ("threshold", {"threshhold": 0.5}, "did you mean 'threshold'"),
