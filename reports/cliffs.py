@@ -24,6 +24,7 @@ class ProfileCurve:
 
     name: str
     labels: str
+    profile: Any
     tokens: np.ndarray
     step_ms: np.ndarray
     measured_tokens: np.ndarray
@@ -69,5 +70,5 @@ def dense_curve(profile: Any, labels: list[str], reach: int) -> ProfileCurve:
     measured = profile.tokens[profile.tokens <= upper]
     cliffs = find_cliffs(tokens, step_ms)
     shown = ", ".join(labels) if len(labels) <= 3 else f"{len(labels)} variants"
-    return ProfileCurve(profile.name, shown, tokens, step_ms, measured,
+    return ProfileCurve(profile.name, shown, profile, tokens, step_ms, measured,
                         np.asarray(profile.step_ms(measured), dtype=float), tokens[cliffs], step_ms[cliffs])

@@ -205,25 +205,28 @@ def calibration_figure(result: Any, blocks: int = 20000) -> Figure | None:
 
 
 def profile_figure(result: Any) -> Figure:
-    """Step time vs tokens in the verify batch for each distinct profile, cliffs marked."""
+    """Step time and steps/s vs tokens in the verify batch (hwprofiles.plot), cliffs marked."""
+    from hwprofiles.plot import plot_profiles
     from reports.cliffs import profile_curves
 
     curves = profile_curves(result.plan)
-    fig = Figure(figsize=(8.5, 4.8), dpi=DPI)
-    ax = fig.add_subplot()
-    for i, curve in enumerate(curves):
-        colour = f"C{i}"
-        ax.plot(curve.tokens, curve.step_ms, "-", lw=1.4, color=colour, label=f"{curve.name} ({curve.labels})")
-        ax.plot(curve.measured_tokens, curve.measured_ms, ".", ms=4, color=colour)
+    fig = Figure(figsize=(11.0, 4.6), dpi=DPI)
+    step_ax, sps_ax = fig.subplots(1, 2)
+    plot_profiles([c.profile for c in curves], (step_ax, sps_ax), max_tokens=max(c.tokens.size for c in curves),
+                  labels=[f"{c.name} ({c.labels})" for c in curves])
+    for curve in curves:
         if curve.cliffs.size:
-            ax.plot(curve.cliffs, curve.cliff_ms, "v", ms=7, color="crimson",
-                    label=f"cliffs of {curve.name} ({curve.cliffs.size})")
-    ax.set_xlabel("tokens in the verify batch, B (tokens)")
-    ax.set_ylabel("step time (ms)")
-    ax.set_title("Step-time profile (linear between measured points; cliffs marked)")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+            step_ax.plot(curve.cliffs, curve.cliff_ms, "v", ms=6, color="crimson",
+                         label=f"cliffs of {curve.name} ({curve.cliffs.size})")
+            sps_ax.plot(curve.cliffs, 1000.0 / curve.cliff_ms, "^", ms=6, color="crimson")
+    step_ax.set_xlabel("tokens in the verify batch, B (tokens)")
+    step_ax.set_ylabel("step time (ms)")
+    sps_ax.set_xlabel("tokens in the verify batch, B (tokens)")
+    sps_ax.set_ylabel("steps per second (1/s)")
+    for ax in (step_ax, sps_ax):
+        ax.set_ylim(bottom=0)
+    step_ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle("Step-time profile: linear between measured points, cliffs marked")
     fig.tight_layout()
     return fig
 

@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ def run_local(points: Sequence[Point], on_done: OnDone, workers: int, points_dir
     where = str(points_dir) if points_dir is not None else None
     if workers == 1 or len(points) == 1:
         for point in points:
-            on_done(point, point_result(lambda p=point: compute_point(p.scenario, p.key, where), point))
+            on_done(point, point_result(partial(compute_point, point.scenario, point.key, where), point))
         return
     with ProcessPoolExecutor(max_workers=min(workers, len(points))) as pool:
         futures: dict[Future, Point] = {

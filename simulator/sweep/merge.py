@@ -23,7 +23,9 @@ from typing import Any
 
 TAG_KEYS = ("kind", "mode")
 NAME_TAGGED = (("policy",),)
-EXCLUSIVE = {("drafter", "acceptance"): (("preset",), ("per_position",))}
+EXCLUSIVE: dict[tuple[str, ...], tuple[tuple[str, ...], ...]] = {
+    ("drafter", "acceptance"): (("preset",), ("per_position",)),
+}
 
 
 def deep_merge(base: Any, over: Any, path: tuple[str, ...] = ()) -> Any:

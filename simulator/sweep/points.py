@@ -112,7 +112,8 @@ def plan_sweep(source: str | Path | Scenario | dict, overrides: tuple[str, ...] 
     for index, variant in enumerate(variants):
         merged = apply_variant(body, variant)
         for load_kind, value in loads:
-            point_raw = apply_load(merged, load_kind, value) if load_kind else copy.deepcopy(merged)
+            point_raw = apply_load(merged, load_kind, value) if load_kind and value is not None \
+                else copy.deepcopy(merged)
             where = f"sweep.variants[{index}] ({variant['label']})" if sweep and sweep.variants else ""
             scenario = validated(point_raw, folder, name, where)
             for seed in seeds:
