@@ -54,10 +54,12 @@ class Target:
 
     def check(self) -> None:
         tps_column(self.statistic)
-        for name in ("rate_per_s", "sla_tps", "ttft_s", "gpu_hour_usd"):
+        flags = {"rate_per_s": "--rate", "sla_tps": "--sla-tps", "ttft_s": "--ttft-s",
+                 "gpu_hour_usd": "--gpu-hour-usd"}
+        for name, flag in flags.items():
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value > 0):
-                raise SpecplanError(f"{name.replace('_', '-')} must be a positive number, got {value:g}")
+                raise SpecplanError(f"{flag} must be a positive number, got {value:g}")
 
 
 @dataclass(frozen=True)

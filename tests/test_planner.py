@@ -119,7 +119,7 @@ def test_an_unreachable_sla_reports_no_cluster():
 def test_bad_plan_inputs_are_one_line_errors(cli, tmp_path):
     path = write_yaml(tmp_path / "known.yaml", KNOWN)
     status, _, err = cli("plan", path, "--rate", "-1", "--sla-tps", "50")
-    assert status == 2 and "rate-per-s must be a positive number" in err
+    assert status == 2 and "--rate must be a positive number" in err
     status, _, err = cli("plan", path, "--rate", "1", "--sla-tps", "50", "--statistic", "p99")
     assert status == 2 and "invalid choice" in err
     trace = copy.deepcopy(KNOWN)

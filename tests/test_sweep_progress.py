@@ -64,3 +64,20 @@ def test_sweeps_draw_progress_on_a_terminal_only(tmp_path, monkeypatch):
     monkeypatch.setattr("sys.stderr", plain)
     run_sweep(raw, tmp_path / "b", workers=1, report=False)
     assert plain.getvalue() == ""
+
+
+def test_a_single_run_with_a_bar_gives_the_same_results():
+    from simulator.progress import simulate_with_progress
+    from simulator.scenario import scenario_from_mapping
+    from simulator.simulation import simulate
+    from tests.test_sweep import REPO, tiny
+
+    raw = tiny()
+    del raw["sweep"]
+    for horizon in ({"duration_s": 5, "warmup_s": 1}, {"requests": 40, "warmup_s": 0}):
+        scenario = scenario_from_mapping({**raw, "horizon": horizon}, REPO)
+        plain = simulate(scenario)
+        with_bar = simulate_with_progress(scenario, enabled=True)
+        summary = {k: v for k, v in with_bar.summary.items() if k != "wall_s"}
+        assert summary == {k: v for k, v in plain.summary.items() if k != "wall_s"}
+        assert with_bar.requests.equals(plain.requests)
