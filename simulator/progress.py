@@ -126,7 +126,9 @@ def simulate_with_progress(scenario: Any, enabled: bool | None = None) -> Any:
     with Progress(1000, scenario.name, enabled=enabled) as bar:
         if bar.enabled:
             sim.env.process(horizon_ticker(sim, bar))
-        return sim.run()
+        result = sim.run()
+        bar.update(bar.total)
+        return result
 
 
 def horizon_ticker(sim: Any, bar: Progress) -> Any:
