@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -194,7 +195,7 @@ def final_token(case: AuditCase, x: np.ndarray, before: np.ndarray, last: np.nda
     mass = residual.sum(axis=1, keepdims=True)
     residual = np.where(mass > 0, residual / np.where(mass > 0, mass, 1.0), case.target[prev])
     probs = np.where(rejected[:, None], residual, case.target[prev])
-    return sample_rows(probs, rng.random(x.shape[0]))
+    return sample_rows(probs, rng.random((x.shape[0],)))
 
 
 def audit_step(policy: Policy, case: AuditCase, seqs: Sequences, step: int, rng: np.random.Generator) -> np.ndarray:
@@ -217,7 +218,7 @@ def audit_step(policy: Policy, case: AuditCase, seqs: Sequences, step: int, rng:
 
 def make_view(policy: Policy, case: AuditCase, seqs: Sequences, step: int, c: np.ndarray,
               drafted: np.ndarray, prefix: np.ndarray) -> StepView:
-    fields = dict(confidences=c, request_ids=seqs.ids.copy(), steps_per_s=case.steps_per_s,
+    fields: dict[str, Any] = dict(confidences=c, request_ids=seqs.ids.copy(), steps_per_s=case.steps_per_s,
                   max_step_tokens=case.steps_per_s.size - 1, reserved_tokens=0,
                   max_batch_requests=case.batch_requests, block_size=case.block_size,
                   step_index=step, now_s=float(step), drafted=drafted)

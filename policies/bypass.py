@@ -18,10 +18,12 @@ What it saves depends on the drafting-latency model. With a per-step cost
 (a fixed drafting time, or a memory-bound drafter whose forward costs the
 same for 1 or 64 requests) a step saves only when no request drafts, and a
 hard request that skips while others draft just loses its few accepted
-tokens. `scope` chooses: `request` (each hard request skips on its own:
-pays when drafting cost grows with the drafting requests) or `batch` (hard
-requests skip only in steps where every request is hard: pays with a
-per-step cost, never costs much). `benchmarks/bypass_gain.py` measures both.
+tokens. `scope` chooses: `batch` (the default: hard requests skip only in
+steps where every request is hard; pays with a per-step cost, never costs
+much) or `request` (each hard request skips on its own: pays when drafting
+cost grows with the drafting requests, e.g. a compute-bound drafter at
+high concurrency, and loses up to ~9% otherwise). `benchmarks/bypass_gain.py`
+measures both.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class BypassParams:
     min_trials: int = num(4, ge=1)
     skip_steps: int = num(32, ge=1)
     window_steps: int = num(16, ge=1)
-    scope: Literal["request", "batch"] = "request"
+    scope: Literal["request", "batch"] = "batch"
 
 
 class DraftingBypass:

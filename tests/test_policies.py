@@ -237,7 +237,8 @@ def test_only_the_oracle_is_labelled_oracle_and_global_lossy():
 
 # ---- the drafting bypass --------------------------------------------------------------------
 def test_bypass_skips_a_hard_request_then_probes_it_again():
-    p = policy("dspark-greedy", 3, bypass={"acceptance_below": 0.4, "min_trials": 4, "skip_steps": 3})
+    p = policy("dspark-greedy", 3, bypass={"acceptance_below": 0.4, "min_trials": 4, "skip_steps": 3,
+                                           "scope": "request"})
     ids = np.array([7, 8])
     masks = []
     for _ in range(8):
