@@ -31,10 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.simulation import simulate
+    from simulator.progress import simulate_with_progress
 
     scenario = load_scenario(args.scenario, args.overrides, args.seed)
-    result = simulate(scenario)
+    result = simulate_with_progress(scenario, enabled=False if (args.quiet or args.json) else None)
     out = Path(args.out)
     write_run(result, out)
     if args.json:
