@@ -4,6 +4,7 @@ COMMANDS = (
     "simulator.commands.run",
     "simulator.commands.audit",
     "simulator.commands.trace_stats",
+    "simulator.commands.profile",
     "simulator.commands.calibrate",
     "simulator.commands.sweep",
     "simulator.commands.plan",

@@ -1,0 +1,296 @@
+"""The torch profiling harness behind `specplan profile`: time verify-shaped forwards.
+
+For each token count B of the grid, B tokens are spread over R requests
+(`--requests R`, or R = ceil(B / tokens_per_request)), each request holding
+a KV cache of the given context, and one flattened forward of
+`hwprofiles.torch_model.DecoderModel` is timed: warm-up runs, then
+`repeats` timed runs whose median (p10, p90, min, max kept) becomes the step
+time. On CUDA each run is timed with CUDA events; in `cudagraph` mode each B
+is captured as its own graph (a bucket) and replayed, and the file becomes
+the padded staircase an engine replaying those buckets would see. With
+`layers < shape.layers`, the stack and the head-only forward are timed and
+scaled: `step = head + L/N · (measured − head)` (the file says so).
+
+Drafter shapes are timed the same way (see `modelshape.drafter_shape`): the
+token axis is tokens per drafter forward, and the file's `usage` line says
+how a drafting step composes from it. Imports torch; only the CLI command
+and this module's callers need it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from hwprofiles.grid import staircase
+from hwprofiles.modelshape import ModelShape, drafter_shape
+from hwprofiles.profile import StepProfile
+from hwprofiles.torch_model import DecoderModel, KVCache, MarkovHead, VerifyLayout
+from simulator.errors import SpecplanError
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+STATS = ("p10_ms", "p90_ms", "min_ms", "max_ms")
+
+
+@dataclass(frozen=True)
+class HarnessConfig:
+    """What to time. `context_tokens` is per request; `total_context` (a list) makes a context axis."""
+
+    shape: ModelShape
+    tokens: list[int]
+    device: str = "cpu"
+    dtype: str = "float32"
+    mode: str = "eager"
+    context_tokens: int = 1024
+    total_context: tuple[int, ...] = ()
+    repeats: int = 20
+    warmup: int = 3
+    requests: int | None = None
+    tokens_per_request: int = 4
+    layers: int | None = None
+    drafter: str | None = None
+    drafter_layers: int = 1
+    block_size: int = 7
+    markov_rank: int = 256
+    seed: int = 0
+    command: str = "specplan profile"
+
+
+def check_config(cfg: HarnessConfig) -> None:
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SpecplanError("--device cuda: torch sees no CUDA device here")
+    if cfg.mode not in ("eager", "cudagraph"):
+        raise SpecplanError(f"--mode: must be eager or cudagraph, got {cfg.mode!r}")
+    if cfg.mode == "cudagraph" and not cfg.device.startswith("cuda"):
+        raise SpecplanError("--mode cudagraph needs --device cuda")
+    if cfg.dtype not in DTYPES:
+        raise SpecplanError(f"--dtype: must be one of {', '.join(DTYPES)}")
+    if cfg.repeats < 1 or cfg.warmup < 0 or cfg.tokens_per_request < 1 or cfg.context_tokens < 0:
+        raise SpecplanError("--repeats, --tokens-per-request must be ≥ 1; --warmup, --context ≥ 0")
+    if cfg.requests is not None and cfg.requests > min(cfg.tokens):
+        raise SpecplanError(f"--requests {cfg.requests}: more requests than the smallest token count {min(cfg.tokens)}")
+    if cfg.layers is not None and not 1 <= cfg.layers <= cfg.shape.layers:
+        raise SpecplanError(f"--layers: must be in 1..{cfg.shape.layers}")
+
+
+def spread_tokens(tokens: int, requests: int) -> list[int]:
+    """B tokens over R requests as evenly as possible (the first B mod R get one more)."""
+    base, extra = divmod(tokens, requests)
+    return [base + 1] * extra + [base] * (requests - extra)
+
+
+def request_split(cfg: HarnessConfig, tokens: int) -> list[int]:
+    """New tokens per request for a forward of `tokens` tokens, by the config's rule."""
+    if cfg.drafter in ("ar", "markov"):
+        return [1] * tokens
+    per_request = cfg.block_size if cfg.drafter == "parallel" else cfg.tokens_per_request
+    requests = cfg.requests or math.ceil(tokens / per_request)
+    return spread_tokens(tokens, requests)
+
+
+class Timer:
+    """Wall-clock on CPU, CUDA events on GPU; returns milliseconds per run."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def time(self, run: Callable[[], object], repeats: int, warmup: int) -> np.ndarray:
+        for _ in range(warmup):
+            run()
+        self.sync()
+        out = np.empty(repeats)
+        for i in range(repeats):
+            if self.cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                run()
+                end.record()
+                end.synchronize()
+                out[i] = start.elapsed_time(end)
+            else:
+                t0 = time.perf_counter()
+                run()
+                out[i] = (time.perf_counter() - t0) * 1e3
+        return out
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+
+def capture(run: Callable[[], object], warmup: int) -> Callable[[], object]:
+    """Capture `run` as a CUDA graph (after warm-up on a side stream); returns its replay."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(max(warmup, 1)):
+            run()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    return graph.replay
+
+
+class Bench:
+    """The model under test and the forwards to time at one token count."""
+
+    def __init__(self, cfg: HarnessConfig) -> None:
+        self.cfg = cfg
+        self.device = torch.device(cfg.device)
+        self.dtype = DTYPES[cfg.dtype]
+        self.shape = self.timed_shape()
+        if self.shape.markov_rank:
+            self.model: torch.nn.Module = MarkovHead(self.shape, self.device, self.dtype, cfg.seed)
+        else:
+            self.model = DecoderModel(self.shape, self.device, self.dtype, cfg.seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
+
+    def timed_shape(self) -> ModelShape:
+        cfg = self.cfg
+        shape = cfg.shape if cfg.drafter is None else drafter_shape(cfg.shape, cfg.drafter, cfg.drafter_layers, cfg.markov_rank)
+        return replace(shape, layers=cfg.layers) if cfg.layers else shape
+
+    def forwards(self, tokens: int, total_context: int | None) -> dict[str, Callable[[], object]]:
+        """`step` (and `head` when scaling layers) as closures over static inputs."""
+        ids = torch.randint(0, self.shape.vocab, (tokens,), generator=self.generator, device=self.device)
+        if isinstance(self.model, MarkovHead):
+            unary = torch.randn(tokens, self.shape.vocab, generator=self.generator, device=self.device).to(self.dtype)
+            return {"step": lambda: self.model(ids, unary)}
+        split = request_split(self.cfg, tokens)
+        per_request = self.cfg.context_tokens if total_context is None else total_context // len(split)
+        cache = KVCache.allocate(self.shape, len(split), per_request + max(split), self.device, self.dtype)
+        if self.device.type == "cuda":
+            cache.fill_random([per_request] * len(split), self.generator)
+        else:
+            cache.lengths.fill_(per_request)
+        layout = VerifyLayout.build(split, cache)
+        runs = {"step": lambda: self.model(ids, layout, cache)}
+        if self.cfg.layers and self.cfg.layers < self.cfg.shape.layers:
+            runs["head"] = lambda: self.model(ids, layout, cache, run_layers=False)
+        return runs
+
+
+def measure(bench: Bench, tokens: int, total_context: int | None) -> dict[str, float]:
+    """Step-time statistics (ms) at one token count, layer-scaled when asked."""
+    cfg, timer = bench.cfg, Timer(bench.device)
+    with torch.inference_mode():
+        runs = bench.forwards(tokens, total_context)
+        if cfg.mode == "cudagraph":
+            runs = {k: capture(run, cfg.warmup) for k, run in runs.items()}
+        samples = {k: timer.time(run, cfg.repeats, cfg.warmup) for k, run in runs.items()}
+    step = samples["step"]
+    if "head" in samples:
+        head = float(np.median(samples["head"]))
+        step = head + cfg.shape.layers / bench.shape.layers * (step - head)
+    return {"step_ms": float(np.median(step)), "p10_ms": float(np.percentile(step, 10)),
+            "p90_ms": float(np.percentile(step, 90)), "min_ms": float(step.min()), "max_ms": float(step.max())}
+
+
+def run_harness(cfg: HarnessConfig, name: str, progress: Callable[[str], None] | None = None) -> StepProfile:
+    """Time every token count (× every total context) and return the profile with its provenance."""
+    check_config(cfg)
+    torch.manual_seed(cfg.seed)
+    bench = Bench(cfg)
+    contexts: list[int | None] = list(cfg.total_context) or [None]
+    table = {k: np.empty((len(contexts), len(cfg.tokens))) for k in ("step_ms", *STATS)}
+    for i, ctx in enumerate(contexts):
+        for j, b in enumerate(cfg.tokens):
+            stats = measure(bench, b, ctx)
+            for k, v in stats.items():
+                table[k][i, j] = v
+            if progress:
+                progress(f"B={b:5d}{'' if ctx is None else f' ctx={ctx}'}: {stats['step_ms']:.3f} ms")
+    tokens = np.array(cfg.tokens, dtype=np.int64)
+    if cfg.mode == "cudagraph":
+        tokens, table = _padded(cfg.tokens, table)
+    squeeze = (lambda a: a[0]) if contexts == [None] else (lambda a: a)
+    return StepProfile(
+        name=name, tokens=tokens, step_ms_table=squeeze(table.pop("step_ms")),
+        context_tokens=None if contexts == [None] else np.array(contexts, dtype=np.int64),
+        provenance=provenance(cfg, bench), extra={"columns": {k: squeeze(v) for k, v in table.items()}},
+    )
+
+
+def _padded(buckets: list[int], table: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    out = {}
+    for key, values in table.items():
+        tokens, out[key] = staircase(buckets, values)
+    return tokens, out
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (driver {_driver_version()}, CUDA {torch.version.cuda})"
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"CPU {model} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
+
+
+def _driver_version() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=True)
+        return out.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return "unknown"
+
+
+def provenance(cfg: HarnessConfig, bench: Bench) -> dict[str, str]:
+    shape = bench.shape
+    prov = {
+        "device": device_name(bench.device),
+        "model": shape.describe() if cfg.layers is None else replace(shape, layers=cfg.shape.layers).describe(),
+        "dtype": cfg.dtype,
+        "torch": torch.__version__,
+        "source": f"measured by the specplan torch harness: {cfg.command}",
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "capture_mode": cfg.mode if cfg.mode == "eager" else "cudagraph (one graph per bucket, padded to the next bucket)",
+        "repeats": f"{cfg.repeats} timed after {cfg.warmup} warm-up",
+        "statistic": f"median of {cfg.repeats} runs ({'CUDA events' if bench.device.type == 'cuda' else 'wall clock'}); p10/p90/min/max kept",
+        "batch_layout": _layout_rule(cfg),
+        "attention": "torch scaled_dot_product_attention over the padded batch with a block-causal mask",
+    }
+    if cfg.mode == "cudagraph":
+        prov["buckets"] = " ".join(str(b) for b in cfg.tokens)
+    if cfg.layers and cfg.layers < cfg.shape.layers:
+        prov["layers_timed"] = (f"{cfg.layers} of {cfg.shape.layers}; scaled: step = head + "
+                                f"{cfg.shape.layers}/{cfg.layers} x (measured - head), head timed alone")
+    if cfg.drafter:
+        prov["usage"] = _drafter_usage(cfg)
+    return prov
+
+
+def _layout_rule(cfg: HarnessConfig) -> str:
+    if cfg.drafter == "markov":
+        return "one sequential head call: B = R requests, no KV cache"
+    context = (f"{cfg.context_tokens} KV context tokens per request" if not cfg.total_context
+               else "context axis = total KV tokens of the batch, split evenly over its requests")
+    if cfg.drafter == "ar":
+        return f"B = R requests x 1 token; {context}"
+    if cfg.drafter == "parallel":
+        rule = f"R = {cfg.requests}" if cfg.requests else f"R = ceil(B / {cfg.block_size})"
+        return f"B = R x block {cfg.block_size} tokens ({rule}); {context}"
+    rule = f"R = {cfg.requests} requests" if cfg.requests else f"R = ceil(B / {cfg.tokens_per_request}) requests"
+    return f"B tokens spread evenly over {rule}; {context}"
+
+
+def _drafter_usage(cfg: HarnessConfig) -> str:
+    return {
+        "ar": "autoregressive drafter: drafting a block of γ for R requests costs γ x step_ms(R)",
+        "parallel": "parallel drafter: drafting a block of γ for R requests costs step_ms(R x γ), one forward",
+        "markov": "sequential Markov head: γ x step_ms(R), on top of the parallel backbone's forward",
+    }[cfg.drafter or ""]

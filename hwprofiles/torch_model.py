@@ -1,0 +1,298 @@
+"""A random-weight decoder in torch that runs verify-shaped forwards over a flattened batch.
+
+The profiling harness times it to produce step-time curves; the reference
+serving engine (validation/) reuses it as a real model. Requires torch (the
+`profile` extra); nothing else in specplan imports this module.
+
+    model = DecoderModel(load_shape("tiny-cpu"), device="cpu", dtype=torch.float32)
+    cache = KVCache.allocate(model.shape, requests=3, capacity_tokens=2048, device="cpu", dtype=torch.float32)
+    cache.fill_random([100, 7, 512], generator)              # or run prefill through verify
+    logits = model.verify(token_ids, [4, 1, 3], cache)       # (8, vocab): one row per new token
+    cache.commit([3, 1, 2])                                  # keep the accepted prefix's KV
+
+A verify batch is the tokens of R requests concatenated (T = Σ n_r). Linear
+layers run on the flat (T, hidden) batch, so GEMM shapes are the engine's.
+Attention is one torch scaled_dot_product_attention call over the padded
+(R, n_max) layout with a block mask: each request's new token i attends to
+its own cached context and to its own new tokens 0..i. `verify` writes the
+new tokens' K/V into the cache at positions length_r .. length_r + n_r − 1
+but does not advance the lengths; `commit` does, after acceptance, so
+rejected drafts are overwritten by the next step. All index tensors are
+built once per `VerifyLayout`, which makes a forward CUDA-graph capturable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hwprofiles.modelshape import ModelShape
+from simulator.errors import SpecplanError
+
+
+def _weight(rows: int, cols: int, generator: torch.Generator, device: torch.device, dtype: torch.dtype,
+            experts: int = 0) -> nn.Parameter:
+    size = (experts, rows, cols) if experts else (rows, cols)
+    w = torch.randn(size, generator=generator, device=device, dtype=torch.float32) * cols ** -0.5
+    return nn.Parameter(w.to(dtype), requires_grad=False)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, hidden: int, eps: float, device: torch.device, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(hidden, device=device, dtype=dtype), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+class KVCache:
+    """K/V of every layer for R request slots, padded to a common capacity.
+
+    `k[layer]` and `v[layer]` are (R, kv_heads, capacity, head_dim);
+    `lengths[r]` counts the valid (committed) context tokens of slot r.
+    """
+
+    def __init__(self, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor) -> None:
+        self.k, self.v, self.lengths = k, v, lengths
+
+    @classmethod
+    def allocate(cls, shape: ModelShape, requests: int, capacity_tokens: int,
+                 device: str | torch.device, dtype: torch.dtype) -> KVCache:
+        size = (shape.layers, requests, shape.kv_heads, capacity_tokens, shape.head_dim)
+        return cls(torch.zeros(size, device=device, dtype=dtype), torch.zeros(size, device=device, dtype=dtype),
+                   torch.zeros(requests, dtype=torch.long, device=device))
+
+    @property
+    def capacity_tokens(self) -> int:
+        return int(self.k.shape[3])
+
+    def fill_random(self, context_tokens: Sequence[int], generator: torch.Generator) -> None:
+        """Give slot r `context_tokens[r]` tokens of random K/V (a stand-in for a prefill)."""
+        if max(context_tokens, default=0) > self.capacity_tokens:
+            raise SpecplanError(f"context of {max(context_tokens)} tokens exceeds the cache capacity")
+        for cache in (self.k, self.v):
+            cache.copy_(torch.randn(cache.shape, generator=generator, device=cache.device,
+                                    dtype=torch.float32).to(cache.dtype))
+        self.lengths.copy_(torch.as_tensor(list(context_tokens), dtype=torch.long))
+
+    def commit(self, kept_tokens: Sequence[int] | torch.Tensor, slots: Sequence[int] | None = None) -> None:
+        """After a verify: slot r keeps the K/V of its first `kept_tokens[r]` new tokens."""
+        kept = torch.as_tensor(kept_tokens, dtype=torch.long, device=self.lengths.device)
+        index = torch.arange(len(kept), device=kept.device) if slots is None else torch.as_tensor(slots, device=kept.device)
+        self.lengths.index_add_(0, index, kept)
+
+
+@dataclass(frozen=True)
+class VerifyLayout:
+    """Where each token of a flattened verify batch sits: built once, reused by every layer.
+
+    `request[t]`/`slot[t]`: its request's cache slot and index among that
+    request's new tokens; `positions[t]`: its absolute position;
+    `mask`: (R, 1, n_max, key_tokens) block-causal attention mask.
+    """
+
+    tokens_per_request: tuple[int, ...]
+    cache_slots: torch.Tensor
+    request: torch.Tensor
+    slot: torch.Tensor
+    positions: torch.Tensor
+    mask: torch.Tensor
+    key_tokens: int
+    slots_are_prefix: bool
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.tokens_per_request)
+
+    def cached(self, layer_cache: torch.Tensor) -> torch.Tensor:
+        """This batch's slots of one layer's K or V, up to the longest key: a view when slots are 0..R-1."""
+        if self.slots_are_prefix:
+            return layer_cache[: len(self.tokens_per_request), :, : self.key_tokens]
+        return layer_cache[self.cache_slots, :, : self.key_tokens]
+
+    @classmethod
+    def build(cls, tokens_per_request: Sequence[int], cache: KVCache,
+              cache_slots: Sequence[int] | None = None) -> VerifyLayout:
+        counts = [int(n) for n in tokens_per_request]
+        if not counts or min(counts) < 1:
+            raise SpecplanError("verify: every request needs at least one new token")
+        device = cache.lengths.device
+        slots = torch.arange(len(counts), device=device) if cache_slots is None else torch.as_tensor(list(cache_slots), device=device)
+        lengths = cache.lengths[slots]
+        n = torch.as_tensor(counts, device=device)
+        key_tokens = int((lengths + n).max())
+        if key_tokens > cache.capacity_tokens:
+            raise SpecplanError(f"verify: {key_tokens} tokens exceed the KV cache capacity ({cache.capacity_tokens})")
+        request = torch.repeat_interleave(torch.arange(len(counts), device=device), n)
+        starts = torch.cumsum(n, 0) - n
+        slot = torch.arange(int(n.sum()), device=device) - starts[request]
+        n_max = max(counts)
+        query = torch.arange(n_max, device=device)
+        keys = torch.arange(key_tokens, device=device)
+        visible = keys[None, None, :] <= (lengths[:, None, None] + query[None, :, None])
+        mask = (visible | (keys[None, None, :] == 0)).unsqueeze(1)
+        prefix = cache_slots is None or list(cache_slots) == list(range(len(counts)))
+        return cls(tuple(counts), slots, request, slot, lengths[request] + slot, mask, key_tokens, prefix)
+
+
+class Attention(nn.Module):
+    def __init__(self, shape: ModelShape, g: torch.Generator, device: torch.device, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = shape.heads, shape.kv_heads, shape.head_dim
+        self.qkv = _weight((shape.heads + 2 * shape.kv_heads) * shape.head_dim, shape.hidden, g, device, dtype)
+        self.out = _weight(shape.hidden, shape.heads * shape.head_dim, g, device, dtype)
+
+    def forward(self, x: torch.Tensor, layout: VerifyLayout, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+        t, hd = x.shape[0], self.head_dim
+        q, k, v = F.linear(x, self.qkv).split([self.heads * hd, self.kv_heads * hd, self.kv_heads * hd], dim=-1)
+        q, k, v = q.view(t, self.heads, hd), k.view(t, self.kv_heads, hd), v.view(t, self.kv_heads, hd)
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        rows = layout.cache_slots[layout.request]
+        k_cache[rows, :, layout.positions] = k
+        v_cache[rows, :, layout.positions] = v
+        n_max = layout.mask.shape[2]
+        q_pad = q.new_zeros(len(layout.tokens_per_request), n_max, self.heads, hd)
+        q_pad[layout.request, layout.slot] = q
+        keys, values = layout.cached(k_cache), layout.cached(v_cache)
+        attended = F.scaled_dot_product_attention(q_pad.transpose(1, 2), keys, values, attn_mask=layout.mask,
+                                                  enable_gqa=self.heads != self.kv_heads)
+        return F.linear(attended.transpose(1, 2)[layout.request, layout.slot].reshape(t, -1), self.out)
+
+
+def rope_tables(positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    inv_freq = theta ** (-torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim)
+    angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]
+    return angles.cos().to(dtype)[:, None, :], angles.sin().to(dtype)[:, None, :]
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate-half RoPE on (T, heads, head_dim)."""
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
+
+
+class GatedMLP(nn.Module):
+    def __init__(self, shape: ModelShape, g: torch.Generator, device: torch.device, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.gate_up = _weight(2 * shape.ffn, shape.hidden, g, device, dtype)
+        self.down = _weight(shape.hidden, shape.ffn, g, device, dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = F.linear(x, self.gate_up).chunk(2, dim=-1)
+        return F.linear(F.silu(gate) * up, self.down)
+
+
+class MoEMLP(nn.Module):
+    """Top-k routed experts (gated SiLU), computed exactly with grouped GEMMs.
+
+    Token-expert pairs are sorted by expert and run through
+    `torch.nn.functional.grouped_mm` with per-expert offsets: static shapes
+    (CUDA-graph capturable), no dropped tokens, empty experts cost nothing.
+    """
+
+    def __init__(self, shape: ModelShape, g: torch.Generator, device: torch.device, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.experts, self.top_k = shape.moe_experts, shape.moe_top_k
+        self.router = _weight(shape.moe_experts, shape.hidden, g, device, dtype)
+        self.gate_up = _weight(2 * shape.ffn, shape.hidden, g, device, dtype, experts=shape.moe_experts)
+        self.down = _weight(shape.hidden, shape.ffn, g, device, dtype, experts=shape.moe_experts)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        probs = torch.softmax(F.linear(x, self.router).float(), dim=-1)
+        weights, experts = torch.topk(probs, self.top_k, dim=-1)
+        weights = (weights / weights.sum(-1, keepdim=True)).to(x.dtype).reshape(-1)
+        flat = experts.reshape(-1)
+        order = torch.argsort(flat, stable=True)
+        counts = torch.zeros(self.experts, dtype=torch.int32, device=x.device)
+        counts.scatter_add_(0, flat.to(torch.int64), torch.ones_like(flat, dtype=torch.int32))
+        offsets = torch.cumsum(counts, 0, dtype=torch.int32)
+        token = order // self.top_k
+        hidden = F.grouped_mm(x[token], self.gate_up.transpose(-2, -1), offs=offsets)
+        gate, up = hidden.chunk(2, dim=-1)
+        out = F.grouped_mm((F.silu(gate) * up).contiguous(), self.down.transpose(-2, -1), offs=offsets)
+        return torch.zeros_like(x).index_add_(0, token, out * weights[order, None])
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, shape: ModelShape, g: torch.Generator, device: torch.device, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.attn_norm = RMSNorm(shape.hidden, shape.norm_eps, device, dtype)
+        self.attn = Attention(shape, g, device, dtype)
+        self.mlp_norm = RMSNorm(shape.hidden, shape.norm_eps, device, dtype)
+        self.mlp = MoEMLP(shape, g, device, dtype) if shape.is_moe else GatedMLP(shape, g, device, dtype)
+
+    def forward(self, x: torch.Tensor, layout: VerifyLayout, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), layout, k_cache, v_cache, rope)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class DecoderModel(nn.Module):
+    """Embedding → `shape.layers` decoder layers → RMSNorm → LM head, random weights (seeded).
+
+    `verify(token_ids, tokens_per_request, cache)` returns logits (T, vocab)
+    for every new token of a flattened verify batch; see the module docstring.
+    """
+
+    def __init__(self, shape: ModelShape, device: str | torch.device = "cpu",
+                 dtype: torch.dtype = torch.float32, seed: int = 0) -> None:
+        super().__init__()
+        if shape.markov_rank:
+            raise SpecplanError(f"{shape.name} is a Markov head, not a decoder (use MarkovHead)")
+        self.shape, self.device, self.dtype = shape, torch.device(device), dtype
+        g = torch.Generator(device=self.device).manual_seed(seed)
+        self.embed = _weight(shape.vocab, shape.hidden, g, self.device, dtype)
+        self.layers = nn.ModuleList(DecoderLayer(shape, g, self.device, dtype) for _ in range(shape.layers))
+        self.norm = RMSNorm(shape.hidden, shape.norm_eps, self.device, dtype)
+        self.lm_head = _weight(shape.vocab, shape.hidden, g, self.device, dtype)
+
+    def new_cache(self, requests: int, capacity_tokens: int) -> KVCache:
+        return KVCache.allocate(self.shape, requests, capacity_tokens, self.device, self.dtype)
+
+    @torch.inference_mode()
+    def verify(self, token_ids: torch.Tensor, tokens_per_request: Sequence[int], cache: KVCache,
+               cache_slots: Sequence[int] | None = None) -> torch.Tensor:
+        """Logits (T, vocab) for the flattened new tokens of R requests (cache slots 0..R-1 by default)."""
+        if int(token_ids.numel()) != sum(tokens_per_request):
+            raise SpecplanError(f"verify: {token_ids.numel()} token ids for {sum(tokens_per_request)} new tokens")
+        return self.forward(token_ids, VerifyLayout.build(tokens_per_request, cache, cache_slots), cache)
+
+    def forward(self, token_ids: torch.Tensor, layout: VerifyLayout, cache: KVCache,
+                run_layers: bool = True) -> torch.Tensor:
+        """One verify forward on a prebuilt layout (what the harness times and captures)."""
+        x = F.embedding(token_ids, self.embed)
+        rope = (rope_tables(layout.positions, self.shape.head_dim, self.shape.rope_theta, self.dtype)
+                if self.shape.rope else None)
+        if run_layers:
+            for i, layer in enumerate(self.layers):
+                x = layer(x, layout, cache.k[i], cache.v[i], rope)
+        return F.linear(self.norm(x), self.lm_head)
+
+
+class MarkovHead(nn.Module):
+    """DSpark's low-rank sequential head: logits_k = U_k + W1[x_{k-1}] W2 (rank r), then pick x_k.
+
+    One call is one sequential drafting position for R requests; a block of
+    γ drafts costs γ calls.
+    """
+
+    def __init__(self, shape: ModelShape, device: str | torch.device = "cpu",
+                 dtype: torch.dtype = torch.float32, seed: int = 0) -> None:
+        super().__init__()
+        self.shape, self.device, self.dtype = shape, torch.device(device), dtype
+        g = torch.Generator(device=self.device).manual_seed(seed)
+        self.w1 = _weight(shape.vocab, shape.markov_rank, g, self.device, dtype)
+        self.w2 = _weight(shape.vocab, shape.markov_rank, g, self.device, dtype)
+
+    def forward(self, previous_tokens: torch.Tensor, unary_logits: torch.Tensor) -> torch.Tensor:
+        """Next draft token ids (R,) from the previous tokens (R,) and the backbone's logits (R, vocab)."""
+        logits = unary_logits + F.linear(F.embedding(previous_tokens, self.w1), self.w2)
+        return torch.argmax(torch.softmax(logits.float(), dim=-1), dim=-1)
