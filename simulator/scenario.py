@@ -63,6 +63,7 @@ class DisaggregatedPrefill:
     """Prefill on separate workers: TTFT = queueing + prompt / tokens_per_s."""
 
     KIND: ClassVar[str] = "disaggregated"
+    TAG: ClassVar[str] = "mode"
     tokens_per_s: float = num(gt=0)
 
 
@@ -71,6 +72,7 @@ class ChunkedPrefill:
     """Prompt tokens share each decode step's token budget, at most chunk_tokens per step."""
 
     KIND: ClassVar[str] = "chunked"
+    TAG: ClassVar[str] = "mode"
     chunk_tokens: int = num(ge=1)
 
 
