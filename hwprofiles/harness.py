@@ -54,6 +54,7 @@ class HarnessConfig:
     total_context: tuple[int, ...] = ()
     repeats: int = 20
     warmup: int = 3
+    rounds: int = 1
     requests: int | None = None
     tokens_per_request: int = 4
     layers: int | None = None
@@ -74,6 +75,8 @@ def check_config(cfg: HarnessConfig) -> None:
         raise SpecplanError("--mode cudagraph needs --device cuda")
     if cfg.dtype not in DTYPES:
         raise SpecplanError(f"--dtype: must be one of {', '.join(DTYPES)}")
+    if not 1 <= cfg.rounds <= cfg.repeats:
+        raise SpecplanError(f"--rounds: must be in 1..repeats ({cfg.repeats}), got {cfg.rounds}")
     if cfg.repeats < 1 or cfg.warmup < 0 or cfg.tokens_per_request < 1 or cfg.context_tokens < 0:
         raise SpecplanError("--repeats, --tokens-per-request must be ≥ 1; --warmup, --context ≥ 0")
     if cfg.requests is not None and cfg.requests > min(cfg.tokens):
@@ -180,36 +183,52 @@ class Bench:
         return runs
 
 
-def measure(bench: Bench, tokens: int, total_context: int | None) -> dict[str, float]:
-    """Step-time statistics (ms) at one token count, layer-scaled when asked."""
+def time_forwards(bench: Bench, tokens: int, total_context: int | None, repeats: int) -> dict[str, np.ndarray]:
+    """Raw run times (ms) of `step` (and `head`) at one token count: warm-up, then `repeats` runs."""
     cfg, timer = bench.cfg, Timer(bench.device)
     with torch.inference_mode():
         runs = bench.forwards(tokens, total_context)
         if cfg.mode == "cudagraph":
             runs = {k: capture(run, cfg.warmup) for k, run in runs.items()}
-        samples = {k: timer.time(run, cfg.repeats, cfg.warmup) for k, run in runs.items()}
+        return {k: timer.time(run, repeats, cfg.warmup) for k, run in runs.items()}
+
+
+def summarise(bench: Bench, samples: dict[str, np.ndarray]) -> dict[str, float]:
+    """Median and spread of the step time, scaled to the full depth when fewer layers were timed."""
     step = samples["step"]
     if "head" in samples:
         head = float(np.median(samples["head"]))
-        step = head + cfg.shape.layers / bench.shape.layers * (step - head)
+        step = head + bench.cfg.shape.layers / bench.shape.layers * (step - head)
     return {"step_ms": float(np.median(step)), "p10_ms": float(np.percentile(step, 10)),
             "p90_ms": float(np.percentile(step, 90)), "min_ms": float(step.min()), "max_ms": float(step.max())}
 
 
 def run_harness(cfg: HarnessConfig, name: str, progress: Callable[[str], None] | None = None) -> StepProfile:
-    """Time every token count (× every total context) and return the profile with its provenance."""
+    """Time every token count (× every total context) and return the profile with its provenance.
+
+    The grid is swept `cfg.rounds` times, each visit timing its share of the
+    repeats, so a burst of load from other processes spreads over all
+    points instead of bending a contiguous stretch of the curve.
+    """
     check_config(cfg)
     torch.manual_seed(cfg.seed)
     bench = Bench(cfg)
     contexts: list[int | None] = list(cfg.total_context) or [None]
+    points = [(i, j) for i in range(len(contexts)) for j in range(len(cfg.tokens))]
+    pooled: dict[tuple[int, int], dict[str, list[np.ndarray]]] = {p: {} for p in points}
+    for r in range(cfg.rounds):
+        share = cfg.repeats // cfg.rounds + (r < cfg.repeats % cfg.rounds)
+        for i, j in points:
+            for key, times in time_forwards(bench, cfg.tokens[j], contexts[i], share).items():
+                pooled[i, j].setdefault(key, []).append(times)
     table = {k: np.empty((len(contexts), len(cfg.tokens))) for k in ("step_ms", *STATS)}
-    for i, ctx in enumerate(contexts):
-        for j, b in enumerate(cfg.tokens):
-            stats = measure(bench, b, ctx)
-            for k, v in stats.items():
-                table[k][i, j] = v
-            if progress:
-                progress(f"B={b:5d}{'' if ctx is None else f' ctx={ctx}'}: {stats['step_ms']:.3f} ms")
+    for i, j in points:
+        stats = summarise(bench, {k: np.concatenate(v) for k, v in pooled[i, j].items()})
+        for key, value in stats.items():
+            table[key][i, j] = value
+        if progress:
+            ctx = "" if contexts[i] is None else f" ctx={contexts[i]}"
+            progress(f"B={cfg.tokens[j]:5d}{ctx}: {stats['step_ms']:.3f} ms")
     tokens = np.array(cfg.tokens, dtype=np.int64)
     if cfg.mode == "cudagraph":
         tokens, table = _padded(cfg.tokens, table)
@@ -259,7 +278,8 @@ def provenance(cfg: HarnessConfig, bench: Bench) -> dict[str, str]:
         "source": f"measured by the specplan torch harness: {cfg.command}",
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "capture_mode": cfg.mode if cfg.mode == "eager" else "cudagraph (one graph per bucket, padded to the next bucket)",
-        "repeats": f"{cfg.repeats} timed after {cfg.warmup} warm-up",
+        "repeats": (f"{cfg.repeats} timed runs per point in {cfg.rounds} sweep(s) of the grid, "
+                    f"each visit after {cfg.warmup} warm-up"),
         "statistic": f"median of {cfg.repeats} runs ({'CUDA events' if bench.device.type == 'cuda' else 'wall clock'}); p10/p90/min/max kept",
         "batch_layout": _layout_rule(cfg),
         "attention": "torch scaled_dot_product_attention over the padded batch with a block-causal mask",

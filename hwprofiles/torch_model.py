@@ -76,9 +76,8 @@ class KVCache:
         """Give slot r `context_tokens[r]` tokens of random K/V (a stand-in for a prefill)."""
         if max(context_tokens, default=0) > self.capacity_tokens:
             raise SpecplanError(f"context of {max(context_tokens)} tokens exceeds the cache capacity")
-        for cache in (self.k, self.v):
-            cache.copy_(torch.randn(cache.shape, generator=generator, device=cache.device,
-                                    dtype=torch.float32).to(cache.dtype))
+        self.k.normal_(generator=generator)
+        self.v.normal_(generator=generator)
         self.lengths.copy_(torch.as_tensor(list(context_tokens), dtype=torch.long))
 
     def commit(self, kept_tokens: Sequence[int] | torch.Tensor, slots: Sequence[int] | None = None) -> None:
@@ -215,10 +214,27 @@ class MoEMLP(nn.Module):
         counts.scatter_add_(0, flat.to(torch.int64), torch.ones_like(flat, dtype=torch.int32))
         offsets = torch.cumsum(counts, 0, dtype=torch.int32)
         token = order // self.top_k
-        hidden = F.grouped_mm(x[token], self.gate_up.transpose(-2, -1), offs=offsets)
-        gate, up = hidden.chunk(2, dim=-1)
-        out = F.grouped_mm((F.silu(gate) * up).contiguous(), self.down.transpose(-2, -1), offs=offsets)
+        gate, up = grouped_linear(x[token], self.gate_up, offsets).chunk(2, dim=-1)
+        out = grouped_linear((F.silu(gate) * up).contiguous(), self.down, offsets)
         return torch.zeros_like(x).index_add_(0, token, out * weights[order, None])
+
+
+def grouped_linear(rows: torch.Tensor, weights: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """Rows sorted by expert (expert e owns rows offsets[e-1]:offsets[e]) times weights[e]ᵀ.
+
+    One grouped GEMM where torch provides it for this device and dtype;
+    otherwise a loop over the non-empty experts (exact, but not capturable).
+    """
+    try:
+        return F.grouped_mm(rows, weights.transpose(-2, -1), offs=offsets)
+    except (RuntimeError, NotImplementedError):
+        out = rows.new_empty(rows.shape[0], weights.shape[1])
+        start = 0
+        for e, end in enumerate(offsets.tolist()):
+            if end > start:
+                out[start:end] = F.linear(rows[start:end], weights[e])
+            start = end
+        return out
 
 
 class DecoderLayer(nn.Module):

@@ -129,8 +129,20 @@ def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -
     raw = {k: v for k, v in raw.items() if k != "source"}
     scenario = build(Scenario, raw, "", Context(base_dir))
     scenario = _with_source(scenario, source)
+    scenario = _with_profile_path(scenario, base_dir)
     check_profile(scenario)
     return scenario
+
+
+def _with_profile_path(scenario: Scenario, base_dir: Path) -> Scenario:
+    """A relative CSV `hardware.profile` is relative to the scenario's folder (builtin:NAME is not a path)."""
+    import dataclasses
+
+    profile = scenario.hardware.profile
+    if not isinstance(profile, str) or profile.startswith("builtin:") or Path(profile).is_absolute():
+        return scenario
+    hardware = dataclasses.replace(scenario.hardware, profile=str((base_dir / profile).resolve()))
+    return dataclasses.replace(scenario, hardware=hardware)
 
 
 def _with_source(scenario: Scenario, source: str) -> Scenario:

@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layers", type=int, help="time N layers and scale to the shape's depth")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="sweep the grid N times, repeats shared out, to spread load bursts (default 1)")
     spread = p.add_mutually_exclusive_group()
     spread.add_argument("--requests", type=int, help="spread B tokens over exactly R requests")
     spread.add_argument("--tokens-per-request", type=int, default=4,
@@ -73,7 +75,7 @@ def profile(args: argparse.Namespace) -> int:
         shape=load_shape(args.model), tokens=parse_tokens(args.tokens), device=args.device,
         dtype=args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32"),
         mode=args.mode, context_tokens=args.context, total_context=_int_list(args.total_context),
-        repeats=args.repeats, warmup=args.warmup, requests=args.requests,
+        repeats=args.repeats, warmup=args.warmup, rounds=args.rounds, requests=args.requests,
         tokens_per_request=args.tokens_per_request, layers=args.layers, drafter=args.drafter,
         drafter_layers=args.drafter_layers, block_size=args.block_size, markov_rank=args.markov_rank,
         seed=args.seed, command=_command_line(args),
