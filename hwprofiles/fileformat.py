@@ -204,9 +204,9 @@ def format_profile(profile: StepProfile) -> str:
     spreads: dict[str, np.ndarray] = profile.extra.get("columns", {})
     names = ["step_ms", *spreads]
     tables = [np.atleast_2d(profile.step_ms_table), *(np.atleast_2d(spreads[n]) for n in spreads)]
-    has_ctx = profile.context_tokens is not None
+    contexts: list[int | None] = [None] if profile.context_tokens is None else [int(c) for c in profile.context_tokens]
+    has_ctx = contexts != [None]
     out.write(",".join(["tokens", *(["context_tokens"] if has_ctx else []), *names]) + "\n")
-    contexts = profile.context_tokens if has_ctx else [None]
     for row, ctx in enumerate(contexts):
         for j, b in enumerate(profile.tokens):
             lead = [str(int(b))] + ([str(int(ctx))] if ctx is not None else [])

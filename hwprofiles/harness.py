@@ -216,6 +216,8 @@ def run_harness(cfg: HarnessConfig, name: str, progress: Callable[[str], None] |
     contexts: list[int | None] = list(cfg.total_context) or [None]
     points = [(i, j) for i in range(len(contexts)) for j in range(len(cfg.tokens))]
     pooled: dict[tuple[int, int], dict[str, list[np.ndarray]]] = {p: {} for p in points}
+    for b in {cfg.tokens[0], cfg.tokens[-1]}:  # first-use costs (allocator, thread pools, kernels) go here
+        time_forwards(bench, b, contexts[0], 1)
     for r in range(cfg.rounds):
         share = cfg.repeats // cfg.rounds + (r < cfg.repeats % cfg.rounds)
         for i, j in points:

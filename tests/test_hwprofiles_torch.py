@@ -98,6 +98,7 @@ def test_spreading_tokens_over_requests() -> None:
 
 def test_harness_cli_profiles_the_tiny_shape_on_cpu(cli, tmp_path: Path) -> None:
     out = tmp_path / "tiny.csv"
+    threads = torch.get_num_threads()
     status, stdout, _ = cli("profile", "--model", "tiny-cpu", "--device", "cpu", "--tokens", "1,2,8,24",
                             "--context", "64", "--repeats", "4", "--warmup", "1", "--rounds", "2", "--out", out)
     assert status == 0, stdout
@@ -111,6 +112,8 @@ def test_harness_cli_profiles_the_tiny_shape_on_cpu(cli, tmp_path: Path) -> None
     assert "--tokens 1,2,8,24" in prov["source"] and prov["capture_mode"] == "eager"
     assert "R = ceil(B / 4)" in prov["batch_layout"] and "64 KV context tokens per request" in prov["batch_layout"]
     assert "4 timed runs per point in 2 sweep(s)" in prov["repeats"]
+    assert "--threads 1" in prov["source"] and "1 torch threads" in prov["device"]
+    assert torch.get_num_threads() == threads
 
 
 def test_harness_layer_scaling_and_context_axis_are_recorded() -> None:

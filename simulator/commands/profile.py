@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--drafter-layers", type=int, default=1, help="decoder layers of an ar/parallel drafter")
     p.add_argument("--block-size", type=int, default=7, help="γ for a parallel drafter (tokens per request)")
     p.add_argument("--markov-rank", type=int, default=256)
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default on CPU: 1, the stable choice on a shared machine)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=profile)
@@ -64,13 +64,23 @@ def _torch():
 
 def profile(args: argparse.Namespace) -> int:
     torch = _torch()
+    if args.threads is None and not args.device.startswith("cuda"):
+        args.threads = 1
+    threads_before = torch.get_num_threads()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        return _measure_and_write(args)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _measure_and_write(args: argparse.Namespace) -> int:
     from hwprofiles.fileformat import write_profile_csv
     from hwprofiles.grid import parse_tokens
     from hwprofiles.harness import HarnessConfig, run_harness
     from hwprofiles.modelshape import load_shape
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     cfg = HarnessConfig(
         shape=load_shape(args.model), tokens=parse_tokens(args.tokens), device=args.device,
         dtype=args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32"),
