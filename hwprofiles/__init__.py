@@ -1,4 +1,18 @@
-"""Step-time curves (DESIGN.md §4): format, lookup, built-in profiles, the torch harness."""
+"""Step-time curves (DESIGN.md §4): format, lookup, built-in profiles, the torch harness.
+
+    profile.py          StepProfile: the table and its vectorised lookup (cliffs kept)
+    loader.py           load_profile(spec): inline mapping, builtin:NAME, or a CSV path
+    fileformat.py       the profile CSV (provenance header), built-ins in data/
+    grid.py             token grids, CUDA-graph capture sizes and padding staircases
+    modelshape.py       model shapes (shapes/*.yaml) and drafter shapes
+    derive_vidur.py     H100 curves from vidur's per-operator timings
+    import_splitwise.py decode curves from splitwise-sim's perf_model.csv
+    roofline.py         synthetic H100/H200/B200 curves (roofline + graph padding)
+    builtins.py         regenerates the derived built-ins: python -m hwprofiles.builtins
+    torch_model.py      random-weight decoder over flattened verify batches (needs torch)
+    harness.py          times it: `specplan profile` (needs torch)
+    plot.py             step time and steps/s vs tokens: `specplan profile-plot`
+"""
 
 from hwprofiles.loader import load_profile
 from hwprofiles.profile import StepProfile
