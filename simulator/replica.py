@@ -64,6 +64,7 @@ class Replica:
         budget = np.arange(self.max_step_tokens + 1)
         self.steps_per_s = profile.steps_per_s(np.maximum(budget, 1))
         self.uses_context = getattr(profile, "context_tokens", None) is not None
+        self.padded_attention = engine.attention == "padded"
         seed = scenario.seed
         self.rng_p = stream(seed, "acceptance", index)
         self.rng_c = stream(seed, "confidence", index)
@@ -188,7 +189,7 @@ class Replica:
         lengths, accepted, drafting = self.speculate(rows, r, prefill_tokens)
         verify_tokens = r + int(lengths.sum()) + prefill_tokens
         if self.uses_context:
-            verify_ms = float(self.profile.step_ms(verify_tokens, int(b["kv_tokens"].sum())))
+            verify_ms = float(self.profile.step_ms(verify_tokens, self.context_tokens()))
         else:
             verify_ms = float(self.steps_per_s_ms(verify_tokens))
         draft_ms = self.drafter.draft_ms(drafting) if drafting else 0.0
@@ -196,6 +197,13 @@ class Replica:
         duration_s = (draft_ms + verify_ms + overhead_ms) / 1000.0
         return (duration_s, rows, r, lengths, accepted, prefill_take, prefill_tokens,
                 drafting, verify_tokens, draft_ms, verify_ms, overhead_ms)
+
+    def context_tokens(self) -> int:
+        """The batch's KV context as the profile's context axis counts it (see engine.attention)."""
+        kv = self.batch["kv_tokens"]
+        if self.padded_attention:
+            return int(kv.size * kv.max()) if kv.size else 0
+        return int(kv.sum())
 
     def steps_per_s_ms(self, tokens: int) -> float:
         if tokens <= self.max_step_tokens:

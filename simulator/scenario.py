@@ -89,6 +89,9 @@ class Engine:
     # host work every step pays whatever the policy (nothing overlaps it): a + b·requests
     host_overhead_ms: float = num(0.0, ge=0)
     host_overhead_per_request_ms: float = num(0.0, ge=0)
+    # KV context a step's profile lookup uses: Σ per-request KV (varlen attention kernels), or
+    # requests × the longest request's KV (attention padded to the longest sequence)
+    attention: Literal["varlen", "padded"] = "varlen"
 
 
 @dataclass(frozen=True)
