@@ -6,7 +6,6 @@ import json
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 import yaml
 
@@ -48,14 +47,16 @@ def test_error_summary_runs_over_both_metrics_of_every_point() -> None:
 def test_host_overhead_fit_recovers_a_line_and_never_goes_negative() -> None:
     rng = np.random.default_rng(0)
     r = rng.integers(1, 13, 400)
-    steps = pd.DataFrame({"batch_requests": r, "overhead_ms": 1.5 + 0.2 * r + rng.normal(0, 0.05, r.size)})
-    a, b = fit_host_overhead(steps)
+    a, b = fit_host_overhead(r, 1.5 + 0.2 * r + rng.normal(0, 0.05, r.size))
     assert a == pytest.approx(1.5, abs=0.05) and b == pytest.approx(0.2, abs=0.01)
-    falling = pd.DataFrame({"batch_requests": r, "overhead_ms": 3.0 - 0.1 * r})
-    a, b = fit_host_overhead(falling)
-    assert b == 0.0 and a == pytest.approx(float(falling["overhead_ms"].mean()))
-    constant = pd.DataFrame({"batch_requests": [4, 4, 4], "overhead_ms": [1.0, 2.0, 3.0]})
-    assert fit_host_overhead(constant) == (2.0, 0.0)
+    falling = 3.0 - 0.1 * r
+    a, b = fit_host_overhead(r, falling)
+    assert b == 0.0 and a == pytest.approx(float(falling.mean()))
+    assert fit_host_overhead(np.array([4, 4, 4]), np.array([1.0, 2.0, 3.0])) == (2.0, 0.0)
+    a, b = fit_host_overhead(r, 0.3 * r - 0.5)
+    assert a == 0.0 and b > 0
+    assert fit_host_overhead(r, -1.0 - 0.1 * r) == (0.0, 0.0)
+    assert fit_host_overhead(r, 0.1 * r - 5.0) == (0.0, 0.0)
 
 
 def test_context_axis_starts_at_zero_and_reaches_the_largest_batch_context() -> None:
@@ -80,7 +81,7 @@ def test_fidelity_command_writes_its_json_on_a_tiny_configuration(tmp_path, cli)
     out = tmp_path / "fid"
     status, stdout, err = cli(
         "fidelity", REPO / "scenarios" / "fidelity.yaml", "--out", out, "--json", "--model", shape,
-        "--repeats", "1", "--tokens", "1,8,32", "--calibration-s", "0.6",
+        "--repeats", "1", "--rounds", "1", "--tokens", "1,8,32", "--calibration-s", "0.6",
         "--set", "horizon={duration_s: 1.2, warmup_s: 0.2}", "--set", "sweep.load.users=[2]",
         "--set", "engine.max_batch_requests=4", "--set", "engine.max_step_tokens=32",
         "--set", "workload.prompt_tokens={kind: fixed, value: 12}",
@@ -94,8 +95,13 @@ def test_fidelity_command_writes_its_json_on_a_tiny_configuration(tmp_path, cli)
         assert point["measured_throughput"] > 0 and point["predicted_throughput"] > 0
     assert doc["max_abs_error"] >= doc["median_abs_error"] >= 0
     assert set(doc["host_overhead_ms"]) == {"mtp-1", "static-3", "dspark-async"}
-    for name in ("fidelity.json", "fidelity.png", "target.csv", "drafter.csv"):
+    for name in ("fidelity.json", "fidelity.png", "fidelity.svg"):
         assert (out / name).is_file()
+    for folder in ("calibration", "mtp-1-2", "static-3-2", "dspark-async-2"):
+        assert (out / "profiles" / folder / "target.csv").is_file()
+        assert (out / "profiles" / folder / "drafter.csv").is_file()
+    checks = json.loads((out / "fidelity.json").read_text())["step_time_checks"]
+    assert len(checks) == 3 and all(c["drift_ratio"] > 0 and c["steps"] > 0 for c in checks)
     assert json.loads((out / "fidelity.json").read_text())["points"] == doc["points"]
 
 

@@ -40,6 +40,7 @@ class CaptureSettings:
     context_rows: int = 5
     tokens_per_request: int = 3
     tokens: tuple[int, ...] = ()
+    rounds: int = 3
 
 
 def longest_request_tokens(scenario: Scenario, block_size: int) -> int:
@@ -90,7 +91,7 @@ def capture_profiles(scenarios: list[Scenario], settings: CaptureSettings, out_d
     batch = max(s.engine.max_batch_requests for s in scenarios)
     longest = max(longest_request_tokens(s, max(gammas)) for s in scenarios)
     tokens = list(settings.tokens) or default_grid(1, top)
-    common = dict(shape=settings.shape, repeats=settings.repeats, warmup=settings.warmup,
+    common = dict(shape=settings.shape, repeats=settings.repeats, warmup=settings.warmup, rounds=settings.rounds,
                   command="specplan fidelity (validation.capture)")
     target_cfg = HarnessConfig(tokens=tokens, total_context=context_axis(batch * longest, settings.context_rows),
                                tokens_per_request=settings.tokens_per_request, **common)
@@ -101,6 +102,7 @@ def capture_profiles(scenarios: list[Scenario], settings: CaptureSettings, out_d
     drafter = run_harness(drafter_cfg, "reference-engine-drafter", progress)
     return (write_profile_csv(target, out_dir / "target.csv"),
             write_profile_csv(drafter, out_dir / "drafter.csv"))
+
 
 def retime(target_csv: Path, settings: CaptureSettings) -> dict[str, Any]:
     """Re-measure a few points of a captured target profile: how far the machine drifted.

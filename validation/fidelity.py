@@ -6,18 +6,21 @@ The scenario's `sweep:` block names the grid (variants = policies, `load` =
 closed-loop users or Poisson rates), exactly as for `specplan sweep`. Then:
 
 1. profile  the engine's own target and drafter on this machine with the
-            harness (validation.capture): target.csv, drafter.csv
-2. host     calibrate the engine's per-step host time (everything in a step
-            that is neither forward: admission, drafting models, the policy,
-            layouts, bookkeeping) on a separate run per policy, with its own
-            seed, at the middle load: least squares a + b·requests
-3. points   for every variant × load, one scenario with those measurements
-            (hardware.profile = target.csv, drafter.latency = {kind: profile,
-            path: drafter.csv}, engine.host_overhead_ms / _per_request_ms)
-            drives both sides with the same seed and workload: `simulate()`
-            predicts, `ReferenceEngine.run()` measures
-4. drift    re-time a few profile points at the end: if the machine's speed
-            changed during the run, the result says by how much
+            harness (validation.capture): profiles/calibration/{target,drafter}.csv
+2. host     calibrate, per policy, the host time of a step (everything in
+            it that is neither forward: admission, drafting models, the
+            policy, layouts, cache bookkeeping, the event loop), measured by
+            the engine on a run that is not a fidelity point: its own seed,
+            the middle load; least squares a + b·requests
+3. points   for every variant × load: profile again (a shared machine's
+            speed drifts over minutes; each point gets the profile taken
+            just before it), then one scenario priced with those
+            measurements (hardware.profile = target.csv, drafter.latency =
+            {kind: profile, path: drafter.csv}, engine.host_overhead_ms /
+            _per_request_ms) drives both sides with the same seed and
+            workload: `simulate()` predicts, `ReferenceEngine.run()` measures
+4. drift    right after each point, re-time a few of its profile points:
+            the result says how much the machine moved during the run
 
 Relative error = (predicted − measured) / measured, for throughput and p50
 tokens/s/user; the summary's median and maximum run over both.
@@ -51,16 +54,18 @@ Progress = Callable[[str], None]
 class FidelitySettings:
     """What to measure with: the engine's model shape, torch threads, harness effort."""
 
-    model: str = "tiny-cpu"
+    model: str = str(Path(__file__).resolve().parent / "shapes" / "small-cpu.yaml")
     threads: int = 1
     drafter_layers: int = 1
-    repeats: int = 7
+    repeats: int = 8
     warmup: int = 2
-    context_rows: int = 5
+    context_rows: int = 3
     tokens_per_request: int = 3
     calibration_s: float = 10.0
     seed_offset: int = 1000
+    profile_each_point: bool = True
     tokens: tuple[int, ...] = ()
+    rounds: int = 2
 
 
 @dataclass
@@ -137,36 +142,54 @@ class Fidelity:
         torch.set_num_threads(self.settings.threads)
         started = time.perf_counter()
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        target_csv, drafter_csv = self.capture()
-        host = self.calibrate_host(target_csv, drafter_csv)
+        first = self.capture(self.out_dir / "profiles" / "calibration")
+        host = self.calibrate_host(*first)
         rows, checks = [], []
         for point in self.plan.points:
-            scenario = self.measured_scenario(point.scenario, target_csv, drafter_csv, host[point.label])
-            predicted, measured, steps = self.compare(scenario)
-            rows.append(point_row(point, measured, predicted))
-            checks.append({"policy": point.label, "load": point.load,
-                           **step_time_check(steps, target_csv, drafter_csv, host[point.label],
-                                             scenario.drafter.block_size)})
-            self.progress(f"{point.label:>14} load {point.load:g}: throughput measured "
-                          f"{rows[-1]['measured_throughput']:.1f} predicted {rows[-1]['predicted_throughput']:.1f} "
-                          f"({rows[-1]['throughput_error']:+.1%}); p50 tok/s/user {rows[-1]['measured_tps_p50']:.1f} "
-                          f"vs {rows[-1]['predicted_tps_p50']:.1f} ({rows[-1]['tps_p50_error']:+.1%})")
-        drift = self.drift(target_csv)
+            profiles = self.capture(self.out_dir / "profiles" / point_slug(point)) if self.settings.profile_each_point else first
+            row, check = self.run_point(point, profiles, host[point.label])
+            rows.append(row)
+            checks.append(check)
+        drift = drift_summary(checks)
         summary = {**error_summary(rows), **self.context(host, drift, time.perf_counter() - started)}
         return FidelityResult(rows, summary, self.out_dir, {"step_time_checks": checks})
 
+    def run_point(self, point: Point, profiles: tuple[Path, Path], host: tuple[float, float]) -> tuple[dict, dict]:
+        """Predict and measure one point; re-time its profile right after (drift over the run)."""
+        target_csv, drafter_csv = profiles
+        scenario = self.measured_scenario(point.scenario, target_csv, drafter_csv, host)
+        predicted, measured, steps = self.compare(scenario)
+        row = point_row(point, measured, predicted)
+        drift = self.drift(target_csv)
+        check = {"policy": point.label, "load": point.load, "profile": str(target_csv.parent.name),
+                 "drift_ratio": drift["ratio"],
+                 **step_time_check(steps, target_csv, drafter_csv, host, scenario.drafter.block_size)}
+        self.progress(f"{point.label:>14} load {point.load:g}: throughput measured "
+                      f"{row['measured_throughput']:.1f} predicted {row['predicted_throughput']:.1f} "
+                      f"({row['throughput_error']:+.1%}); p50 tok/s/user {row['measured_tps_p50']:.1f} "
+                      f"vs {row['predicted_tps_p50']:.1f} ({row['tps_p50_error']:+.1%}); "
+                      f"machine drift {drift['ratio']:.3f}")
+        return row, check
+
     # ---- measurements of the machine ----------------------------------------------
-    def capture(self) -> tuple[Path, Path]:
-        self.progress(f"profiling {self.shape.name} and its drafter with the harness ...")
-        return capture_profiles([pt.scenario for pt in self.plan.points], self.capture_settings(), self.out_dir)
+    def capture(self, folder: Path) -> tuple[Path, Path]:
+        self.progress(f"profiling {self.shape.name} and its drafter with the harness -> {folder}")
+        folder.mkdir(parents=True, exist_ok=True)
+        return capture_profiles([pt.scenario for pt in self.plan.points], self.capture_settings(), folder)
 
     def capture_settings(self) -> CaptureSettings:
         s = self.settings
         return CaptureSettings(self.shape, s.drafter_layers, s.repeats, s.warmup, s.context_rows,
-                               s.tokens_per_request, s.tokens)
+                               s.tokens_per_request, s.tokens, s.rounds)
 
     def calibrate_host(self, target_csv: Path, drafter_csv: Path) -> dict[str, tuple[float, float]]:
-        """Per label: host ms per step = a + b·requests, from a run that is not a fidelity point."""
+        """Per label: host ms per step = a + b·requests, fitted to the host time the engine
+        measures (step time outside its two forwards) on a run that is not a fidelity point
+        (its own seed, the middle load, `calibration_s` long).
+
+        The forwards' own slowdown inside the serving loop against the harness's
+        back-to-back timing is not folded in: `step_time_check` reports it per point.
+        """
         host: dict[str, tuple[float, float]] = {}
         for label in self.plan.variant_scenarios:
             loads = [p.scenario for p in self.plan.points if p.label == label]
@@ -176,13 +199,13 @@ class Fidelity:
             calib = dataclasses.replace(middle, seed=middle.seed + self.settings.seed_offset, horizon=horizon)
             calib = self.measured_scenario(calib, target_csv, drafter_csv, (0.0, 0.0))
             steps = self.engine_run(calib)[1]
-            host[label] = fit_host_overhead(steps)
-            self.progress(f"host overhead of {label}: {host[label][0]:.3f} ms + {host[label][1]:.4f} ms/request")
+            host[label] = fit_host_overhead(steps["batch_requests"].to_numpy(), steps["overhead_ms"].to_numpy())
+            self.progress(f"host time per step of {label}: {host[label][0]:.3f} ms + "
+                          f"{host[label][1]:.4f} ms/request")
         return host
 
     def drift(self, target_csv: Path) -> dict[str, Any]:
-        self.progress("re-timing a few profile points (drift check) ...")
-        return retime(target_csv, self.capture_settings())
+        return retime(target_csv, dataclasses.replace(self.capture_settings(), rounds=1))
 
     # ---- the two sides ------------------------------------------------------------
     def measured_scenario(self, scenario: Scenario, target_csv: Path, drafter_csv: Path,
@@ -234,17 +257,31 @@ class Fidelity:
         }
 
 
-def fit_host_overhead(steps: Any) -> tuple[float, float]:
-    """Least squares host_ms ≈ a + b·batch_requests over a run's steps (both ≥ 0)."""
-    r = steps["batch_requests"].to_numpy(float)
-    y = steps["overhead_ms"].to_numpy(float)
+def point_slug(point: Point) -> str:
+    """A folder name for a point's profiles: label and load, filesystem-safe."""
+    text = f"{point.label}-{point.load:g}" if point.load is not None else point.label
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
+
+
+def drift_summary(checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """How much the machine's speed moved between each point's profile and the end of its run."""
+    ratios = np.array([c["drift_ratio"] for c in checks], dtype=float)
+    if not ratios.size:
+        return {}
+    return {"ratio": float(np.median(ratios)), "worst": float(ratios[np.argmax(np.abs(ratios - 1))]),
+            "per_point": ratios.round(3).tolist()}
+
+
+def fit_host_overhead(requests: np.ndarray, overhead_ms: np.ndarray) -> tuple[float, float]:
+    """Least squares overhead_ms ≈ a + b·requests over a run's steps (a, b ≥ 0)."""
+    r, y = np.asarray(requests, dtype=float), np.asarray(overhead_ms, dtype=float)
     if r.size < 2 or np.ptp(r) == 0:
         return (float(np.median(y)) if y.size else 0.0, 0.0)
     b, a = np.polyfit(r, y, 1)
     if b < 0:
-        return float(np.mean(y)), 0.0
+        return max(float(np.mean(y)), 0.0), 0.0
     if a < 0:
-        return 0.0, float(np.sum(r * y) / np.sum(r * r))
+        return 0.0, max(float(np.sum(r * y) / np.sum(r * r)), 0.0)
     return float(a), float(b)
 
 

@@ -17,6 +17,8 @@ from simulator.commands.run import add_scenario_args
 from simulator.errors import SpecplanError
 from simulator.output import dumps
 
+DEFAULT_SHAPE = Path(__file__).resolve().parents[2] / "validation" / "shapes" / "small-cpu.yaml"
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fidelity", help="measure the simulator's error against a real torch engine")
@@ -24,9 +26,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="results folder (created)")
     p.add_argument("--json", action="store_true",
                    help="print {points, median_abs_error, max_abs_error, ...} as JSON")
-    p.add_argument("--model", default="tiny-cpu", help="engine model shape (hwprofiles/shapes/); default tiny-cpu")
+    p.add_argument("--model", default=str(DEFAULT_SHAPE),
+                   help="engine model: a shape name (hwprofiles/shapes/) or YAML path; default validation/shapes/small-cpu.yaml")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads for profiling and the engine (default 1)")
-    p.add_argument("--repeats", type=int, default=7, help="harness timed runs per profile point (default 7)")
+    p.add_argument("--repeats", type=int, default=8, help="harness timed runs per profile point (default 8)")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="harness sweeps over the grid, repeats pooled (robust to load bursts; default 2)")
+    p.add_argument("--profile-once", action="store_true",
+                   help="profile once at the start instead of before every point")
     p.add_argument("--tokens", help="profile token counts (harness syntax; default 1..engine.max_step_tokens)")
     p.add_argument("--calibration-s", type=float, default=10.0,
                    help="seconds of the per-policy host-overhead calibration run (default 10)")
@@ -42,10 +49,11 @@ def fidelity(args: argparse.Namespace) -> int:
     from hwprofiles.grid import parse_tokens
     from validation.fidelity import FidelitySettings, run_fidelity
 
-    if args.threads < 1 or args.repeats < 1 or args.calibration_s <= 0:
-        raise SpecplanError("--threads and --repeats must be ≥ 1, --calibration-s > 0")
+    if min(args.threads, args.repeats, args.rounds) < 1 or args.calibration_s <= 0:
+        raise SpecplanError("--threads, --repeats and --rounds must be ≥ 1, --calibration-s > 0")
     overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
-    settings = FidelitySettings(model=args.model, threads=args.threads, repeats=args.repeats,
+    settings = FidelitySettings(model=args.model, threads=args.threads, repeats=args.repeats, rounds=args.rounds,
+                                profile_each_point=not args.profile_once,
                                 calibration_s=args.calibration_s,
                                 tokens=tuple(parse_tokens(args.tokens)) if args.tokens else ())
     quiet = args.quiet or args.json
