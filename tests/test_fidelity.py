@@ -67,7 +67,7 @@ def test_context_axis_starts_at_zero_and_reaches_the_largest_batch_context() -> 
 def test_report_section_is_empty_without_a_result_and_complete_with_one(tmp_path) -> None:
     assert fidelity_blocks(tmp_path) == [] and fidelity_section(tmp_path) == ""
     rows = [row("mtp-1", 3, 200.0, 210.0), row("static-3", 3, 300.0, 290.0)]
-    doc = {"points": rows, **error_summary(rows), "device": "CPU test", "profile_drift": {"ratio": 1.02}}
+    doc = {"points": rows, **error_summary(rows), "device": "CPU test", "profile_drift": {"ratio": 1.02, "worst": 0.9}}
     (tmp_path / "fidelity.json").write_text(json.dumps(doc))
     save_fidelity_plot(rows, tmp_path / "fidelity.png", doc)
     html = fidelity_section(tmp_path)
@@ -97,7 +97,7 @@ def test_fidelity_command_writes_its_json_on_a_tiny_configuration(tmp_path, cli)
     assert set(doc["host_overhead_ms"]) == {"mtp-1", "static-3", "dspark-async"}
     for name in ("fidelity.json", "fidelity.png", "fidelity.svg"):
         assert (out / name).is_file()
-    for folder in ("calibration", "mtp-1-2", "static-3-2", "dspark-async-2"):
+    for folder in ("p00", "p01", "p02", "p03", "p04", "mtp-1-2", "static-3-2", "dspark-async-2"):
         assert (out / "profiles" / folder / "target.csv").is_file()
         assert (out / "profiles" / folder / "drafter.csv").is_file()
     checks = json.loads((out / "fidelity.json").read_text())["step_time_checks"]

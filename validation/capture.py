@@ -104,26 +104,32 @@ def capture_profiles(scenarios: list[Scenario], settings: CaptureSettings, out_d
             write_profile_csv(drafter, out_dir / "drafter.csv"))
 
 
-def retime(target_csv: Path, settings: CaptureSettings) -> dict[str, Any]:
-    """Re-measure a few points of a captured target profile: how far the machine drifted.
 
-    Three token counts (first, middle, last) at two contexts (none and the
-    middle row); `ratio` is the median of re-measured / captured.
+def bracket(before: tuple[Path, Path], after: tuple[Path, Path], folder: Path) -> tuple[Path, Path]:
+    """The element-wise mean of the profiles taken just before and just after a run.
+
+    A shared machine's speed drifts over minutes; bracketing a measurement
+    between two calibrations and using their mean is the usual remedy (it
+    is exact for a linear drift). Both files must share one grid.
     """
-    from hwprofiles import load_profile
-    from hwprofiles.harness import HarnessConfig, run_harness
+    from dataclasses import replace
 
-    captured = load_profile(str(target_csv))
-    tokens = sorted({int(captured.tokens[0]), int(captured.tokens[len(captured.tokens) // 2]),
-                     int(captured.tokens[-1])})
-    axis = captured.context_tokens if captured.context_tokens is not None else np.array([0])
-    contexts = tuple(sorted({int(axis[0]), int(axis[len(axis) // 2])}))
-    cfg = HarnessConfig(shape=settings.shape, tokens=tokens, total_context=contexts, repeats=settings.repeats,
-                        warmup=settings.warmup, tokens_per_request=settings.tokens_per_request,
-                        command="specplan fidelity (drift check)")
-    again = run_harness(cfg, "drift-check")
-    b, c = np.meshgrid(tokens, contexts)
-    before = captured.step_ms(b, c if captured.context_tokens is not None else None)
-    ratios = np.atleast_2d(again.step_ms_table) / before
-    return {"tokens": tokens, "context_tokens": list(contexts), "ratio": float(np.median(ratios)),
-            "ratios": ratios.round(3).tolist()}
+    from hwprofiles import load_profile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for first, last, name in ((before[0], after[0], "target.csv"), (before[1], after[1], "drafter.csv")):
+        a, b = load_profile(str(first)), load_profile(str(last))
+        provenance = {**a.provenance, "statistic": f"mean of two captures bracketing the run ({first.parent.name}, "
+                      f"{last.parent.name}), each the {a.provenance.get('statistic', 'harness statistic')}"}
+        mean = replace(a, step_ms_table=(a.step_ms_table + b.step_ms_table) / 2, provenance=provenance, extra={})
+        out.append(write_profile_csv(mean, folder / name))
+    return out[0], out[1]
+
+
+def drift_ratio(before: Path, after: Path) -> float:
+    """Median over the grid of after / before step times: how far the machine moved between them."""
+    from hwprofiles import load_profile
+
+    a, b = load_profile(str(before)), load_profile(str(after))
+    return float(np.median(b.step_ms_table / a.step_ms_table))

@@ -6,21 +6,22 @@ The scenario's `sweep:` block names the grid (variants = policies, `load` =
 closed-loop users or Poisson rates), exactly as for `specplan sweep`. Then:
 
 1. profile  the engine's own target and drafter on this machine with the
-            harness (validation.capture): profiles/calibration/{target,drafter}.csv
+            harness (validation.capture): profiles/p00/{target,drafter}.csv
 2. host     calibrate, per policy, the host time of a step (everything in
             it that is neither forward: admission, drafting models, the
             policy, layouts, cache bookkeeping, the event loop), measured by
             the engine on a run that is not a fidelity point: its own seed,
             the middle load; least squares a + b·requests
-3. points   for every variant × load: profile again (a shared machine's
-            speed drifts over minutes; each point gets the profile taken
-            just before it), then one scenario priced with those
-            measurements (hardware.profile = target.csv, drafter.latency =
-            {kind: profile, path: drafter.csv}, engine.host_overhead_ms /
-            _per_request_ms) drives both sides with the same seed and
-            workload: `simulate()` predicts, `ReferenceEngine.run()` measures
-4. drift    right after each point, re-time a few of its profile points:
-            the result says how much the machine moved during the run
+3. points   for every variant × load: profile, run the real engine
+            (`ReferenceEngine.run()` measures), profile again; then one
+            scenario priced with the mean of the two bracketing profiles
+            (hardware.profile = target.csv, drafter.latency = {kind: profile,
+            path: drafter.csv}, engine.host_overhead_ms / _per_request_ms)
+            and the same seed and workload: `simulate()` predicts. A shared
+            machine's speed drifts over minutes; bracketing each run between
+            two captures follows it (exactly, if the drift is linear)
+4. drift    each point records after / before, how far the machine moved
+            during its run
 
 Relative error = (predicted − measured) / measured, for throughput and p50
 tokens/s/user; the summary's median and maximum run over both.
@@ -44,7 +45,13 @@ from simulator.errors import SpecplanError
 from simulator.output import clean
 from simulator.scenario import Scenario, resolved_mapping, scenario_from_mapping
 from simulator.sweep.points import Point, SweepPlan, plan_sweep
-from validation.capture import CaptureSettings, capture_profiles, longest_request_tokens, retime
+from validation.capture import (
+    CaptureSettings,
+    bracket,
+    capture_profiles,
+    drift_ratio,
+    longest_request_tokens,
+)
 from validation.diagnose import step_time_check
 
 Progress = Callable[[str], None]
@@ -142,34 +149,42 @@ class Fidelity:
         torch.set_num_threads(self.settings.threads)
         started = time.perf_counter()
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        first = self.capture(self.out_dir / "profiles" / "calibration")
-        host = self.calibrate_host(*first)
+        host, before = self.calibrate_host(self.capture(self.out_dir / "profiles" / "p00"))
         rows, checks = [], []
-        for point in self.plan.points:
-            profiles = self.capture(self.out_dir / "profiles" / point_slug(point)) if self.settings.profile_each_point else first
-            row, check = self.run_point(point, profiles, host[point.label])
+        for i, point in enumerate(self.plan.points, start=1):
+            row, check, before = self.run_point(point, before, host[point.label], i)
             rows.append(row)
             checks.append(check)
         drift = drift_summary(checks)
         summary = {**error_summary(rows), **self.context(host, drift, time.perf_counter() - started)}
         return FidelityResult(rows, summary, self.out_dir, {"step_time_checks": checks})
 
-    def run_point(self, point: Point, profiles: tuple[Path, Path], host: tuple[float, float]) -> tuple[dict, dict]:
-        """Predict and measure one point; re-time its profile right after (drift over the run)."""
-        target_csv, drafter_csv = profiles
+    def run_point(self, point: Point, before: tuple[Path, Path], host: tuple[float, float],
+                  index: int) -> tuple[dict, dict, tuple[Path, Path]]:
+        """Measure one point, profile again, predict it with the mean of the two profiles.
+
+        The engine runs with the profile taken before it (its policy reads the
+        steps/s table); the simulator prices the run with the bracketing mean.
+        Returns the row, the step-time check and the profile taken after (the
+        next point's "before").
+        """
+        measured, steps = self.engine_run(self.measured_scenario(point.scenario, *before, host))
+        each = self.settings.profile_each_point
+        after = self.capture(self.out_dir / "profiles" / f"p{index + 1:02d}") if each else before
+        target_csv, drafter_csv = bracket(before, after, self.out_dir / "profiles" / point_slug(point))
         scenario = self.measured_scenario(point.scenario, target_csv, drafter_csv, host)
-        predicted, measured, steps = self.compare(scenario)
-        row = point_row(point, measured, predicted)
-        drift = self.drift(target_csv)
-        check = {"policy": point.label, "load": point.load, "profile": str(target_csv.parent.name),
-                 "drift_ratio": drift["ratio"],
+        from simulator.simulation import simulate
+
+        row = point_row(point, measured, simulate(scenario).summary)
+        drift = drift_ratio(before[0], after[0])
+        check = {"policy": point.label, "load": point.load, "drift_ratio": drift,
                  **step_time_check(steps, target_csv, drafter_csv, host, scenario.drafter.block_size)}
         self.progress(f"{point.label:>14} load {point.load:g}: throughput measured "
                       f"{row['measured_throughput']:.1f} predicted {row['predicted_throughput']:.1f} "
                       f"({row['throughput_error']:+.1%}); p50 tok/s/user {row['measured_tps_p50']:.1f} "
                       f"vs {row['predicted_tps_p50']:.1f} ({row['tps_p50_error']:+.1%}); "
-                      f"machine drift {drift['ratio']:.3f}")
-        return row, check
+                      f"machine drift over the run {drift:.3f}")
+        return row, check, after
 
     # ---- measurements of the machine ----------------------------------------------
     def capture(self, folder: Path) -> tuple[Path, Path]:
@@ -182,30 +197,33 @@ class Fidelity:
         return CaptureSettings(self.shape, s.drafter_layers, s.repeats, s.warmup, s.context_rows,
                                s.tokens_per_request, s.tokens, s.rounds)
 
-    def calibrate_host(self, target_csv: Path, drafter_csv: Path) -> dict[str, tuple[float, float]]:
+    def calibrate_host(self, before: tuple[Path, Path]) -> tuple[dict[str, tuple[float, float]], tuple[Path, Path]]:
         """Per label: host ms per step = a + b·requests, fitted to the host time the engine
-        measures (step time outside its two forwards) on a run that is not a fidelity point
-        (its own seed, the middle load, `calibration_s` long).
+        measures (step time outside its two forwards: admission, drafting models, the
+        policy, layouts, cache bookkeeping, the event loop) on one run per label that is
+        not a fidelity point (its own seed, the middle load, `calibration_s` long).
 
+        Host time is measured directly, so the fit does not depend on the profiles.
         The forwards' own slowdown inside the serving loop against the harness's
-        back-to-back timing is not folded in: `step_time_check` reports it per point.
+        back-to-back timing is left out: `step_time_check` reports it per point.
+        Returns the fits and a profile taken after the runs (the first point's "before").
         """
         host: dict[str, tuple[float, float]] = {}
         for label in self.plan.variant_scenarios:
-            loads = [p.scenario for p in self.plan.points if p.label == label]
-            middle = loads[len(loads) // 2]
-            horizon = dataclasses.replace(middle.horizon, duration_s=self.settings.calibration_s,
-                                          warmup_s=min(middle.horizon.warmup_s, self.settings.calibration_s / 2))
-            calib = dataclasses.replace(middle, seed=middle.seed + self.settings.seed_offset, horizon=horizon)
-            calib = self.measured_scenario(calib, target_csv, drafter_csv, (0.0, 0.0))
-            steps = self.engine_run(calib)[1]
+            steps = self.engine_run(self.calibration_scenario(label, before))[1]
             host[label] = fit_host_overhead(steps["batch_requests"].to_numpy(), steps["overhead_ms"].to_numpy())
-            self.progress(f"host time per step of {label}: {host[label][0]:.3f} ms + "
-                          f"{host[label][1]:.4f} ms/request")
-        return host
+            self.progress(f"host time per step of {label}: {host[label][0]:.3f} ms + {host[label][1]:.4f} ms/request")
+        after = self.capture(self.out_dir / "profiles" / "p01") if self.settings.profile_each_point else before
+        return host, after
 
-    def drift(self, target_csv: Path) -> dict[str, Any]:
-        return retime(target_csv, dataclasses.replace(self.capture_settings(), rounds=1))
+    def calibration_scenario(self, label: str, profiles: tuple[Path, Path]) -> Scenario:
+        """The label's middle load, with its own seed and a `calibration_s` horizon."""
+        loads = [p.scenario for p in self.plan.points if p.label == label]
+        middle = loads[len(loads) // 2]
+        horizon = dataclasses.replace(middle.horizon, duration_s=self.settings.calibration_s,
+                                      warmup_s=min(middle.horizon.warmup_s, self.settings.calibration_s / 2))
+        calib = dataclasses.replace(middle, seed=middle.seed + self.settings.seed_offset, horizon=horizon)
+        return self.measured_scenario(calib, *profiles, (0.0, 0.0))
 
     # ---- the two sides ------------------------------------------------------------
     def measured_scenario(self, scenario: Scenario, target_csv: Path, drafter_csv: Path,
@@ -218,13 +236,6 @@ class Fidelity:
         raw["engine"]["host_overhead_ms"] = host[0]
         raw["engine"]["host_overhead_per_request_ms"] = host[1]
         return scenario_from_mapping(raw, self.out_dir, source=scenario.source)
-
-    def compare(self, scenario: Scenario) -> tuple[dict[str, Any], dict[str, Any], Any]:
-        from simulator.simulation import simulate
-
-        predicted = simulate(scenario).summary
-        measured, steps = self.engine_run(scenario)
-        return predicted, measured, steps
 
     def engine_run(self, scenario: Scenario) -> tuple[dict[str, Any], Any]:
         from hwprofiles import load_profile
