@@ -9,7 +9,9 @@ table, the figures (`reports.figures`), and the files of the sweep.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +32,31 @@ from simulator.scenario import Scenario
 from simulator.schema import to_plain
 
 
+def fidelity_blocks(figures_dir: Path) -> list[Block]:
+    """The sim-to-real section when a fidelity result is present (validation/results);
+    its figure is copied beside the report's own so the report folder stands alone."""
+    from validation.report import fidelity_blocks as blocks
+
+    out: list[Block] = []
+    for block in blocks():
+        if isinstance(block, Image):
+            copies = []
+            for src in (block.png, block.svg):
+                dst = figures_dir / f"fidelity{src.suffix}"
+                if src.is_file():
+                    shutil.copyfile(src, dst)
+                copies.append(dst)
+            block = dataclasses.replace(block, png=copies[0], svg=copies[1])
+        out.append(block)
+    return out
+
+
 def write_report(result: Any, out: Path) -> Path:
     """Render figures into out/figures and write out/report.html and out/report.md; returns the HTML path."""
     figures = write_figures(result, out / "figures")
     blocks = [*report_blocks(result), Heading("Figures")]
     blocks += [Image(f.title, f.caption, f.png, f.svg) for f in figures]
+    blocks += fidelity_blocks(out / "figures")
     blocks += files_blocks()
     title = f"specplan sweep report: {result.plan.base.name}"
     html_path = out / "report.html"

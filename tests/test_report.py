@@ -14,6 +14,7 @@ import pytest
 from reports.cliffs import find_cliffs
 from reports.figures import FIGURES
 from simulator.sweep import run_sweep
+from tests.conftest import REPO
 from tests.test_sweep import tiny
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -52,7 +53,9 @@ def test_every_figure_is_written_as_png_and_svg(report_dir):
 def test_html_is_self_contained_and_embeds_every_figure(report_dir):
     html = (report_dir / "report.html").read_text()
     embedded = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
-    assert len(embedded) == len(FIGURES)
+    fidelity = (REPO / "validation" / "results" / "fidelity.png").is_file()  # its section joins when present
+    assert len(embedded) == len(FIGURES) + fidelity
+    assert ("Sim-to-real fidelity" in html) == fidelity
     assert not re.search(r'src="(?!data:)', html)  # nothing loaded from elsewhere
     assert "<link" not in html
     for title in ("What was simulated", "Variants", "SLA comparison", "Figures"):
