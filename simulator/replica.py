@@ -75,6 +75,8 @@ class Replica:
         self.in_prefill = 0
         self.step_index = 0
         self.wake: simpy.Event | None = None
+        self.outcome_buffer = np.zeros((0, self.gamma + 1), dtype=bool)
+        self.drafted_all = np.ones(0, dtype=bool)
         env.process(self.run())
 
     # ---- arrivals -----------------------------------------------------------------
@@ -226,8 +228,7 @@ class Replica:
         ids = b["rid"][rows]
         mask = self.policy.drafting_mask(ids)
         p, c = self.drafter.draft(b["domain"][rows], b["offset"][rows], self.rng_p, self.rng_c)
-        ok = self.rng_u.random(p.shape) < p
-        prefix = np.where(ok.all(axis=1), self.gamma, ok.argmin(axis=1))
+        prefix = self.accepted_prefix(p)
         drafting = r
         if mask is not None:
             drafted = np.asarray(mask, dtype=bool)
@@ -235,12 +236,30 @@ class Replica:
             prefix = np.where(drafted, prefix, 0)
             drafting = int(drafted.sum())
         else:
-            drafted = np.ones(r, dtype=bool)
+            drafted = self.all_drafted(r)
         view = self.view(c, ids, reserved, drafted, prefix)
         lengths = np.asarray(self.policy.decide(view), dtype=np.int64)
         if mask is not None:
             lengths = np.where(drafted, lengths, 0)
         return lengths, np.minimum(prefix, lengths), drafting
+
+    def accepted_prefix(self, p: np.ndarray) -> np.ndarray:
+        """Drafts the target accepts per request: the first position whose uniform draw is ≥ p.
+
+        The outcomes go into a buffer with one extra, always-rejected column, so a
+        single argmin gives γ for a fully accepted block.
+        """
+        r = p.shape[0]
+        if self.outcome_buffer.shape[0] < r:
+            self.outcome_buffer = np.zeros((r, self.gamma + 1), dtype=bool)
+        ok = self.outcome_buffer[:r]
+        np.less(self.rng_u.random(p.shape), p, out=ok[:, : self.gamma])
+        return ok.argmin(axis=1)
+
+    def all_drafted(self, r: int) -> np.ndarray:
+        if self.drafted_all.size != r:
+            self.drafted_all = np.ones(r, dtype=bool)
+        return self.drafted_all
 
     def view(self, c: np.ndarray, ids: np.ndarray, reserved: int, drafted: np.ndarray,
              prefix: np.ndarray) -> StepView:
