@@ -60,7 +60,7 @@ def fmt(template: str, value: Any) -> str:
 def summary_table(summary: dict[str, Any], title: str = "") -> str:
     lines = [title] if title else []
     for label, keys, template in ROWS:
-        keys = keys if isinstance(keys, tuple) else (keys,)
-        text = " / ".join(fmt(template, summary.get(k)) for k in keys)
+        names = keys if isinstance(keys, tuple) else (keys,)
+        text = " / ".join(fmt(template, summary.get(k)) for k in names)
         lines.append(f"  {label:<50} {text}")
     return "\n".join(lines)

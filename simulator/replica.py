@@ -51,9 +51,10 @@ class Replica:
         engine = scenario.engine
         self.max_batch = engine.max_batch_requests
         self.kv_capacity = engine.kv_capacity_tokens
-        self.chunked = isinstance(engine.prefill, ChunkedPrefill)
-        self.chunk_tokens = engine.prefill.chunk_tokens if self.chunked else 0
-        self.prefill_rate = 0.0 if self.chunked else engine.prefill.tokens_per_s
+        prefill = engine.prefill
+        self.chunked = isinstance(prefill, ChunkedPrefill)
+        self.chunk_tokens = prefill.chunk_tokens if isinstance(prefill, ChunkedPrefill) else 0
+        self.prefill_rate = 0.0 if isinstance(prefill, ChunkedPrefill) else prefill.tokens_per_s
         self.max_step_tokens = engine.max_step_tokens or profile.max_tokens
         self.gamma = drafter.block_size
         self.policy = make_policy(scenario.policy, self.gamma)

@@ -169,8 +169,10 @@ def read_yaml(path: Path) -> Any:
     """Parse a YAML file, turning every failure into a one-line SpecplanError."""
     try:
         text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise SpecplanError(f"{path}: cannot read ({exc.__class__.__name__}: {exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise SpecplanError(f"{path}: cannot read (not UTF-8 text)") from None
     if not text.strip():
         raise SpecplanError(f"{path}: the file is empty")
     try:

@@ -125,7 +125,7 @@ def coerce(value: Any, hint: Any, path: str, ctx: Context, meta: typing.Mapping[
         return coerce_sequence(value, get_args(hint)[0], path, ctx, meta)
     if origin is dict:
         return coerce_mapping(value, get_args(hint)[1], path, ctx, meta)
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return build(hint, value, path, ctx)
     if hint is bool:
         if not isinstance(value, bool):

@@ -17,6 +17,7 @@ eager CPU forwards), never fitted or smoothed.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,7 @@ def max_step_tokens(scenario: Scenario, profile_max: int | None = None) -> int:
         from simulator.errors import SpecplanError
 
         raise SpecplanError("reference engine: set engine.max_step_tokens (the profile's token range)")
-    return int(engine.max_step_tokens or profile_max)
+    return int(engine.max_step_tokens or profile_max or 0)
 
 
 def capture_profiles(scenarios: list[Scenario], settings: CaptureSettings, out_dir: Path,
@@ -91,13 +92,14 @@ def capture_profiles(scenarios: list[Scenario], settings: CaptureSettings, out_d
     batch = max(s.engine.max_batch_requests for s in scenarios)
     longest = max(longest_request_tokens(s, max(gammas)) for s in scenarios)
     tokens = list(settings.tokens) or default_grid(1, top)
-    common = dict(shape=settings.shape, repeats=settings.repeats, warmup=settings.warmup, rounds=settings.rounds,
-                  command="specplan fidelity (validation.capture)")
-    target_cfg = HarnessConfig(tokens=tokens, total_context=context_axis(batch * longest, settings.context_rows),
-                               tokens_per_request=settings.tokens_per_request, **common)
+    config = functools.partial(HarnessConfig, shape=settings.shape, repeats=settings.repeats,
+                               warmup=settings.warmup, rounds=settings.rounds,
+                               command="specplan fidelity (validation.capture)")
+    target_cfg = config(tokens=tokens, total_context=context_axis(batch * longest, settings.context_rows),
+                               tokens_per_request=settings.tokens_per_request)
     drafter_tokens = sorted({g * r for g in gammas for r in range(1, batch + 1)})
-    drafter_cfg = HarnessConfig(tokens=drafter_tokens, context_tokens=0, drafter="parallel",
-                                drafter_layers=settings.drafter_layers, block_size=max(gammas), **common)
+    drafter_cfg = config(tokens=drafter_tokens, context_tokens=0, drafter="parallel",
+                         drafter_layers=settings.drafter_layers, block_size=max(gammas))
     target = run_harness(target_cfg, "reference-engine-target", progress)
     drafter = run_harness(drafter_cfg, "reference-engine-drafter", progress)
     return (write_profile_csv(target, out_dir / "target.csv"),

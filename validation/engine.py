@@ -123,6 +123,7 @@ class ReferenceEngine:
         engine = scenario.engine
         self.max_batch = engine.max_batch_requests
         self.kv_capacity = engine.kv_capacity_tokens
+        assert isinstance(engine.prefill, ChunkedPrefill)  # checked by the scenario guard above
         self.chunk_tokens = engine.prefill.chunk_tokens
         self.padded_attention = engine.attention == "padded"
         self.max_step_tokens = engine.max_step_tokens or profile.max_tokens
