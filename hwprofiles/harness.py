@@ -198,7 +198,8 @@ def summarise(bench: Bench, samples: dict[str, np.ndarray]) -> dict[str, float]:
     step = samples["step"]
     if "head" in samples:
         head = float(np.median(samples["head"]))
-        step = head + bench.cfg.shape.layers / bench.shape.layers * (step - head)
+        # the layers' share cannot be negative: a noisy head timing above a step sample clamps to 0
+        step = head + bench.cfg.shape.layers / bench.shape.layers * np.maximum(step - head, 0.0)
     return {"step_ms": float(np.median(step)), "p10_ms": float(np.percentile(step, 10)),
             "p90_ms": float(np.percentile(step, 90)), "min_ms": float(step.min()), "max_ms": float(step.max())}
 
