@@ -33,7 +33,8 @@ import simpy
 from policies.base import OracleView, Policy, StepOutcome, StepView
 from policies.registry import make_policy
 from simulator.batch import Batch
-from simulator.records import DONE, PREFILL, QUEUED, RUNNING, RequestLog, StepLog
+from simulator.intake import admit_fifo
+from simulator.records import DONE, PREFILL, QUEUED, RequestLog, StepLog
 from simulator.scenario import ChunkedPrefill, Scenario
 from simulator.streams import stream
 
@@ -137,25 +138,16 @@ class Replica:
     def admit(self) -> None:
         if not self.queue or self.batch.n >= self.max_batch:
             return
-        log, used = self.log, self.kv_used()
-        rows: dict[str, list] = {name: [] for name in self.batch.cols}
-        while self.queue and self.batch.n + len(rows["rid"]) < self.max_batch:
-            rid = self.queue[0]
-            generated = int(log["generated_tokens"][rid])
-            kv = int(log["prompt_tokens"][rid]) + generated
-            if used + kv + self.gamma > self.kv_capacity:
-                break
-            self.queue.popleft()
-            used += kv + self.gamma
-            self.add_row(rows, rid, generated, kv)
-        if rows["rid"]:
+        admitted = admit_fifo(self.queue, self.log, self.env.now, self.max_batch - self.batch.n,
+                              self.kv_used(), self.kv_capacity, self.gamma)
+        if admitted:
+            rows: dict[str, list] = {name: [] for name in self.batch.cols}
+            for rid, generated, kv in admitted:
+                self.add_row(rows, rid, generated, kv)
             self.batch.append(rows)
 
     def add_row(self, rows: dict[str, list], rid: int, generated: int, kv: int) -> None:
         log = self.log
-        if np.isnan(log["admitted_s"][rid]):
-            log["admitted_s"][rid] = self.env.now
-        log["status"][rid] = RUNNING
         prefill_left = kv if self.chunked else 0
         values = {"rid": rid, "remaining": int(log["output_tokens"][rid]) - generated,
                   "generated": generated, "kv_tokens": kv - prefill_left, "domain": int(log["domain"][rid]),

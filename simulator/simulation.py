@@ -21,6 +21,7 @@ import simpy
 from hwprofiles import load_profile
 from simulator.cluster import Router
 from simulator.drafters.drafter import Drafter, build_drafter
+from simulator.intake import domain_mix, register, request_domains
 from simulator.records import RequestLog, StepLog
 from simulator.replica import Replica
 from simulator.scenario import Scenario
@@ -61,22 +62,13 @@ class Simulation:
 
     @property
     def domains(self) -> tuple[str, ...]:
-        acc = self.drafter.acceptance
-        if acc is not None:
-            return acc.domains
-        return tuple(d for d, s in self.scenario.drafter.acceptance.domains.items() if s > 0)
+        return request_domains(self.scenario, self.drafter)
 
     def domain_mix(self) -> np.ndarray:
-        mix = self.scenario.drafter.acceptance.domains
-        return np.array([mix[d] for d in self.domains], dtype=float)
+        return domain_mix(self.scenario, self.domains)
 
     def submit(self, prompt: int, output: int, domain: int) -> simpy.Event:
-        rid = self.log.add(self.env.now, prompt, output, domain)
-        acc = self.drafter.acceptance
-        if acc is not None and acc.request_sigma > 0:
-            self.log["acceptance_offset"][rid] = acc.request_offsets(1, self.offset_rng)[0]
-        else:
-            self.log["acceptance_offset"][rid] = 0.0
+        rid = register(self.log, self.env.now, prompt, output, domain, self.drafter, self.offset_rng)
         event = self.env.event()
         self.done_events[rid] = event
         self.replicas[self.router.choose()].submit(rid)

@@ -51,7 +51,8 @@ from policies.registry import make_policy
 from simulator.batch import Batch
 from simulator.drafters.drafter import Drafter, build_drafter
 from simulator.errors import SpecplanError
-from simulator.records import DONE, QUEUED, RUNNING, RequestLog, StepLog
+from simulator.intake import admit_fifo, domain_mix, register, request_domains
+from simulator.records import DONE, QUEUED, RequestLog, StepLog
 from simulator.scenario import ChunkedPrefill, Scenario
 from simulator.streams import seed_sequence, stream
 from traces.workload import start_workload
@@ -148,20 +149,13 @@ class ReferenceEngine:
     # ---- arrivals (the simulator's workload processes call this) ----------------
     @property
     def domains(self) -> tuple[str, ...]:
-        acc = self.drafter.acceptance
-        if acc is not None:
-            return acc.domains
-        return tuple(d for d, s in self.scenario.drafter.acceptance.domains.items() if s > 0)
+        return request_domains(self.scenario, self.drafter)
 
     def domain_mix(self) -> np.ndarray:
-        mix = self.scenario.drafter.acceptance.domains
-        return np.array([mix[d] for d in self.domains], dtype=float)
+        return domain_mix(self.scenario, self.domains)
 
     def submit(self, prompt: int, output: int, domain: int) -> simpy.Event:
-        rid = self.log.add(self.env.now, prompt, output, domain)
-        acc = self.drafter.acceptance
-        offset = acc.request_offsets(1, self.offset_rng)[0] if acc is not None and acc.request_sigma > 0 else 0.0
-        self.log["acceptance_offset"][rid] = offset
+        rid = register(self.log, self.env.now, prompt, output, domain, self.drafter, self.offset_rng)
         self.log["replica"][rid] = 0
         event = self.env.event()
         self.done_events[rid] = event
@@ -219,28 +213,20 @@ class ReferenceEngine:
         return int(self.batch["kv_tokens"].sum() + self.batch["prefill_left"].sum()) + self.batch.n * self.gamma
 
     def admit(self) -> None:
-        log, used = self.log, self.kv_used()
+        admitted = admit_fifo(self.queue, self.log, self.env.now, self.max_batch - self.batch.n,
+                              self.kv_used(), self.kv_capacity, self.gamma)
+        if not admitted:
+            return
         rows: dict[str, list] = {name: [] for name in self.batch.cols}
-        while self.queue and self.batch.n + len(rows["rid"]) < self.max_batch:
-            rid = self.queue[0]
-            generated = int(log["generated_tokens"][rid])
-            kv = int(log["prompt_tokens"][rid]) + generated
-            if used + kv + self.gamma > self.kv_capacity:
-                break
-            self.queue.popleft()
-            used += kv + self.gamma
-            if np.isnan(log["admitted_s"][rid]):
-                log["admitted_s"][rid] = self.env.now
-            log["status"][rid] = RUNNING
+        for rid, generated, kv in admitted:
             self.runner.open(rid)
-            values = {"rid": rid, "remaining": int(log["output_tokens"][rid]) - generated,
-                      "generated": generated, "kv_tokens": 0, "domain": int(log["domain"][rid]),
-                      "offset": float(log["acceptance_offset"][rid]), "prefill_left": kv,
+            values = {"rid": rid, "remaining": int(self.log["output_tokens"][rid]) - generated,
+                      "generated": generated, "kv_tokens": 0, "domain": int(self.log["domain"][rid]),
+                      "offset": float(self.log["acceptance_offset"][rid]), "prefill_left": kv,
                       "steps": 0, "accepted": 0, "verified": 0}
             for name, value in values.items():
                 rows[name].append(value)
-        if rows["rid"]:
-            self.batch.append(rows)
+        self.batch.append(rows)
 
     # ---- one step ---------------------------------------------------------------
     def step(self, start_s: float) -> float:
