@@ -65,6 +65,13 @@ class OracleView(StepView):
     accepted_prefix: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
+def step_view(policy: Policy, accepted_prefix: np.ndarray, **fields: Any) -> StepView:
+    """The view an engine hands its policy: an OracleView with the truth for the oracle only."""
+    if policy.oracle:
+        return OracleView(**fields, accepted_prefix=accepted_prefix)
+    return StepView(**fields)
+
+
 @dataclass(frozen=True, eq=False)
 class StepOutcome:
     """What happened: per request, the length verified and the drafts accepted."""

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from policies.base import OracleView, Policy, StepOutcome, StepView
+from policies.base import Policy, StepOutcome, StepView, step_view
 from policies.registry import make_policy
 from simulator.batch import Batch
 from simulator.intake import admit_fifo
@@ -256,13 +256,10 @@ class Replica:
 
     def view(self, c: np.ndarray, ids: np.ndarray, reserved: int, drafted: np.ndarray,
              prefix: np.ndarray) -> StepView:
-        fields = dict(confidences=c, request_ids=ids, steps_per_s=self.steps_per_s,
-                      max_step_tokens=self.max_step_tokens, reserved_tokens=reserved,
-                      max_batch_requests=self.max_batch, block_size=self.gamma,
-                      step_index=self.step_index, now_s=self.env.now, drafted=drafted)
-        if self.policy.oracle:
-            return OracleView(**fields, accepted_prefix=prefix)
-        return StepView(**fields)
+        return step_view(self.policy, prefix, confidences=c, request_ids=ids, steps_per_s=self.steps_per_s,
+                         max_step_tokens=self.max_step_tokens, reserved_tokens=reserved,
+                         max_batch_requests=self.max_batch, block_size=self.gamma,
+                         step_index=self.step_index, now_s=self.env.now, drafted=drafted)
 
     def complete_step(self, plan: tuple) -> None:
         (_, rows, r, lengths, accepted, prefill_take, prefill_tokens,

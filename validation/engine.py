@@ -46,7 +46,7 @@ import pandas as pd
 import simpy
 import simpy.rt
 
-from policies.base import OracleView, Policy, StepOutcome, StepView
+from policies.base import Policy, StepOutcome, StepView, step_view
 from policies.registry import make_policy
 from simulator.batch import Batch
 from simulator.drafters.drafter import Drafter, build_drafter
@@ -286,13 +286,10 @@ class ReferenceEngine:
 
     def view(self, c: np.ndarray, ids: np.ndarray, reserved: int, drafted: np.ndarray,
              prefix: np.ndarray) -> StepView:
-        fields = dict(confidences=c, request_ids=ids, steps_per_s=self.steps_per_s,
-                      max_step_tokens=self.max_step_tokens, reserved_tokens=reserved,
-                      max_batch_requests=self.max_batch, block_size=self.gamma,
-                      step_index=self.step_index, now_s=self.env.now, drafted=drafted)
-        if self.policy.oracle:
-            return OracleView(**fields, accepted_prefix=prefix)
-        return StepView(**fields)
+        return step_view(self.policy, prefix, confidences=c, request_ids=ids, steps_per_s=self.steps_per_s,
+                         max_step_tokens=self.max_step_tokens, reserved_tokens=reserved,
+                         max_batch_requests=self.max_batch, block_size=self.gamma,
+                         step_index=self.step_index, now_s=self.env.now, drafted=drafted)
 
     def commit(self, decode: np.ndarray, lengths: np.ndarray, accepted: np.ndarray,
                take: np.ndarray) -> int:
