@@ -105,6 +105,20 @@ def test_released_slots_are_reused_and_overflow_is_an_error() -> None:
     assert sorted(runner.slot_of) == [11, 12]
 
 
+def test_releases_keep_slots_compact_and_moved_caches_intact() -> None:
+    prompts, new = ids(5, 9, 7, 4, seed=10), ids(2, 3, 1, 2, seed=11)
+    runner = runner_with(4)
+    rids = np.arange(4)
+    prefill(runner, rids, prompts)
+    before, _ = runner.forward(rids, np.array([2, 3, 1, 2]), torch.cat(new))
+    runner.release(np.array([0, 2]))  # request 3's KV moves into slot 0; request 1 keeps slot 1
+    assert runner.slot_of == {3: 0, 1: 1}
+    after, _ = runner.forward(np.array([1, 3]), np.array([3, 2]), torch.cat([new[1], new[3]]))
+    torch.testing.assert_close(after, torch.cat([before[2:5], before[6:8]]), rtol=1e-4, atol=1e-4)
+    runner.open(9)
+    assert runner.slot_of[9] == 2
+
+
 # ---- the engine ---------------------------------------------------------------------
 def engine_mapping(policy: dict, **changes: object) -> dict:
     raw = {

@@ -4,7 +4,13 @@
 
     target   hwprofiles.torch_model.DecoderModel of the scenario's shape, random
              weights, one KV-cache slot per running request (prompt chunks and
-             verified tokens are written by the same flattened forward)
+             verified tokens are written by the same flattened forward). Slots
+             stay compact: the N running requests hold slots 0 .. N−1 (a release
+             moves the last slot's KV into the hole), and a verify runs its
+             requests in slot order, so the forward reads the cache as a view,
+             as the harness's profile does, instead of gathering a copy of
+             every layer's K/V per step (a paged engine reads its blocks in
+             place; copying them would be this engine's own artefact)
     drafter  a DFlash-style parallel drafter: `modelshape.drafter_shape(target,
              "parallel", layers)`, one forward over the R·γ tokens of the
              drafting requests' blocks, attending within each block (no cache)
@@ -65,8 +71,9 @@ class TorchRunner:
         self.drafter = DecoderModel(drafter_shape(shape, "parallel", drafter_layers), seed=seed + 1)
         self.draft_cache = self.drafter.new_cache(max_requests, max(block_size, 1))
         self.generator = torch.Generator().manual_seed(seed)
-        self.free_slots = list(range(max_requests))[::-1]
+        self.max_requests = max_requests
         self.slot_of: dict[int, int] = {}
+        self.rid_at: list[int] = []
 
     @torch.inference_mode()
     def warm_up(self, max_step_tokens: int, max_requests: int, block_size: int) -> None:
@@ -80,16 +87,29 @@ class TorchRunner:
             self.draft(requests, max(block_size, 1))
 
     def open(self, rid: int) -> None:
-        """Give request `rid` an empty KV-cache slot."""
-        if not self.free_slots:
+        """Give request `rid` the first free KV-cache slot (slot N for the N-th running request)."""
+        slot = len(self.rid_at)
+        if slot >= self.max_requests:
             raise SpecplanError("reference engine: more running requests than KV-cache slots")
-        slot = self.free_slots.pop()
         self.slot_of[rid] = slot
+        self.rid_at.append(rid)
         self.cache.lengths[slot] = 0
 
     def release(self, rids: np.ndarray) -> None:
+        """Free the requests' slots, moving the last running request's KV into each hole."""
         for rid in rids.tolist():
-            self.free_slots.append(self.slot_of.pop(rid))
+            hole, last = self.slot_of.pop(rid), len(self.rid_at) - 1
+            moved = self.rid_at.pop()
+            if hole != last:
+                self.move_slot(last, hole)
+                self.rid_at[hole] = moved
+                self.slot_of[moved] = hole
+
+    def move_slot(self, source: int, target: int) -> None:
+        cache, length = self.cache, int(self.cache.lengths[source])
+        cache.k[:, target, :, :length] = cache.k[:, source, :, :length]
+        cache.v[:, target, :, :length] = cache.v[:, source, :, :length]
+        cache.lengths[target] = length
 
     def slots(self, rids: np.ndarray) -> list[int]:
         return [self.slot_of[rid] for rid in rids.tolist()]
@@ -98,10 +118,12 @@ class TorchRunner:
         return torch.randint(0, self.shape.vocab, (tokens,), generator=self.generator)
 
     def verify(self, rids: np.ndarray, tokens: np.ndarray) -> float:
-        """One flattened forward of random tokens: `tokens[i]` new ones for `rids[i]`; returns its ms."""
+        """One flattened forward of random tokens: `tokens[i]` new ones for `rids[i]`, run in
+        slot order; returns its ms."""
         if rids.size == 0:
             return 0.0
-        return self.forward(rids, tokens, self.random_ids(int(tokens.sum())))[1]
+        order = np.argsort(self.slots(rids), kind="stable")
+        return self.forward(rids[order], tokens[order], self.random_ids(int(tokens.sum())))[1]
 
     @torch.inference_mode()
     def forward(self, rids: np.ndarray, tokens: np.ndarray, token_ids: torch.Tensor) -> tuple[torch.Tensor, float]:
