@@ -14,7 +14,8 @@ A verify batch is the tokens of R requests concatenated (T = Σ n_r). Linear
 layers run on the flat (T, hidden) batch, so GEMM shapes are the engine's.
 Attention is one torch scaled_dot_product_attention call over the padded
 (R, n_max) layout with a block mask: each request's new token i attends to
-its own cached context and to its own new tokens 0..i. `verify` writes the
+its own cached context and to its own new tokens 0..i. Labelled phases
+(decode blocks vs prompt chunks) run as one such call each. `verify` writes the
 new tokens' K/V into the cache at positions length_r .. length_r + n_r − 1
 but does not advance the lengths; `commit` does, after acceptance, so
 rejected drafts are overwritten by the next step. All index tensors are
@@ -88,36 +89,76 @@ class KVCache:
 
 
 @dataclass(frozen=True)
+class AttentionGroup:
+    """Requests whose attention runs as one padded scaled_dot_product_attention call.
+
+    `tokens`: the group's positions in the flat batch (None: all of them);
+    `request[t]`/`slot[t]`: each of its tokens' request within the group and
+    index among that request's new tokens; `mask`: (R_g, 1, n_max, key_tokens)
+    block-causal; `cache_slots`: the group's cache rows, read as a view when
+    they are consecutive (`first_slot`), else gathered.
+    """
+
+    tokens: torch.Tensor | None
+    request: torch.Tensor
+    slot: torch.Tensor
+    mask: torch.Tensor
+    key_tokens: int
+    cache_slots: torch.Tensor
+    first_slot: int | None
+
+    @property
+    def requests(self) -> int:
+        return int(self.mask.shape[0])
+
+    def cached(self, layer_cache: torch.Tensor) -> torch.Tensor:
+        """This group's slots of one layer's K or V, up to its longest key."""
+        if self.first_slot is not None:
+            return layer_cache[self.first_slot: self.first_slot + self.requests, :, : self.key_tokens]
+        return layer_cache[self.cache_slots, :, : self.key_tokens]
+
+    @classmethod
+    def build(cls, counts: torch.Tensor, lengths: torch.Tensor, slots: torch.Tensor,
+              tokens: torch.Tensor | None) -> AttentionGroup:
+        device = counts.device
+        key_tokens = int((lengths + counts).max())
+        request = torch.repeat_interleave(torch.arange(len(counts), device=device), counts)
+        starts = torch.cumsum(counts, 0) - counts
+        slot = torch.arange(int(counts.sum()), device=device) - starts[request]
+        query = torch.arange(int(counts.max()), device=device)
+        keys = torch.arange(key_tokens, device=device)
+        visible = keys[None, None, :] <= (lengths[:, None, None] + query[None, :, None])
+        mask = (visible | (keys[None, None, :] == 0)).unsqueeze(1)
+        first = int(slots[0])
+        consecutive = bool(torch.equal(slots, torch.arange(first, first + len(slots), device=device)))
+        return cls(tokens, request, slot, mask, key_tokens, slots, first if consecutive else None)
+
+
+@dataclass(frozen=True)
 class VerifyLayout:
     """Where each token of a flattened verify batch sits: built once, reused by every layer.
 
-    `request[t]`/`slot[t]`: its request's cache slot and index among that
-    request's new tokens; `positions[t]`: its absolute position;
-    `mask`: (R, 1, n_max, key_tokens) block-causal attention mask.
+    `rows[t]`: its request's cache slot; `positions[t]`: its absolute
+    position; `groups`: the attention calls (one, unless `phases` split the
+    requests: see `build`).
     """
 
     tokens_per_request: tuple[int, ...]
-    cache_slots: torch.Tensor
-    request: torch.Tensor
-    slot: torch.Tensor
+    rows: torch.Tensor
     positions: torch.Tensor
-    mask: torch.Tensor
-    key_tokens: int
-    slots_are_prefix: bool
+    groups: tuple[AttentionGroup, ...]
 
     @property
     def total_tokens(self) -> int:
         return sum(self.tokens_per_request)
 
-    def cached(self, layer_cache: torch.Tensor) -> torch.Tensor:
-        """This batch's slots of one layer's K or V, up to the longest key: a view when slots are 0..R-1."""
-        if self.slots_are_prefix:
-            return layer_cache[: len(self.tokens_per_request), :, : self.key_tokens]
-        return layer_cache[self.cache_slots, :, : self.key_tokens]
-
     @classmethod
     def build(cls, tokens_per_request: Sequence[int], cache: KVCache,
-              cache_slots: Sequence[int] | None = None) -> VerifyLayout:
+              cache_slots: Sequence[int] | None = None, phases: Sequence[int] | None = None) -> VerifyLayout:
+        """The layout of R requests' new tokens. `phases` (one label per request, e.g. 0 for
+        decoding and 1 for prompt-chunk requests) runs each label's requests as its own padded
+        attention call, as engines run decode and prefill attention as separate kernels: a
+        short verify block is then not padded to a long prompt chunk."""
         counts = [int(n) for n in tokens_per_request]
         if not counts or min(counts) < 1:
             raise SpecplanError("verify: every request needs at least one new token")
@@ -125,19 +166,20 @@ class VerifyLayout:
         slots = torch.arange(len(counts), device=device) if cache_slots is None else torch.as_tensor(list(cache_slots), device=device)
         lengths = cache.lengths[slots]
         n = torch.as_tensor(counts, device=device)
-        key_tokens = int((lengths + n).max())
-        if key_tokens > cache.capacity_tokens:
-            raise SpecplanError(f"verify: {key_tokens} tokens exceed the KV cache capacity ({cache.capacity_tokens})")
+        if int((lengths + n).max()) > cache.capacity_tokens:
+            raise SpecplanError(f"verify: {int((lengths + n).max())} tokens exceed the KV cache capacity ({cache.capacity_tokens})")
         request = torch.repeat_interleave(torch.arange(len(counts), device=device), n)
         starts = torch.cumsum(n, 0) - n
-        slot = torch.arange(int(n.sum()), device=device) - starts[request]
-        n_max = max(counts)
-        query = torch.arange(n_max, device=device)
-        keys = torch.arange(key_tokens, device=device)
-        visible = keys[None, None, :] <= (lengths[:, None, None] + query[None, :, None])
-        mask = (visible | (keys[None, None, :] == 0)).unsqueeze(1)
-        prefix = cache_slots is None or list(cache_slots) == list(range(len(counts)))
-        return cls(tuple(counts), slots, request, slot, lengths[request] + slot, mask, key_tokens, prefix)
+        positions = lengths[request] + torch.arange(int(n.sum()), device=device) - starts[request]
+        labels = torch.zeros(len(counts), dtype=torch.long, device=device) if phases is None else torch.as_tensor(list(phases), device=device)
+        if len(labels) != len(counts):
+            raise SpecplanError(f"verify: {len(labels)} phase labels for {len(counts)} requests")
+        groups = []
+        for label in torch.unique(labels).tolist():
+            members = labels == label
+            tokens = None if bool(members.all()) else torch.nonzero(members[request]).flatten()
+            groups.append(AttentionGroup.build(n[members], lengths[members], slots[members], tokens))
+        return cls(tuple(counts), slots[request], positions, tuple(groups))
 
 
 class Attention(nn.Module):
@@ -154,16 +196,21 @@ class Attention(nn.Module):
         q, k, v = q.view(t, self.heads, hd), k.view(t, self.kv_heads, hd), v.view(t, self.kv_heads, hd)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-        rows = layout.cache_slots[layout.request]
-        k_cache[rows, :, layout.positions] = k
-        v_cache[rows, :, layout.positions] = v
-        n_max = layout.mask.shape[2]
-        q_pad = q.new_zeros(len(layout.tokens_per_request), n_max, self.heads, hd)
-        q_pad[layout.request, layout.slot] = q
-        keys, values = layout.cached(k_cache), layout.cached(v_cache)
-        attended = F.scaled_dot_product_attention(q_pad.transpose(1, 2), keys, values, attn_mask=layout.mask,
-                                                  enable_gqa=self.heads != self.kv_heads)
-        return F.linear(attended.transpose(1, 2)[layout.request, layout.slot].reshape(t, -1), self.out)
+        k_cache[layout.rows, :, layout.positions] = k
+        v_cache[layout.rows, :, layout.positions] = v
+        attended = q if len(layout.groups) == 1 else torch.empty_like(q)
+        for group in layout.groups:
+            q_group = q if group.tokens is None else q[group.tokens]
+            q_pad = q.new_zeros(group.requests, group.mask.shape[2], self.heads, hd)
+            q_pad[group.request, group.slot] = q_group
+            out = F.scaled_dot_product_attention(q_pad.transpose(1, 2), group.cached(k_cache), group.cached(v_cache),
+                                                 attn_mask=group.mask, enable_gqa=self.heads != self.kv_heads)
+            out = out.transpose(1, 2)[group.request, group.slot]
+            if group.tokens is None:
+                attended = out
+            else:
+                attended[group.tokens] = out
+        return F.linear(attended.reshape(t, -1), self.out)
 
 
 def rope_tables(positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -275,11 +322,11 @@ class DecoderModel(nn.Module):
 
     @torch.inference_mode()
     def verify(self, token_ids: torch.Tensor, tokens_per_request: Sequence[int], cache: KVCache,
-               cache_slots: Sequence[int] | None = None) -> torch.Tensor:
+               cache_slots: Sequence[int] | None = None, phases: Sequence[int] | None = None) -> torch.Tensor:
         """Logits (T, vocab) for the flattened new tokens of R requests (cache slots 0..R-1 by default)."""
         if int(token_ids.numel()) != sum(tokens_per_request):
             raise SpecplanError(f"verify: {token_ids.numel()} token ids for {sum(tokens_per_request)} new tokens")
-        return self.forward(token_ids, VerifyLayout.build(tokens_per_request, cache, cache_slots), cache)
+        return self.forward(token_ids, VerifyLayout.build(tokens_per_request, cache, cache_slots, phases), cache)
 
     def forward(self, token_ids: torch.Tensor, layout: VerifyLayout, cache: KVCache,
                 run_layers: bool = True) -> torch.Tensor:

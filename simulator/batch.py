@@ -42,3 +42,23 @@ class Batch:
     def keep(self, mask: np.ndarray) -> None:
         for name, col in self.cols.items():
             self.cols[name] = col[mask]
+
+
+
+def attention_context(kv_tokens: np.ndarray, decode: np.ndarray | None, prefill_take: np.ndarray | None,
+                      padded: bool) -> int:
+    """A step's KV context as a profile's context axis counts it (`engine.attention`).
+
+    The rows the step runs are the decoding ones (`decode`; None: every row)
+    and those taking a prompt chunk (`prefill_take > 0`; a prefilling row with
+    no chunk this step is not in the forward). `varlen`: the Σ of their KV.
+    `padded`: per phase (decode, prompt chunks), rows × the phase's longest
+    KV, as an engine that pads attention within separate decode and prefill
+    kernels.
+    """
+    phases = [kv_tokens if decode is None else kv_tokens[decode]]
+    if prefill_take is not None:
+        phases.append(kv_tokens[prefill_take > 0])
+    if not padded:
+        return int(sum(int(kv.sum()) for kv in phases))
+    return int(sum(kv.size * int(kv.max()) for kv in phases if kv.size))

@@ -32,7 +32,7 @@ import simpy
 
 from policies.base import Policy, StepOutcome, StepView, step_view
 from policies.registry import make_policy
-from simulator.batch import Batch
+from simulator.batch import Batch, attention_context
 from simulator.intake import admit_fifo
 from simulator.records import DONE, PREFILL, QUEUED, RequestLog, StepLog
 from simulator.scenario import ChunkedPrefill, Scenario
@@ -184,7 +184,8 @@ class Replica:
         lengths, accepted, drafting = self.speculate(rows, r, prefill_tokens)
         verify_tokens = r + int(lengths.sum()) + prefill_tokens
         if self.uses_context:
-            verify_ms = float(self.profile.step_ms(verify_tokens, self.context_tokens()))
+            context = attention_context(b["kv_tokens"], decode, prefill_take, self.padded_attention)
+            verify_ms = float(self.profile.step_ms(verify_tokens, context))
         else:
             verify_ms = float(self.steps_per_s_ms(verify_tokens))
         draft_ms = self.drafter.draft_ms(drafting) if drafting else 0.0
@@ -192,13 +193,6 @@ class Replica:
         duration_s = (draft_ms + verify_ms + overhead_ms) / 1000.0
         return (duration_s, rows, r, lengths, accepted, prefill_take, prefill_tokens,
                 drafting, verify_tokens, draft_ms, verify_ms, overhead_ms)
-
-    def context_tokens(self) -> int:
-        """The batch's KV context as the profile's context axis counts it (see engine.attention)."""
-        kv = self.batch["kv_tokens"]
-        if self.padded_attention:
-            return int(kv.size * kv.max()) if kv.size else 0
-        return int(kv.sum())
 
     def steps_per_s_ms(self, tokens: int) -> float:
         if tokens <= self.max_step_tokens:

@@ -90,7 +90,8 @@ class Engine:
     host_overhead_ms: float = num(0.0, ge=0)
     host_overhead_per_request_ms: float = num(0.0, ge=0)
     # KV context a step's profile lookup uses: Σ per-request KV (varlen attention kernels), or
-    # requests × the longest request's KV (attention padded to the longest sequence)
+    # per phase (decode, prompt chunks) requests × the phase's longest KV (attention padded to the
+    # longest sequence within separate decode and prefill kernels); simulator.batch.attention_context
     attention: Literal["varlen", "padded"] = "varlen"
 
 

@@ -107,3 +107,15 @@ def test_no_speculation_emits_one_token_per_step():
     assert (result.steps["emitted_tokens"] == 1).all()
     assert (result.steps["draft_ms"] == 0).all()
     assert result.summary["mean_accepted_per_step"] == 1.0
+
+
+def test_attention_context_counts_the_rows_the_forward_runs():
+    from simulator.batch import attention_context
+
+    kv = np.array([100, 40, 10, 0])             # two decoding rows, one taking a chunk, one waiting
+    decode = np.array([True, True, False, False])
+    take = np.array([0, 0, 16, 0])
+    assert attention_context(kv, decode, take, padded=False) == 150
+    assert attention_context(kv, decode, take, padded=True) == 2 * 100 + 1 * 10
+    assert attention_context(kv[:2], None, None, padded=True) == 200
+    assert attention_context(kv[:0], None, None, padded=True) == 0

@@ -68,6 +68,17 @@ def test_flattened_verify_respects_cache_slots_out_of_order() -> None:
     torch.testing.assert_close(forward, torch.cat([backward[3:], backward[:3]]), rtol=1e-4, atol=1e-4)
 
 
+def test_prompt_chunks_in_their_own_attention_call_change_no_logit() -> None:
+    prompts, new = ids(5, 9, 4, seed=12), ids(2, 11, 3, seed=13)
+    rids, counts, flat = np.arange(3), np.array([2, 11, 3]), torch.cat(new)
+    one, split = runner_with(3), runner_with(3)
+    prefill(one, rids, prompts)
+    prefill(split, rids, prompts)
+    together, _ = one.forward(rids, counts, flat)
+    phased, _ = split.forward(rids, counts, flat, phases=np.array([0, 1, 0]))
+    torch.testing.assert_close(phased, together, rtol=1e-4, atol=1e-4)
+
+
 def test_chunked_prefill_equals_one_prefill() -> None:
     (prompt,), (nxt,) = ids(20, seed=5), ids(2, seed=6)
     whole, chunked = runner_with(1), runner_with(1)

@@ -48,7 +48,7 @@ import simpy.rt
 
 from policies.base import Policy, StepOutcome, StepView, step_view
 from policies.registry import make_policy
-from simulator.batch import Batch
+from simulator.batch import Batch, attention_context
 from simulator.drafters.drafter import Drafter, build_drafter
 from simulator.errors import SpecplanError
 from simulator.intake import admit_fifo, domain_mix, register, request_domains
@@ -235,14 +235,14 @@ class ReferenceEngine:
         decode = b["prefill_left"] == 0
         r = int(decode.sum())
         take = self.prefill_chunks(b["prefill_left"], r)
-        self.step_context.append(self.context_tokens())
+        self.step_context.append(attention_context(b["kv_tokens"], decode, take, self.padded_attention))
         lengths, accepted, drafting, draft_ms = self.speculate(decode, r, int(take.sum()))
         counts = take.copy()
         counts[decode] = 1 + lengths
         kept = take.copy()
         kept[decode] = 1 + accepted
         active = counts > 0
-        verify_ms = self.runner.verify(b["rid"][active], counts[active])
+        verify_ms = self.runner.verify(b["rid"][active], counts[active], take[active] > 0)
         self.runner.keep(b["rid"][active], kept[active])
         emitted = self.commit(decode, lengths, accepted, take)
         end_s = self.clock.now_s()
@@ -251,12 +251,6 @@ class ReferenceEngine:
                         int(accepted.sum()), draft_ms, verify_ms, host_ms))
         self.step_index += 1
         return end_s
-
-    def context_tokens(self) -> int:
-        """The step's KV context as the simulator prices it (`engine.attention`): the torch model
-        pads attention to the longest request, so `padded` is what this engine does."""
-        kv = self.batch["kv_tokens"]
-        return int(kv.size * kv.max()) if self.padded_attention else int(kv.sum())
 
     def prefill_chunks(self, left: np.ndarray, decode_requests: int) -> np.ndarray:
         """Prompt tokens of each prefilling row taken this step: FIFO within the chunk budget."""

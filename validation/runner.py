@@ -43,7 +43,7 @@ class ModelRunner(Protocol):
     def warm_up(self, max_step_tokens: int, max_requests: int, block_size: int) -> None: ...
     def open(self, rid: int) -> None: ...
     def release(self, rids: np.ndarray) -> None: ...
-    def verify(self, rids: np.ndarray, tokens: np.ndarray) -> float: ...
+    def verify(self, rids: np.ndarray, tokens: np.ndarray, prefill: np.ndarray | None = None) -> float: ...
     def keep(self, rids: np.ndarray, kept_tokens: np.ndarray) -> None: ...
     def draft(self, requests: int, block_size: int) -> float: ...
 
@@ -117,18 +117,21 @@ class TorchRunner:
     def random_ids(self, tokens: int) -> torch.Tensor:
         return torch.randint(0, self.shape.vocab, (tokens,), generator=self.generator)
 
-    def verify(self, rids: np.ndarray, tokens: np.ndarray) -> float:
+    def verify(self, rids: np.ndarray, tokens: np.ndarray, prefill: np.ndarray | None = None) -> float:
         """One flattened forward of random tokens: `tokens[i]` new ones for `rids[i]`, run in
-        slot order; returns its ms."""
+        slot order, prompt-chunk requests (`prefill[i]`) in their own attention call; returns its ms."""
         if rids.size == 0:
             return 0.0
         order = np.argsort(self.slots(rids), kind="stable")
-        return self.forward(rids[order], tokens[order], self.random_ids(int(tokens.sum())))[1]
+        phases = None if prefill is None else np.asarray(prefill, dtype=np.int64)[order]
+        return self.forward(rids[order], tokens[order], self.random_ids(int(tokens.sum())), phases)[1]
 
     @torch.inference_mode()
-    def forward(self, rids: np.ndarray, tokens: np.ndarray, token_ids: torch.Tensor) -> tuple[torch.Tensor, float]:
+    def forward(self, rids: np.ndarray, tokens: np.ndarray, token_ids: torch.Tensor,
+                phases: np.ndarray | None = None) -> tuple[torch.Tensor, float]:
         """Logits (T, vocab) of the flattened new tokens, and the forward's ms (layout built untimed)."""
-        layout = VerifyLayout.build(tokens.tolist(), self.cache, self.slots(rids))
+        layout = VerifyLayout.build(tokens.tolist(), self.cache, self.slots(rids),
+                                    None if phases is None else phases.tolist())
         start = time.perf_counter()
         logits = self.target(token_ids, layout, self.cache)
         return logits, (time.perf_counter() - start) * 1000.0
