@@ -22,7 +22,9 @@ One engine step:
     draft    p, c for the decoding requests; a real drafter forward over their blocks
     decide   ℓ (R,) from the policy, which sees confidences, never p
     verify   one forward: 1 + ℓ tokens per decoding request and a prompt chunk
-             per prefilling request (chunks FIFO within the step's token budget)
+             per prefilling request (chunks FIFO within the step's token budget);
+             linear layers run on the flat batch, attention as one padded call
+             for the verify blocks and one for the prompt chunks
     commit   accepted = min(accepted prefix, ℓ); each KV cache keeps its
              accepted tokens; emit min(accepted + 1, remaining); a prompt that
              completes emits its first token

@@ -22,14 +22,17 @@ from reports.document import Block, Bullets, Callout, Heading, Image, Paragraph,
 GOAL_MEDIAN, GOAL_MAX = 0.05, 0.10
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 LEFT_OUT = (
-    "The forward's cost is priced from (tokens, KV context) only; the engine's padded attention also "
-    "pays for the longest query of the step, so a step that carries a prompt chunk costs more than "
-    "its token count says (prefill interference; measured up to +7% at 8-token chunks, +24% at 32).",
+    "The forward is priced from (tokens, KV context) as the harness measured it: 3 new tokens per "
+    "request, every request the same context. The engine pads each phase's attention (verify "
+    "blocks; prompt chunks) to that phase's longest query and KV, which the price counts per phase "
+    "for the KV (engine.attention: padded) but not for the query: a step whose blocks are 1 or 5 "
+    "tokens long costs a few percent more or less than priced.",
     "Forwards inside the serving loop run slower than the harness's back-to-back timing (caches the "
-    "host work and the other model evict): measured +0–15% per forward (step_time_checks: "
-    "verify_ratio, draft_ratio), not priced, so predictions lean optimistic.",
+    "host work and the other model evict): measured −7% to +7% per point over two runs (step_time_checks: "
+    "verify_ratio, draft_ratio), not priced.",
     "Host time per step is a per-policy a + b·requests from one calibration run; its step-to-step "
-    "variation is not modelled.",
+    "variation, and the KV copy the engine makes when a request finishes (it keeps its cache slots "
+    "compact; a paged engine would not copy), are in that mean only.",
     "The machine's speed during a run is the mean of the profiles just before and after it; faster "
     "fluctuations of a shared machine (other tenants) are not modelled.",
 )
