@@ -73,6 +73,19 @@ def test_report_section_is_empty_without_a_result_and_complete_with_one(tmp_path
     html = fidelity_section(tmp_path)
     assert "Sim-to-real fidelity" in html and "static-3" in html and "+5.0%" in html
     assert "data:image/png;base64," in html and "not met" not in html
+    assert "Where the step time goes" not in html  # no step checks in this result
+
+
+def test_report_section_shows_each_points_step_time_check(tmp_path) -> None:
+    rows = [row("mtp-1", 3, 200.0, 210.0)]
+    check = {"policy": "mtp-1", "load": 3, "steps": 412, "verify_ratio_decode_only": 1.0234,
+             "verify_ratio_with_prefill": 0.9612, "draft_ratio": 1.1, "step_ratio": 1.01,
+             "mean_measured_ms": {"step": 23.45}, "drift_ratio": float("nan")}
+    doc = {"points": rows, **error_summary(rows), "step_time_checks": [check, {"steps": 0}]}
+    (tmp_path / "fidelity.json").write_text(json.dumps(doc))
+    html = fidelity_section(tmp_path)
+    assert "Where the step time goes" in html
+    assert all(text in html for text in ("412", "1.023", "0.961", "1.100", "23.4", "n/a"))
 
 
 def test_fidelity_command_writes_its_json_on_a_tiny_configuration(tmp_path, cli) -> None:

@@ -60,6 +60,22 @@ def points_table(points: list[dict[str, Any]]) -> Table:
     return Table(header, rows)
 
 
+def ratio_text(value: Any) -> str:
+    return "n/a" if value is None or not math.isfinite(float(value)) else f"{float(value):.3f}"
+
+
+def step_time_table(checks: list[dict[str, Any]]) -> Table:
+    """Per point: the engine's measured step parts over the simulator's prices of them."""
+    header = ("policy", "load", "steps", "verify (decode only)", "verify (with a prompt chunk)", "draft",
+              "step", "mean step ms measured", "machine drift")
+    rows = tuple((str(c["policy"]), f"{c['load']:g}" if c.get("load") is not None else "-", str(c["steps"]),
+                  ratio_text(c.get("verify_ratio_decode_only")), ratio_text(c.get("verify_ratio_with_prefill")),
+                  ratio_text(c.get("draft_ratio")), ratio_text(c.get("step_ratio")),
+                  f"{c['mean_measured_ms']['step']:.1f}", ratio_text(c.get("drift_ratio")))
+                 for c in checks if c.get("steps"))
+    return Table(header, rows)
+
+
 def summary_items(doc: dict[str, Any]) -> tuple[str, ...]:
     med, worst = doc["median_abs_error"], doc["max_abs_error"]
     met = med <= GOAL_MEDIAN and worst <= GOAL_MAX
@@ -90,6 +106,14 @@ def fidelity_blocks(results_dir: Path = RESULTS_DIR) -> list[Block]:
     if png.is_file():
         blocks.append(Image("Predicted vs measured", "One marker per policy and load; the line is y = x, "
                             "the band ±10%.", png, png.with_suffix(".svg")))
+    checks = doc.get("step_time_checks") or []
+    if any(c.get("steps") for c in checks):
+        blocks += [Heading("Where the step time goes", level=3),
+                   Paragraph("Measured ÷ priced over each run's steps (validation.diagnose): the target's "
+                             "verify forward split by whether a prompt chunk shared it, the drafter's forward, "
+                             "and the whole step with host time; machine drift is the profile after the run ÷ "
+                             "the one before. A ratio far from 1 names the term the model gets wrong."),
+                   step_time_table(checks)]
     blocks.append(Callout("What the simulator's model of the engine leaves out", LEFT_OUT))
     return blocks
 
