@@ -166,8 +166,9 @@ class VerifyLayout:
         slots = torch.arange(len(counts), device=device) if cache_slots is None else torch.as_tensor(list(cache_slots), device=device)
         lengths = cache.lengths[slots]
         n = torch.as_tensor(counts, device=device)
-        if int((lengths + n).max()) > cache.capacity_tokens:
-            raise SpecplanError(f"verify: {int((lengths + n).max())} tokens exceed the KV cache capacity ({cache.capacity_tokens})")
+        longest = int((lengths + n).max())
+        if longest > cache.capacity_tokens:
+            raise SpecplanError(f"verify: {longest} tokens exceed the KV cache capacity ({cache.capacity_tokens})")
         request = torch.repeat_interleave(torch.arange(len(counts), device=device), n)
         starts = torch.cumsum(n, 0) - n
         positions = lengths[request] + torch.arange(int(n.sum()), device=device) - starts[request]
@@ -198,19 +199,21 @@ class Attention(nn.Module):
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         k_cache[layout.rows, :, layout.positions] = k
         v_cache[layout.rows, :, layout.positions] = v
-        attended = q if len(layout.groups) == 1 else torch.empty_like(q)
-        for group in layout.groups:
-            q_group = q if group.tokens is None else q[group.tokens]
-            q_pad = q.new_zeros(group.requests, group.mask.shape[2], self.heads, hd)
-            q_pad[group.request, group.slot] = q_group
-            out = F.scaled_dot_product_attention(q_pad.transpose(1, 2), group.cached(k_cache), group.cached(v_cache),
-                                                 attn_mask=group.mask, enable_gqa=self.heads != self.kv_heads)
-            out = out.transpose(1, 2)[group.request, group.slot]
-            if group.tokens is None:
-                attended = out
-            else:
-                attended[group.tokens] = out
+        if len(layout.groups) == 1:
+            attended = self.attend(q, layout.groups[0], k_cache, v_cache)
+        else:
+            attended = torch.empty_like(q)
+            for group in layout.groups:
+                attended[group.tokens] = self.attend(q[group.tokens], group, k_cache, v_cache)
         return F.linear(attended.reshape(t, -1), self.out)
+
+    def attend(self, q: torch.Tensor, group: AttentionGroup, k_cache: torch.Tensor, v_cache: torch.Tensor) -> torch.Tensor:
+        """One padded attention call: the group's queries (T_g, heads, head_dim) against their KV."""
+        q_pad = q.new_zeros(group.requests, group.mask.shape[2], self.heads, self.head_dim)
+        q_pad[group.request, group.slot] = q
+        out = F.scaled_dot_product_attention(q_pad.transpose(1, 2), group.cached(k_cache), group.cached(v_cache),
+                                             attn_mask=group.mask, enable_gqa=self.heads != self.kv_heads)
+        return out.transpose(1, 2)[group.request, group.slot]
 
 
 def rope_tables(positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:

@@ -44,7 +44,6 @@ class Batch:
             self.cols[name] = col[mask]
 
 
-
 def attention_context(kv_tokens: np.ndarray, decode: np.ndarray | None, prefill_take: np.ndarray | None,
                       padded: bool) -> int:
     """A step's KV context as a profile's context axis counts it (`engine.attention`).
