@@ -118,13 +118,11 @@ class AttentionGroup:
         return layer_cache[self.cache_slots, :, : self.key_tokens]
 
     @classmethod
-    def build(cls, counts: torch.Tensor, lengths: torch.Tensor, slots: torch.Tensor,
-              tokens: torch.Tensor | None) -> AttentionGroup:
+    def build(cls, counts: torch.Tensor, lengths: torch.Tensor, slots: torch.Tensor, request: torch.Tensor,
+              slot: torch.Tensor, tokens: torch.Tensor | None) -> AttentionGroup:
+        """The group's mask and cache view; `request`/`slot` index its tokens within the group."""
         device = counts.device
         key_tokens = int((lengths + counts).max())
-        request = torch.repeat_interleave(torch.arange(len(counts), device=device), counts)
-        starts = torch.cumsum(counts, 0) - counts
-        slot = torch.arange(int(counts.sum()), device=device) - starts[request]
         query = torch.arange(int(counts.max()), device=device)
         keys = torch.arange(key_tokens, device=device)
         visible = keys[None, None, :] <= (lengths[:, None, None] + query[None, :, None])
@@ -171,15 +169,21 @@ class VerifyLayout:
             raise SpecplanError(f"verify: {longest} tokens exceed the KV cache capacity ({cache.capacity_tokens})")
         request = torch.repeat_interleave(torch.arange(len(counts), device=device), n)
         starts = torch.cumsum(n, 0) - n
-        positions = lengths[request] + torch.arange(int(n.sum()), device=device) - starts[request]
+        slot = torch.arange(int(n.sum()), device=device) - starts[request]
+        positions = lengths[request] + slot
         labels = torch.zeros(len(counts), dtype=torch.long, device=device) if phases is None else torch.as_tensor(list(phases), device=device)
         if len(labels) != len(counts):
             raise SpecplanError(f"verify: {len(labels)} phase labels for {len(counts)} requests")
         groups = []
         for label in torch.unique(labels).tolist():
             members = labels == label
-            tokens = None if bool(members.all()) else torch.nonzero(members[request]).flatten()
-            groups.append(AttentionGroup.build(n[members], lengths[members], slots[members], tokens))
+            if bool(members.all()):
+                groups.append(AttentionGroup.build(n, lengths, slots, request, slot, None))
+                continue
+            tokens = torch.nonzero(members[request]).flatten()
+            within = torch.cumsum(members, 0) - 1  # each member's index within its group
+            groups.append(AttentionGroup.build(n[members], lengths[members], slots[members],
+                                               within[request[tokens]], slot[tokens], tokens))
         return cls(tuple(counts), slots[request], positions, tuple(groups))
 
 
