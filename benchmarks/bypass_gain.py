@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import argparse
 
+from simulator.engine.simulation import simulate
 from simulator.scenario import scenario_from_mapping
-from simulator.simulation import simulate
 
 LATENCIES = {
     "fixed 1.5 ms": {"kind": "fixed", "ms": 1.5},

@@ -19,9 +19,9 @@ import time
 
 import numpy as np
 
+from simulator.core.streams import seed_sequence, stream
 from simulator.drafters.drafter import Drafter, build_drafter
 from simulator.drafters.spec import AcceptanceSpec, ConfidenceSpec, DrafterSpec, FixedLatency
-from simulator.streams import seed_sequence, stream
 
 
 def standard_drafter(block_size: int) -> Drafter:

@@ -15,8 +15,8 @@ import statistics
 import time
 from pathlib import Path
 
+from simulator.engine.simulation import simulate
 from simulator.scenario import scenario_from_mapping
-from simulator.simulation import simulate
 
 STANDARD = {
     "name": "bench-sim-speed",

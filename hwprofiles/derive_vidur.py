@@ -29,7 +29,7 @@ import numpy as np
 
 from hwprofiles.modelshape import ModelShape
 from hwprofiles.profile import StepProfile
-from simulator.errors import SpecplanError
+from simulator.core.errors import SpecplanError
 
 LAYER_OPS = (
     "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from hwprofiles.profile import EXTRAPOLATIONS, StepProfile
-from simulator.errors import SpecplanError
+from simulator.core.errors import SpecplanError
 
 FORMAT = "specplan-profile/1"
 REQUIRED_PROVENANCE = ("device", "model", "source", "statistic")

@@ -35,7 +35,7 @@ from hwprofiles.grid import staircase
 from hwprofiles.modelshape import ModelShape, drafter_shape
 from hwprofiles.profile import StepProfile
 from hwprofiles.torch_model import DecoderModel, KVCache, MarkovHead, VerifyLayout
-from simulator.errors import SpecplanError
+from simulator.core.errors import SpecplanError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 STATS = ("p10_ms", "p90_ms", "min_ms", "max_ms")

@@ -11,8 +11,9 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from hwprofiles.fileformat import load_builtin, read_profile_csv
 from hwprofiles.profile import StepProfile, linear_profile, table_profile
-from simulator.errors import SpecplanError
+from simulator.core.errors import SpecplanError
 
 INLINE_KINDS = ("linear", "table")
 
@@ -26,8 +27,6 @@ def load_profile(spec: str | dict[str, Any]) -> StepProfile:
 
 @lru_cache(maxsize=64)
 def _load_file_cached(spec: str) -> StepProfile:
-    from hwprofiles.fileformat import load_builtin, read_profile_csv
-
     if spec.startswith("builtin:"):
         return load_builtin(spec.removeprefix("builtin:"))
     return read_profile_csv(spec)

@@ -53,6 +53,7 @@ def plot_profiles(
 def save_profile_plot(profiles: Sequence[StepProfile], out: str | Path, max_tokens: int | None = None,
                       context_tokens: float | None = None) -> Path:
     """Render `plot_profiles` side by side into a PNG file."""
+    # matplotlib loads only when a plot is drawn
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(12, 4.5))

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hwprofiles.modelshape import ModelShape
-from simulator.errors import SpecplanError
+from simulator.core.errors import SpecplanError
 
 
 def _weight(rows: int, cols: int, generator: torch.Generator, device: torch.device, dtype: torch.dtype,

@@ -29,14 +29,17 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from policies.base import OracleView, Policy, StepOutcome, StepView
-from simulator.errors import SpecplanError
-from simulator.streams import stream
+from policies.registry import policy_class
+from simulator.core.errors import ScenarioError, SpecplanError
+from simulator.core.schema import Context, build
+from simulator.core.streams import stream
 
 
 @dataclass(frozen=True, eq=False)
@@ -255,12 +258,6 @@ def summarise(cls: type[Policy], case: AuditCase, counts: np.ndarray, alpha: flo
 def audit_policy(name: str, params: dict | None = None, case: str = "appendix-a", trials: int = 20000,
                  seed: int = 0, alpha: float = 1e-3) -> AuditResult:
     """Audit a registered policy by name (the Python face of `specplan audit`)."""
-    from pathlib import Path
-
-    from policies.registry import policy_class
-    from simulator.errors import ScenarioError
-    from simulator.schema import Context, build
-
     if case not in CASES:
         raise SpecplanError(f"unknown audit case '{case}' (valid: {', '.join(CASES)})")
     the_case = CASES[case]()

@@ -8,7 +8,7 @@ from typing import ClassVar
 import numpy as np
 
 from policies.base import Policy, StepView, fit_capacity
-from simulator.schema import num
+from simulator.core.schema import num
 
 
 class NoSpeculation(Policy):

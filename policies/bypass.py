@@ -35,7 +35,7 @@ import numpy as np
 
 from policies.base import StepOutcome
 from policies.history import AcceptanceHistory
-from simulator.schema import num
+from simulator.core.schema import num
 
 
 @dataclass(frozen=True)

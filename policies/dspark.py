@@ -52,7 +52,7 @@ from policies.admission import (
 )
 from policies.base import Policy, StepOutcome, StepView
 from policies.bypass import BypassParams, DraftingBypass
-from simulator.schema import num
+from simulator.core.schema import num
 
 
 @dataclass(frozen=True)

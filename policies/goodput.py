@@ -18,7 +18,7 @@ import numpy as np
 
 from policies.base import Policy, StepOutcome, StepView
 from policies.history import AcceptanceHistory
-from simulator.schema import num
+from simulator.core.schema import num
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from policies.base import Policy
@@ -11,8 +12,8 @@ from policies.goodput import Goodput
 from policies.oracle import Oracle
 from policies.schedule import LengthSchedule
 from policies.threshold import Threshold
-from simulator.errors import ScenarioError
-from simulator.schema import Context, build, closest
+from simulator.core.errors import ScenarioError
+from simulator.core.schema import Context, build, closest
 
 POLICIES: dict[str, type[Policy]] = {
     "none": NoSpeculation,
@@ -35,8 +36,6 @@ def policy_class(name: str, path: str = "policy.name") -> type[Policy]:
 
 
 def policy_params(spec: Any, path: str = "policy") -> Any:
-    from pathlib import Path
-
     cls = policy_class(spec.name, f"{path}.name")
     return build(cls.Params, dict(spec.params), f"{path}.params", Context(Path.cwd()))
 

@@ -15,8 +15,8 @@ from typing import ClassVar
 import numpy as np
 
 from policies.base import Policy, StepView, fit_capacity
-from simulator.errors import ScenarioError
-from simulator.schema import num
+from simulator.core.errors import ScenarioError
+from simulator.core.schema import num
 
 
 @dataclass(frozen=True)

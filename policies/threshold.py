@@ -16,7 +16,7 @@ import numpy as np
 
 from policies.admission import survival
 from policies.base import Policy, StepView, fit_capacity
-from simulator.schema import num
+from simulator.core.schema import num
 
 
 @dataclass(frozen=True)

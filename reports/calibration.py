@@ -15,9 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hwprofiles import load_profile
+from simulator.core.streams import seed_sequence, stream
 from simulator.drafters.calibration import ece, reliability, survival
+from simulator.drafters.drafter import build_drafter
 from simulator.scenario import Scenario
-from simulator.streams import seed_sequence, stream
 
 
 @dataclass(frozen=True)
@@ -34,9 +36,6 @@ class ReliabilityCurve:
 
 def reliability_curves(scenario: Scenario, blocks: int = 20000) -> list[ReliabilityCurve]:
     """[raw head (when it has one), confidences the policy sees] for one scenario's drafter."""
-    from hwprofiles import load_profile
-    from simulator.drafters.drafter import build_drafter
-
     drafter = build_drafter(scenario.drafter, load_profile(scenario.hardware.profile),
                             seed_sequence(scenario.seed, "calibration"))
     acceptance = drafter.acceptance

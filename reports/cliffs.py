@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from hwprofiles import load_profile
+
 CLIFF_FRACTION = 0.02
 
 
@@ -49,8 +51,6 @@ def reach_tokens(scenario: Any) -> int:
 
 def profile_curves(plan: Any) -> list[ProfileCurve]:
     """One curve per distinct `hardware.profile` among the sweep's labels."""
-    from hwprofiles import load_profile
-
     groups: list[tuple[Any, list[str], int]] = []
     for label, scenario in plan.variant_scenarios.items():
         spec = scenario.hardware.profile

@@ -21,7 +21,12 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from hwprofiles.plot import plot_profiles
 from policies.registry import policy_class
+from reports.calibration import reliability_curves
+from reports.cliffs import profile_curves
+from simulator.core.domains import DOMAINS
+from simulator.drafters.acceptance import acceptance_model, expected_tau
 from simulator.scenario import Scenario
 
 DPI = 110
@@ -40,6 +45,7 @@ class FigureFile:
 
 
 def colours(labels: list[str]) -> dict[str, Any]:
+    # matplotlib's colormaps load only when a figure is drawn
     from matplotlib import colormaps
 
     cmap = colormaps["tab10"]
@@ -148,12 +154,10 @@ def speculating_labels(result: Any) -> list[tuple[str, Scenario]]:
 
 def acceptance_figure(result: Any) -> Figure | None:
     """Per-position conditional acceptance p_k per drafter, one panel per domain of the mix."""
-    from simulator.drafters.acceptance import acceptance_model, expected_tau
-
     drafters = [(label, acceptance_model(s.drafter)) for label, s in speculating_labels(result)]
     if not drafters:
         return None
-    domains = sorted({d for _, model in drafters for d in model.domains}, key=("math", "code", "chat").index)
+    domains = sorted({d for _, model in drafters for d in model.domains}, key=DOMAINS.index)
     fig = Figure(figsize=(4.0 * len(domains) + 1.0, 4.2), dpi=DPI)
     axes = np.atleast_1d(fig.subplots(1, len(domains), sharey=True))
     colour = colours(result.plan.labels)
@@ -177,8 +181,6 @@ def acceptance_figure(result: Any) -> Figure | None:
 
 def calibration_figure(result: Any, blocks: int = 20000) -> Figure | None:
     """Reliability of prefix survival a_k = Π_{i≤k} c_i (all positions pooled), per drafter."""
-    from reports.calibration import reliability_curves
-
     drafters = speculating_labels(result)
     if not drafters:
         return None
@@ -206,9 +208,6 @@ def calibration_figure(result: Any, blocks: int = 20000) -> Figure | None:
 
 def profile_figure(result: Any) -> Figure:
     """Step time and steps/s vs tokens in the verify batch (hwprofiles.plot), cliffs marked."""
-    from hwprofiles.plot import plot_profiles
-    from reports.cliffs import profile_curves
-
     curves = profile_curves(result.plan)
     fig = Figure(figsize=(11.0, 4.6), dpi=DPI)
     step_ax, sps_ax = fig.subplots(1, 2)

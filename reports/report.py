@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from hwprofiles import load_profile
 from policies.registry import policy_class
 from reports.document import (
     Block,
@@ -27,18 +28,17 @@ from reports.document import (
     to_html,
     to_markdown,
 )
+from reports.fidelity import fidelity_blocks
 from reports.figures import write_figures
+from simulator.core.schema import to_plain
 from simulator.scenario import Scenario
-from simulator.schema import to_plain
 
 
-def fidelity_blocks(figures_dir: Path) -> list[Block]:
-    """The sim-to-real section when a fidelity result is present (validation/results);
+def copied_fidelity_blocks(results_dir: Path, figures_dir: Path) -> list[Block]:
+    """The sim-to-real section of `results_dir` (what `specplan fidelity --out` wrote);
     its figure is copied beside the report's own so the report folder stands alone."""
-    from validation.report import fidelity_blocks as blocks
-
     out: list[Block] = []
-    for block in blocks():
+    for block in fidelity_blocks(results_dir):
         if isinstance(block, Image):
             copies = []
             for src in (block.png, block.svg):
@@ -51,12 +51,16 @@ def fidelity_blocks(figures_dir: Path) -> list[Block]:
     return out
 
 
-def write_report(result: Any, out: Path) -> Path:
-    """Render figures into out/figures and write out/report.html and out/report.md; returns the HTML path."""
+def write_report(result: Any, out: Path, fidelity_dir: Path | None = None) -> Path:
+    """Render figures into out/figures and write out/report.html and out/report.md; returns the HTML path.
+
+    A sim-to-real section joins only when `fidelity_dir` names a fidelity result.
+    """
     figures = write_figures(result, out / "figures")
     blocks = [*report_blocks(result), Heading("Figures")]
     blocks += [Image(f.title, f.caption, f.png, f.svg) for f in figures]
-    blocks += fidelity_blocks(out / "figures")
+    if fidelity_dir is not None:
+        blocks += copied_fidelity_blocks(Path(fidelity_dir), out / "figures")
     blocks += files_blocks()
     title = f"specplan sweep report: {result.plan.base.name}"
     html_path = out / "report.html"
@@ -119,8 +123,6 @@ def load_text(result: Any) -> str:
 
 
 def profile_items(plan: Any) -> list[str]:
-    from hwprofiles import load_profile
-
     items, seen = [], []
     for scenario in plan.variant_scenarios.values():
         spec = scenario.hardware.profile

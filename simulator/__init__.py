@@ -1,0 +1,14 @@
+"""specplan's simulator, in layers that data flows through one way (DESIGN.md §2).
+
+    core/       errors, the schema builder, named random streams, domains, small utilities
+    drafters/   acceptance models, confidence heads, drafting latency
+    scenario/   the scenario contract: YAML → validated, frozen dataclasses
+    engine/     the decode engine core, replicas, the cluster, records, the summary
+    study/      sweeps, Pareto frontiers, capacity plans
+    app/        the `specplan` command (the only layer that writes reports or runs validation)
+
+Beside it, `hwprofiles/`, `traces/` and `policies/` sit just above `core/`;
+`reports/` and `validation/` just below `app/`. `tests/test_layers.py`
+fails on an import against this order or on a cycle. This file imports
+nothing, so that importing any layer never loads the others.
+"""

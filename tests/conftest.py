@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.cli import main
+from simulator.app.cli import main
 from simulator.scenario import scenario_from_mapping
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ import pytest
 import simpy
 from scipy import stats
 
-from simulator.streams import stream
+from simulator.core.streams import stream
 from traces.arrivals import (
     GammaRenewal,
     Mmpp2,

@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.simulation import simulate
+from simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 
 

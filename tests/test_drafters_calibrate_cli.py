@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 
-from simulator.commands.calibrate import table
+from simulator.app.commands.calibrate import table
+from simulator.core.streams import seed_sequence
 from simulator.drafters.drafter import build_drafter
 from simulator.drafters.heads import evaluate_head
-from simulator.streams import seed_sequence
 from tests.conftest import SHARED, make_scenario
 
 MINIMAL = SHARED / "scenarios" / "contract-minimal.yaml"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from simulator.core.streams import seed_sequence, stream
 from simulator.drafters.acceptance import AcceptanceModel
 from simulator.drafters.calibration import (
     apply_temperatures,
@@ -20,7 +21,6 @@ from simulator.drafters.drafter import build_drafter
 from simulator.drafters.heads import ModelHead, draw_sample, model_head
 from simulator.drafters.presets import preset_curves
 from simulator.drafters.spec import ConfidenceSpec
-from simulator.streams import seed_sequence, stream
 from tests.conftest import make_scenario
 
 MIX = {"math": 0.3, "code": 0.3, "chat": 0.4}

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from simulator.core.streams import stream
 from simulator.drafters.acceptance import AcceptanceModel, expected_tau
 from simulator.drafters.heterogeneity import solve_offsets
 from simulator.drafters.presets import preset_curves
-from simulator.streams import stream
 
 MIX = {"math": 0.3, "code": 0.3, "chat": 0.4}
 BLOCKS_PER_REPLICATION = 40_000

@@ -7,10 +7,10 @@ import pytest
 
 from hwprofiles.fileformat import write_profile_csv
 from hwprofiles.profile import StepProfile, linear_profile
+from simulator.core.errors import SpecplanError
 from simulator.drafters.drafter import build_latency
 from simulator.drafters.latency_models import FamilyDraftLatency, forward_ms, latency_model
-from simulator.errors import SpecplanError
-from simulator.simulation import simulate
+from simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 
 # An H200-like roofline for an 8B target: 3.35 ms weight-read floor, 16 GFLOP/token at 990 TFLOP/s.

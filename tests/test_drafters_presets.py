@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from simulator.core.domains import DOMAINS
+from simulator.core.errors import SpecplanError
 from simulator.drafters.acceptance import acceptance_model, expected_tau
 from simulator.drafters.presets import (
-    DOMAINS,
     DSPARK_GAIN_AT_15,
     TARGET_FAMILIES,
     TARGETS,
@@ -15,7 +16,6 @@ from simulator.drafters.presets import (
     preset_curves,
     reference_curve,
 )
-from simulator.errors import SpecplanError
 from tests.conftest import SHARED, make_scenario
 
 CASES = [(t, f) for t in TARGETS for f in TARGET_FAMILIES]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.simulation import simulate
+from simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 
 CERTAIN = {"family": "mtp", "block_size": 2,
@@ -110,7 +110,7 @@ def test_no_speculation_emits_one_token_per_step():
 
 
 def test_attention_context_counts_the_rows_the_forward_runs():
-    from simulator.batch import attention_context
+    from simulator.engine.batch import attention_context
 
     kv = np.array([100, 40, 10, 0])             # two decoding rows, one taking a chunk, one waiting
     decode = np.array([True, True, False, False])

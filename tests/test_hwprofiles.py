@@ -27,7 +27,7 @@ from hwprofiles.grid import pad_to_bucket, parse_tokens, staircase, vllm_capture
 from hwprofiles.modelshape import drafter_shape, load_shape
 from hwprofiles.profile import StepProfile
 from hwprofiles.roofline import GPUS, roofline_profile
-from simulator.errors import SpecplanError
+from simulator.core.errors import SpecplanError
 from tests.conftest import REPO, SHARED, make_scenario
 
 VIDUR = SHARED / "profiles" / "vidur"
@@ -342,7 +342,7 @@ def test_specplan_imports_and_loads_profiles_without_torch() -> None:
         "        if name.split('.')[0] == 'torch':\n"
         "            raise ImportError('torch is not installed')\n"
         "sys.meta_path.insert(0, NoTorch())\n"
-        "from simulator.cli import parser, main\n"
+        "from simulator.app.cli import parser, main\n"
         "from hwprofiles import load_profile\n"
         "parser(); print(load_profile('builtin:h200-llama3-8b').max_tokens)\n"
         "status = main(['profile', '--model', 'tiny-cpu', '--out', '/dev/null'])\n"

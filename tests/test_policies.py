@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from policies.admission import early_stop, global_best, rank_candidates, top_k_lengths
 from policies.base import OracleView, StepOutcome, StepView, water_fill
 from policies.registry import POLICIES, make_policy, policy_params
-from simulator.errors import ScenarioError
+from simulator.core.errors import ScenarioError
 from simulator.scenario import PolicySpec
 
 

@@ -10,8 +10,8 @@ from policies.base import OracleView, StepView
 from policies.dspark import DSparkGreedy
 from policies.oracle import Oracle
 from policies.registry import POLICIES
+from simulator.engine.simulation import simulate
 from simulator.scenario import load_scenario, scenario_from_mapping
-from simulator.simulation import simulate
 from tests.conftest import BASE, REPO, SHARED, merged
 
 DSPARK = {"family": "dspark", "block_size": 6,

@@ -14,7 +14,7 @@ import torch
 
 from hwprofiles.modelshape import ModelShape
 from hwprofiles.profile import linear_profile
-from simulator.errors import SpecplanError
+from simulator.core.errors import SpecplanError
 from simulator.scenario import scenario_from_mapping
 from tests.conftest import REPO
 from validation.engine import ReferenceEngine, check_engine_scenario

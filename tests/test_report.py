@@ -3,6 +3,7 @@ the HTML renders in headless Chromium when it is installed."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -13,9 +14,12 @@ import pytest
 
 from reports.cliffs import find_cliffs
 from reports.figures import FIGURES
-from simulator.sweep import run_sweep
-from tests.conftest import REPO
+from reports.report import write_report
+from simulator.study.sweep import run_sweep
+from tests.test_fidelity import row
 from tests.test_sweep import tiny
+from validation.fidelity import error_summary
+from validation.plot import save_fidelity_plot
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -39,7 +43,7 @@ def report_scenario() -> dict:
 def report_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("report")
     result = run_sweep(report_scenario(), out, workers=1)
-    assert result.report == out / "report.html"
+    assert write_report(result, out) == out / "report.html"
     return out
 
 
@@ -53,13 +57,28 @@ def test_every_figure_is_written_as_png_and_svg(report_dir):
 def test_html_is_self_contained_and_embeds_every_figure(report_dir):
     html = (report_dir / "report.html").read_text()
     embedded = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
-    fidelity = (REPO / "validation" / "results" / "fidelity.png").is_file()  # its section joins when present
-    assert len(embedded) == len(FIGURES) + fidelity
-    assert ("Sim-to-real fidelity" in html) == fidelity
+    assert len(embedded) == len(FIGURES)
+    assert "Sim-to-real fidelity" not in html  # only when the user names a fidelity result
     assert not re.search(r'src="(?!data:)', html)  # nothing loaded from elsewhere
     assert "<link" not in html
     for title in ("What was simulated", "Variants", "SLA comparison", "Figures"):
         assert title in html
+
+
+def test_a_named_fidelity_result_adds_its_section_with_a_copied_figure(report_dir, tmp_path):
+    results = tmp_path / "fid"
+    results.mkdir()
+    rows = [row("mtp-1", 2, 100.0, 104.0)]
+    doc = {"points": rows, **error_summary(rows)}
+    (results / "fidelity.json").write_text(json.dumps(doc))
+    save_fidelity_plot(rows, results / "fidelity.png", doc)
+    out = tmp_path / "report"
+    shutil.copytree(report_dir, out)
+    result = run_sweep(report_scenario(), out, workers=1)  # every point reused from the copy
+    html = write_report(result, out, results).read_text()
+    assert "Sim-to-real fidelity" in html and "+4.0%" in html
+    assert (out / "figures" / "fidelity.png").is_file()
+    assert len(re.findall(r'src="data:image/png;base64,', html)) == len(FIGURES) + 1
 
 
 def test_lossy_and_oracle_policies_are_labelled(report_dir):

@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from simulator.errors import SpecplanError
-from simulator.metrics import SUMMARY_KEYS
-from simulator.sweep import plan_sweep, run_sweep
-from simulator.sweep.merge import apply_load, apply_variant, deep_merge
+from simulator.core.errors import SpecplanError
+from simulator.engine.metrics import SUMMARY_KEYS
+from simulator.study.merge import apply_load, apply_variant, deep_merge
+from simulator.study.sweep import plan_sweep, run_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -177,7 +177,7 @@ def test_without_a_sweep_block_the_scenario_is_one_point():
 
 
 def test_sweep_writes_points_frontier_comparisons(tmp_path):
-    result = run_sweep(tiny(), tmp_path, workers=1, report=False)
+    result = run_sweep(tiny(), tmp_path, workers=1)
     points = pd.read_csv(tmp_path / "points.csv")
     assert len(points) == 12
     assert set(SUMMARY_KEYS) | {"label", "load", "seed"} <= set(points.columns)
@@ -195,30 +195,30 @@ def test_sweep_writes_points_frontier_comparisons(tmp_path):
 
 
 def test_rerun_recomputes_only_missing_or_damaged_points(tmp_path):
-    first = run_sweep(tiny(), tmp_path, workers=1, report=False)
+    first = run_sweep(tiny(), tmp_path, workers=1)
     stored = sorted((tmp_path / "points").glob("*.json"))
     stored[0].unlink()
     stored[1].unlink()
     stored[2].write_text('{"key": "trunc')  # a damaged file is recomputed, not trusted
     (tmp_path / "points" / ".abc.tmp").write_text("half a write")
-    again = run_sweep(tiny(), tmp_path, workers=1, report=False)
+    again = run_sweep(tiny(), tmp_path, workers=1)
     assert (again.computed, again.reused) == (3, 9)
     pd.testing.assert_frame_equal(without_wall(first.points), without_wall(again.points))
-    third = run_sweep(tiny(), tmp_path, workers=1, report=False)
+    third = run_sweep(tiny(), tmp_path, workers=1)
     assert third.computed == 0
     pd.testing.assert_frame_equal(third.points, again.points)
 
 
 def test_changing_only_the_sla_reuses_every_point(tmp_path):
-    run_sweep(tiny(), tmp_path, workers=1, report=False)
-    result = run_sweep(tiny(sla={"tps_user": [50], "statistic": "mean"}), tmp_path, workers=1, report=False)
+    run_sweep(tiny(), tmp_path, workers=1)
+    result = run_sweep(tiny(sla={"tps_user": [50], "statistic": "mean"}), tmp_path, workers=1)
     assert result.computed == 0
     assert result.comparisons["statistic"].unique().tolist() == ["mean"]
 
 
 def test_results_do_not_depend_on_the_number_of_workers(tmp_path):
-    one = run_sweep(tiny(), tmp_path / "one", workers=1, report=False)
-    two = run_sweep(tiny(), tmp_path / "two", workers=2, report=False)
+    one = run_sweep(tiny(), tmp_path / "one", workers=1)
+    two = run_sweep(tiny(), tmp_path / "two", workers=2)
     assert two.computed == 12
     pd.testing.assert_frame_equal(without_wall(one.points), without_wall(two.points))
     pd.testing.assert_frame_equal(one.frontier, two.frontier)
@@ -230,7 +230,7 @@ def test_a_sweep_killed_mid_run_resumes_without_losing_finished_points(tmp_path)
     scenario = write_yaml(tmp_path / "sweep.yaml", raw)
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "simulator.cli", "sweep", str(scenario), "--out", str(out),
+    proc = subprocess.Popen([sys.executable, "-m", "simulator.app.cli", "sweep", str(scenario), "--out", str(out),
                              "--workers", "2", "--quiet", "--no-report"], cwd=REPO, env=env,
                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     points_dir = out / "points"
@@ -243,9 +243,9 @@ def test_a_sweep_killed_mid_run_resumes_without_losing_finished_points(tmp_path)
     assert 3 <= len(finished) < 12, "the sweep should have been killed part-way"
     for path in points_dir.glob("*.json"):
         assert json.loads(path.read_text())["key"] == path.stem  # no half-written point
-    resumed = run_sweep(scenario, out, workers=2, report=False)
+    resumed = run_sweep(scenario, out, workers=2)
     assert resumed.computed == 12 - len(finished)
-    fresh = run_sweep(scenario, tmp_path / "fresh", workers=1, report=False)
+    fresh = run_sweep(scenario, tmp_path / "fresh", workers=1)
     pd.testing.assert_frame_equal(without_wall(resumed.points), without_wall(fresh.points))
 
 
@@ -275,7 +275,7 @@ def test_sweep_command_errors_are_one_line(cli, tmp_path):
 
 
 def test_demo_runs_the_embedded_scenario(cli, tmp_path, monkeypatch):
-    import simulator.commands.demo as demo
+    import simulator.app.commands.demo as demo
 
     assert demo.default_scenario().is_file()
     monkeypatch.setattr(demo, "default_scenario", lambda: write_yaml(tmp_path / "d.yaml", tiny()))
@@ -285,7 +285,7 @@ def test_demo_runs_the_embedded_scenario(cli, tmp_path, monkeypatch):
 
 
 def test_default_scenario_sweeps_the_six_policies():
-    from simulator.commands.demo import default_scenario
+    from simulator.app.commands.demo import default_scenario
 
     plan = plan_sweep(default_scenario())
     policies = {p.label: p.scenario.policy.name for p in plan.points}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from simulator.progress import Progress, format_duration
+from simulator.core.progress import Progress, format_duration
 
 
 class Clock:
@@ -51,25 +51,25 @@ def test_durations_read_at_a_glance():
 
 
 def test_sweeps_draw_progress_on_a_terminal_only(tmp_path, monkeypatch):
-    from simulator.sweep import run_sweep
+    from simulator.study.sweep import run_sweep
     from tests.test_sweep import tiny
 
     raw = tiny()
     raw["sweep"]["seeds"] = [1]
     err = Terminal()
     monkeypatch.setattr("sys.stderr", err)
-    run_sweep(raw, tmp_path / "a", workers=1, report=False)
+    run_sweep(raw, tmp_path / "a", workers=1)
     assert "sweep [" in err.getvalue() and "6/6" in err.getvalue()
     plain = io.StringIO()
     monkeypatch.setattr("sys.stderr", plain)
-    run_sweep(raw, tmp_path / "b", workers=1, report=False)
+    run_sweep(raw, tmp_path / "b", workers=1)
     assert plain.getvalue() == ""
 
 
 def test_a_single_run_with_a_bar_gives_the_same_results():
-    from simulator.progress import simulate_with_progress
+    from simulator.app.progress import simulate_with_progress
+    from simulator.engine.simulation import simulate
     from simulator.scenario import scenario_from_mapping
-    from simulator.simulation import simulate
     from tests.test_sweep import REPO, tiny
 
     raw = tiny()

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.errors import SpecplanError
+from simulator.core.errors import SpecplanError
+from simulator.core.streams import stream
+from simulator.engine.simulation import simulate
 from simulator.scenario import scenario_from_mapping
-from simulator.simulation import simulate
-from simulator.streams import stream
 from tests.conftest import BASE, SHARED, merged
 from traces.lengths import LengthPair, mean_length, sample_lengths
 from traces.spec import EmpiricalLength, FixedLength, LognormalLength, MixtureLength

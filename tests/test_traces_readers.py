@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.errors import SpecplanError
+from simulator.core.errors import SpecplanError
 from tests.conftest import SHARED
 from traces.readers import DatetimeClock, TraceFile, TraceReader
 

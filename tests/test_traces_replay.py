@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.errors import SpecplanError
+from simulator.core.errors import SpecplanError
+from simulator.engine.simulation import simulate
 from simulator.scenario import scenario_from_mapping
-from simulator.simulation import simulate
 from tests.conftest import BASE, SHARED, merged
 from traces.readers import TraceFile, TraceReader
 from traces.replay import Replay

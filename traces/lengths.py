@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.errors import SpecplanError
+from simulator.core.errors import SpecplanError
 from traces.readers import TraceFile, TraceReader
 from traces.spec import EmpiricalLength, FixedLength, LognormalLength, MixtureLength
 

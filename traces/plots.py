@@ -44,12 +44,11 @@ def length_panel(ax, lengths: np.ndarray, what: str) -> None:
 
 def plot_trace(stats: TraceStats, png: str | Path) -> Path:
     """Write the rate-over-time and length-distribution figure of a trace to `png`."""
-    import matplotlib
+    # matplotlib loads only when a plot is drawn
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    fig = Figure(figsize=(14, 3.8))
+    axes = fig.subplots(1, 3)
     rate_panel(axes[0], stats)
     length_panel(axes[1], stats.prompt_lengths, "prompt")
     length_panel(axes[2], stats.output_lengths, "output")
@@ -59,5 +58,4 @@ def plot_trace(stats: TraceStats, png: str | Path) -> Path:
     out = Path(png)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
-    plt.close(fig)
     return out

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simulator.errors import SpecplanError
-from simulator.streams import stream
+from simulator.core.errors import SpecplanError
+from simulator.core.streams import stream
 from traces.readers import TraceFile, TraceReader, TraceRow
 from traces.spec import TraceArrivals
 

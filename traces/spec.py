@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
-from simulator.errors import ScenarioError
-from simulator.schema import Tagged, num
+from simulator.core.domains import DOMAINS
+from simulator.core.errors import ScenarioError
+from simulator.core.schema import Tagged, num
 
 TRACE_FORMATS = ("azure", "mooncake", "burstgpt", "csv")
 CSV_COLUMNS = ("timestamp", "prompt_tokens", "output_tokens", "domain")
@@ -197,8 +198,6 @@ class MixtureLength:
     components: dict[str, BaseLengths] = num({})
 
     def validate(self, path: str) -> None:
-        from simulator.drafters.spec import DOMAINS
-
         if not self.components:
             raise ScenarioError(f"{path}.components", "needs one length distribution per domain")
         for name in self.components:

@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simulator.drafters.spec import DOMAINS
-from simulator.streams import stream
+from simulator.core.domains import DOMAINS
+from simulator.core.streams import stream
 from traces.arrivals import ThinkTime, arrival_process
 from traces.lengths import LengthPair
+from traces.replay import start_replay
 from traces.spec import ClosedLoopArrivals, MixtureLength, TraceArrivals
 
 Submit = Callable[[int, int, int], simpy.Event]
@@ -117,8 +118,6 @@ def start_workload(
             think_rng = stream(scenario.seed, "think", user)
             env.process(closed_loop_user(env, think_rng, think, source, submit, budget))
     elif isinstance(arrivals, TraceArrivals):
-        from traces.replay import start_replay
-
         start_replay(env, scenario, arrivals, submit, budget, source)
     else:
         times = arrival_process(arrivals).times(stream(scenario.seed, "arrivals"))

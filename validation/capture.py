@@ -18,15 +18,17 @@ eager CPU forwards), never fitted or smoothed.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from hwprofiles import load_profile
 from hwprofiles.fileformat import write_profile_csv
 from hwprofiles.grid import default_grid
 from hwprofiles.modelshape import ModelShape
+from simulator.core.errors import SpecplanError
 from simulator.scenario import Scenario
 
 
@@ -57,7 +59,6 @@ def max_length(spec: Any) -> int:
     values = getattr(spec, "values", None)
     if values is not None:
         return int(np.max(values))
-    from simulator.errors import SpecplanError
 
     raise SpecplanError(f"reference engine: a {spec.KIND} length needs a maximum (give 'max')")
 
@@ -71,8 +72,6 @@ def context_axis(max_total: int, rows: int) -> tuple[int, ...]:
 def max_step_tokens(scenario: Scenario, profile_max: int | None = None) -> int:
     engine = scenario.engine
     if engine.max_step_tokens is None and profile_max is None:
-        from simulator.errors import SpecplanError
-
         raise SpecplanError("reference engine: set engine.max_step_tokens (the profile's token range)")
     return int(engine.max_step_tokens or profile_max or 0)
 
@@ -85,6 +84,7 @@ def capture_profiles(scenarios: list[Scenario], settings: CaptureSettings, out_d
     reaches the largest batch × longest request; the drafter is timed at
     every R·γ any scenario can draft (R = 1 .. max_batch, each γ used).
     """
+    # the harness imports torch
     from hwprofiles.harness import HarnessConfig, run_harness
 
     gammas = sorted({s.drafter.block_size for s in scenarios if s.drafter.speculates}) or [1]
@@ -114,10 +114,6 @@ def bracket(before: tuple[Path, Path], after: tuple[Path, Path], folder: Path) -
     between two calibrations and using their mean is the usual remedy (it
     is exact for a linear drift). Both files must share one grid.
     """
-    from dataclasses import replace
-
-    from hwprofiles import load_profile
-
     folder.mkdir(parents=True, exist_ok=True)
     out = []
     for first, last, name in ((before[0], after[0], "target.csv"), (before[1], after[1], "drafter.csv")):
@@ -131,7 +127,5 @@ def bracket(before: tuple[Path, Path], after: tuple[Path, Path], folder: Path) -
 
 def drift_ratio(before: Path, after: Path) -> float:
     """Median over the grid of after / before step times: how far the machine moved between them."""
-    from hwprofiles import load_profile
-
     a, b = load_profile(str(before)), load_profile(str(after))
     return float(np.median(b.step_ms_table / a.step_ms_table))

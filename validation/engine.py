@@ -9,8 +9,8 @@ is *timed*:
           wall-clock time); the drafter's acceptance and confidence models and
           their streams (simulator.drafters: p and c per step, outcomes are
           uniform draws < p); the verification policy (policies/: StepView → ℓ);
-          the request and step records and the summary (simulator.records,
-          simulator.metrics), so both sides are measured the same way
+          the request and step records and the summary (simulator.engine.records,
+          simulator.engine.metrics), so both sides are measured the same way
   real    every duration: the drafter's forward, one flattened variable-length
           forward of all requests' tokens against their own KV caches (prompts
           prefilled in chunks by the same forward), and the host work between
@@ -31,7 +31,7 @@ One engine step:
     clock    the SimPy clock moves to the wall clock, so requests that arrived
              during the step are admitted at the next one
 
-The batch is a structure of numpy arrays (simulator.batch.Batch); per-token
+The batch is a structure of numpy arrays (simulator.engine.batch.Batch); per-token
 work happens inside torch, never in Python loops.
 """
 
@@ -50,13 +50,14 @@ import simpy.rt
 
 from policies.base import Policy, StepOutcome, StepView, step_view
 from policies.registry import make_policy
-from simulator.batch import Batch, attention_context
+from simulator.core.errors import SpecplanError
+from simulator.core.streams import seed_sequence, stream
 from simulator.drafters.drafter import Drafter, build_drafter
-from simulator.errors import SpecplanError
-from simulator.intake import admit_fifo, domain_mix, register, request_domains
-from simulator.records import DONE, QUEUED, RequestLog, StepLog
+from simulator.engine.batch import Batch, attention_context
+from simulator.engine.intake import admit_fifo, domain_mix, register, request_domains
+from simulator.engine.metrics import summarize
+from simulator.engine.records import DONE, QUEUED, RequestLog, StepLog
 from simulator.scenario import ChunkedPrefill, Scenario
-from simulator.streams import seed_sequence, stream
 from traces.workload import start_workload
 from validation.runner import ModelRunner
 
@@ -176,8 +177,6 @@ class ReferenceEngine:
 
     # ---- the run ----------------------------------------------------------------
     def run(self) -> EngineResult:
-        from simulator.metrics import summarize
-
         self.runner.warm_up(self.max_step_tokens, self.max_batch, self.gamma)
         start_workload(self.env, self.scenario, self.submit, self.domain_mix())
         self.env.process(self.loop())

@@ -41,10 +41,13 @@ from typing import Any
 
 import numpy as np
 
-from simulator.errors import SpecplanError
-from simulator.output import clean
+from hwprofiles import load_profile
+from hwprofiles.modelshape import load_shape
+from simulator.core.errors import SpecplanError
+from simulator.core.jsonsafe import clean
+from simulator.engine.simulation import simulate
 from simulator.scenario import Scenario, resolved_mapping, scenario_from_mapping
-from simulator.sweep.points import Point, SweepPlan, plan_sweep
+from simulator.study.points import Point, SweepPlan, plan_sweep
 from validation.capture import (
     CaptureSettings,
     bracket,
@@ -55,13 +58,14 @@ from validation.capture import (
 from validation.diagnose import step_time_check
 
 Progress = Callable[[str], None]
+DEFAULT_SHAPE = Path(__file__).resolve().parent / "shapes" / "small-cpu.yaml"
 
 
 @dataclass(frozen=True)
 class FidelitySettings:
     """What to measure with: the engine's model shape, torch threads, harness effort."""
 
-    model: str = str(Path(__file__).resolve().parent / "shapes" / "small-cpu.yaml")
+    model: str = str(DEFAULT_SHAPE)
     threads: int = 1
     drafter_layers: int = 1
     repeats: int = 8
@@ -134,7 +138,7 @@ class Fidelity:
         self.settings, self.out_dir = settings, out_dir
         self.progress = progress or (lambda _msg: None)
         self.plan: SweepPlan = plan_sweep(source, overrides)
-        from hwprofiles.modelshape import load_shape
+        # the reference engine imports torch
         from validation.engine import check_engine_scenario
 
         self.shape = load_shape(settings.model)
@@ -144,6 +148,7 @@ class Fidelity:
             raise SpecplanError("fidelity: the scenario's sweep has no points")
 
     def run(self) -> FidelityResult:
+        # torch: the reference engine's forwards
         import torch
 
         torch.set_num_threads(self.settings.threads)
@@ -173,7 +178,6 @@ class Fidelity:
         after = self.capture(self.out_dir / "profiles" / f"p{index + 1:02d}") if each else before
         target_csv, drafter_csv = bracket(before, after, self.out_dir / "profiles" / point_slug(point))
         scenario = self.measured_scenario(point.scenario, target_csv, drafter_csv, host)
-        from simulator.simulation import simulate
 
         row = point_row(point, measured, simulate(scenario).summary)
         drift = drift_ratio(before[0], after[0])
@@ -238,7 +242,7 @@ class Fidelity:
         return scenario_from_mapping(raw, self.out_dir, source=scenario.source)
 
     def engine_run(self, scenario: Scenario) -> tuple[dict[str, Any], Any]:
-        from hwprofiles import load_profile
+        # the reference engine and its runner import torch
         from validation.engine import ReferenceEngine
         from validation.runner import TorchRunner
 
@@ -250,6 +254,7 @@ class Fidelity:
         return result.summary, result.steps
 
     def context(self, host: dict[str, tuple[float, float]], drift: dict[str, Any], wall_s: float) -> dict[str, Any]:
+        # torch, and the harness that imports it: the device the run measured
         import torch
 
         from hwprofiles.harness import device_name
@@ -298,6 +303,7 @@ def fit_host_overhead(requests: np.ndarray, overhead_ms: np.ndarray) -> tuple[fl
 
 def write_result(result: FidelityResult, out_dir: Path) -> Path:
     """fidelity.json (points + summary + step-time checks) and fidelity.png (the scatter)."""
+    # validation.plot imports matplotlib
     from validation.plot import save_fidelity_plot
 
     doc = {**result.as_json(), **clean(result.details)}

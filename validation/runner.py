@@ -34,7 +34,7 @@ import torch
 
 from hwprofiles.modelshape import ModelShape, drafter_shape
 from hwprofiles.torch_model import DecoderModel, VerifyLayout
-from simulator.errors import SpecplanError
+from simulator.core.errors import SpecplanError
 
 
 class ModelRunner(Protocol):

@@ -16,23 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulator.core.errors import SpecplanError
+from simulator.drafters.curves import expected_tau, logit, sigmoid
+from simulator.drafters.heterogeneity import solve_offsets
+from simulator.drafters.presets import preset_curves
 from simulator.drafters.spec import DrafterSpec
-from simulator.errors import SpecplanError
-
-
-def logit(p: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore"):
-        return np.log(p) - np.log1p(-p)
-
-
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
-
-
-def expected_tau(curve: np.ndarray, length: int | None = None) -> float:
-    """E[τ] = 1 + Σ_{j≤ℓ} Π_{i≤j} p_i for one curve verified to `length` (default: all)."""
-    c = np.asarray(curve, dtype=float)[: len(curve) if length is None else length]
-    return float(1.0 + np.cumprod(c).sum())
 
 
 class AcceptanceModel:
@@ -67,8 +55,6 @@ class AcceptanceModel:
 
     def offsets(self) -> np.ndarray:
         """Logit offsets δ (D, γ) that keep each domain's mean τ under the sigmas."""
-        from simulator.drafters.heterogeneity import solve_offsets
-
         return solve_offsets(self.base_p, self.request_sigma, self.token_sigma)
 
     def domain_index(self, names: list[str]) -> np.ndarray:
@@ -101,8 +87,6 @@ def acceptance_model(spec: DrafterSpec) -> AcceptanceModel:
     if acc.per_position is not None:
         curves = {d: np.asarray(c, dtype=float) for d, c in acc.per_position.items()}
     else:
-        from simulator.drafters.presets import preset_curves
-
         if acc.preset is None:
             raise SpecplanError("drafter.acceptance: give a 'preset' or 'per_position' curves")
         curves = preset_curves(acc.preset, spec.family, spec.block_size)

@@ -14,7 +14,9 @@ import numpy as np
 
 from simulator.drafters.acceptance import AcceptanceModel, acceptance_model
 from simulator.drafters.confidence import PerfectConfidence
+from simulator.drafters.heads import model_head
 from simulator.drafters.latency import FixedDraftLatency
+from simulator.drafters.latency_models import latency_model
 from simulator.drafters.spec import DrafterSpec, FixedLatency
 
 
@@ -55,7 +57,6 @@ class Drafter:
 def build_confidence(spec: DrafterSpec, acceptance: AcceptanceModel | None, seed: Any) -> ConfidenceHead:
     if spec.confidence.kind == "perfect" or acceptance is None:
         return PerfectConfidence()
-    from simulator.drafters.heads import model_head
 
     return model_head(spec.confidence, acceptance, seed)
 
@@ -63,7 +64,6 @@ def build_confidence(spec: DrafterSpec, acceptance: AcceptanceModel | None, seed
 def build_latency(spec: DrafterSpec, profile: Any) -> DraftLatency:
     if isinstance(spec.latency, FixedLatency):
         return FixedDraftLatency(spec.latency.ms)
-    from simulator.drafters.latency_models import latency_model
 
     return latency_model(spec, profile)
 

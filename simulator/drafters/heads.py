@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from simulator.core.errors import SpecplanError
+from simulator.core.streams import seed_sequence, stream
 from simulator.drafters.acceptance import AcceptanceModel, acceptance_model
 from simulator.drafters.calibration import (
     CalibrationReport,
@@ -41,8 +43,6 @@ from simulator.drafters.calibration import (
     sigmoid,
 )
 from simulator.drafters.spec import ConfidenceSpec, DrafterSpec
-from simulator.errors import SpecplanError
-from simulator.streams import seed_sequence, stream
 
 
 class ModelHead:

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from hwprofiles import load_profile
+from simulator.core.errors import SpecplanError
 from simulator.drafters.spec import DrafterSpec, LayersLatency, ProfileLatency
-from simulator.errors import SpecplanError
 
 SEQUENTIAL_FAMILIES = ("mtp", "eagle3")
 

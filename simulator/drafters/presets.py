@@ -59,10 +59,10 @@ from functools import cache
 import numpy as np
 from scipy.optimize import brentq
 
-from simulator.drafters.acceptance import expected_tau, logit, sigmoid
-from simulator.errors import ScenarioError, SpecplanError
+from simulator.core.domains import DOMAINS
+from simulator.core.errors import ScenarioError, SpecplanError
+from simulator.drafters.curves import expected_tau, logit, sigmoid
 
-DOMAINS = ("math", "code", "chat")
 PUBLISHED_BLOCK = 7
 TARGETS = ("qwen3-4b", "qwen3-8b", "qwen3-14b", "gemma4-12b")
 TARGET_FAMILIES = ("eagle3", "dflash", "dspark")

@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar, Literal
 
-from simulator.errors import ScenarioError
-from simulator.schema import Tagged, num
+from hwprofiles import load_profile
+from simulator.core.domains import DOMAINS
+from simulator.core.errors import ScenarioError, SpecplanError
+from simulator.core.schema import Tagged, num
+from simulator.drafters.presets import check_preset
 
 FAMILIES = ("none", "mtp", "eagle3", "dflash", "dspark")
-DOMAINS = ("math", "code", "chat")
 
 
 @dataclass(frozen=True)
@@ -120,9 +122,6 @@ class ProfileLatency:
     markov_head_fraction: float = num(0.005, ge=0, le=1)
 
     def validate(self, path: str) -> None:
-        from hwprofiles import load_profile
-        from simulator.errors import SpecplanError
-
         try:
             load_profile(self.path)
         except SpecplanError as exc:
@@ -146,8 +145,6 @@ class DrafterSpec:
         if self.family != "none" and self.acceptance.preset is None and self.acceptance.per_position is None:
             raise ScenarioError(f"{path}.acceptance", "give a 'preset' or 'per_position' curves")
         if self.family != "none" and self.acceptance.preset is not None:
-            from simulator.drafters.presets import check_preset
-
             check_preset(self.acceptance.preset, self.family, f"{path}.acceptance.preset")
         curves = self.acceptance.per_position or {}
         for name, curve in curves.items():

@@ -1,0 +1,47 @@
+"""The `specplan` command: a thin face over the Python API.
+
+Every user error (SpecplanError) becomes one line on stderr and exit status
+2, with no traceback. Subcommands live in `simulator.app.commands`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from simulator.app.commands import COMMANDS
+from simulator.core.errors import SpecplanError
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise SpecplanError(f"{self.prog}: {message}")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = Parser(prog="specplan", description="Serving simulator and capacity planner for speculative decoding.")
+    sub = top.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for name in COMMANDS:
+        importlib.import_module(name).register(sub)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
+        return int(args.func(args) or 0)
+    except SpecplanError as exc:
+        print(f"specplan: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("specplan: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `specplan ... | head`: the reader went away; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

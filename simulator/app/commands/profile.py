@@ -1,0 +1,137 @@
+"""`specplan profile` (time a model shape with the torch harness) and `specplan profile-plot`.
+
+`profile` writes a profile CSV (hwprofiles/fileformat.py) that a scenario
+can name as `hardware.profile: PATH`; it needs torch (the `profile` extra)
+and imports it only when run. `profile-plot` draws step time and steps/s
+vs tokens for profile files or `builtin:NAME`s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import time
+from pathlib import Path
+
+from hwprofiles.fileformat import write_profile_csv
+from hwprofiles.grid import parse_tokens
+from hwprofiles.loader import load_profile
+from hwprofiles.modelshape import load_shape
+from hwprofiles.plot import save_profile_plot
+from simulator.core.errors import SpecplanError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("profile", help="measure a step-time curve with the torch harness")
+    p.add_argument("--model", required=True, help="shape name (hwprofiles/shapes/) or shape YAML path")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
+    p.add_argument("--dtype", help="float32, bfloat16 or float16 (default: float32 on CPU, bfloat16 on CUDA)")
+    p.add_argument("--tokens", default="1:512", help="token counts: 1:512 (dense to 16, then stepped), 1:512:8, or 1,2,4,8")
+    p.add_argument("--context", type=int, default=1024, help="KV context tokens per request (default 1024)")
+    p.add_argument("--total-context", help="comma list of total KV tokens per batch: adds a context axis")
+    p.add_argument("--mode", default="eager", choices=("eager", "cudagraph"))
+    p.add_argument("--out", required=True, help="profile CSV to write")
+    p.add_argument("--name", help="profile name (default: the file's stem)")
+    p.add_argument("--layers", type=int, help="time N layers and scale to the shape's depth")
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="sweep the grid N times, repeats shared out, to spread load bursts (default 1)")
+    spread = p.add_mutually_exclusive_group()
+    spread.add_argument("--requests", type=int, help="spread B tokens over exactly R requests")
+    spread.add_argument("--tokens-per-request", type=int, default=4,
+                        help="R = ceil(B / K) requests (default K = 4: one anchor + 3 drafts)")
+    p.add_argument("--drafter", choices=("ar", "parallel", "markov"),
+                   help="time a drafter instead: ar (Eagle3-like), parallel (DFlash-like), markov (DSpark head)")
+    p.add_argument("--drafter-layers", type=int, default=1, help="decoder layers of an ar/parallel drafter")
+    p.add_argument("--block-size", type=int, default=7, help="γ for a parallel drafter (tokens per request)")
+    p.add_argument("--markov-rank", type=int, default=256)
+    p.add_argument("--threads", type=int, help="torch CPU threads (default on CPU: 1, the stable choice on a shared machine)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=profile)
+
+    plot = sub.add_parser("profile-plot", help="plot step time and steps/s vs tokens")
+    plot.add_argument("profiles", nargs="+", help="profile CSV files or builtin:NAME")
+    plot.add_argument("--out", required=True, help="PNG to write")
+    plot.add_argument("--max-tokens", type=int, help="right end of the token axis")
+    plot.add_argument("--context", type=float, help="total KV context for profiles with a context axis")
+    plot.set_defaults(func=profile_plot)
+
+
+def _torch():
+    try:
+        # torch is the optional 'profile' extra
+        import torch
+    except ImportError:
+        raise SpecplanError("specplan profile needs torch: pip install 'specplan[profile]'") from None
+    return torch
+
+
+def profile(args: argparse.Namespace) -> int:
+    torch = _torch()
+    if args.threads is None and not args.device.startswith("cuda"):
+        args.threads = 1
+    threads_before = torch.get_num_threads()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        return _measure_and_write(args)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _measure_and_write(args: argparse.Namespace) -> int:
+    # the harness imports torch (the optional 'profile' extra)
+    from hwprofiles.harness import HarnessConfig, run_harness
+
+    cfg = HarnessConfig(
+        shape=load_shape(args.model), tokens=parse_tokens(args.tokens), device=args.device,
+        dtype=args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32"),
+        mode=args.mode, context_tokens=args.context, total_context=_int_list(args.total_context),
+        repeats=args.repeats, warmup=args.warmup, rounds=args.rounds, requests=args.requests,
+        tokens_per_request=args.tokens_per_request, layers=args.layers, drafter=args.drafter,
+        drafter_layers=args.drafter_layers, block_size=args.block_size, markov_rank=args.markov_rank,
+        seed=args.seed, command=_command_line(args),
+    )
+    out = Path(args.out)
+    t0 = time.perf_counter()
+    result = run_harness(cfg, args.name or out.stem, None if args.quiet else print)
+    write_profile_csv(result, out)
+    if not args.quiet:
+        print(f"wrote {out} ({len(result.tokens)} points, {time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The command that reproduces this measurement (recorded in the file's `source`)."""
+    skip = {"func", "quiet", "command", "out"}
+    if args.drafter is None:
+        skip |= {"drafter_layers", "block_size", "markov_rank"}
+    if args.requests is not None:
+        skip.add("tokens_per_request")
+    parts = ["specplan", "profile"]
+    for key, value in vars(args).items():
+        if key in skip or value is None or value is False:
+            continue
+        parts += [f"--{key.replace('_', '-')}"] + ([] if value is True else [str(value)])
+    return shlex.join(parts)
+
+
+def _int_list(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise SpecplanError(f"--total-context: expected a comma list of integers, got {text!r}") from None
+    if list(values) != sorted(set(values)) or min(values) < 0:
+        raise SpecplanError("--total-context: values must be non-negative, ascending and distinct")
+    return values
+
+
+def profile_plot(args: argparse.Namespace) -> int:
+    profiles = [load_profile(spec) for spec in args.profiles]
+    out = save_profile_plot(profiles, args.out, args.max_tokens, args.context)
+    print(f"wrote {out}")
+    return 0

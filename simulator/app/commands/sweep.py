@@ -1,0 +1,89 @@
+"""`specplan sweep`: run (or resume) a scenario's sweep and write its CSVs and report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from reports.report import write_report
+from simulator.core.errors import SpecplanError
+from simulator.core.jsonsafe import clean
+from simulator.study.sweep import SweepResult, run_sweep
+
+
+def add_runner_args(p: argparse.ArgumentParser) -> None:
+    """--workers, --backend, --address, --quiet, --json (shared with `specplan demo`)."""
+    p.add_argument("--workers", type=int, help="parallel simulations (default: the number of cores)")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local process pool, or Ray tasks (the 'ray' extra)")
+    p.add_argument("--address", help="with --backend ray: an existing Ray cluster (default: start one)")
+    p.add_argument("--no-report", dest="report", action="store_false", help="write the CSVs only")
+    p.add_argument("--fidelity", metavar="DIR",
+                   help="add the sim-to-real section of a `specplan fidelity --out DIR` result to the report")
+    p.add_argument("--json", action="store_true", help="print a JSON summary (no progress bar)")
+    p.add_argument("--quiet", action="store_true", help="print nothing (no progress bar)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="run a scenario's sweep: points, Pareto frontiers, SLA comparisons, report")
+    p.add_argument("scenario", help="scenario YAML file with a sweep: block")
+    p.add_argument("--out", required=True, help="results folder (created; re-running resumes it)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a value of the base scenario by dotted key; repeatable")
+    add_runner_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    sweep_and_report(args.scenario, args, args.overrides)
+    return 0
+
+
+def sweep_and_report(scenario: str | Path, args: argparse.Namespace, overrides: list[str] = []) -> None:  # noqa: B006
+    """Run the sweep, write its report (unless --no-report) and print the outcome."""
+    fidelity = Path(args.fidelity) if args.fidelity else None
+    if fidelity is not None and not (fidelity / "fidelity.json").is_file():
+        raise SpecplanError(f"--fidelity {fidelity}: no fidelity.json there (write one with `specplan fidelity --out DIR`)")
+    out = Path(args.out)
+    result = run_sweep(scenario, out, workers=args.workers, backend=args.backend, address=args.address,
+                       progress=False if (args.quiet or args.json) else None, overrides=overrides)
+    report = write_report(result, out, fidelity) if args.report else None
+    report_outcome(result, report, out, args)
+
+
+def report_outcome(result: SweepResult, report: Path | None, out: Path, args: argparse.Namespace) -> None:
+    """Print the JSON summary, or the SLA table and where the files are."""
+    if args.json:
+        payload = {"out": str(out), "report": str(report) if report else None,
+                   "points": len(result.points), "computed": result.computed, "reused": result.reused,
+                   "comparisons": result.comparisons.to_dict(orient="records")}
+        sys.stdout.write(json.dumps(clean(payload), indent=2) + "\n")
+        return
+    if args.quiet:
+        return
+    print(f"{len(result.points)} points ({result.computed} simulated, {result.reused} reused) in {out}/")
+    if not result.comparisons.empty:
+        print(comparison_text(result))
+    if report is not None:
+        print(f"report: {report}")
+
+
+def comparison_text(result: SweepResult) -> str:
+    lines = [f"throughput per GPU at each SLA (tokens/s/user {result.statistic}), gain vs "
+             f"{result.comparisons['baseline'].iloc[0]}:"]
+    for sla, group in result.comparisons.groupby("sla_tps_user", sort=False):
+        cells = [f"{r.label} {fmt_thr(r.throughput_per_gpu)}{fmt_gain(r.gain_vs_baseline)}"
+                 for r in group.itertuples()]
+        lines.append(f"  >= {sla:g}: " + "; ".join(cells))
+    return "\n".join(lines)
+
+
+def fmt_thr(value: float) -> str:
+    return "unreachable" if math.isnan(value) else f"{value:,.0f}"
+
+
+def fmt_gain(value: float) -> str:
+    return "" if math.isnan(value) else f" ({100 * value:+.0f}%)"

@@ -1,0 +1,99 @@
+"""Scenario → SimPy run → per-request and per-step records → summary.
+
+    result = simulate(scenario)
+    result.summary      dict with the results contract keys (DESIGN.md §3)
+    result.requests     pandas DataFrame, one row per arrived request
+    result.steps        pandas DataFrame, one row per engine step
+
+This is the notebook API; `specplan run` is a thin face over it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import simpy
+
+from hwprofiles import load_profile
+from simulator.core.streams import seed_sequence, stream
+from simulator.drafters.drafter import Drafter, build_drafter
+from simulator.engine.cluster import Router
+from simulator.engine.intake import domain_mix, register, request_domains
+from simulator.engine.metrics import summarize
+from simulator.engine.records import RequestLog, StepLog
+from simulator.engine.replica import Replica
+from simulator.scenario import Scenario
+from traces.workload import ArrivalBudget, start_workload
+
+
+@dataclass
+class SimResult:
+    scenario: Scenario
+    summary: dict[str, Any]
+    requests: pd.DataFrame
+    steps: pd.DataFrame
+
+
+class Simulation:
+    """The cluster wired together: workload → router → replicas → records."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.env = simpy.Environment()
+        self.profile = load_profile(scenario.hardware.profile)
+        self.drafter: Drafter = build_drafter(
+            scenario.drafter, self.profile, seed_sequence(scenario.seed, "calibration")
+        )
+        self.log = RequestLog()
+        self.steps = StepLog()
+        self.done_events: dict[int, simpy.Event] = {}
+        self.finished = 0
+        self.all_done = self.env.event()
+        self.offset_rng = stream(scenario.seed, "request_sigma")
+        self.replicas = [
+            Replica(self.env, i, scenario, self.profile, self.drafter, self.log, self.steps, self.on_done)
+            for i in range(scenario.cluster.replicas)
+        ]
+        self.router = Router(scenario.cluster.router, self.replicas, stream(scenario.seed, "router"))
+        self.budget: ArrivalBudget = start_workload(self.env, scenario, self.submit, self.domain_mix())
+
+    @property
+    def domains(self) -> tuple[str, ...]:
+        return request_domains(self.scenario, self.drafter)
+
+    def domain_mix(self) -> np.ndarray:
+        return domain_mix(self.scenario, self.domains)
+
+    def submit(self, prompt: int, output: int, domain: int) -> simpy.Event:
+        rid = register(self.log, self.env.now, prompt, output, domain, self.drafter, self.offset_rng)
+        event = self.env.event()
+        self.done_events[rid] = event
+        self.replicas[self.router.choose()].submit(rid)
+        return event
+
+    def on_done(self, rid: int) -> None:
+        self.finished += 1
+        self.done_events.pop(rid).succeed()
+        cap = self.budget.requests
+        if cap is not None and self.finished >= cap and not self.all_done.triggered:
+            self.all_done.succeed()
+
+    def run(self) -> SimResult:
+        start = time.perf_counter()
+        horizon = self.scenario.horizon
+        until = self.all_done if horizon.duration_s is None else horizon.duration_s
+        self.env.run(until=until)
+        wall_s = time.perf_counter() - start
+        requests = self.log.frame(self.domains)
+        steps = self.steps.frame()
+        summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self)
+        return SimResult(self.scenario, summary, requests, steps)
+
+
+def simulate(scenario: Scenario) -> SimResult:
+    """Run one scenario to its horizon and summarise it."""
+    return Simulation(scenario).run()

@@ -1,0 +1,134 @@
+"""Scenario YAML → a validated, frozen `Scenario`.
+
+    load_scenario(path, overrides=(), seed=None) -> Scenario
+    scenario_from_mapping(raw, base_dir, source="<mapping>") -> Scenario
+    resolved_mapping(scenario) -> dict   (what is written next to every result)
+
+Overrides are `dotted.key=value` strings whose value is parsed as YAML, so
+`drafter.acceptance.domains={chat: 1.0}` sets a mapping. Relative paths
+resolve against the scenario file's folder. Loading also resolves the
+hardware profile and the policy name, so `specplan check` catches a missing
+profile file or an unknown policy before anything runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hwprofiles import load_profile
+from simulator.core.errors import ScenarioError, SpecplanError
+from simulator.core.schema import Context, build, to_plain
+from simulator.scenario.spec import Scenario
+
+
+def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -> Scenario:
+    """Validate a mapping (already parsed YAML) into a Scenario."""
+    if not isinstance(raw, dict):
+        raise ScenarioError("", f"a scenario must be a YAML mapping, got {type(raw).__name__}")
+    raw = {k: v for k, v in raw.items() if k != "source"}
+    scenario = build(Scenario, raw, "", Context(base_dir))
+    scenario = _with_source(scenario, source)
+    scenario = _with_profile_path(scenario, base_dir)
+    check_profile(scenario)
+    return scenario
+
+
+def _with_profile_path(scenario: Scenario, base_dir: Path) -> Scenario:
+    """A relative CSV `hardware.profile` is relative to the scenario's folder (builtin:NAME is not a path)."""
+    profile = scenario.hardware.profile
+    if not isinstance(profile, str) or profile.startswith("builtin:") or Path(profile).is_absolute():
+        return scenario
+    hardware = dataclasses.replace(scenario.hardware, profile=str((base_dir / profile).resolve()))
+    return dataclasses.replace(scenario, hardware=hardware)
+
+
+def _with_source(scenario: Scenario, source: str) -> Scenario:
+    return dataclasses.replace(scenario, source=source)
+
+
+def check_profile(scenario: Scenario) -> None:
+    try:
+        load_profile(scenario.hardware.profile)
+    except ScenarioError:
+        raise
+    except SpecplanError as exc:
+        raise ScenarioError("hardware.profile", str(exc)) from None
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file, turning every failure into a one-line SpecplanError."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecplanError(f"{path}: cannot read ({exc.__class__.__name__}: {exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise SpecplanError(f"{path}: cannot read (not UTF-8 text)") from None
+    if not text.strip():
+        raise SpecplanError(f"{path}: the file is empty")
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecplanError(f"{path}:{where}: not valid YAML ({problem})") from None
+
+
+def apply_overrides(raw: dict, overrides: tuple[str, ...] | list[str]) -> dict:
+    """Apply `dotted.key=value` overrides (values parsed as YAML) to a copy of `raw`."""
+    out = copy.deepcopy(raw)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise SpecplanError(f"--set {item!r}: expected dotted.key=value")
+        try:
+            value = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError:
+            raise SpecplanError(f"--set {key}: value {text!r} is not valid YAML") from None
+        set_dotted(out, key.strip().split("."), value, key)
+    return out
+
+
+def set_dotted(raw: dict, parts: list[str], value: Any, key: str) -> None:
+    node = raw
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise SpecplanError(f"--set {key}: '{part}' is not a mapping in the scenario")
+        node = child
+    node[parts[-1]] = value
+
+
+def load_scenario(path: str | Path, overrides: tuple[str, ...] | list[str] = (), seed: int | None = None) -> Scenario:
+    """Read, override and validate a scenario file; errors name the file and key path."""
+    path = Path(path)
+    raw = read_yaml(path)
+    if not isinstance(raw, dict):
+        raise SpecplanError(f"{path}: a scenario must be a YAML mapping, got {_yaml_kind(raw)}")
+    raw = apply_overrides(raw, overrides)
+    if seed is not None:
+        raw["seed"] = seed
+    try:
+        return scenario_from_mapping(raw, path.resolve().parent, source=str(path))
+    except ScenarioError as exc:
+        raise SpecplanError(f"{path}: {exc}") from None
+
+
+def _yaml_kind(raw: Any) -> str:
+    return {list: "a list", str: "a string", type(None): "nothing"}.get(type(raw), type(raw).__name__)
+
+
+def resolved_mapping(scenario: Scenario) -> dict:
+    """The scenario with every default filled in and paths absolute, as plain data."""
+    plain = to_plain(scenario)
+    plain.pop("source", None)
+    return plain
+
+
+def write_resolved(scenario: Scenario, path: Path) -> None:
+    path.write_text(yaml.safe_dump(resolved_mapping(scenario), sort_keys=False))

@@ -1,0 +1,114 @@
+"""The scenario contract (DESIGN.md §3) as frozen dataclasses: hardware, cluster, engine, policy, the whole.
+
+The drafter's and the workload's sections are defined beside their models
+(`simulator.drafters.spec`, `traces.spec`), the study blocks (sweep, SLA)
+in `simulator.scenario.study`; `Scenario` ties them together.
+`simulator.core.schema.build` validates a mapping against these classes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, ClassVar, Literal
+
+from policies.registry import validate_policy
+from simulator.core.errors import ScenarioError
+from simulator.core.schema import Tagged, num
+from simulator.drafters.spec import DrafterSpec
+from simulator.scenario.study import SlaSpec, SweepSpec
+from traces.spec import WorkloadSpec, validate_domains
+
+
+@dataclass(frozen=True)
+class Horizon:
+    """How long to simulate: seconds of arrivals/running, or a number of arrivals."""
+
+    duration_s: float | None = num(None, gt=0)
+    warmup_s: float = num(0.0, ge=0)
+    requests: int | None = num(None, ge=1)
+
+    def validate(self, path: str) -> None:
+        if self.duration_s is None and self.requests is None:
+            raise ScenarioError(path, "give 'duration_s' or 'requests'")
+        if self.duration_s is not None and self.warmup_s >= self.duration_s:
+            raise ScenarioError(
+                f"{path}.warmup_s", f"must be shorter than duration_s ({self.duration_s:g}), got {self.warmup_s:g}"
+            )
+
+
+@dataclass(frozen=True)
+class Hardware:
+    profile: str | dict[str, Any]
+    gpus_per_replica: int = num(1, ge=1)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    replicas: int = num(1, ge=1)
+    router: Literal["round_robin", "least_loaded", "random"] = "round_robin"
+
+
+@dataclass(frozen=True)
+class DisaggregatedPrefill:
+    """Prefill on separate workers: TTFT = queueing + prompt / tokens_per_s."""
+
+    KIND: ClassVar[str] = "disaggregated"
+    TAG: ClassVar[str] = "mode"
+    tokens_per_s: float = num(gt=0)
+
+
+@dataclass(frozen=True)
+class ChunkedPrefill:
+    """Prompt tokens share each decode step's token budget, at most chunk_tokens per step."""
+
+    KIND: ClassVar[str] = "chunked"
+    TAG: ClassVar[str] = "mode"
+    chunk_tokens: int = num(ge=1)
+
+
+Prefill = Annotated[DisaggregatedPrefill | ChunkedPrefill, Tagged("mode")]
+
+
+@dataclass(frozen=True)
+class Engine:
+    max_batch_requests: int = num(ge=1)
+    kv_capacity_tokens: int = num(ge=1)
+    prefill: Prefill = DisaggregatedPrefill(tokens_per_s=1e12)
+    scheduling_overhead_ms: float = num(0.0, ge=0)
+    max_step_tokens: int | None = num(None, ge=1)
+    # host work every step pays whatever the policy (nothing overlaps it): a + b·requests
+    host_overhead_ms: float = num(0.0, ge=0)
+    host_overhead_per_request_ms: float = num(0.0, ge=0)
+    # KV context a step's profile lookup uses: Σ per-request KV (varlen attention kernels), or
+    # per phase (decode, prompt chunks) requests × the phase's longest KV (attention padded to the
+    # longest sequence within separate decode and prefill kernels); simulator.engine.batch.attention_context
+    attention: Literal["varlen", "padded"] = "varlen"
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    name: str = "none"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A whole what-if question: hardware, cluster, engine, drafter, policy, workload."""
+
+    name: str
+    seed: int = num(ge=0)
+    horizon: Horizon = num()
+    hardware: Hardware = num()
+    engine: Engine = num()
+    workload: WorkloadSpec = num()
+    cluster: Cluster = field(default_factory=Cluster)
+    drafter: DrafterSpec = field(default_factory=DrafterSpec)
+    policy: PolicySpec = field(default_factory=PolicySpec)
+    description: str = ""
+    sweep: SweepSpec | None = None
+    sla: SlaSpec | None = None
+    source: str = field(default="<mapping>", compare=False)
+
+    def validate(self, path: str) -> None:
+        validate_policy(self.policy, self.drafter, "policy")
+        validate_domains(self.workload, self.drafter.acceptance.domains, "workload")

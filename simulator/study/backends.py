@@ -1,0 +1,143 @@
+"""Where sweep points run: a local process pool, or Ray tasks (local or an existing cluster).
+
+Both backends call the same pure function, `compute_point(scenario, ...)`,
+and hand each finished summary to `on_done(point, summary)` as soon as it
+arrives; the caller stores it and draws progress. A point's result depends
+only on its scenario, so the backend and the number of workers change
+wall time, never results.
+
+The local backend runs points in the calling process when `workers == 1`
+and in a `concurrent.futures.ProcessPoolExecutor` otherwise; its workers
+store each point themselves, so a result survives even if the parent dies
+before collecting it. Ray tasks return the summary and the driver stores
+it (a remote worker may not share the driver's disk).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from simulator.core.errors import SpecplanError
+from simulator.engine.simulation import simulate
+from simulator.scenario import Scenario
+from simulator.study.points import Point, normalise, store_point
+
+OnDone = Callable[[Point, dict[str, Any]], None]
+BACKENDS = ("local", "ray")
+
+
+def compute_point(scenario: Scenario, key: str, points_dir: str | None) -> dict[str, Any]:
+    """Simulate one point; store it under `points_dir` when given; return its summary."""
+    summary = normalise(simulate(scenario).summary)
+    if points_dir is not None:
+        store_point(Path(points_dir), key, summary, scenario)
+    return summary
+
+
+def default_workers() -> int:
+    return os.cpu_count() or 1
+
+
+def run_points(points: Sequence[Point], on_done: OnDone, backend: str = "local", workers: int | None = None,
+               points_dir: Path | None = None, address: str | None = None) -> None:
+    """Run `points` on `backend`, calling `on_done` for each as it finishes."""
+    if backend not in BACKENDS:
+        raise SpecplanError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    workers = default_workers() if workers is None else workers
+    if workers < 1:
+        raise SpecplanError(f"--workers must be >= 1, got {workers}")
+    if not points:
+        return
+    if backend == "ray":
+        run_ray(points, on_done, workers, address)
+    else:
+        run_local(points, on_done, workers, points_dir)
+
+
+def run_local(points: Sequence[Point], on_done: OnDone, workers: int, points_dir: Path | None) -> None:
+    where = str(points_dir) if points_dir is not None else None
+    if workers == 1 or len(points) == 1:
+        for point in points:
+            on_done(point, point_result(partial(compute_point, point.scenario, point.key, where), point))
+        return
+    with ProcessPoolExecutor(max_workers=min(workers, len(points))) as pool:
+        futures: dict[Future, Point] = {
+            pool.submit(compute_point, p.scenario, p.key, where): p for p in points}
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=lambda f: futures[f].key):
+                    on_done(futures[future], point_result(future.result, futures[future]))
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise
+
+
+def point_result(get: Callable[[], dict[str, Any]], point: Point) -> dict[str, Any]:
+    """A point's summary, with failures turned into one-line errors naming the point."""
+    try:
+        return get()
+    except BrokenProcessPool:
+        raise SpecplanError(
+            "a sweep worker process died; every finished point is kept, run the sweep again to resume"
+        ) from None
+    except SpecplanError as exc:
+        raise SpecplanError(f"point {describe(point)}: {exc}") from None
+
+
+def describe(point: Point) -> str:
+    load = f", {point.load_kind}={point.load:g}" if point.load is not None else ""
+    return f"'{point.label}'{load}, seed {point.seed}"
+
+
+def run_ray(points: Sequence[Point], on_done: OnDone, workers: int, address: str | None) -> None:
+    """Points as Ray tasks on a local Ray started for the run, or on the cluster at `address`."""
+    try:
+        # Ray is the optional 'ray' extra
+        import ray
+    except ImportError:
+        raise SpecplanError("--backend ray needs Ray: pip install 'specplan[ray]'") from None
+    owns = not ray.is_initialized()
+    if owns:
+        start_ray(ray, workers, address)
+    try:
+        remote = ray.remote(num_cpus=1)(compute_point)
+        refs = {remote.remote(p.scenario, p.key, None): p for p in points}
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                on_done(refs[ref], ray_result(ray, ref, refs[ref]))
+    finally:
+        if owns:
+            ray.shutdown()
+
+
+def start_ray(ray: Any, workers: int, address: str | None) -> None:
+    quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
+    try:
+        if address:
+            ray.init(address=address, **quiet)
+        else:
+            ray.init(num_cpus=workers, include_dashboard=False, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        where = f"at {address}" if address else "locally"
+        raise SpecplanError(f"cannot start Ray {where}: {str(exc).splitlines()[0]}") from None
+
+
+def ray_result(ray: Any, ref: Any, point: Point) -> dict[str, Any]:
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        detail = str(cause) if isinstance(cause, SpecplanError) else str(exc).splitlines()[0]
+        raise SpecplanError(f"point {describe(point)}: {detail}") from None

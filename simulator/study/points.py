@@ -1,0 +1,169 @@
+"""A sweep's base scenario → its points (variant × load × seed), their keys and their store.
+
+Each point is one validated plain scenario. Its cache key is the sha256 of
+the canonical JSON of its resolved mapping (every default filled in, paths
+absolute, without the `sweep`/`sla` blocks): two points with the same key
+are the same simulation, whatever label or order produced them. A finished
+point is stored as `points/<key>.json` (written to a temporary file, then
+renamed: a reader never sees half a file), so a sweep killed at any moment
+and started again recomputes only what never finished.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simulator.core.errors import ScenarioError, SpecplanError
+from simulator.core.jsonsafe import clean
+from simulator.scenario import (
+    Scenario,
+    apply_overrides,
+    read_yaml,
+    resolved_mapping,
+    scenario_from_mapping,
+)
+from simulator.scenario.study import SlaSpec
+from simulator.study.merge import apply_load, apply_variant, strip_study_blocks
+
+
+@dataclass(frozen=True)
+class Point:
+    """One simulation of the sweep: a labelled variant at one load and one seed."""
+
+    label: str
+    variant: int
+    load_kind: str | None
+    load: float | None
+    seed: int
+    scenario: Scenario
+    key: str
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """The validated base scenario, its labels (variant order) and every point (row order)."""
+
+    base: Scenario
+    labels: list[str]
+    points: list[Point]
+    sla: SlaSpec | None
+    source: str
+
+    @property
+    def variant_scenarios(self) -> dict[str, Scenario]:
+        """The first point's scenario of each label (for report descriptions)."""
+        out: dict[str, Scenario] = {}
+        for point in self.points:
+            out.setdefault(point.label, point.scenario)
+        return out
+
+    @property
+    def unique_points(self) -> list[Point]:
+        """Points with distinct keys, first occurrence kept (order preserved)."""
+        seen: dict[str, Point] = {}
+        for point in self.points:
+            seen.setdefault(point.key, point)
+        return list(seen.values())
+
+
+def point_key(scenario: Scenario) -> str:
+    """sha256 of the canonical JSON of the resolved scenario, without `sweep`/`sla`."""
+    mapping = {k: v for k, v in resolved_mapping(scenario).items() if k not in ("sweep", "sla")}
+    text = json.dumps(clean(mapping), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_source(source: str | Path | Scenario | dict, overrides: tuple[str, ...] | list[str] = (),
+                base_dir: Path | None = None) -> tuple[dict, Path, str]:
+    """(raw mapping, folder relative paths resolve against, name for messages) of a sweep's base."""
+    if isinstance(source, Scenario):
+        raw = resolved_mapping(source)
+        return apply_overrides(raw, overrides), base_dir or Path.cwd(), source.source
+    if isinstance(source, dict):
+        return apply_overrides(source, overrides), base_dir or Path.cwd(), "<mapping>"
+    path = Path(source)
+    raw = read_yaml(path)
+    if not isinstance(raw, dict):
+        raise SpecplanError(f"{path}: a scenario must be a YAML mapping")
+    return apply_overrides(raw, overrides), path.resolve().parent, str(path)
+
+
+def plan_sweep(source: str | Path | Scenario | dict, overrides: tuple[str, ...] | list[str] = (),
+               base_dir: Path | None = None) -> SweepPlan:
+    """Validate the base scenario and every variant × load; list the points in row order."""
+    raw, folder, name = read_source(source, overrides, base_dir)
+    base = validated(raw, folder, name, "")
+    sweep = base.sweep
+    variants = list(sweep.variants) if sweep and sweep.variants else [{"label": base.policy.name}]
+    load = sweep.load if sweep else None
+    loads: list[tuple[str | None, float | None]] = (
+        [(load.kind, v) for v in load.values] if load else [(None, None)])
+    seeds = list(sweep.seeds) if sweep and sweep.seeds else [base.seed]
+    body = strip_study_blocks(raw)
+    points = []
+    for index, variant in enumerate(variants):
+        merged = apply_variant(body, variant)
+        for load_kind, value in loads:
+            point_raw = apply_load(merged, load_kind, value) if load_kind and value is not None \
+                else copy.deepcopy(merged)
+            where = f"sweep.variants[{index}] ({variant['label']})" if sweep and sweep.variants else ""
+            scenario = validated(point_raw, folder, name, where)
+            for seed in seeds:
+                seeded = dataclasses.replace(scenario, seed=seed)
+                points.append(Point(variant["label"], index, load_kind, value, seed, seeded, point_key(seeded)))
+    labels = [v["label"] for v in variants]
+    return SweepPlan(base=base, labels=labels, points=points, sla=base.sla, source=name)
+
+
+def validated(raw: dict, folder: Path, name: str, where: str) -> Scenario:
+    """scenario_from_mapping with errors naming the file and the variant."""
+    try:
+        return scenario_from_mapping(raw, folder, source=name)
+    except ScenarioError as exc:
+        prefix = f"{name}: {where}: " if where else f"{name}: "
+        raise SpecplanError(prefix + str(exc)) from None
+
+
+def normalise(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary as it reads back from JSON (NaN → None), so fresh and cached rows are equal."""
+    return json.loads(json.dumps(clean(summary)))
+
+
+def point_path(points_dir: Path, key: str) -> Path:
+    return points_dir / f"{key}.json"
+
+
+def store_point(points_dir: Path, key: str, summary: dict[str, Any], scenario: Scenario) -> None:
+    """Write points/<key>.json atomically (temporary file in the same folder, then os.replace)."""
+    points_dir.mkdir(parents=True, exist_ok=True)
+    record = {"key": key, "summary": summary, "scenario": clean(resolved_mapping(scenario))}
+    fd, tmp = tempfile.mkstemp(prefix=f".{key[:12]}.", suffix=".tmp", dir=points_dir)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(record, handle, indent=1)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, point_path(points_dir, key))
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_point(points_dir: Path, key: str) -> dict[str, Any] | None:
+    """A stored point's summary, or None when it is missing or unreadable (then recomputed)."""
+    path = point_path(points_dir, key)
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("key") != key or not isinstance(record.get("summary"), dict):
+        return None
+    return record["summary"]

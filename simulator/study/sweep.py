@@ -1,0 +1,127 @@
+"""Sweeps: a scenario's `sweep:` block → points → frontier → SLA comparisons.
+
+The notebook API (`specplan sweep` is a thin face over it):
+
+    result = run_sweep("scenarios/default.yaml", out_dir="out", workers=2, backend="local")
+    result.points        one row per variant × load × seed: every summary key + label, load, seed
+    result.frontier      per label: Pareto vertices + a monotone interpolation (simulator.study.frontier)
+    result.comparisons   per SLA threshold: throughput/GPU per label, gains over the first label
+
+With `out_dir`, each finished point is stored at once under
+`out_dir/points/<key>.json` (simulator.study.points); a re-run reuses every
+stored point and recomputes only the missing ones. Rows are ordered by
+variant, load and seed, so results are identical whatever the backend or
+the number of workers (only `wall_s`, the measured wall time of each
+simulation, differs between runs that computed a point anew).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from simulator.core.progress import Progress
+from simulator.scenario import Scenario, write_resolved
+from simulator.scenario.study import tps_column
+from simulator.study.backends import run_points
+from simulator.study.frontier import comparisons, frontier_table, operating_points
+from simulator.study.points import Point, SweepPlan, load_point, plan_sweep, store_point
+
+__all__ = ["SweepPlan", "SweepResult", "plan_sweep", "run_sweep", "sweep_frames"]
+
+
+@dataclass
+class SweepResult:
+    """The frames of a finished sweep, how many points ran or were reused, and where files went."""
+
+    plan: SweepPlan
+    points: pd.DataFrame
+    operating: pd.DataFrame
+    frontier: pd.DataFrame
+    comparisons: pd.DataFrame
+    statistic: str
+    computed: int
+    reused: int
+    out_dir: Path | None = None
+
+
+def run_sweep(scenario_or_path: str | Path | Scenario | dict, out_dir: str | Path | None = None,
+              workers: int | None = None, backend: str = "local", address: str | None = None,
+              progress: bool | None = None,
+              overrides: tuple[str, ...] | list[str] = ()) -> SweepResult:
+    """Run (or resume) a sweep; write points/frontier/comparisons CSVs into out_dir.
+
+    The report (`reports.report.write_report`) is the caller's: `specplan sweep` writes it.
+    """
+    plan = plan_sweep(scenario_or_path, overrides)
+    out = Path(out_dir) if out_dir is not None else None
+    points_dir = out / "points" if out is not None else None
+    summaries, computed = collect(plan, points_dir, workers, backend, address, progress)
+    result = sweep_frames(plan, summaries, computed)
+    if out is not None:
+        write_outputs(result, out)
+        result.out_dir = out
+    return result
+
+
+def collect(plan: SweepPlan, points_dir: Path | None, workers: int | None, backend: str,
+            address: str | None, progress: bool | None) -> tuple[dict[str, dict[str, Any]], int]:
+    """Summaries by key: stored ones reused, the rest run and stored as each finishes."""
+    unique = plan.unique_points
+    summaries: dict[str, dict[str, Any]] = {}
+    if points_dir is not None:
+        for point in unique:
+            stored = load_point(points_dir, point.key)
+            if stored is not None:
+                summaries[point.key] = stored
+    missing = [p for p in unique if p.key not in summaries]
+    with Progress(len(unique), "sweep", enabled=progress if progress is not None else None) as bar:
+        bar.skip(len(unique) - len(missing))
+
+        def on_done(point: Point, summary: dict[str, Any]) -> None:
+            if points_dir is not None and load_point(points_dir, point.key) is None:
+                store_point(points_dir, point.key, summary, point.scenario)
+            summaries[point.key] = summary
+            bar.advance()
+
+        run_points(missing, on_done, backend, workers, points_dir, address)
+    return summaries, len(missing)
+
+
+def sweep_frames(plan: SweepPlan, summaries: dict[str, dict[str, Any]], computed: int = 0) -> SweepResult:
+    """Assemble the points, operating points, frontier and comparison frames from summaries."""
+    rows = [{**summaries[p.key], "label": p.label, "load_kind": p.load_kind, "load": p.load,
+             "seed": p.seed, "key": p.key} for p in plan.points]
+    points = numeric_columns(pd.DataFrame(rows))
+    sla = plan.sla
+    statistic = sla.statistic if sla is not None else "p50"
+    ops = operating_points(points, tps_column(statistic), sla.ttft_s if sla is not None else None)
+    front = frontier_table(ops, plan.labels)
+    comp = comparisons(ops, plan.labels, sla.tps_user if sla is not None else (), statistic)
+    reused = len(plan.unique_points) - computed
+    return SweepResult(plan, points, ops, front, comp, statistic, computed, reused)
+
+
+def numeric_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """Columns of numbers and nulls (NaN stored as JSON null) as floats."""
+    for name in frame.columns:
+        col = frame[name]
+        if col.dtype == object and col.map(lambda v: v is None or is_number(v)).all():
+            frame[name] = pd.to_numeric(col, errors="coerce").astype(float)
+    return frame
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def write_outputs(result: SweepResult, out: Path) -> None:
+    """points.csv, frontier.csv, comparisons.csv and the resolved base scenario."""
+    out.mkdir(parents=True, exist_ok=True)
+    result.points.to_csv(out / "points.csv", index=False, float_format="%.9g")
+    result.frontier.to_csv(out / "frontier.csv", index=False, float_format="%.9g")
+    result.comparisons.to_csv(out / "comparisons.csv", index=False, float_format="%.9g")
+    write_resolved(result.plan.base, out / "scenario.resolved.yaml")

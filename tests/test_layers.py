@@ -1,0 +1,148 @@
+"""The package's layers, checked by walking every import (ast): no cycle, no arrow upwards.
+
+Data flows one way (DESIGN.md §2): scenario → model → records → summary →
+sweep → frontier → plan/report. Each module belongs to one layer; it may
+import its own layer's package and any layer below, never a layer above
+and never a peer package of its own layer. Function-local imports count
+like any other; they are kept only for heavy optional dependencies
+(torch, ray, matplotlib, aiconfigurator) or a project module that loads one
+when imported, each with a one-line reason on the line above.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+from tests.conftest import REPO
+
+# lowest first; packages listed together are peers (neither may import the other)
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("simulator.core",),
+    ("hwprofiles", "traces", "policies"),
+    ("simulator.drafters",),
+    ("simulator.scenario",),
+    ("simulator.engine",),
+    ("simulator.study",),
+    ("reports",),
+    ("validation",),
+    ("simulator.app",),
+)
+PACKAGES = ("simulator", "hwprofiles", "traces", "policies", "reports", "validation", "scenarios")
+HEAVY_OPTIONAL = ("torch", "ray", "matplotlib", "aiconfigurator_core")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_modules() -> dict[str, Path]:
+    return {module_name(f): f for p in PACKAGES for f in (REPO / p).rglob("*.py")}
+
+
+def layer_of(module: str) -> tuple[int, str]:
+    """(rank, package) of a module: its layer's position and the package prefix it matched."""
+    for rank, packages in enumerate(LAYERS):
+        for package in packages:
+            if module == package or module.startswith(package + "."):
+                return rank, package
+    raise AssertionError(f"{module} belongs to no layer: add it to LAYERS")
+
+
+def imports(path: Path) -> list[tuple[str, bool, int]]:
+    """(imported module, at module level?, line) for every import of a file."""
+    tree = ast.parse(path.read_text())
+    top = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, id(node) in top, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, id(node) in top, node.lineno))
+    return found
+
+
+def project_edges() -> dict[str, set[str]]:
+    modules = project_modules()
+    edges: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        for target, _, _ in imports(path):
+            if target.split(".")[0] in PACKAGES and target != "scenarios":
+                edges[name].add(target)
+    return edges
+
+
+def test_every_module_has_a_layer():
+    for name in project_modules():
+        if not name.startswith("scenarios") and name != "simulator":
+            layer_of(name)
+
+
+def test_no_import_points_up_or_sideways():
+    wrong = []
+    for source, targets in project_edges().items():
+        rank, package = layer_of(source)
+        for target in targets:
+            t_rank, t_package = layer_of(target)
+            if t_rank > rank or (t_rank == rank and t_package != package):
+                wrong.append(f"{source} -> {target}")
+    assert not wrong, "imports against the layers:\n" + "\n".join(sorted(wrong))
+
+
+def test_no_import_cycle():
+    edges = project_edges()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt):], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (cycle := visit(start)):
+            raise AssertionError("import cycle: " + " -> ".join(cycle))
+
+
+def heavy_modules() -> set[str]:
+    """Project modules that load a heavy optional dependency when imported (module-level imports)."""
+    modules = project_modules()
+    top = {name: {t for t, at_top, _ in imports(path) if at_top} for name, path in modules.items()}
+    heavy = {n for n, targets in top.items() if any(t.split(".")[0] in HEAVY_OPTIONAL for t in targets)}
+    while True:
+        more = {n for n, targets in top.items() if n not in heavy and targets & heavy}
+        if not more:
+            return heavy
+        heavy |= more
+
+
+def reason_above(lines: list[str], line: int) -> str:
+    """The line above a block of consecutive imports that contains line `line` (1-based)."""
+    i = line - 2
+    while i >= 0 and (not lines[i].strip() or lines[i].strip().startswith(("import ", "from "))):
+        i -= 1
+    return lines[i].strip() if i >= 0 else ""
+
+
+def test_function_local_imports_are_heavy_optional_dependencies_with_a_reason():
+    heavy = heavy_modules()
+    wrong = []
+    for path in project_modules().values():
+        lines = path.read_text().splitlines()
+        for target, at_top, line in imports(path):
+            if at_top:
+                continue
+            reason = reason_above(lines, line)
+            is_heavy = target.split(".")[0] in HEAVY_OPTIONAL or target in heavy
+            if not is_heavy or not reason.startswith("#"):
+                wrong.append(f"{path.relative_to(REPO)}:{line} imports {target}")
+    assert not wrong, "function-local imports:\n" + "\n".join(sorted(wrong))
