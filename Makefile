@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 # torch is pinned to the CPU build that lies on this project's machines.
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[dev,profile,ray]"
+	$(BIN)/pip install -q -e ".[dev,profile,ray,aic]"
 	touch $@
 
 demo: $(VENV)/.installed

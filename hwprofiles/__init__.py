@@ -7,7 +7,8 @@
     modelshape.py       model shapes (shapes/*.yaml) and drafter shapes
     derive_vidur.py     H100 curves from vidur's per-operator timings
     import_splitwise.py decode curves from splitwise-sim's perf_model.csv
-    roofline.py         synthetic H100/H200/B200 curves (roofline + graph padding)
+    roofline.py         synthetic H100/H200/B200 curves (roofline + graph padding), named synthetic-*
+    aiconfigurator.py   measured GPU curves composed from AIConfigurator's kernel database (needs the aic extra)
     builtins.py         regenerates the derived built-ins: python -m hwprofiles.builtins
     torch_model.py      random-weight decoder over flattened verify batches (needs torch)
     harness.py          times it: `specplan profile` (needs torch)

@@ -1,9 +1,13 @@
-"""`specplan profile` (time a model shape with the torch harness) and `specplan profile-plot`.
+"""`specplan profile` (a step-time curve from the torch harness or AIConfigurator) and `specplan profile-plot`.
 
 `profile` writes a profile CSV (hwprofiles/fileformat.py) that a scenario
-can name as `hardware.profile: PATH`; it needs torch (the `profile` extra)
-and imports it only when run. `profile-plot` draws step time and steps/s
-vs tokens for profile files or `builtin:NAME`s.
+can name as `hardware.profile: PATH`. `--source torch` (the default) times
+a model shape with the torch harness and needs torch (the `profile` extra);
+`--source aiconfigurator` composes verify steps (or, with `--drafter-layers`,
+drafter forwards) from NVIDIA AIConfigurator's measured per-operator
+database and needs aiconfigurator-core (the `aic` extra). Each imports its
+package only when run. `profile-plot` draws step time and steps/s vs tokens
+for profile files or `builtin:NAME`s.
 """
 
 from __future__ import annotations
@@ -13,6 +17,14 @@ import shlex
 import time
 from pathlib import Path
 
+from hwprofiles.aiconfigurator import (
+    AicDrafter,
+    AicLayout,
+    AicTarget,
+    aic_command,
+    aic_profile,
+    literal_version,
+)
 from hwprofiles.fileformat import write_profile_csv
 from hwprofiles.grid import parse_tokens
 from hwprofiles.loader import load_profile
@@ -20,10 +32,21 @@ from hwprofiles.modelshape import load_shape
 from hwprofiles.plot import save_profile_plot
 from simulator.core.errors import SpecplanError
 
+SOURCES = ("torch", "aiconfigurator")
+TORCH_ONLY = ("device", "dtype", "tokens", "context", "mode", "layers", "repeats", "warmup", "rounds", "requests",
+              "drafter", "block_size", "markov_rank", "threads", "seed")
+AIC_ONLY = ("system", "backend", "backend_version", "tp", "ep", "dp", "max_tokens", "memory_fraction",
+            "drafter_moe", "drafter_fuse")
+DEFAULTS: dict[str, object] = {}
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("profile", help="measure a step-time curve with the torch harness")
-    p.add_argument("--model", required=True, help="shape name (hwprofiles/shapes/) or shape YAML path")
+    p = sub.add_parser("profile", help="a step-time curve: torch harness (default) or AIConfigurator's database")
+    p.add_argument("--source", default="torch", choices=SOURCES,
+                   help="torch: time a shape here; aiconfigurator: import measured GPU kernels (default torch)")
+    p.add_argument("--model", required=True,
+                   help="torch: shape name (hwprofiles/shapes/) or shape YAML path; aiconfigurator: a model id "
+                        "it ships (e.g. meta-llama/Meta-Llama-3.1-8B) or a folder with config.json")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
     p.add_argument("--dtype", help="float32, bfloat16 or float16 (default: float32 on CPU, bfloat16 on CUDA)")
     p.add_argument("--tokens", default="1:512", help="token counts: 1:512 (dense to 16, then stepped), 1:512:8, or 1,2,4,8")
@@ -43,13 +66,29 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="R = ceil(B / K) requests (default K = 4: one anchor + 3 drafts)")
     p.add_argument("--drafter", choices=("ar", "parallel", "markov"),
                    help="time a drafter instead: ar (Eagle3-like), parallel (DFlash-like), markov (DSpark head)")
-    p.add_argument("--drafter-layers", type=int, default=1, help="decoder layers of an ar/parallel drafter")
+    p.add_argument("--drafter-layers", type=int,
+                   help="torch: layers of an ar/parallel drafter (default 1); aiconfigurator: write a drafter-forward "
+                        "profile of N of the target's decoder layers + LM head")
     p.add_argument("--block-size", type=int, default=7, help="γ for a parallel drafter (tokens per request)")
     p.add_argument("--markov-rank", type=int, default=256)
     p.add_argument("--threads", type=int, help="torch CPU threads (default on CPU: 1, the stable choice on a shared machine)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
+    aic = p.add_argument_group("--source aiconfigurator")
+    aic.add_argument("--system", help="AIConfigurator system: h200_sxm, h100_sxm, b200_sxm, gb200, ...")
+    aic.add_argument("--backend", default="vllm", choices=("vllm", "sglang", "trtllm"))
+    aic.add_argument("--backend-version", help="database version, e.g. 0.24.0 (default: the package's current one)")
+    aic.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per replica (default 1)")
+    aic.add_argument("--ep", type=int, default=1, help="MoE expert-parallel degree (default 1)")
+    aic.add_argument("--dp", type=int, default=1, help="attention data-parallel ranks per replica (default 1)")
+    aic.add_argument("--max-tokens", type=int, default=8192, help="largest B in the table (default 8192)")
+    aic.add_argument("--memory-fraction", type=float, default=0.9,
+                     help="GPU memory share for weights + KV cache, sets the last context row (default 0.9)")
+    aic.add_argument("--drafter-moe", action="store_true", help="the drafter's layers are the target's MoE layers")
+    aic.add_argument("--drafter-fuse", type=int, default=0,
+                     help="K: a K x hidden -> hidden input projection (MTP eh_proj: 2, Eagle3: 3; default none)")
     p.set_defaults(func=profile)
+    DEFAULTS.update({action.dest: action.default for action in p._actions})
 
     plot = sub.add_parser("profile-plot", help="plot step time and steps/s vs tokens")
     plot.add_argument("profiles", nargs="+", help="profile CSV files or builtin:NAME")
@@ -69,6 +108,9 @@ def _torch():
 
 
 def profile(args: argparse.Namespace) -> int:
+    _check_source_options(args)
+    if args.source == "aiconfigurator":
+        return _import_aiconfigurator(args)
     torch = _torch()
     if args.threads is None and not args.device.startswith("cuda"):
         args.threads = 1
@@ -91,7 +133,7 @@ def _measure_and_write(args: argparse.Namespace) -> int:
         mode=args.mode, context_tokens=args.context, total_context=_int_list(args.total_context),
         repeats=args.repeats, warmup=args.warmup, rounds=args.rounds, requests=args.requests,
         tokens_per_request=args.tokens_per_request, layers=args.layers, drafter=args.drafter,
-        drafter_layers=args.drafter_layers, block_size=args.block_size, markov_rank=args.markov_rank,
+        drafter_layers=args.drafter_layers or 1, block_size=args.block_size, markov_rank=args.markov_rank,
         seed=args.seed, command=_command_line(args),
     )
     out = Path(args.out)
@@ -103,9 +145,41 @@ def _measure_and_write(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_source_options(args: argparse.Namespace) -> None:
+    """An option of the other source is an error, not silently ignored."""
+    other = AIC_ONLY if args.source == "torch" else TORCH_ONLY
+    for dest in other:
+        if getattr(args, dest) != DEFAULTS.get(dest):
+            flag = "--" + dest.replace("_", "-")
+            wanted = "aiconfigurator" if args.source == "torch" else "torch"
+            raise SpecplanError(f"{flag} applies to --source {wanted}")
+
+
+def _import_aiconfigurator(args: argparse.Namespace) -> int:
+    if not args.system:
+        raise SpecplanError("--system is required with --source aiconfigurator (e.g. h200_sxm)")
+    if (args.drafter_moe or args.drafter_fuse) and args.drafter_layers is None:
+        raise SpecplanError("--drafter-moe and --drafter-fuse describe a drafter: give --drafter-layers N")
+    total = _int_list(args.total_context)
+    target = AicTarget(args.model, args.system, args.backend,
+                       literal_version(args.system, args.backend, args.backend_version), args.tp, args.ep, args.dp)
+    layout = AicLayout(args.tokens_per_request, args.max_tokens, total, args.memory_fraction)
+    drafter = None if args.drafter_layers is None else AicDrafter(args.drafter_layers, args.drafter_moe,
+                                                                  args.drafter_fuse)
+    out = Path(args.out)
+    t0 = time.perf_counter()
+    result = aic_profile(target, layout, args.name or out.stem, aic_command(target, layout, drafter), drafter)
+    write_profile_csv(result, out)
+    if not args.quiet:
+        rows = 1 if result.context_tokens is None else len(result.context_tokens)
+        shape = f"{len(result.tokens)} token counts x {rows} contexts"
+        print(f"wrote {out} ({shape}, {time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
 def _command_line(args: argparse.Namespace) -> str:
     """The command that reproduces this measurement (recorded in the file's `source`)."""
-    skip = {"func", "quiet", "command", "out"}
+    skip = {"func", "quiet", "command", "out", "source", *AIC_ONLY}
     if args.drafter is None:
         skip |= {"drafter_layers", "block_size", "markov_rank"}
     if args.requests is not None:
