@@ -33,7 +33,7 @@ def scenario(users: int, latency: dict, bypass: str | None, duration_s: float) -
     return {
         "name": "bench-bypass", "seed": 3,
         "horizon": {"duration_s": duration_s, "warmup_s": 2},
-        "hardware": {"profile": "builtin:h200-llama3-8b"},
+        "hardware": {"profile": "builtin:synthetic-h200-llama3-8b"},
         "engine": {"max_batch_requests": 64, "kv_capacity_tokens": 4_000_000,
                    "prefill": {"mode": "disaggregated", "tokens_per_s": 50_000},
                    "scheduling_overhead_ms": 0.1},

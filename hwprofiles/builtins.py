@@ -2,10 +2,17 @@
 
     python -m hwprofiles.builtins [SHARED_DIR]
 
-SHARED_DIR holds `profiles/vidur/` and `profiles/splitwise/` (default:
-`../shared` beside the repository). Derived and synthetic built-ins are
-pure functions of those files and of `hwprofiles/roofline.py`, so running
-this again reproduces the committed CSVs byte for byte (a test checks it).
+Three families, each a pure function of its inputs, so running this again
+reproduces the committed CSVs byte for byte (tests check it):
+
+- derived from `SHARED_DIR/profiles/vidur/` and `profiles/splitwise/`
+  (default: `../shared` beside the repository); skipped, with a note, when
+  that folder is absent;
+- synthetic rooflines (`synthetic-*`, `hwprofiles/roofline.py`);
+- imported from NVIDIA AIConfigurator's database (`aiconfigurator.py`; needs
+  the `aic` extra, not ../shared): verify-step profiles and drafter-forward
+  profiles built from the same operators (`*-mtp`, `*-drafter-*`).
+
 The profiles measured on a machine (`cpu-*`, `h200-*-measured`) are written
 by `specplan profile` instead and are not touched here.
 """
@@ -16,14 +23,46 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from hwprofiles.aiconfigurator import AicDrafter, AicLayout, AicTarget, aic_command, aic_profile
 from hwprofiles.derive_vidur import vidur_profile
 from hwprofiles.fileformat import DATA_DIR, write_profile_csv
 from hwprofiles.import_splitwise import splitwise_profile
 from hwprofiles.modelshape import load_shape
 from hwprofiles.profile import StepProfile
 from hwprofiles.roofline import roofline_profile
+from simulator.core.errors import SpecplanError
 
 DEFAULT_SHARED = Path(__file__).resolve().parents[2] / "shared"
+LLAMA31_8B = "meta-llama/Meta-Llama-3.1-8B"
+DEEPSEEK_V3 = AicTarget("deepseek-ai/DeepSeek-V3", "h200_sxm", tp=8, ep=8)
+
+# name -> (target, layout, drafter or None): what `specplan profile --source aiconfigurator` would write
+AIC_BUILTINS: dict[str, tuple[AicTarget, AicLayout, AicDrafter | None]] = {
+    "h200-llama3.1-8b-vllm": (AicTarget(LLAMA31_8B, "h200_sxm"), AicLayout(), None),
+    "b200-llama3.1-8b-vllm": (AicTarget(LLAMA31_8B, "b200_sxm"), AicLayout(), None),
+    "h100-llama3.1-8b-vllm": (AicTarget(LLAMA31_8B, "h100_sxm"), AicLayout(), None),
+    "h200-qwen3-8b-vllm": (AicTarget("Qwen/Qwen3-8B", "h200_sxm"), AicLayout(), None),
+    "h200-qwen3-32b-vllm": (AicTarget("Qwen/Qwen3-32B", "h200_sxm"), AicLayout(), None),
+    "h200-qwen3-30b-a3b-vllm": (AicTarget("Qwen/Qwen3-30B-A3B", "h200_sxm"), AicLayout(), None),
+    "h200-deepseek-v3-tp8ep8-vllm": (DEEPSEEK_V3, AicLayout(), None),
+    # DSpark/DFlash backbone: 5 dense layers + LM head, one forward over R x 7 positions (block 7)
+    "h200-llama3.1-8b-vllm-drafter-5l": (AicTarget(LLAMA31_8B, "h200_sxm"), AicLayout(query_tokens=7),
+                                         AicDrafter(layers=5)),
+    # DeepSeek's MTP module: eh_proj (2 x hidden -> hidden) + one MoE decoder layer + shared LM head, R tokens
+    "h200-deepseek-v3-tp8ep8-vllm-mtp": (DEEPSEEK_V3, AicLayout(query_tokens=1),
+                                         AicDrafter(layers=1, moe=True, fuse_inputs=2)),
+    # DSpark-5 as in the paper's production setting: 3 MoE layers + LM head over R x 5 positions
+    "h200-deepseek-v3-tp8ep8-vllm-drafter-3moe": (DEEPSEEK_V3, AicLayout(query_tokens=5),
+                                                  AicDrafter(layers=3, moe=True)),
+}
+
+
+def synthetic_builtins() -> dict[str, Callable[[], StepProfile]]:
+    """The labelled synthetic rooflines (no input files)."""
+    return {
+        "synthetic-h200-llama3-8b": lambda: roofline_profile(load_shape("llama3-8b"), "h200"),
+        "synthetic-b200-llama3-8b": lambda: roofline_profile(load_shape("llama3-8b"), "b200"),
+    }
 
 
 def derived_builtins(shared: Path) -> dict[str, Callable[[], StepProfile]]:
@@ -37,19 +76,46 @@ def derived_builtins(shared: Path) -> dict[str, Callable[[], StepProfile]]:
             vidur / "h100_meta-llama_Llama-2-70b-hf_mlp.csv", load_shape("llama2-70b"), 4, "h100-llama2-70b-tp4"),
         "splitwise-h100-llama2-70b-tp4": lambda: splitwise_profile(
             splitwise, "llama2-70b", "h100-80gb", 4, name="splitwise-h100-llama2-70b-tp4"),
-        "h200-llama3-8b": lambda: roofline_profile(load_shape("llama3-8b"), "h200"),
-        "b200-llama3-8b": lambda: roofline_profile(load_shape("llama3-8b"), "b200"),
+        **synthetic_builtins(),
     }
 
 
+def aic_builtins() -> dict[str, Callable[[], StepProfile]]:
+    """Built-in name → a function that imports it from aiconfigurator-core (raises without it)."""
+    def make(name: str) -> Callable[[], StepProfile]:
+        target, layout, drafter = AIC_BUILTINS[name]
+        return lambda: aic_profile(target, layout, name, aic_command(target, layout, drafter), drafter)
+
+    return {name: make(name) for name in AIC_BUILTINS}
+
+
+def write_all(makers: dict[str, Callable[[], StepProfile]], out_dir: Path) -> list[Path]:
+    return [write_profile_csv(make(), out_dir / f"{name}.csv") for name, make in makers.items()]
+
+
 def regenerate(shared: Path, out_dir: Path = DATA_DIR) -> list[Path]:
-    """Write every derived built-in into `out_dir`; returns the paths written."""
-    return [write_profile_csv(make(), out_dir / f"{name}.csv") for name, make in derived_builtins(shared).items()]
+    """Write every built-in derived from ../shared (and the rooflines) into `out_dir`."""
+    return write_all(derived_builtins(shared), out_dir)
+
+
+def regenerate_aic(out_dir: Path = DATA_DIR, names: list[str] | None = None) -> list[Path]:
+    """Write the AIConfigurator built-ins (all, or `names`) into `out_dir`."""
+    makers = aic_builtins()
+    return write_all({n: makers[n] for n in (names or makers)}, out_dir)
 
 
 def main(argv: list[str]) -> int:
     shared = Path(argv[0]) if argv else DEFAULT_SHARED
-    for path in regenerate(shared):
+    if (shared / "profiles").is_dir():
+        written = regenerate(shared)
+    else:
+        print(f"skipped the vidur/splitwise built-ins: {shared / 'profiles'} not found")
+        written = write_all(synthetic_builtins(), DATA_DIR)
+    try:
+        written += regenerate_aic()
+    except SpecplanError as exc:
+        print(f"skipped the AIConfigurator built-ins: {exc}")
+    for path in written:
         print(f"wrote {path}")
     return 0
 

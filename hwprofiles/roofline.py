@@ -87,15 +87,19 @@ def roofline_step_ms(
 
 
 def roofline_profile(
-    shape: ModelShape, gpu_key: str, max_tokens: int = 512, context_grid: tuple[int, ...] = CONTEXT_GRID_TOKENS
+    shape: ModelShape, gpu_key: str, max_tokens: int = 512, context_grid: tuple[int, ...] = CONTEXT_GRID_TOKENS,
+    name: str | None = None,
 ) -> StepProfile:
-    """A synthetic CUDA-graph profile: roofline at each capture size, as a padded staircase."""
+    """A synthetic CUDA-graph profile: roofline at each capture size, as a padded staircase.
+
+    The default name is `synthetic-<gpu>-<shape>`: it must never be mistaken for a measurement.
+    """
     gpu = GPUS[gpu_key]
     buckets = vllm_capture_sizes(max_tokens)
     bucket_ms = np.stack([roofline_step_ms(shape, gpu, np.array(buckets), c) for c in context_grid])
     tokens, table = staircase(buckets, bucket_ms)
     return StepProfile(
-        name=f"{gpu_key}-{shape.name}",
+        name=name or f"synthetic-{gpu_key}-{shape.name}",
         tokens=tokens,
         step_ms_table=table,
         context_tokens=np.array(context_grid, dtype=np.int64),

@@ -69,7 +69,7 @@ def test_round_trip_keeps_table_spread_and_provenance(tmp_path: Path) -> None:
 def test_every_builtin_loads_and_round_trips() -> None:
     names = builtin_names()
     assert {"h100-llama2-7b", "h100-llama2-70b-tp4", "splitwise-h100-llama2-70b-tp4",
-            "h200-llama3-8b", "b200-llama3-8b", "cpu-tiny"} <= set(names)
+            "synthetic-h200-llama3-8b", "synthetic-b200-llama3-8b", "cpu-tiny"} <= set(names)
     for name in names:
         profile = load_profile(f"builtin:{name}")
         assert format_profile(profile) == (DATA_DIR / f"{name}.csv").read_text()
@@ -111,7 +111,7 @@ def test_malformed_files_are_rejected_with_file_and_line(text: str, message: str
 def test_unreadable_file_and_unknown_builtin_are_clear(tmp_path: Path) -> None:
     with pytest.raises(SpecplanError, match=r"missing\.csv: cannot read profile"):
         load_profile(str(tmp_path / "missing.csv"))
-    with pytest.raises(SpecplanError, match=r"builtin:h300: no such built-in profile \(valid: .*h200-llama3-8b"):
+    with pytest.raises(SpecplanError, match=r"builtin:h300: no such built-in profile \(valid: .*synthetic-h200-llama3-8b"):
         load_profile("builtin:h300")
 
 
@@ -143,7 +143,7 @@ def test_context_axis_lookup_is_bilinear_and_exact_on_the_grid() -> None:
 
 
 def test_builtin_and_csv_path_both_work_in_scenarios(tmp_path: Path) -> None:
-    builtin = make_scenario(hardware={"profile": "builtin:h200-llama3-8b"})
+    builtin = make_scenario(hardware={"profile": "builtin:synthetic-h200-llama3-8b"})
     assert load_profile(builtin.hardware.profile).max_tokens == 512
     write_profile_csv(parse(profile_text("1,8\n256,12\n")), tmp_path / "mine.csv")
     from simulator.scenario import scenario_from_mapping
@@ -246,7 +246,7 @@ def test_committed_derived_builtins_are_reproducible(tmp_path: Path) -> None:
 
 
 def test_roofline_h200_8b_never_beats_its_weight_read() -> None:
-    profile = load_profile("builtin:h200-llama3-8b")
+    profile = load_profile("builtin:synthetic-h200-llama3-8b")
     shape = load_shape("llama3-8b")
     floor_ms = shape.params() * 2 / (GPUS["h200"].hbm_tb_per_s * 1e12) * 1e3
     assert floor_ms == pytest.approx(3.35, abs=0.01)
@@ -259,8 +259,8 @@ def test_roofline_h200_8b_never_beats_its_weight_read() -> None:
 
 
 def test_roofline_shape_memory_bound_then_compute_bound_and_padded() -> None:
-    h200 = load_profile("builtin:h200-llama3-8b")
-    b200 = load_profile("builtin:b200-llama3-8b")
+    h200 = load_profile("builtin:synthetic-h200-llama3-8b")
+    b200 = load_profile("builtin:synthetic-b200-llama3-8b")
     b = np.arange(1, 513)
     assert np.all(b200.step_ms(b) < h200.step_ms(b))
     assert h200.step_ms(64) / h200.step_ms(1) < 1.01          # memory bound: flat
@@ -315,7 +315,7 @@ def test_drafter_shapes() -> None:
 
 def test_profile_plot_writes_a_png(cli, tmp_path: Path) -> None:
     path = write_profile_csv(parse(profile_text("1,8\n64,8.3\n65,10.5\n128,10.8\n")), tmp_path / "saw.csv")
-    status, out, _ = cli("profile-plot", path, "builtin:h200-llama3-8b", "--out", tmp_path / "p.png",
+    status, out, _ = cli("profile-plot", path, "builtin:synthetic-h200-llama3-8b", "--out", tmp_path / "p.png",
                          "--max-tokens", "128")
     assert status == 0 and "p.png" in out
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -329,7 +329,7 @@ def test_plot_function_draws_every_profile_on_both_axes() -> None:
     from hwprofiles.plot import plot_profiles
 
     axes = Figure().subplots(1, 2)
-    plot_profiles([load_profile("builtin:cpu-tiny"), load_profile("builtin:h200-llama3-8b")], axes, max_tokens=100)
+    plot_profiles([load_profile("builtin:cpu-tiny"), load_profile("builtin:synthetic-h200-llama3-8b")], axes, max_tokens=100)
     assert len(axes[0].lines) == 4 and len(axes[1].lines) == 4
     np.testing.assert_array_equal(axes[0].lines[0].get_xdata(), np.arange(1, 101))
 
@@ -344,7 +344,7 @@ def test_specplan_imports_and_loads_profiles_without_torch() -> None:
         "sys.meta_path.insert(0, NoTorch())\n"
         "from simulator.app.cli import parser, main\n"
         "from hwprofiles import load_profile\n"
-        "parser(); print(load_profile('builtin:h200-llama3-8b').max_tokens)\n"
+        "parser(); print(load_profile('builtin:synthetic-h200-llama3-8b').max_tokens)\n"
         "status = main(['profile', '--model', 'tiny-cpu', '--out', '/dev/null'])\n"
         "assert 'torch' not in sys.modules\n"
         "sys.exit(status)\n"
