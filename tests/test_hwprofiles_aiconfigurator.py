@@ -193,3 +193,18 @@ def test_design_reference_points_from_the_committed_files() -> None:
     assert 14.5 < float(deepseek.step_ms(1, 0)) < 16.0
     mtp = load_profile("builtin:h200-deepseek-v3-tp8ep8-vllm-mtp")
     assert np.all(mtp.step_ms([1, 64, 256], 0) < deepseek.step_ms([1, 64, 256], 0) / 20)
+
+
+def test_the_deepseek_scenario_prices_steps_and_drafting_from_the_imported_curves() -> None:
+    from simulator.scenario import load_scenario
+    from tests.conftest import REPO
+
+    scenario = load_scenario(REPO / "scenarios" / "deepseek-v3-h200.yaml")
+    assert scenario.hardware.profile == "builtin:h200-deepseek-v3-tp8ep8-vllm"
+    assert scenario.hardware.gpus_per_replica == 8
+    assert scenario.engine.kv_capacity_tokens <= load_profile(scenario.hardware.profile).context_tokens[-1]
+    paths = {v["drafter"]["latency"]["path"] for v in scenario.sweep.variants if "drafter" in v}
+    assert paths == {"builtin:h200-deepseek-v3-tp8ep8-vllm-mtp"}
+    assert scenario.drafter.latency.path == "builtin:h200-deepseek-v3-tp8ep8-vllm-drafter-3moe"
+    assert max(scenario.sweep.load.users) >= 256 and scenario.sla is not None
+    assert "stand in the qwen3-8b preset" in scenario.description
