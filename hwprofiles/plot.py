@@ -3,7 +3,9 @@
 `plot_profiles(profiles, (ax_ms, ax_sps))` draws what the simulator will
 look up (the profile evaluated at every integer B, so padding staircases and
 cliffs show as vertical jumps) with the measured points as markers. Used by
-`specplan profile-plot` and by the report figures.
+`specplan profile-plot` and by the report figures. Over more than 1,024
+tokens the axes turn logarithmic (`scale="auto"`), so a tile edge at 64/65
+stays as visible as one at 4096/4097.
 """
 
 from __future__ import annotations
@@ -28,9 +30,13 @@ def measured_points(profile: StepProfile, max_tokens: int, context_tokens: float
     return b, profile.step_ms(b, context_tokens)
 
 
+SCALES = ("auto", "linear", "log")
+LOG_ABOVE_TOKENS = 1024
+
+
 def plot_profiles(
     profiles: Sequence[StepProfile], axes: Sequence[Any], max_tokens: int | None = None,
-    context_tokens: float | None = None, labels: Sequence[str] | None = None,
+    context_tokens: float | None = None, labels: Sequence[str] | None = None, scale: str = "auto",
 ) -> None:
     """Draw step time (axes[0]) and steps/s (axes[1]) vs tokens for each profile."""
     limit = max_tokens or max(p.max_tokens for p in profiles)
@@ -45,20 +51,25 @@ def plot_profiles(
     ctx = "" if context_tokens is None else f" (KV context {context_tokens:g} tokens where the profile has that axis)"
     axes[0].set(xlabel="tokens in the verify batch B", ylabel="step time (ms)", title=f"step time{ctx}")
     axes[1].set(xlabel="tokens in the verify batch B", ylabel="steps per second", title="SPS(B) = 1000 / step_ms")
+    if scale == "log" or (scale == "auto" and limit > LOG_ABOVE_TOKENS):
+        for ax in axes:
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.grid(which="minor", alpha=0.1)
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
 
 
 def save_profile_plot(profiles: Sequence[StepProfile], out: str | Path, max_tokens: int | None = None,
-                      context_tokens: float | None = None) -> Path:
+                      context_tokens: float | None = None, scale: str = "auto") -> Path:
     """Render `plot_profiles` side by side into a PNG file."""
     # matplotlib loads only when a plot is drawn
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(12, 4.5))
     axes = fig.subplots(1, 2)
-    plot_profiles(profiles, axes, max_tokens, context_tokens)
+    plot_profiles(profiles, axes, max_tokens, context_tokens, scale=scale)
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -95,6 +95,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     plot.add_argument("--out", required=True, help="PNG to write")
     plot.add_argument("--max-tokens", type=int, help="right end of the token axis")
     plot.add_argument("--context", type=float, help="total KV context for profiles with a context axis")
+    plot.add_argument("--scale", choices=("auto", "linear", "log"), default="auto",
+                      help="token and time axes: log over more than 1,024 tokens (auto), or as given")
     plot.set_defaults(func=profile_plot)
 
 
@@ -206,6 +208,6 @@ def _int_list(text: str | None) -> tuple[int, ...]:
 
 def profile_plot(args: argparse.Namespace) -> int:
     profiles = [load_profile(spec) for spec in args.profiles]
-    out = save_profile_plot(profiles, args.out, args.max_tokens, args.context)
+    out = save_profile_plot(profiles, args.out, args.max_tokens, args.context, args.scale)
     print(f"wrote {out}")
     return 0
