@@ -456,7 +456,6 @@ class VerifyPricer:
         starts = np.cumsum([0, *(len(g) for g in groups)])
         self.plain, self.direct, self.modules, self.wide = (
             list(range(starts[i], starts[i + 1])) for i in range(4))
-        self.names = [op[kind_of(op)]["name"] for group in groups for op in group]
         try:
             self.handle = engine_handle(compiled, [op for group in groups for op in group])
         except Exception as exc:  # the package raises many kinds; the user needs one line
