@@ -3,8 +3,9 @@
 `plot_profiles(profiles, (ax_ms, ax_sps))` draws what the simulator will
 look up (the profile evaluated at every integer B, so padding staircases and
 cliffs show as vertical jumps) with the measured points as markers. Used by
-`specplan profile-plot` and by the report figures. Over more than 1,024
-tokens the axes turn logarithmic (`scale="auto"`), so a tile edge at 64/65
+`specplan profile-plot` and by the report figures. With `scale="auto"`
+(the default of `save_profile_plot`, hence of `specplan profile-plot`) the
+axes turn logarithmic over more than 1,024 tokens, so a tile edge at 64/65
 stays as visible as one at 4096/4097.
 """
 
@@ -36,9 +37,9 @@ LOG_ABOVE_TOKENS = 1024
 
 def plot_profiles(
     profiles: Sequence[StepProfile], axes: Sequence[Any], max_tokens: int | None = None,
-    context_tokens: float | None = None, labels: Sequence[str] | None = None, scale: str = "auto",
+    context_tokens: float | None = None, labels: Sequence[str] | None = None, scale: str = "linear",
 ) -> None:
-    """Draw step time (axes[0]) and steps/s (axes[1]) vs tokens for each profile."""
+    """Draw step time (axes[0]) and steps/s (axes[1]) vs tokens for each profile (`scale`: one of SCALES)."""
     limit = max_tokens or max(p.max_tokens for p in profiles)
     for i, profile in enumerate(profiles):
         label = labels[i] if labels else profile.name
