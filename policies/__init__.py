@@ -1,6 +1,6 @@
 """Verification policies: how many drafts each running request verifies, per engine step.
 
-    base.py        the protocol: StepView / OracleView / StepOutcome, Policy, fit_capacity
+    base.py        the protocol: StepView / OracleView / StepOutcome, Policy, the step's Price
     registry.py    policy names → classes (scenario `policy.name`), params validation
     baselines.py   none, mtp-1, static (MTP-k, fixed DFlash / Eagle3 blocks)
     threshold.py   static confidence threshold (c ≥ θ or survival a ≥ θ)

@@ -6,7 +6,11 @@ tokens it adds. Admitting the top-n candidates by survival verifies
 `B = B₀ + n` tokens (B₀ = one anchor per request + reserved prefill tokens)
 and yields the expected throughput
 
-    Θ_n = (R + Σ_{m≤n} a_(m)) · SPS(B₀ + n),   a_(1) ≥ a_(2) ≥ ... sorted.
+    Θ_n = (R + Σ_{m≤n} a_(m)) · SPS(B₀ + n),   a_(1) ≥ a_(2) ≥ ... sorted,
+
+where SPS(B) = 1 / (the whole step the engine charges at B: drafting,
+verify at B and the batch's KV context, host time, the policy's
+scheduling overhead), read from the view's price.
 
 Because survival is non-increasing along a request's block, the top-n set is
 a prefix of every request's block, so `ℓ_r` is simply how many of request
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.base import StepView, water_fill
+from policies.base import Policy, StepView, ThetaPlan, water_fill
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,17 +70,25 @@ def rank_candidates(view: StepView, survivals: np.ndarray | None = None) -> Rank
     return Ranked(a, gains, throughput_curve(view, gains))
 
 
-def throughput_curve(view: StepView, gains: np.ndarray) -> np.ndarray:
-    """Θ_n = (R + cumulative gain) · SPS(B₀ + n) for n = 0..len(gains)."""
-    requests = view.batch_requests
-    base_tokens = requests + view.reserved_tokens
-    if base_tokens > view.max_step_tokens:
-        return np.zeros(1)
+def expected_tokens(view: StepView, gains: np.ndarray) -> np.ndarray:
+    """τ_n = R + Σ_{m≤n} a_(m) for n = 0..len(gains): tokens the step is expected to emit."""
     tau = np.empty(gains.size + 1)
-    tau[0] = requests
+    tau[0] = view.batch_requests
     np.cumsum(gains, out=tau[1:])
-    tau[1:] += requests
-    return tau * view.steps_per_s[base_tokens: base_tokens + gains.size + 1]
+    tau[1:] += view.batch_requests
+    return tau
+
+
+def throughput_curve(view: StepView, gains: np.ndarray) -> np.ndarray:
+    """Θ_n = τ_n · SPS(B₀ + n) for n = 0..len(gains), from the step's price."""
+    base = view.base_tokens
+    return expected_tokens(view, gains) * view.price.steps_per_s_range(base, base + gains.size + 1)
+
+
+def record_plan(policy: Policy, view: StepView, ranked: Ranked, n: int) -> None:
+    """Leave Θ_n, its B and expected tokens in `policy.last_plan` (what the policy optimised)."""
+    tokens = view.batch_requests + float(ranked.gains[:n].sum())
+    policy.last_plan = ThetaPlan(view.base_tokens + n, tokens, float(ranked.theta[n]))
 
 
 def early_stop(theta: np.ndarray) -> int:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from policies.base import OracleView, Policy, StepOutcome, StepView
+from policies.base import OracleView, Policy, SpsTable, StepOutcome, StepView
 from policies.registry import policy_class
 from simulator.core.errors import ScenarioError, SpecplanError
 from simulator.core.schema import Context, build
@@ -221,7 +221,7 @@ def audit_step(policy: Policy, case: AuditCase, seqs: Sequences, step: int, rng:
 
 def make_view(policy: Policy, case: AuditCase, seqs: Sequences, step: int, c: np.ndarray,
               drafted: np.ndarray, prefix: np.ndarray) -> StepView:
-    fields: dict[str, Any] = dict(confidences=c, request_ids=seqs.ids.copy(), steps_per_s=case.steps_per_s,
+    fields: dict[str, Any] = dict(confidences=c, request_ids=seqs.ids.copy(), price=SpsTable(case.steps_per_s),
                   max_step_tokens=case.steps_per_s.size - 1, reserved_tokens=0,
                   max_batch_requests=case.batch_requests, block_size=case.block_size,
                   step_index=step, now_s=float(step), drafted=drafted)

@@ -1,11 +1,34 @@
 """The verification-policy protocol: what a policy sees, what it returns, what it learns.
 
-Per engine step the replica builds a `StepView` (calibrated confidences of
-the running requests, the profile's steps/s table, the step's capacity) and
-asks its policy for verification lengths `ℓ` (R integers in [0, γ]). After
-the step, `observe(StepOutcome)` tells the policy what was accepted, for
+Per engine step the decode core builds a `StepView` (calibrated confidences
+of the running requests, the step's price, the step's capacity) and asks
+its policy for verification lengths `ℓ` (R integers in [0, γ]). After the
+step, `observe(StepOutcome)` tells the policy what was accepted, for
 policies that learn. This is the vLLM v1 split between "what I decided from
 what I could see" and "what happened".
+
+The price in the view (`StepView.price`, a `simulator.engine.price`
+quote for this batch) is the function the engine's clock charges: the
+whole step, drafting, verify at B tokens and the batch's KV context, host
+time and the scheduling overhead the policy pays. A policy that weighs
+tokens against time reads it and nothing else, so what it maximises is
+what the step costs.
+
+What a policy declares to the engine (class attributes):
+
+- `scheduling`: `none` (lengths need no per-step decision: none, mtp-1,
+  static, length-schedule; they pay no scheduling overhead, as production
+  MTP-1 runs with zero-overhead scheduling), `per-step` (decided from the
+  current step's drafts or outcomes, synchronously: pays
+  `engine.scheduling_overhead_ms`), `hidden` (decided ahead, the overhead
+  overlaps the previous step: dspark-async; and the oracle, an upper bound).
+- `planned_length(R)`: the length every request verifies, known before
+  drafting (None when it depends on the drafts).
+- `fits_budget`: the policy chooses within `view.verify_capacity` itself.
+  For the others the engine reserves `planned_length` (or the whole block)
+  per request before drafting, and requests beyond the step's token budget
+  wait for the next step, oldest first (vLLM's token budget); it counts
+  them (`request_steps_deferred`) and never shortens a policy's lengths.
 
 A `StepView` carries no true acceptance probabilities: a policy cannot reach
 them. Only the oracle receives an `OracleView`, which adds the number of
@@ -19,9 +42,40 @@ dataclass for its `policy.params`), plus one line in `policies.registry`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
+
+
+class Price(Protocol):
+    """A step's price as policies read it (simulator.engine.price.StepQuote)."""
+
+    def steps_per_s(self, tokens: np.ndarray) -> np.ndarray: ...
+
+    def steps_per_s_range(self, start: int, stop: int) -> np.ndarray: ...
+
+    def step_ms(self, tokens: int) -> float: ...
+
+
+class SpsTable:
+    """A price given directly as a dense steps/s table (`sps[B]`, B = 0..len − 1).
+
+    The engine prices steps with `simulator.engine.price`; this form is for
+    set-ups defined by their steps/s figures alone (the audit's
+    counterexample, policy benchmarks).
+    """
+
+    def __init__(self, sps: np.ndarray) -> None:
+        self.sps = np.asarray(sps, dtype=float)
+
+    def steps_per_s(self, tokens: np.ndarray) -> np.ndarray:
+        return self.sps[tokens]
+
+    def steps_per_s_range(self, start: int, stop: int) -> np.ndarray:
+        return self.sps[start:stop]
+
+    def step_ms(self, tokens: int) -> float:
+        return 1000.0 / float(self.sps[tokens])
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,7 +84,7 @@ class StepView:
 
     confidences     (R, γ) calibrated confidences c_{r,k} (read-only)
     request_ids     (R,) stable request ids, to match history across steps
-    steps_per_s     dense table: steps_per_s[B] for B in 0..max_step_tokens
+    price           the whole step's price at B tokens for this batch (see the module docstring)
     max_step_tokens tokens one forward may hold, `reserved_tokens` included
     reserved_tokens tokens already in this step (chunked-prefill chunks)
     max_batch_requests, block_size, step_index, now_s: engine facts
@@ -39,7 +93,7 @@ class StepView:
 
     confidences: np.ndarray
     request_ids: np.ndarray
-    steps_per_s: np.ndarray
+    price: Price
     max_step_tokens: int
     reserved_tokens: int
     max_batch_requests: int
@@ -53,9 +107,14 @@ class StepView:
         return int(self.confidences.shape[0])
 
     @property
+    def base_tokens(self) -> int:
+        """B with no draft verified: one anchor per request plus the reserved tokens."""
+        return self.batch_requests + self.reserved_tokens
+
+    @property
     def verify_capacity(self) -> int:
         """Most draft tokens the step can still take beyond each request's anchor."""
-        return max(0, self.max_step_tokens - self.reserved_tokens - self.batch_requests)
+        return max(0, self.max_step_tokens - self.base_tokens)
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,6 +142,15 @@ class StepOutcome:
 
 
 @dataclass(frozen=True)
+class ThetaPlan:
+    """What a throughput-maximising policy planned for a step: B, expected tokens, Θ = tokens · SPS(B)."""
+
+    verify_tokens: int
+    expected_tokens: float
+    theta: float
+
+
+@dataclass(frozen=True)
 class NoParams:
     """A policy without parameters."""
 
@@ -92,20 +160,28 @@ class Policy:
 
     Class attributes describe the policy to the engine and to reports:
     `lossless` (False for the synchronous global search), `oracle` (sees the
-    truth), `hides_scheduling` (asynchronous: no scheduling overhead on the
-    step), `drafts` (False for no speculation).
+    truth), `scheduling` (`none` | `per-step` | `hidden`: who pays the
+    scheduling overhead), `fits_budget` (chooses within the step's token
+    capacity itself), `drafts` (False for no speculation). Policies that
+    maximise Θ = expected tokens · SPS(B) leave their choice in `last_plan`.
     """
 
     name: ClassVar[str] = ""
     Params: ClassVar[type] = NoParams
     lossless: ClassVar[bool] = True
     oracle: ClassVar[bool] = False
-    hides_scheduling: ClassVar[bool] = False
+    scheduling: ClassVar[str] = "per-step"
+    fits_budget: ClassVar[bool] = False
     drafts: ClassVar[bool] = True
 
     def __init__(self, params: Any, block_size: int) -> None:
         self.params = params
         self.block_size = block_size
+        self.last_plan: ThetaPlan | None = None
+
+    def planned_length(self, batch_requests: int) -> int | None:
+        """The length every request verifies in a step of R requests, if known before drafting."""
+        return None
 
     def decide(self, view: StepView) -> np.ndarray:
         raise NotImplementedError
@@ -118,6 +194,10 @@ class Policy:
         return None
 
     @classmethod
+    def pays_scheduling(cls) -> bool:
+        return cls.scheduling == "per-step"
+
+    @classmethod
     def label(cls) -> str:
         """The name reports show, with the lossy / oracle warning where it applies."""
         if cls.oracle:
@@ -127,9 +207,17 @@ class Policy:
         return cls.name
 
 
-def fit_capacity(lengths: np.ndarray, view: StepView) -> np.ndarray:
-    """Shorten lengths, longest first, until Σ(1 + ℓ) fits the step's token capacity."""
-    return water_fill(lengths, view.verify_capacity)
+class FixedLengthPolicy(Policy):
+    """A policy whose lengths are set before drafting: no decision per step, no overhead."""
+
+    scheduling: ClassVar[str] = "none"
+
+    def planned_length(self, batch_requests: int) -> int | None:
+        raise NotImplementedError
+
+    def decide(self, view: StepView) -> np.ndarray:
+        length = self.planned_length(view.batch_requests)
+        return np.full(view.batch_requests, length, dtype=np.int64)
 
 
 def water_fill(lengths: np.ndarray, budget: int) -> np.ndarray:

@@ -1,34 +1,39 @@
-"""Fixed-length baselines: no speculation, MTP-1, static MTP-k / fixed DFlash or Eagle3 blocks."""
+"""Fixed-length baselines: no speculation, MTP-1, static MTP-k / fixed DFlash or Eagle3 blocks.
+
+Their lengths are known before drafting, so they need no per-step decision
+and pay no scheduling overhead (production MTP-1 runs with zero-overhead
+scheduling). A static policy verifies exactly the length it was given:
+when the step's token budget cannot hold every request's block, the engine
+defers the youngest requests to the next step and counts them; it never
+shortens the blocks (`policies.base`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
-
-from policies.base import Policy, StepView, fit_capacity
+from policies.base import FixedLengthPolicy
 from simulator.core.schema import num
 
 
-class NoSpeculation(Policy):
+class NoSpeculation(FixedLengthPolicy):
     """Plain decoding: one token per request per step, no drafting."""
 
     name: ClassVar[str] = "none"
     drafts: ClassVar[bool] = False
 
-    def decide(self, view: StepView) -> np.ndarray:
-        return np.zeros(view.batch_requests, dtype=np.int64)
+    def planned_length(self, batch_requests: int) -> int:
+        return 0
 
 
-class MTP1(Policy):
+class MTP1(FixedLengthPolicy):
     """Verify exactly one draft per request per step (DeepSeek-V3 MTP-1 serving)."""
 
     name: ClassVar[str] = "mtp-1"
 
-    def decide(self, view: StepView) -> np.ndarray:
-        lengths = np.full(view.batch_requests, min(1, view.block_size), dtype=np.int64)
-        return fit_capacity(lengths, view)
+    def planned_length(self, batch_requests: int) -> int:
+        return min(1, self.block_size)
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ class StaticParams:
     length: int | None = num(None, ge=0)
 
 
-class Static(Policy):
+class Static(FixedLengthPolicy):
     """Verify `length` drafts (default: the whole block) of every request, every step."""
 
     name: ClassVar[str] = "static"
@@ -47,6 +52,5 @@ class Static(Policy):
         wanted = block_size if params.length is None else params.length
         self.length = min(wanted, block_size)
 
-    def decide(self, view: StepView) -> np.ndarray:
-        lengths = np.full(view.batch_requests, self.length, dtype=np.int64)
-        return fit_capacity(lengths, view)
+    def planned_length(self, batch_requests: int) -> int:
+        return self.length

@@ -15,7 +15,7 @@ they differ in how many (DESIGN.md §1):
   before the previous step ends, so K comes from a global search over the
   confidences of two steps earlier; the step then admits its top-K
   candidates by current survival. Scheduling latency is hidden
-  (`hides_scheduling`).
+  (`scheduling = "hidden"`).
 
 How `dspark-async` plans K for the current batch: it keeps, per step, the
 survival rows of the drafting requests. At step t it takes the snapshot of
@@ -46,6 +46,7 @@ from policies.admission import (
     early_stop,
     global_best,
     rank_candidates,
+    record_plan,
     survival,
     top_k_lengths,
     top_lengths,
@@ -74,6 +75,7 @@ class DSparkPolicy(Policy):
     """Shared by the DSpark policies: ranking, per-step admission count, the bypass option."""
 
     Params: ClassVar[type] = DSparkParams
+    fits_budget: ClassVar[bool] = True
 
     def __init__(self, params: DSparkParams | DSparkAsyncParams, block_size: int) -> None:
         super().__init__(params, block_size)
@@ -81,7 +83,9 @@ class DSparkPolicy(Policy):
 
     def decide(self, view: StepView) -> np.ndarray:
         ranked = rank_candidates(view)
-        return top_lengths(ranked, self.admit_count(view, ranked))
+        n = self.admit_count(view, ranked)
+        record_plan(self, view, ranked, n)
+        return top_lengths(ranked, n)
 
     def admit_count(self, view: StepView, ranked: Ranked) -> int:
         raise NotImplementedError
@@ -127,7 +131,7 @@ class DSparkAsync(DSparkPolicy):
 
     name: ClassVar[str] = "dspark-async"
     Params: ClassVar[type] = DSparkAsyncParams
-    hides_scheduling: ClassVar[bool] = True
+    scheduling: ClassVar[str] = "hidden"
     LAG_STEPS: ClassVar[int] = 2
 
     def __init__(self, params: DSparkAsyncParams, block_size: int) -> None:
@@ -163,9 +167,12 @@ class DSparkAsync(DSparkPolicy):
         drafted = np.asarray(view.drafted, dtype=bool)
         past = self.lagged(view.step_index)
         if past is None or past.request_ids.size == 0:
+            self.last_plan = None
             return self.cold_length * int(np.count_nonzero(drafted))
-        planned = lagged_survivals(past, view.request_ids, drafted)
-        return global_best(rank_candidates(view, planned).theta)
+        ranked = rank_candidates(view, lagged_survivals(past, view.request_ids, drafted))
+        k = global_best(ranked.theta)
+        record_plan(self, view, ranked, k)
+        return k
 
 
 def lagged_survivals(past: Snapshot, request_ids: np.ndarray, drafted: np.ndarray) -> np.ndarray:

@@ -2,7 +2,9 @@
 
 One length ℓ for the whole batch, the one maximising expected tokens ×
 steps/s: `Θ(ℓ) = (R + Σ_r Σ_{j≤ℓ} α_r^j) · SPS(B₀ + D·ℓ)` over ℓ = 0..γ,
-where D is the number of drafting requests. Like SmartSpec it uses no
+where D is the number of drafting requests and SPS the step's price (the
+whole step the engine charges). It decides each step after the previous
+step's outcomes, synchronously, so it pays the scheduling overhead. Like SmartSpec it uses no
 per-token confidence head: α_r is request r's acceptance rate estimated
 from its past step outcomes (`AcceptanceHistory`, decayed over
 `window_steps`; `prior_acceptance` until a request has been verified).
@@ -16,7 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from policies.base import Policy, StepOutcome, StepView
+from policies.base import Policy, StepOutcome, StepView, ThetaPlan
 from policies.history import AcceptanceHistory
 from simulator.core.schema import num
 
@@ -32,6 +34,7 @@ class Goodput(Policy):
 
     name: ClassVar[str] = "goodput"
     Params: ClassVar[type] = GoodputParams
+    fits_budget: ClassVar[bool] = True
 
     def __init__(self, params: GoodputParams, block_size: int) -> None:
         super().__init__(params, block_size)
@@ -51,11 +54,12 @@ class Goodput(Policy):
         rates = self.history.rate(view.request_ids[drafted], self.params.prior_acceptance)
         gain = (rates[:, None] ** self.positions[: view.block_size]).sum(axis=0).cumsum()
         longest = min(view.block_size, view.verify_capacity // drafting)
-        base = view.batch_requests + view.reserved_tokens
-        sizes = np.arange(longest + 1)
+        tokens = view.base_tokens + drafting * np.arange(longest + 1)
         tau = view.batch_requests + np.concatenate(([0.0], gain[:longest]))
-        theta = tau * view.steps_per_s[base + drafting * sizes]
-        return int(np.argmax(theta))
+        theta = tau * view.price.steps_per_s(tokens)
+        best = int(np.argmax(theta))
+        self.last_plan = ThetaPlan(int(tokens[best]), float(tau[best]), float(theta[best]))
+        return best
 
     def observe(self, outcome: StepOutcome) -> None:
         self.history.record(outcome.request_ids, outcome.verify_lengths, outcome.accepted)

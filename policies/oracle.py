@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from policies.base import OracleView, Policy, StepView, water_fill
+from policies.base import OracleView, Policy, StepView, ThetaPlan, water_fill
 
 
 class Oracle(Policy):
@@ -28,7 +28,8 @@ class Oracle(Policy):
     name: ClassVar[str] = "oracle"
     oracle: ClassVar[bool] = True
     lossless: ClassVar[bool] = False
-    hides_scheduling: ClassVar[bool] = True  # an upper bound pays no scheduling overhead
+    scheduling: ClassVar[str] = "hidden"  # an upper bound pays no scheduling overhead
+    fits_budget: ClassVar[bool] = True
 
     def decide(self, view: StepView) -> np.ndarray:
         if not isinstance(view, OracleView):
@@ -37,7 +38,9 @@ class Oracle(Policy):
         total = min(int(accepted.sum()), view.verify_capacity)
         if total == 0:
             return np.zeros_like(accepted)
-        base = view.batch_requests + view.reserved_tokens
-        admitted = np.arange(total + 1)
-        theta = (view.batch_requests + admitted) * view.steps_per_s[base: base + total + 1]
-        return water_fill(accepted, int(np.argmax(theta)))
+        base = view.base_tokens
+        tau = view.batch_requests + np.arange(total + 1, dtype=float)
+        theta = tau * view.price.steps_per_s_range(base, base + total + 1)
+        best = int(np.argmax(theta))
+        self.last_plan = ThetaPlan(base + best, float(tau[best]), float(theta[best]))
+        return water_fill(accepted, best)

@@ -4,7 +4,10 @@
 `{4: 4, 8: 2, 32: 1}` verifies 4 drafts per request while the step has at
 most 4 decoding requests, 2 up to 8, 1 up to 32, and none above 32
 (speculation off). vLLM's `disable_by_batch_size: N` is `{N: γ}`. Lengths
-are capped at the block size and fitted to the step's token capacity.
+are capped at the block size; the batch size is the step's decoding
+requests. Like the other fixed-length policies it needs no per-step
+decision, and the engine defers requests beyond the token budget rather
+than shortening their blocks.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from policies.base import Policy, StepView, fit_capacity
+from policies.base import FixedLengthPolicy
 from simulator.core.errors import ScenarioError
 from simulator.core.schema import num
 
@@ -33,7 +36,7 @@ class LengthScheduleParams:
                 raise ScenarioError(f"{path}.schedule.{key}", "batch-size bound must be a whole number >= 1")
 
 
-class LengthSchedule(Policy):
+class LengthSchedule(FixedLengthPolicy):
     """ℓ = schedule[smallest bound ≥ batch size] for every request; 0 above the largest bound."""
 
     name: ClassVar[str] = "length-schedule"
@@ -45,9 +48,5 @@ class LengthSchedule(Policy):
         self.bounds = np.array([k for k, _ in table], dtype=np.int64)
         self.lengths = np.array([min(v, block_size) for _, v in table] + [0], dtype=np.int64)
 
-    def length_for(self, batch_requests: int) -> int:
+    def planned_length(self, batch_requests: int) -> int:
         return int(self.lengths[np.searchsorted(self.bounds, batch_requests, side="left")])
-
-    def decide(self, view: StepView) -> np.ndarray:
-        lengths = np.full(view.batch_requests, self.length_for(view.batch_requests), dtype=np.int64)
-        return fit_capacity(lengths, view)

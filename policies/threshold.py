@@ -4,7 +4,11 @@ A baseline that uses the confidence head but ignores the hardware: each
 request's length is its longest prefix of drafts that all pass the
 threshold, whatever the batch size and the step-time curve. The decision
 for position k uses c_1..c_k only (they depend on drafts before x_k), so
-it is lossless. Lengths are then fitted to the step's token capacity.
+it is lossless. It decides from the drafts, so it pays the scheduling
+overhead; it does not fit the token budget itself, so the engine reserves
+the whole block per request before drafting and defers the requests the
+budget cannot hold (deferring after seeing the drafts would make which
+drafts get verified depend on the drafts themselves).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from policies.admission import survival
-from policies.base import Policy, StepView, fit_capacity
+from policies.base import Policy, StepView
 from simulator.core.schema import num
 
 
@@ -39,5 +43,4 @@ class Threshold(Policy):
             passing = survival(view.confidences) >= theta
         else:
             passing = np.cumprod(view.confidences >= theta, axis=1, dtype=bool)
-        lengths = np.count_nonzero(passing, axis=1).astype(np.int64)
-        return fit_capacity(lengths, view)
+        return np.count_nonzero(passing, axis=1).astype(np.int64)

@@ -165,9 +165,20 @@ def variants_table(result: Any) -> Table:
         rows.append((label, f"{drafter.family}" + (f", γ = {drafter.block_size}" if drafter.speculates else ""),
                      acceptance_text(scenario), confidence_text(scenario),
                      compact(drafter.latency) if drafter.speculates else "—",
-                     cls.label() + (f" ({params})" if params else ""), verification_kind(cls)))
-    header = ("label", "drafter", "acceptance", "confidence head", "drafting latency", "policy", "verification")
+                     cls.label() + (f" ({params})" if params else ""), verification_kind(cls),
+                     scheduling_text(cls, scenario.engine.scheduling_overhead_ms)))
+    header = ("label", "drafter", "acceptance", "confidence head", "drafting latency", "policy", "verification",
+              "scheduling overhead")
     return Table(header, tuple(rows))
+
+
+def scheduling_text(cls: Any, overhead_ms: float) -> str:
+    """Who pays engine.scheduling_overhead_ms: per-step policies do, fixed and hidden ones do not."""
+    if cls.scheduling == "per-step":
+        return f"{overhead_ms:g} ms per step (decides from the current drafts, synchronously)"
+    if cls.scheduling == "hidden":
+        return "none (decided ahead, overlapped with the previous step)"
+    return "none (lengths fixed before drafting)"
 
 
 def acceptance_text(scenario: Scenario) -> str:

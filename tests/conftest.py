@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pytest
 
 from simulator.app.cli import main
 from simulator.scenario import scenario_from_mapping
+from simulator.study.merge import deep_merge
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -22,7 +22,8 @@ BASE = {
     "engine": {"max_batch_requests": 16, "kv_capacity_tokens": 1_000_000,
                "prefill": {"mode": "disaggregated", "tokens_per_s": 20_000}},
     "drafter": {"family": "mtp", "block_size": 3,
-                "acceptance": {"per_position": {"chat": [0.8, 0.7, 0.6]}, "domains": {"chat": 1.0}},
+                "acceptance": {"per_position": {"chat": [0.8, 0.7, 0.6]}, "domains": {"chat": 1.0},
+                               "request_sigma": 0.0, "token_sigma": 0.0},
                 "latency": {"kind": "fixed", "ms": 0.5}},
     "policy": {"name": "static", "params": {"length": 3}},
     "workload": {"arrivals": {"kind": "poisson", "rate_per_s": 4},
@@ -32,20 +33,8 @@ BASE = {
 
 
 def merged(base: dict, changes: dict) -> dict:
-    """Deep-merge `changes` into a copy of `base` (mappings merge, anything else replaces;
-    an empty mapping, or one switching `kind`/`mode`, replaces too)."""
-    out = copy.deepcopy(base)
-    for key, value in changes.items():
-        if isinstance(value, dict) and value and isinstance(out.get(key), dict) and not other_kind(out[key], value):
-            out[key] = merged(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def other_kind(old: dict, new: dict) -> bool:
-    """A tagged mapping (`kind:` or `mode:`) switching kind replaces the old one wholesale."""
-    return any(tag in new and old.get(tag) != new[tag] for tag in ("kind", "mode"))
+    """`changes` merged over `base` the way a sweep merges a variant (simulator.study.merge)."""
+    return deep_merge(base, changes)
 
 
 def make_scenario(**changes):

@@ -9,7 +9,7 @@ from hwprofiles.fileformat import write_profile_csv
 from hwprofiles.profile import StepProfile, linear_profile
 from simulator.core.errors import SpecplanError
 from simulator.drafters.drafter import build_latency
-from simulator.drafters.latency_models import FamilyDraftLatency, forward_ms, latency_model
+from simulator.drafters.latency_models import FamilyDraftLatency, Forward, latency_model
 from simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 
@@ -35,10 +35,10 @@ def test_eagle3_and_mtp_are_linear_in_block_size():
             np.testing.assert_allclose([model.ms(r, g) for g in (2, 7, 16)], [2 * one, 7 * one, 16 * one])
 
 
-def test_dflash_is_one_forward_over_the_block_and_flat_while_memory_bound():
+def test_dflash_is_one_forward_over_the_anchor_and_the_block_and_flat_while_memory_bound():
     model = drafter_latency("dflash", drafter_layers=5)
-    assert model.ms(8, 16) == pytest.approx(5 / 36 * float(H200_8B.step_ms(128)))
-    assert model.ms(8, 16) / model.ms(8, 4) < 1.01  # 32 → 128 tokens: under the crossover
+    assert model.ms(8, 15) == pytest.approx(5 / 36 * float(H200_8B.step_ms(128)))  # 8 × (1 + 15) positions
+    assert model.ms(8, 16) / model.ms(8, 4) < 1.01  # 40 → 136 tokens: under the crossover
     eagle3 = drafter_latency("eagle3", drafter_layers=1)
     assert eagle3.ms(8, 16) / eagle3.ms(8, 4) == pytest.approx(4.0)
 
@@ -57,7 +57,7 @@ def test_dspark_head_share_of_the_round_at_r128_is_as_published():
     dflash = drafter_latency("dflash", drafter_layers=5)
     shares = []
     for gamma in (4, 8, 12, 16):
-        round_ms = dspark.ms(128, gamma) + forward_ms(H200_8B, 128 * (1 + gamma))
+        round_ms = dspark.ms(128, gamma) + Forward(H200_8B)(128 * (1 + gamma))
         shares.append((dspark.ms(128, gamma) - dflash.ms(128, gamma)) / round_ms)
     assert all(0.002 <= s <= 0.013 for s in shares)
     assert np.all(np.diff(shares) > 0)
@@ -72,9 +72,23 @@ def test_no_drafting_costs_nothing_and_results_are_cached():
 
 def test_forwards_beyond_the_profile_are_priced_proportionally():
     last = H200_8B.max_tokens
-    assert forward_ms(H200_8B, 2 * last) == pytest.approx(2 * float(H200_8B.step_ms(last)))
+    assert Forward(H200_8B)(2 * last) == pytest.approx(2 * float(H200_8B.step_ms(last)))
+    assert Forward(H200_8B)(50_000) == pytest.approx(50_000 / last * float(H200_8B.step_ms(last)))
     lin = linear_profile(9.0, 0.03, max_tokens=100)
-    assert forward_ms(lin, 1000) == pytest.approx(9.0 + 30.0)  # its own extrapolation rule
+    assert Forward(lin)(1000) == pytest.approx(9.0 + 30.0)  # its own extrapolation rule
+
+
+def test_a_drafter_curve_with_a_context_axis_is_read_at_the_drafting_context():
+    tokens = np.array([1, 64, 512])
+    curve = StepProfile(name="drafter", tokens=tokens, context_tokens=np.array([0, 65536]),
+                        step_ms_table=np.array([[0.5, 0.6, 1.2], [0.9, 1.1, 1.8]]),
+                        provenance={"device": "test", "model": "drafter", "source": "test", "statistic": "median"})
+    forward = Forward(curve)
+    for n, ctx in ((64, 0), (64, 32768), (300, 65536), (300, 1e6)):
+        assert forward(n, ctx) == pytest.approx(float(curve.step_ms(n, ctx)))
+    model = FamilyDraftLatency("dflash", forward, Forward(H200_8B, 0.005))
+    assert model.ms(16, 3, 32768) == pytest.approx(float(curve.step_ms(64, 32768)))
+    assert model.ms(16, 3, 32768) > model.ms(16, 3, 0) and not model.cache
 
 
 def test_drafter_profile_csv_measured_by_the_harness(tmp_path):
@@ -86,9 +100,9 @@ def test_drafter_profile_csv_measured_by_the_harness(tmp_path):
     scenario = make_scenario(drafter={"family": "dflash", "block_size": 3,
                                       "latency": {"kind": "profile", "path": str(path)}})
     model = build_latency(scenario.drafter, H200_8B)
-    assert model.ms(16, 4) == pytest.approx(0.55)  # one forward over 64 tokens
-    assert model.ms(256, 4) == pytest.approx(2.4)
-    assert model.ms(300, 4) == pytest.approx(2.4 * 1200 / 1024)
+    assert model.ms(16, 3) == pytest.approx(0.55)  # one forward over 16 × (1 + 3) = 64 positions
+    assert model.ms(256, 3) == pytest.approx(2.4)
+    assert model.ms(300, 3) == pytest.approx(2.4 * 1200 / 1024)
 
 
 def test_a_missing_drafter_profile_is_a_load_time_error(tmp_path):

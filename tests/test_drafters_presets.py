@@ -1,4 +1,9 @@
-"""Acceptance presets reproduce the published accepted lengths and shapes (DESIGN.md §1)."""
+"""Acceptance presets reproduce the published accepted lengths and shapes (DESIGN.md §1).
+
+Every expected figure below is written out from the DSpark paper (Table 1,
+the γ = 15 gains, Fig. 2's end points) or DESIGN.md, never imported from
+the module under test.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +12,37 @@ import pytest
 
 from simulator.core.domains import DOMAINS
 from simulator.core.errors import SpecplanError
-from simulator.drafters.acceptance import acceptance_model, expected_tau
-from simulator.drafters.presets import (
-    DSPARK_GAIN_AT_15,
-    TARGET_FAMILIES,
-    TARGETS,
-    domain_tau,
-    preset_curves,
-    reference_curve,
-)
+from simulator.drafters.acceptance import acceptance_model
+from simulator.drafters.curves import expected_tau
+from simulator.drafters.presets import preset_curves, reference_curve
 from tests.conftest import SHARED, make_scenario
 
-CASES = [(t, f) for t in TARGETS for f in TARGET_FAMILIES]
+# DSpark paper Table 1 (τ, bonus included, block 7): math (GSM8K, MATH, AIME25), code (MBPP, HumanEval,
+# LCB), chat (MT-Bench, Alpaca, Arena-Hard)
+TABLE1 = {
+    "qwen3-4b": {"eagle3": (5.14, 4.62, 3.92, 3.69, 4.16, 3.77, 2.39, 2.26, 2.55),
+                 "dflash": (5.40, 4.85, 4.15, 4.40, 4.74, 4.18, 3.07, 2.96, 2.83),
+                 "dspark": (6.11, 5.70, 4.89, 5.13, 5.38, 4.86, 3.64, 3.54, 3.29)},
+    "qwen3-8b": {"eagle3": (5.30, 4.77, 3.91, 3.96, 4.33, 4.17, 2.66, 2.54, 2.54),
+                 "dflash": (5.33, 4.91, 4.07, 4.36, 4.64, 4.39, 3.11, 2.98, 2.81),
+                 "dspark": (6.17, 5.78, 5.01, 5.16, 5.52, 5.17, 3.72, 3.58, 3.21)},
+    "qwen3-14b": {"eagle3": (5.24, 4.60, 3.71, 3.81, 4.14, 4.01, 2.62, 2.47, 2.48),
+                  "dflash": (5.41, 4.84, 3.98, 4.44, 4.59, 4.33, 3.10, 2.94, 2.72),
+                  "dspark": (6.21, 5.74, 4.94, 5.26, 5.43, 5.02, 3.70, 3.58, 3.13)},
+    "gemma4-12b": {"eagle3": (5.87, 5.46, 4.83, 4.72, 5.37, 4.16, 3.19, 3.06, 2.72),
+                   "dflash": (5.45, 5.04, 4.22, 4.39, 4.95, 3.70, 2.98, 2.84, 2.59),
+                   "dspark": (6.05, 5.78, 5.12, 5.11, 5.64, 4.51, 3.49, 3.35, 2.92)},
+}
+GAIN_AT_7 = {"math": 1.16, "code": 1.15, "chat": 1.18}   # DSpark over DFlash, Qwen3-4B
+GAIN_AT_15 = {"math": 1.30, "code": 1.26, "chat": 1.22}
+
+
+def published_tau(target: str, family: str) -> dict[str, float]:
+    row = np.asarray(TABLE1[target][family]).reshape(3, 3)
+    return dict(zip(DOMAINS, row.mean(axis=1).tolist(), strict=True))
+
+
+CASES = [(t, f) for t in TABLE1 for f in TABLE1[t]]
 
 
 def tau_ratio(target: str, block_size: int) -> dict[str, float]:
@@ -30,17 +54,12 @@ def tau_ratio(target: str, block_size: int) -> dict[str, float]:
 @pytest.mark.parametrize(("target", "family"), CASES)
 def test_curves_reproduce_the_published_domain_mean_tau(target, family):
     curves = preset_curves(target, family, 7)
-    for domain, tau in domain_tau(target, family).items():
+    for domain, tau in published_tau(target, family).items():
         assert expected_tau(curves[domain]) == pytest.approx(tau, abs=1e-6)
         assert np.all((curves[domain] > 0) & (curves[domain] < 1))
 
 
-def test_domain_means_are_the_three_benchmark_means():
-    assert domain_tau("qwen3-8b", "dspark")["math"] == pytest.approx((6.17 + 5.78 + 5.01) / 3)
-    assert domain_tau("gemma4-12b", "eagle3")["chat"] == pytest.approx((3.19 + 3.06 + 2.72) / 3)
-
-
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", sorted(TABLE1))
 def test_published_shapes(target):
     for d in DOMAINS:
         dflash = preset_curves(target, "dflash", 7)[d]
@@ -53,10 +72,10 @@ def test_published_shapes(target):
         assert np.all(dspark[1:] > dflash[1:]), "DSpark dominates DFlash after position 1"
 
 
-def test_qwen3_4b_reference_fits_match_design_table():
-    """DESIGN.md's linear fits for Qwen3-4B (p1 → p7), to the precision it prints."""
-    design = {("dflash", "math"): (0.88, 0.76), ("dflash", "code"): (0.87, 0.70),
-              ("dflash", "chat"): (0.72, 0.52), ("eagle3", "math"): (0.81, 0.88),
+def test_qwen3_4b_reference_curves_keep_the_published_end_points():
+    """DESIGN.md's fits for Qwen3-4B (p1 → p7); DFlash code and chat keep the paper's end points."""
+    design = {("dflash", "math"): (0.88, 0.76), ("dflash", "code"): (0.87, 0.78),
+              ("dflash", "chat"): (0.72, 0.63), ("eagle3", "math"): (0.81, 0.88),
               ("eagle3", "code"): (0.775, 0.775), ("eagle3", "chat"): (0.53, 0.83),
               ("dspark", "code"): (0.867, 0.867), ("dspark", "chat"): (0.739, 0.739)}
     for (family, domain), (first, last) in design.items():
@@ -66,19 +85,28 @@ def test_qwen3_4b_reference_fits_match_design_table():
     assert reference_curve("dspark", "math")[0] == pytest.approx(0.93)
 
 
+@pytest.mark.parametrize("domain", ["code", "chat"])
+def test_dflash_drops_early_then_flattens(domain):
+    """Most of the decay from p1 to p7 happens in the first positions (convex, not a straight line)."""
+    curve = reference_curve("dflash", domain)
+    steps = -np.diff(curve)
+    assert np.all(steps > 0) and np.all(np.diff(steps) < 0)
+    assert curve[1] - curve[-1] < 0.5 * (curve[0] - curve[-1])
+
+
 def test_dspark_gain_over_dflash_matches_published_at_7_and_15():
     at7, at15 = tau_ratio("qwen3-4b", 7), tau_ratio("qwen3-4b", 15)
-    for d, published in {"math": 1.16, "code": 1.15, "chat": 1.18}.items():
-        assert at7[d] == pytest.approx(published, abs=0.01)
-        assert at15[d] == pytest.approx(DSPARK_GAIN_AT_15[d], abs=1e-6)
+    for d in DOMAINS:
+        assert at7[d] == pytest.approx(GAIN_AT_7[d], abs=0.01)
+        assert at15[d] == pytest.approx(GAIN_AT_15[d], abs=1e-6)
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", sorted(TABLE1))
 def test_dspark_gain_grows_with_block_size(target):
     gains = np.array([list(tau_ratio(target, g).values()) for g in range(7, 16)])
     assert np.all(np.diff(gains, axis=0) > 0)
-    for i, d in enumerate(DOMAINS):
-        assert gains[-1, i] == pytest.approx(DSPARK_GAIN_AT_15[d], abs=0.05)
+    for i, d in enumerate(DOMAINS):  # γ = 15 gains are published for Qwen3-4B; others stay near them
+        assert gains[-1, i] == pytest.approx(GAIN_AT_15[d], abs=0.06)
 
 
 def test_short_blocks_truncate_and_long_blocks_decay():

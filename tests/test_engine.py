@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from simulator.engine.batch import KV, PREFILL_LEFT, REMAINING, RID, attention_context
 from simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
+from tests.drive import drive
 
 CERTAIN = {"family": "mtp", "block_size": 2,
            "acceptance": {"per_position": {"chat": [1.0, 1.0]}, "domains": {"chat": 1.0}},
@@ -32,10 +36,19 @@ def test_step_time_is_drafting_plus_verify_plus_overhead():
     result = one_user()
     req = result.requests.iloc[0]
     assert req["first_token_s"] == pytest.approx(0.1)  # 100 prompt tokens at 1000 tokens/s
-    # 6 more tokens, 3 per step (2 accepted drafts + bonus): 2 steps of 1 + (10 + 3·1) + 0.5 ms.
-    assert req["finish_s"] == pytest.approx(0.1 + 2 * 0.0145)
+    # 6 more tokens, 3 per step (2 accepted drafts + bonus): 2 steps of 1 + (10 + 3·1) ms; a static
+    # length needs no per-step decision, so the 0.5 ms scheduling overhead is not paid.
+    assert req["finish_s"] == pytest.approx(0.1 + 2 * 0.014)
     assert list(result.steps["emitted_tokens"]) == [3, 3]
     assert req["steps"] == 2 and req["accepted_tokens"] == 4 and req["verified_tokens"] == 4
+
+
+def test_a_policy_that_decides_from_the_drafts_pays_the_scheduling_overhead():
+    greedy = one_user(policy={"name": "dspark-greedy"}).requests.iloc[0]
+    hidden = one_user(policy={"name": "dspark-async", "params": {"cold_length": 2}}).requests.iloc[0]
+    # flat-out profile and certain drafts: both verify the whole block; greedy pays 0.5 ms per step
+    assert greedy["finish_s"] == pytest.approx(0.1 + 2 * 0.0145)
+    assert hidden["finish_s"] == pytest.approx(0.1 + 2 * 0.014)
 
 
 def test_last_step_emits_only_what_is_left():
@@ -110,8 +123,6 @@ def test_no_speculation_emits_one_token_per_step():
 
 
 def test_attention_context_counts_the_rows_the_forward_runs():
-    from simulator.engine.batch import attention_context
-
     kv = np.array([100, 40, 10, 0])             # two decoding rows, one taking a chunk, one waiting
     decode = np.array([True, True, False, False])
     take = np.array([0, 0, 16, 0])
@@ -119,3 +130,103 @@ def test_attention_context_counts_the_rows_the_forward_runs():
     assert attention_context(kv, decode, take, padded=True) == 2 * 100 + 1 * 10
     assert attention_context(kv[:2], None, None, padded=True) == 200
     assert attention_context(kv[:0], None, None, padded=True) == 0
+
+
+# ---- the token budget: defer, never shorten -----------------------------------------------------
+def static_at_high_load(length: int, budget: int) -> dict:
+    return simulate(make_scenario(
+        horizon={"duration_s": 10, "warmup_s": 1},
+        engine={"max_batch_requests": 64, "kv_capacity_tokens": 10**7, "max_step_tokens": budget,
+                "prefill": {"mode": "disaggregated", "tokens_per_s": 1e9}},
+        drafter={"family": "mtp", "block_size": 5,
+                 "acceptance": {"preset": "deepseek-v3", "per_position": None, "domains": {"chat": 1.0}}},
+        policy={"name": "static", "params": {"length": length}},
+        workload={"arrivals": {"kind": "closed_loop", "users": 64, "think_s": 0.0},
+                  "output_tokens": {"kind": "fixed", "value": 400}})).summary
+
+
+def test_static_mtp5_at_high_concurrency_is_deferred_not_shortened():
+    summary = static_at_high_load(5, budget=192)  # 192 // (1 + 5) = 32 of 64 requests per step
+    assert summary["mean_verify_tokens_per_request_step"] == 6.0
+    assert summary["request_steps_deferred"] > 0
+    assert summary["deferred_share"] == pytest.approx(0.5, abs=0.02)
+    roomy = static_at_high_load(5, budget=512)
+    assert roomy["request_steps_deferred"] == 0 and roomy["mean_verify_tokens_per_request_step"] == 6.0
+
+
+def test_budget_fitting_policies_choose_within_the_budget_and_defer_nothing():
+    steps = simulate(make_scenario(
+        horizon={"duration_s": 5, "warmup_s": 0},
+        engine={"max_batch_requests": 64, "kv_capacity_tokens": 10**7, "max_step_tokens": 100},
+        drafter={"family": "dspark", "block_size": 7,
+                 "acceptance": {"preset": "qwen3-8b", "per_position": None, "domains": {"chat": 1.0}}},
+        policy={"name": "dspark-global"},
+        workload={"arrivals": {"kind": "closed_loop", "users": 64, "think_s": 0.0}})).steps
+    assert steps["verify_tokens"].max() <= 100 and steps["deferred_requests"].sum() == 0
+
+
+def test_anchors_beyond_the_budget_wait_for_the_next_step():
+    steps = simulate(make_scenario(
+        horizon={"duration_s": 5, "warmup_s": 0},
+        engine={"max_batch_requests": 64, "kv_capacity_tokens": 10**7, "max_step_tokens": 40},
+        drafter={"family": "none", "block_size": 0}, policy={"name": "none", "params": {}},
+        workload={"arrivals": {"kind": "closed_loop", "users": 64, "think_s": 0.0}})).steps
+    full = steps[steps["batch_requests"] == 64]
+    assert (full["decode_requests"] == 40).all() and (full["deferred_requests"] == 24).all()
+
+
+# ---- the KV rule, the same for both prefill modes -----------------------------------------------
+@pytest.mark.parametrize("prefill", [{"mode": "chunked", "chunk_tokens": 512},
+                                     {"mode": "disaggregated", "tokens_per_s": 1e6}])
+def test_long_prompts_reserve_their_whole_prompt_at_admission(prefill):
+    """2,000-token prompts, 4,116 KV tokens: two requests fit (2 × (2,000 + 50 + 3) + 10), in both modes."""
+    result = simulate(make_scenario(
+        horizon={"duration_s": 10, "warmup_s": 0},
+        engine={"max_batch_requests": 16, "kv_capacity_tokens": 4116, "prefill": prefill},
+        workload={"arrivals": {"kind": "closed_loop", "users": 8, "think_s": 0},
+                  "prompt_tokens": {"kind": "fixed", "value": 2000}, "output_tokens": {"kind": "fixed", "value": 50}}))
+    assert result.steps["batch_requests"].max() == 2
+    assert result.summary["preemptions"] == 0
+
+
+@st.composite
+def kv_cases(draw):
+    prefill = draw(st.sampled_from([{"mode": "disaggregated", "tokens_per_s": 1e12},
+                                    {"mode": "chunked", "chunk_tokens": draw(st.integers(4, 128))}]))
+    gamma = draw(st.integers(1, 5))
+    n = draw(st.integers(1, 25))
+    prompts = np.array(draw(st.lists(st.integers(1, 300), min_size=n, max_size=n)))
+    outputs = np.array(draw(st.lists(st.integers(1, 120), min_size=n, max_size=n)))
+    need = int((prompts + outputs).max()) + gamma
+    scenario = make_scenario(
+        seed=draw(st.integers(0, 1000)),
+        engine={"max_batch_requests": draw(st.integers(1, 12)), "prefill": prefill,
+                "kv_capacity_tokens": draw(st.integers(need, need + 2000)),
+                "max_step_tokens": draw(st.integers(gamma + 1, 200))},
+        drafter={"family": "dspark", "block_size": gamma,
+                 "acceptance": {"preset": "qwen3-8b", "per_position": None, "domains": {"chat": 1.0}}},
+        policy=draw(st.sampled_from([{"name": "static", "params": {"length": gamma}}, {"name": "dspark-greedy"},
+                                     {"name": "threshold", "params": {"threshold": 0.5}}])))
+    return scenario, prompts, outputs
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=kv_cases())
+def test_the_kv_rule_holds_after_every_step(case):
+    """Σ footprints (prompt + generated + γ) ≤ capacity after every step, and every row's KV adds up."""
+    scenario, prompts, outputs = case
+    capacity = scenario.engine.kv_capacity_tokens
+
+    def check(core):
+        ints, log = core.batch.ints, core.log
+        rid = ints[RID]
+        footprints = ints[KV] + ints[PREFILL_LEFT] + core.gamma
+        assert core.footprint == int(footprints.sum())
+        assert core.footprint <= capacity or core.batch.n == 1
+        generated = log["output_tokens"][rid] - ints[REMAINING]
+        np.testing.assert_array_equal(ints[KV] + ints[PREFILL_LEFT], log["prompt_tokens"][rid] + generated)
+        assert (ints[REMAINING] > 0).all() and (ints[PREFILL_LEFT] >= 0).all()
+
+    driven = drive(scenario, prompts, outputs, on_step=check)
+    log = driven.log
+    assert (log["generated_tokens"][: log.size] == outputs).all()

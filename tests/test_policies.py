@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.admission import early_stop, global_best, rank_candidates, top_k_lengths
-from policies.base import OracleView, StepOutcome, StepView, water_fill
+from policies.base import OracleView, SpsTable, StepOutcome, StepView, water_fill
 from policies.registry import POLICIES, make_policy, policy_params
 from simulator.core.errors import ScenarioError
 from simulator.scenario import PolicySpec
@@ -22,7 +22,7 @@ def view(confidences, steps_per_s, *, ids=None, reserved=0, step=0, drafted=None
     sps = np.asarray(steps_per_s, dtype=float)
     fields = dict(
         confidences=c, request_ids=np.arange(r) if ids is None else np.asarray(ids),
-        steps_per_s=sps, max_step_tokens=sps.size - 1 if max_tokens is None else max_tokens,
+        price=SpsTable(sps), max_step_tokens=sps.size - 1 if max_tokens is None else max_tokens,
         reserved_tokens=reserved, max_batch_requests=max(r, 1), block_size=gamma, step_index=step,
         now_s=0.0, drafted=np.ones(r, dtype=bool) if drafted is None else np.asarray(drafted),
     )
@@ -150,7 +150,7 @@ def test_threshold_on_confidence_and_on_survival():
 
 def test_length_schedule_follows_the_tensorrt_llm_convention():
     p = policy("length-schedule", 3, schedule={4: 4, 8: 2, 32: 1})
-    assert [p.length_for(r) for r in (1, 4, 5, 8, 9, 32, 33)] == [3, 3, 2, 2, 1, 1, 0]
+    assert [p.planned_length(r) for r in (1, 4, 5, 8, 9, 32, 33)] == [3, 3, 2, 2, 1, 1, 0]
     v = view(np.full((6, 3), 0.9), np.full(25, 100.0))
     assert p.decide(v).tolist() == [2] * 6
 
@@ -174,7 +174,7 @@ def test_oracle_verifies_the_accepted_prefix_trimmed_at_a_cliff():
     assert o.decide(view(np.full((3, 4), 0.5), cliff, accepted=[4, 0, 2])).tolist() == [1, 0, 1]
 
 
-# ---- every policy respects the block and the engine's capacity --------------------------------
+# ---- every policy respects the block; budget-fitting ones the engine's capacity ----------------
 PARAMS = {"length-schedule": {"schedule": {4: 3, 16: 1}}, "threshold": {"threshold": 0.4},
           "dspark-greedy": {"bypass": {"min_trials": 2, "skip_steps": 2}}}
 
@@ -184,7 +184,7 @@ def step(draw, gamma):
     r = draw(st.integers(1, 12))
     conf = draw(st.lists(st.floats(0.0, 1.0), min_size=r * gamma, max_size=r * gamma))
     reserved = draw(st.integers(0, 20))
-    max_tokens = draw(st.integers(1, r * (gamma + 1) + 25))
+    max_tokens = draw(st.integers(r + reserved, r * (gamma + 1) + reserved + 25))  # the engine defers anchors beyond
     step_ms = draw(st.lists(st.floats(1.0, 50.0), min_size=max_tokens + 1, max_size=max_tokens + 1))
     drafted = np.array(draw(st.lists(st.booleans(), min_size=r, max_size=r)))
     accepted = np.array(draw(st.lists(st.integers(0, gamma), min_size=r, max_size=r)))
@@ -211,7 +211,11 @@ def test_lengths_stay_within_the_block_and_the_step_capacity(name, episode):
         lengths = p.decide(v)
         assert lengths.shape == (conf.shape[0],) and lengths.dtype.kind == "i"
         assert lengths.min() >= 0 and lengths.max() <= gamma
-        assert lengths.sum() <= max(0, v.max_step_tokens - reserved - conf.shape[0])
+        if p.fits_budget:
+            assert lengths.sum() <= v.verify_capacity
+        planned = p.planned_length(conf.shape[0])
+        if planned is not None:  # fixed-length: exactly the planned length, never shortened
+            assert lengths.tolist() == [planned] * conf.shape[0]
         if p.oracle:
             assert np.all(lengths <= accepted)
         p.observe(StepOutcome(ids, lengths, np.minimum(lengths, accepted), float(i)))
@@ -231,9 +235,15 @@ def test_only_the_oracle_is_labelled_oracle_and_global_lossy():
     assert [n for n, cls in POLICIES.items() if cls.oracle] == ["oracle"]
     assert "oracle" in POLICIES["oracle"].label()
     assert "lossy" in POLICIES["dspark-global"].label()
-    assert POLICIES["dspark-async"].hides_scheduling
-    assert POLICIES["oracle"].hides_scheduling  # an upper bound pays no scheduling overhead
-    assert not any(cls.hides_scheduling for n, cls in POLICIES.items() if n not in ("dspark-async", "oracle"))
+
+def test_who_pays_the_scheduling_overhead():
+    """Fixed lengths need no per-step decision; synchronous decisions pay; async hides it."""
+    scheduling = {n: cls.scheduling for n, cls in POLICIES.items()}
+    assert scheduling == {"none": "none", "mtp-1": "none", "static": "none", "length-schedule": "none",
+                          "threshold": "per-step", "goodput": "per-step", "dspark-greedy": "per-step",
+                          "dspark-global": "per-step", "dspark-async": "hidden", "oracle": "hidden"}
+    assert [n for n, cls in POLICIES.items() if cls.pays_scheduling()] == [
+        "threshold", "dspark-greedy", "dspark-global", "goodput"]
 
 
 # ---- the drafting bypass --------------------------------------------------------------------

@@ -121,3 +121,11 @@ def test_report_renders_in_headless_chromium(report_dir, tmp_path):
     dark = (pixels.mean(axis=2) < 0.5).mean()
     assert pixels.std() > 0.05 and dark > 0.005, "the screenshot is blank"
     shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+
+
+def test_the_variants_table_says_who_pays_the_scheduling_overhead(report_dir):
+    md = (report_dir / "report.md").read_text()
+    assert "scheduling overhead" in md
+    assert "none (lengths fixed before drafting)" in md  # MTP-1
+    assert "ms per step (decides from the current drafts, synchronously)" in md  # dspark-global
+    assert "none (decided ahead, overlapped with the previous step)" in md  # the oracle

@@ -7,9 +7,9 @@ twice and writes two profile files the simulator then reads:
                  max_step_tokens (the harness's default grid) × a context
                  axis of total KV tokens 0 .. max_batch × (longest prompt +
                  output + γ), so the simulator prices KV-dependent step time
-    drafter.csv  the parallel drafter's forward over R·γ tokens (R requests of
+    drafter.csv  the parallel drafter's forward over R·(γ+1) tokens (R requests of
                  one block each, no context), priced by the simulator's
-                 `drafter.latency: {kind: profile}` model as F(R·γ)
+                 `drafter.latency: {kind: profile}` model as F(R·(γ+1))
 
 Both are measured the way the engine runs them (same shape, dtype, threads,
 eager CPU forwards), never fitted or smoothed.
@@ -82,7 +82,8 @@ def capture_profiles(scenarios: list[Scenario], settings: CaptureSettings, out_d
 
     The token range is the largest `engine.max_step_tokens`; the context axis
     reaches the largest batch × longest request; the drafter is timed at
-    every R·γ any scenario can draft (R = 1 .. max_batch, each γ used).
+    every R·(γ+1) any scenario can draft (R = 1 .. max_batch, each γ used:
+    the anchor and γ mask positions per request).
     """
     # the harness imports torch
     from hwprofiles.harness import HarnessConfig, run_harness
@@ -97,9 +98,9 @@ def capture_profiles(scenarios: list[Scenario], settings: CaptureSettings, out_d
                                command="specplan fidelity (validation.capture)")
     target_cfg = config(tokens=tokens, total_context=context_axis(batch * longest, settings.context_rows),
                                tokens_per_request=settings.tokens_per_request)
-    drafter_tokens = sorted({g * r for g in gammas for r in range(1, batch + 1)})
+    drafter_tokens = sorted({(g + 1) * r for g in gammas for r in range(1, batch + 1)})
     drafter_cfg = config(tokens=drafter_tokens, context_tokens=0, drafter="parallel",
-                         drafter_layers=settings.drafter_layers, block_size=max(gammas))
+                         drafter_layers=settings.drafter_layers, block_size=max(gammas) + 1)
     target = run_harness(target_cfg, "reference-engine-target", progress)
     drafter = run_harness(drafter_cfg, "reference-engine-drafter", progress)
     return (write_profile_csv(target, out_dir / "target.csv"),

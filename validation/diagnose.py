@@ -2,7 +2,7 @@
 
 The simulator prices one step as
 
-    drafter.F(R·γ)  +  target(B, KV context)  +  host a + b·requests
+    drafter.F(R·(γ+1))  +  target(B, KV context)  +  host a + b·requests
 
 (the context as `engine.attention` counts it; the host term is
 `engine.host_overhead_ms` and `_per_request_ms`, calibrated by
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from hwprofiles import load_profile
-from simulator.drafters.latency_models import forward_ms
+from simulator.drafters.latency_models import Forward
 
 
 def ratio(measured: np.ndarray, priced: np.ndarray) -> float:
@@ -39,12 +39,12 @@ def ratio(measured: np.ndarray, priced: np.ndarray) -> float:
 def priced_parts(steps: Any, target_csv: Path, drafter_csv: Path, block_size: int) -> tuple[np.ndarray, np.ndarray]:
     """(verify, draft) ms per step as the simulator prices them from the two profiles."""
     target = load_profile(str(target_csv))
-    drafter = load_profile(str(drafter_csv))
+    drafter = Forward(load_profile(str(drafter_csv)))
     tokens = steps["verify_tokens"].to_numpy()
     context = steps["context_tokens"].to_numpy() if "context_tokens" in steps else None
     verify = np.asarray(target.step_ms(tokens, context), dtype=float)
     drafting = steps["drafting_requests"].to_numpy()
-    draft = np.array([forward_ms(drafter, int(r) * block_size) if r else 0.0 for r in drafting])
+    draft = np.array([drafter(int(r) * (block_size + 1)) if r else 0.0 for r in drafting])
     return verify, draft
 
 

@@ -12,8 +12,9 @@
              every layer's K/V per step (a paged engine reads its blocks in
              place; copying them would be this engine's own artefact)
     drafter  a DFlash-style parallel drafter: `modelshape.drafter_shape(target,
-             "parallel", layers)`, one forward over the R·γ tokens of the
-             drafting requests' blocks, attending within each block (no cache)
+             "parallel", layers)`, one forward over the R·(γ+1) positions of
+             the drafting requests' blocks (the anchor and γ masks each),
+             attending within each block (no cache)
 
 Each forward is split the way the profiling harness times it: building the
 token ids and the `VerifyLayout` and committing the cache afterwards are host
@@ -69,7 +70,7 @@ class TorchRunner:
         self.target = DecoderModel(shape, seed=seed)
         self.cache = self.target.new_cache(max_requests, capacity_tokens)
         self.drafter = DecoderModel(drafter_shape(shape, "parallel", drafter_layers), seed=seed + 1)
-        self.draft_cache = self.drafter.new_cache(max_requests, max(block_size, 1))
+        self.draft_cache = self.drafter.new_cache(max_requests, block_size + 1)
         self.generator = torch.Generator().manual_seed(seed)
         self.max_requests = max_requests
         self.slot_of: dict[int, int] = {}
@@ -84,7 +85,7 @@ class TorchRunner:
         for tokens in sizes:
             self.target(self.random_ids(tokens), VerifyLayout.build([tokens], scratch), scratch)
         for requests in sorted({1, max_requests}):
-            self.draft(requests, max(block_size, 1))
+            self.draft(requests, block_size)
 
     def open(self, rid: int) -> None:
         """Give request `rid` the first free KV-cache slot (slot N for the N-th running request)."""
@@ -143,7 +144,9 @@ class TorchRunner:
 
     @torch.inference_mode()
     def draft(self, requests: int, block_size: int) -> float:
-        """One parallel drafter forward over `requests` blocks of `block_size` tokens; returns its ms."""
-        layout = VerifyLayout.build([block_size] * requests, self.draft_cache, list(range(requests)))
-        ids = self.random_ids(requests * block_size)
+        """One parallel drafter forward drafting `requests` blocks of `block_size` tokens: the anchor
+        and `block_size` mask positions per request; returns its ms."""
+        positions = block_size + 1
+        layout = VerifyLayout.build([positions] * requests, self.draft_cache, list(range(requests)))
+        ids = self.random_ids(requests * positions)
         return timed_ms(lambda: self.drafter(ids, layout, self.draft_cache))

@@ -12,7 +12,8 @@ returns an instance or raises `ScenarioError` naming the key path. Rules:
   the mapping's `kind` key picks the dataclass (each has `KIND`);
 - per-field bounds come from `num(...)` metadata; cross-field rules from
   an optional `validate(self, path)` method, called after construction;
-- fields marked `path=True` are resolved against the scenario's folder.
+- fields marked `path=True` are resolved against the scenario's folder
+  (except `builtin:NAME`, a file shipped with the project).
 
 `to_plain(obj)` turns an instance back into plain YAML-able data, which is
 how the resolved scenario is written next to every result.
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from simulator.core.errors import ScenarioError
+
+BUILTIN_PREFIX = "builtin:"
 
 
 @dataclass(frozen=True)
@@ -136,8 +139,8 @@ def coerce(value: Any, hint: Any, path: str, ctx: Context, meta: typing.Mapping[
     if hint is str:
         if not isinstance(value, str):
             raise ScenarioError(path, f"expected a string, got {describe(value)}")
-        if meta.get("path"):
-            return str((ctx.base_dir / value).resolve()) if value else value
+        if meta.get("path") and value and not value.startswith(BUILTIN_PREFIX):
+            return str((ctx.base_dir / value).resolve())
         return value
     raise TypeError(f"schema annotation not supported at {path}: {hint!r}")
 

@@ -3,13 +3,20 @@
 For a request of domain d at draft position k (1-based), the target accepts
 the draft with probability
 
-    p_{r,k} = σ(logit(p̄_{d,k}) + δ_{d,k} + z_r + ε_{r,t,k}),
+    p_{r,k} = σ(x_{r,t,k}),   x_{r,t,k} = logit(p̄_{d,k}) + δ_{d,k} + z_r + ε_{r,t,k},
     z_r ~ N(0, request_sigma²) once per request, ε ~ N(0, token_sigma²) per step,
 
 where p̄ is the domain's curve (explicit `per_position` or a named preset)
-and δ are offsets that keep the mean accepted length of the curve whatever
-the sigmas (solved in `calibrate_offsets`). One call draws the whole
-batch's R × γ probabilities.
+and δ are offsets that keep the curve's figures *pooled over proposals*
+whatever the sigmas (`heterogeneity.solve_offsets`). The engine works in
+logit space: a request's row `logit(p̄_d) + δ_d + z_r` is fixed at
+admission (`row_logits`), each step adds the token noise (`step_logits`),
+and a draft is accepted when a standard logistic draw falls below x, which
+is the event U < σ(x) for a uniform U without computing σ. When nothing
+reads the token noise but the outcome (fixed-length policies read no
+confidences), a request's per-position acceptance is simply
+`E_ε σ(row + ε)` (`row_probabilities`, fixed at admission): the same
+outcome distribution, drawn as U < p without the noise.
 """
 
 from __future__ import annotations
@@ -17,14 +24,20 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.core.errors import SpecplanError
-from simulator.drafters.curves import expected_tau, logit, sigmoid
-from simulator.drafters.heterogeneity import solve_offsets
+from simulator.drafters.curves import expected_tau, sigmoid
+from simulator.drafters.heterogeneity import gauss_normal as token_nodes
+from simulator.drafters.heterogeneity import (
+    logit_or_edge,
+    request_tau,
+    smoothed_sigmoid,
+    solve_offsets,
+)
 from simulator.drafters.presets import preset_curves
 from simulator.drafters.spec import DrafterSpec
 
 
 class AcceptanceModel:
-    """Draws R × γ acceptance probabilities for a batch, one call per engine step.
+    """Acceptance logits for a batch; one draw of token noise per engine step.
 
     `domains` are the domains of the request mix (share > 0), `mix` their
     shares, `curves[d]` the per-position curve p̄ of domain d (length γ).
@@ -45,21 +58,14 @@ class AcceptanceModel:
         self.request_sigma = request_sigma
         self.token_sigma = token_sigma
         self.curves = {d: np.asarray(curves[d], dtype=float)[:block_size] for d in self.domains}
-        base = np.stack([self.curves[d] for d in self.domains])
-        self.base_p = base
-        self.base_logit = logit(np.clip(base, 0.0, 1.0)) + self.offsets()
+        self.base_p = np.stack([self.curves[d] for d in self.domains])
+        self.offsets = solve_offsets(self.base_p, request_sigma, token_sigma)
+        self.base_logit = logit_or_edge(self.base_p) + self.offsets
+        self.token_nodes = token_nodes(token_sigma)
 
     @property
     def heterogeneous(self) -> bool:
         return self.request_sigma > 0 or self.token_sigma > 0
-
-    def offsets(self) -> np.ndarray:
-        """Logit offsets δ (D, γ) that keep each domain's mean τ under the sigmas."""
-        return solve_offsets(self.base_p, self.request_sigma, self.token_sigma)
-
-    def domain_index(self, names: list[str]) -> np.ndarray:
-        lookup = {d: i for i, d in enumerate(self.domains)}
-        return np.array([lookup[n] for n in names], dtype=np.int64)
 
     def request_offsets(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """Per-request logit offsets z_r (zeros when request_sigma is 0)."""
@@ -67,14 +73,35 @@ class AcceptanceModel:
             return np.zeros(n)
         return rng.normal(0.0, self.request_sigma, n)
 
+    def row_logits(self, domain_idx: np.ndarray, request_offset: np.ndarray) -> np.ndarray:
+        """(n, γ) logits of each request before token noise: logit p̄ + δ + z_r."""
+        return self.base_logit[domain_idx] + np.asarray(request_offset, dtype=float)[:, None]
+
+    def row_probabilities(self, domain_idx: np.ndarray, request_offset: np.ndarray) -> np.ndarray:
+        """(n, γ) per-position acceptance of each request with the token noise averaged out."""
+        x = self.row_logits(domain_idx, request_offset)
+        if self.token_sigma == 0:
+            return sigmoid(x)
+        return smoothed_sigmoid(x, *self.token_nodes)
+
+    def step_logits(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """(R, γ) acceptance logits x of one step: the rows plus this step's token noise."""
+        if self.token_sigma == 0:
+            return rows
+        return rows + rng.normal(0.0, self.token_sigma, rows.shape)
+
     def sample(self, domain_idx: np.ndarray, request_offset: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """True conditional acceptance probabilities (R, γ) for one step of the batch."""
-        if not self.heterogeneous:
-            return self.base_p[domain_idx]
-        x = self.base_logit[domain_idx] + request_offset[:, None]
-        if self.token_sigma > 0:
-            x = x + rng.normal(0.0, self.token_sigma, x.shape)
-        return sigmoid(x)
+        """True conditional acceptance probabilities p (R, γ) of one step (p = σ(x))."""
+        return sigmoid(self.step_logits(self.row_logits(domain_idx, request_offset), rng))
+
+    def proposal_weights(self, domain_idx: np.ndarray, request_offset: np.ndarray) -> np.ndarray:
+        """1 / τ(z) per request: how often a request proposes per output token (full blocks)."""
+        e, we = self.token_nodes
+        out = np.empty(len(domain_idx))
+        for d in np.unique(domain_idx):
+            rows = domain_idx == d
+            out[rows] = 1.0 / request_tau(self.base_p[d], self.offsets[d], request_offset[rows], e, we)
+        return out
 
     def mean_tau(self, length: int | None = None) -> dict[str, float]:
         """Expected τ per domain of the (unspread) curves verified to `length`."""

@@ -2,12 +2,15 @@
 
 `perfect`: c = p, the head knows the true conditional acceptance.
 `model` (with STS calibration) is built in `simulator.drafters.heads`.
-Policies only ever see the output of `observe`, never p.
+Heads read the acceptance logit x = logit p (the engine draws in logit
+space); policies only ever see the output of `observe`, never p.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from simulator.drafters.curves import sigmoid
 
 
 class PerfectConfidence:
@@ -15,5 +18,5 @@ class PerfectConfidence:
 
     kind = "perfect"
 
-    def observe(self, p: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return p
+    def observe(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return sigmoid(x)

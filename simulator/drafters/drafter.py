@@ -1,8 +1,9 @@
 """The drafter of a scenario: acceptance model + confidence head + drafting latency.
 
-`build_drafter(spec, streams)` assembles the three models; the replica calls
-`draft(...)` once per engine step for the whole batch and `draft_ms(...)`
-for the step's drafting time.
+`build_drafter(spec, profile, calibration_seed)` assembles the three
+models; the engine's decode core asks it for each admitted request's
+acceptance row, and per step for the batch's acceptance logits, the
+confidences and the drafting time.
 """
 
 from __future__ import annotations
@@ -23,15 +24,27 @@ from simulator.drafters.spec import DrafterSpec, FixedLatency
 class ConfidenceHead(Protocol):
     kind: str
 
-    def observe(self, p: np.ndarray, rng: np.random.Generator) -> np.ndarray: ...
+    def observe(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray: ...
 
 
 class DraftLatency(Protocol):
-    def ms(self, drafting_requests: int, block_size: int) -> float: ...
+    uses_context: bool
+
+    def ms(self, drafting_requests: int, block_size: int, context_tokens: float = 0.0) -> float: ...
 
 
 @dataclass
 class Drafter:
+    """What the engine asks of a drafter, per request and per step.
+
+    row_logits(domains, offsets)   at admission: each request's acceptance logits before token noise
+    row_probabilities(...)         at admission: its acceptance with the token noise averaged out
+                                   (for policies that read no confidences)
+    step_logits(rows, rng)         per step: x (R, γ), the true acceptance logits of the step's drafts
+    confidences(x, rng)            per step: c (R, γ), what the confidence head reports of them
+    draft_ms(drafting, context)    per step: the drafting time
+    """
+
     spec: DrafterSpec
     acceptance: AcceptanceModel | None
     confidence: ConfidenceHead
@@ -41,17 +54,26 @@ class Drafter:
     def block_size(self) -> int:
         return self.spec.block_size if self.spec.speculates else 0
 
-    def draft(
-        self, domain_idx: np.ndarray, request_offset: np.ndarray,
-        rng_p: np.random.Generator, rng_c: np.random.Generator,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """True acceptance p and confidences c, both (R, γ), for one step of the batch."""
-        assert self.acceptance is not None
-        p = self.acceptance.sample(domain_idx, request_offset, rng_p)
-        return p, self.confidence.observe(p, rng_c)
+    def row_logits(self, domain_idx: np.ndarray, request_offset: np.ndarray) -> np.ndarray:
+        if self.acceptance is None:
+            return np.zeros((len(domain_idx), 0))
+        return self.acceptance.row_logits(domain_idx, request_offset)
 
-    def draft_ms(self, drafting_requests: int) -> float:
-        return self.latency.ms(drafting_requests, self.block_size)
+    def row_probabilities(self, domain_idx: np.ndarray, request_offset: np.ndarray) -> np.ndarray:
+        if self.acceptance is None:
+            return np.zeros((len(domain_idx), 0))
+        return self.acceptance.row_probabilities(domain_idx, request_offset)
+
+    def step_logits(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        assert self.acceptance is not None
+        return self.acceptance.step_logits(rows, rng)
+
+    def confidences(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return self.confidence.observe(x, rng)
+
+    def draft_ms(self, drafting_requests: int, context_tokens: float = 0.0) -> float:
+        """Drafting time of a step with `drafting_requests` whose KV context totals `context_tokens`."""
+        return self.latency.ms(drafting_requests, self.block_size, context_tokens)
 
 
 def build_confidence(spec: DrafterSpec, acceptance: AcceptanceModel | None, seed: Any) -> ConfidenceHead:

@@ -11,18 +11,21 @@ true p through estimation noise and sharpening:
 `calibration: sts` the head is calibrated at build time, the way a
 deployment would: a calibration sample of `calibration_samples` draft
 blocks is drawn from the scenario's own acceptance model (domains, request
-and token spread) with its own random stream, STS temperatures are fitted
+and token spread, requests weighted as proposals are: `draw_sample`) with
+its own random stream, STS temperatures are fitted
 on it (`calibration.fit_sts`), and every later `observe` returns
 `σ(logit(raw c)/T_k)`. Policies see only `observe`'s output.
 `evaluate_head` scores a scenario's head on a held-out sample (what
 `specplan calibrate` reports).
 
 Defaults (overconfidence 1.5, noise 0.4) put the raw head in the published
-range (ECE 3–8%, ROC-AUC 0.81–0.91 per position) when acceptance varies as
-much as real token-level acceptance does (request_sigma 1, token_sigma 2:
-ECE 4–8%, AUC 0.85–0.90 on qwen3-8b DSpark, after STS ECE ≈ 0.5–1%); with milder spread AUC is lower because a draft's outcome is then
-closer to a coin flip of nearly the same p for every draft, which no head
-can discriminate.
+range (ECE 3–8%, ROC-AUC 0.81–0.91 per position) at the acceptance spread
+of the schema's defaults (request_sigma 0.7, token_sigma 2.0): on
+scenarios/default.yaml (qwen3-8b DSpark, γ = 7) raw ECE 4.9–7.5%, AUC
+0.85–0.88, after STS 0.9–1.5% held out. Those sigmas were chosen for this:
+with milder spread AUC is lower, because a draft's outcome is then closer
+to a coin flip of nearly the same p for every draft, which no head can
+discriminate.
 """
 
 from __future__ import annotations
@@ -38,15 +41,19 @@ from simulator.drafters.acceptance import AcceptanceModel, acceptance_model
 from simulator.drafters.calibration import (
     CalibrationReport,
     calibration_report,
-    clipped_logit,
     fit_sts,
     sigmoid,
 )
 from simulator.drafters.spec import ConfidenceSpec, DrafterSpec
 
+LOGIT_LIMIT = 16.0  # |logit p| beyond this is p within 1e-7 of 0 or 1
+
 
 class ModelHead:
-    """A noisy, sharpened estimate of p; `temperatures` (γ,) apply STS when set."""
+    """A noisy, sharpened estimate of p; `temperatures` (γ,) apply STS when set.
+
+    It reads the acceptance logit x = logit p (the engine draws in logit space).
+    """
 
     kind = "model"
 
@@ -55,22 +62,22 @@ class ModelHead:
         self.noise = noise
         self.temperatures = temperatures
 
-    def raw_logit(self, p: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        x = clipped_logit(p)
+    def raw_logit(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        x = np.clip(x, -LOGIT_LIMIT, LOGIT_LIMIT)
         if self.noise > 0:
-            x = x + rng.normal(0.0, self.noise, p.shape)
+            x = x + rng.normal(0.0, self.noise, x.shape)
         return self.overconfidence * x
 
-    def raw(self, p: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def raw(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Uncalibrated confidences (R, γ)."""
-        return sigmoid(self.raw_logit(p, rng))
+        return sigmoid(self.raw_logit(x, rng))
 
-    def observe(self, p: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def observe(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The confidences policies see (R, γ): raw, then STS-scaled if fitted."""
-        x = self.raw_logit(p, rng)
+        raw = self.raw_logit(x, rng)
         if self.temperatures is not None:
-            x = x / self.temperatures[: p.shape[1]]
-        return sigmoid(x)
+            raw = raw / self.temperatures[: x.shape[1]]
+        return sigmoid(raw)
 
 
 @dataclass(frozen=True)
@@ -83,13 +90,30 @@ class CalibrationSample:
 
 
 def draw_sample(acceptance: AcceptanceModel, head: ModelHead, n: int, rng: np.random.Generator) -> CalibrationSample:
-    """n draft blocks: domains by the mix, request and token spread as in the simulation."""
-    domain_idx = rng.choice(len(acceptance.domains), size=n, p=acceptance.mix)
-    offsets = acceptance.request_offsets(n, rng)
-    p = acceptance.sample(domain_idx, offsets, rng)
-    raw = head.raw(p, rng)
+    """n draft blocks as a serving engine sees them: pooled over proposals.
+
+    Domains follow the mix and request offsets the request spread; a request
+    is kept with probability ∝ 1/τ(z) (hard requests propose more often per
+    output token), so the sample weighs requests the way proposals do.
+    """
+    domain_idx, offsets = proposal_requests(acceptance, n, rng)
+    x = acceptance.step_logits(acceptance.row_logits(domain_idx, offsets), rng)
+    p = sigmoid(x)
+    raw = head.raw(x, rng)
     accepted = rng.random(p.shape) < p
     return CalibrationSample(p, raw, accepted)
+
+
+def proposal_requests(acceptance: AcceptanceModel, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(domain, offset) of n proposals' requests: the mix, thinned by proposal weight 1/τ(z)."""
+    domains, offsets = np.zeros(0, dtype=np.int64), np.zeros(0)
+    while domains.size < n:
+        d = rng.choice(len(acceptance.domains), size=2 * n, p=acceptance.mix)
+        z = acceptance.request_offsets(2 * n, rng)
+        w = acceptance.proposal_weights(d, z)
+        keep = rng.random(w.size) * w.max() < w
+        domains, offsets = np.r_[domains, d[keep]], np.r_[offsets, z[keep]]
+    return domains[:n], offsets[:n]
 
 
 def calibration_rng(seed: Any) -> np.random.Generator:

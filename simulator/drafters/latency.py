@@ -6,8 +6,10 @@ from __future__ import annotations
 class FixedDraftLatency:
     """`ms` per step whenever at least one request drafts."""
 
+    uses_context = False
+
     def __init__(self, ms: float) -> None:
         self.fixed_ms = ms
 
-    def ms(self, drafting_requests: int, block_size: int) -> float:
+    def ms(self, drafting_requests: int, block_size: int, context_tokens: float = 0.0) -> float:
         return self.fixed_ms if drafting_requests > 0 and block_size > 0 else 0.0

@@ -1,18 +1,31 @@
-"""Drafting latency per engine step by drafter family: `ms(drafting_requests, block_size)`.
+"""Drafting latency per engine step by drafter family: `ms(drafting_requests, block_size, context)`.
 
 A family fixes how many drafter forwards one step takes and over how many
 tokens (R drafting requests, block γ); a cost curve prices one forward:
 
-    mtp      k = γ sequential MTP modules, each a forward over R tokens:  γ · F(R)
-    eagle3   γ sequential passes of the drafter over R tokens:           γ · F(R)   (linear in γ)
-    dflash   one parallel forward over the whole block, R·γ tokens:      F(R·γ)     (flat in γ while
-             R·γ stays in the memory-bound part of the curve)
+    mtp      k = γ sequential MTP modules; module i reads the hidden state and
+             the token of position i − 1 for each request, R tokens:    γ · F(R)
+    eagle3   γ sequential passes of the drafter, each over one new token
+             per request (its own last draft), R tokens:               γ · F(R)     (linear in γ)
+    dflash   one parallel forward over the block: the anchor (the last
+             verified token) plus γ mask positions per request,
+             R·(γ + 1) tokens:                                          F(R·(γ+1))   (flat in γ while
+             R·(γ+1) stays in the memory-bound part of the curve)
     dspark   the DFlash backbone plus a tiny sequential head per position:
-             F(R·γ) + γ · H(R)
+             F(R·(γ+1)) + γ · H(R)
+
+The token counts are the forward's query positions as the drafters are
+built: MTP modules and Eagle3 run one position per request per pass (a
+real Eagle3 also re-reads the previous step's accepted tokens in its first
+pass, about τ − 1 more per request, not priced here); DFlash and DSpark
+condition their block on the anchor token and fill γ masks in one pass.
 
 F comes from the target's profile scaled by the drafter's share of it
 (`kind: layers`: drafter_layers / target_layers + lm_head_fraction) or
-from a drafter profile measured by the harness (`kind: profile`). H, the
+from a drafter profile (`kind: profile`: measured by the harness, or a
+built-in composed from AIConfigurator's kernel database), at the drafting
+requests' KV context when the curve has a context axis (drafter layers
+attend to the context as the target's do). H, the
 Markov head `W1[x_{k−1}] W2` (rank 256) applied to R tokens, is
 `markov_head_fraction` of a target step at R tokens; at the default 0.005
 it adds 0.2–1.3% of a round at R = 128 for γ = 4..16 on an H200-like
@@ -23,45 +36,67 @@ extrapolation rule when it declares one), never below it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from hwprofiles import load_profile
+from hwprofiles.dense import DenseCurve
 from simulator.core.errors import SpecplanError
 from simulator.drafters.spec import DrafterSpec, LayersLatency, ProfileLatency
 
 SEQUENTIAL_FAMILIES = ("mtp", "eagle3")
+DENSE_TOKENS = 16384  # forwards up to this many tokens are looked up, beyond it interpolated
 
 
-def forward_ms(profile: Any, tokens: int) -> float:
-    """Step time of `profile` at `tokens`, proportional beyond its last point."""
-    last = profile.max_tokens
-    if tokens <= last or profile.extrapolation != "none":
-        return float(profile.step_ms(tokens))
-    return float(profile.step_ms(last)) * tokens / last
+class Forward:
+    """One drafter forward's ms at (tokens, KV context): a profile, scaled by `share`.
+
+    Beyond the profile's last measured point a forward is priced
+    proportionally to its tokens (its own extrapolation rule when it declares one).
+    """
+
+    def __init__(self, profile: Any, share: float = 1.0) -> None:
+        self.profile, self.share = profile, share
+        self.curve = DenseCurve(profile, max(profile.max_tokens, DENSE_TOKENS), beyond="proportional")
+        self.uses_context = profile.context_tokens is not None
+
+    def __call__(self, tokens: int, context_tokens: float = 0.0) -> float:
+        if tokens <= self.curve.max_tokens:
+            return self.share * self.curve.ms(tokens, context_tokens)
+        last = self.profile.max_tokens
+        scale = tokens / last if self.profile.extrapolation == "none" else 1.0
+        at = last if self.profile.extrapolation == "none" else tokens
+        return self.share * scale * float(self.profile.step_ms(at, context_tokens if self.uses_context else None))
 
 
 class FamilyDraftLatency:
-    """Drafting ms for a family from a forward cost F(tokens) and a head cost H(R) per position."""
+    """Drafting ms for a family from a forward cost F(tokens, context) and a head cost H(R) per position.
 
-    def __init__(self, family: str, forward: Callable[[int], float], head: Callable[[int], float]) -> None:
+    `context_tokens` is the drafting requests' KV context (their drafter
+    layers attend to it as the target's do); without a context axis the
+    result depends on (R, γ) only and is memoised.
+    """
+
+    def __init__(self, family: str, forward: Forward, head: Forward) -> None:
         self.family = family
         self.forward = forward
         self.head = head
+        self.uses_context = forward.uses_context
         self.cache: dict[tuple[int, int], float] = {}
 
-    def ms(self, drafting_requests: int, block_size: int) -> float:
+    def ms(self, drafting_requests: int, block_size: int, context_tokens: float = 0.0) -> float:
         if drafting_requests <= 0 or block_size <= 0:
             return 0.0
+        if self.uses_context:
+            return self.compute(drafting_requests, block_size, context_tokens)
         key = (drafting_requests, block_size)
         if key not in self.cache:
-            self.cache[key] = self.compute(drafting_requests, block_size)
+            self.cache[key] = self.compute(drafting_requests, block_size, 0.0)
         return self.cache[key]
 
-    def compute(self, r: int, gamma: int) -> float:
+    def compute(self, r: int, gamma: int, context_tokens: float) -> float:
         if self.family in SEQUENTIAL_FAMILIES:
-            return gamma * self.forward(r)
-        backbone = self.forward(r * gamma)
+            return gamma * self.forward(r, context_tokens)
+        backbone = self.forward(r * (gamma + 1), context_tokens)
         if self.family == "dspark":
             return backbone + gamma * self.head(r)
         return backbone
@@ -71,19 +106,9 @@ def latency_model(spec: DrafterSpec, profile: Any) -> FamilyDraftLatency:
     """The drafting-latency model a drafter spec names, priced on the target `profile`."""
     lat = spec.latency
     if isinstance(lat, LayersLatency):
-        share = lat.drafter_layers / lat.target_layers + lat.lm_head_fraction
-
-        def forward(tokens: int) -> float:
-            return share * forward_ms(profile, tokens)
+        forward = Forward(profile, lat.drafter_layers / lat.target_layers + lat.lm_head_fraction)
     elif isinstance(lat, ProfileLatency):
-        drafter_profile = load_profile(lat.path)
-
-        def forward(tokens: int) -> float:
-            return forward_ms(drafter_profile, tokens)
+        forward = Forward(load_profile(lat.path))
     else:
         raise SpecplanError(f"drafter.latency: no latency model for kind '{getattr(lat, 'KIND', lat)}'")
-
-    def head(requests: int) -> float:
-        return lat.markov_head_fraction * forward_ms(profile, requests)
-
-    return FamilyDraftLatency(spec.family, forward, head)
+    return FamilyDraftLatency(spec.family, forward, Forward(profile, lat.markov_head_fraction))

@@ -23,15 +23,21 @@ FAMILIES = ("none", "mtp", "eagle3", "dflash", "dspark")
 class AcceptanceSpec:
     """Per-position conditional acceptance: a named preset or explicit curves per domain.
 
-    `domains` is the request mix (sums to 1); `request_sigma` and
-    `token_sigma` spread acceptance in logit space per request and per step.
+    `domains` is the request mix (sums to 1). Curves are *pooled* figures,
+    as papers and engines report them (accepted at position k / proposals
+    reaching k, over many requests); `request_sigma` and `token_sigma` spread
+    acceptance in logit space per request and per step around them, and
+    the pooled figures hold whatever the spread. The defaults are the spread
+    at which the modelled confidence head lands in the published ECE and
+    ROC-AUC ranges (heads.py): real token-level acceptance is far from a coin
+    of one p. Set both to 0 for a homogeneous model.
     """
 
     preset: str | None = None
     per_position: dict[str, tuple[float, ...]] | None = None
     domains: dict[str, float] = num({"chat": 1.0}, ge=0, le=1)
-    request_sigma: float = num(0.0, ge=0)
-    token_sigma: float = num(0.0, ge=0)
+    request_sigma: float = num(0.7, ge=0)
+    token_sigma: float = num(2.0, ge=0)
 
     def validate(self, path: str) -> None:
         if self.preset is not None and self.per_position is not None:

@@ -1,47 +1,48 @@
-"""The running batch of one replica as a structure of numpy arrays.
+"""The running batch of one engine as a structure of numpy arrays.
 
-Rows are requests admitted to the decode engine. Columns:
+Rows are requests admitted to the decode engine, oldest first. Integer
+columns live in one (columns × rows) array, so admitting and retiring
+requests is one concatenation and one mask for all of them:
 
-    rid           request id (row of the RequestLog)
-    remaining     output tokens still to emit
-    generated     output tokens emitted so far (the first one included)
-    kv_tokens     prompt + generated: the request's KV-cache footprint
-    domain        index into the acceptance model's domains
-    offset        the request's logit offset z_r (request_sigma)
-    prefill_left  prompt tokens still to prefill (chunked prefill; 0 when decoding)
-    steps, accepted, verified   per-request counters since admission
+    RID           request id (row of the RequestLog)
+    REMAINING     output tokens still to emit
+    KV            tokens in the request's KV cache: prompt computed so far + generated
+    PREFILL_LEFT  prompt tokens still to prefill (chunked prefill; 0 when decoding)
+    STEPS, ACCEPTED, VERIFIED   per-request counters since admission
+
+A request's KV footprint (what the KV rule reserves) is KV + PREFILL_LEFT
++ γ. `acceptance` (rows × γ) holds each request's acceptance, fixed at
+admission: its logits before token noise for policies that read
+confidences, or its per-position probabilities with the token noise
+averaged out for those that do not (simulator.engine.decode).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-INT_COLUMNS = ("rid", "remaining", "generated", "kv_tokens", "domain", "prefill_left",
-               "steps", "accepted", "verified")
-FLOAT_COLUMNS = ("offset",)
+COLUMNS = ("rid", "remaining", "kv", "prefill_left", "steps", "accepted", "verified")
+RID, REMAINING, KV, PREFILL_LEFT, STEPS, ACCEPTED, VERIFIED = range(len(COLUMNS))
 
 
 class Batch:
     """Rows are kept in admission order (oldest first); removal keeps that order."""
 
-    def __init__(self) -> None:
-        self.cols: dict[str, np.ndarray] = {c: np.zeros(0, dtype=np.int64) for c in INT_COLUMNS}
-        self.cols.update({c: np.zeros(0) for c in FLOAT_COLUMNS})
+    def __init__(self, block_size: int) -> None:
+        self.ints = np.zeros((len(COLUMNS), 0), dtype=np.int64)
+        self.acceptance = np.zeros((0, block_size))
 
     @property
     def n(self) -> int:
-        return int(self.cols["rid"].size)
+        return self.ints.shape[1]
 
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self.cols[name]
-
-    def append(self, rows: dict[str, list]) -> None:
-        for name, col in self.cols.items():
-            self.cols[name] = np.concatenate([col, np.asarray(rows[name], dtype=col.dtype)])
+    def append(self, ints: np.ndarray, acceptance: np.ndarray) -> None:
+        self.ints = np.concatenate((self.ints, ints), axis=1)
+        self.acceptance = np.concatenate((self.acceptance, acceptance))
 
     def keep(self, mask: np.ndarray) -> None:
-        for name, col in self.cols.items():
-            self.cols[name] = col[mask]
+        self.ints = self.ints[:, mask]
+        self.acceptance = self.acceptance[mask]
 
 
 def attention_context(kv_tokens: np.ndarray, decode: np.ndarray | None, prefill_take: np.ndarray | None,

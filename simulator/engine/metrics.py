@@ -6,11 +6,17 @@ disaggregated prefill); per-request statistics use requests that arrived
 after warmup and completed; per-step statistics use steps ending in the
 window. Counts of requests (arrived, completed, running, rejected) cover the
 whole run, so that they add up (conservation).
+
+`mean_accepted_per_step` is τ pooled over proposals, as published figures
+are (DESIGN.md §1): Σ (accepted + 1) over request-steps / request-steps.
+
+`summarize` assembles the parts; each part takes only what it needs.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,6 +32,18 @@ SUMMARY_KEYS = (
 )
 
 
+@dataclass(frozen=True)
+class Window:
+    """The measurement window (warmup_s, end_s]."""
+
+    warmup_s: float
+    end_s: float
+
+    @property
+    def seconds(self) -> float:
+        return max(self.end_s - self.warmup_s, 1e-12)
+
+
 def percentile(values: pd.Series | np.ndarray, q: float) -> float:
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
@@ -36,57 +54,106 @@ def ratio(num: float, den: float) -> float:
     return float(num / den) if den else math.nan
 
 
-def summarize(scenario: Any, requests: pd.DataFrame, steps: pd.DataFrame, end_s: float,
-              wall_s: float, sim: Any = None) -> dict[str, Any]:
-    warm = scenario.horizon.warmup_s
-    window_s = max(end_s - warm, 1e-12)
-    gpus = scenario.cluster.replicas * scenario.hardware.gpus_per_replica
-    in_window = steps[steps["end_s"] > warm]
+def summarize(scenario: Any, requests: pd.DataFrame, steps: pd.DataFrame, end_s: float, wall_s: float,
+              profile: Any = None, extra_counts: dict[str, int] | None = None) -> dict[str, Any]:
+    """The whole summary of a run; `profile` (optional) splits attention out of the verify time."""
+    window = Window(scenario.horizon.warmup_s, end_s)
+    in_window = steps[steps["end_s"] > window.warmup_s]
+    replicas = scenario.cluster.replicas
+    gpus = replicas * scenario.hardware.gpus_per_replica
+    disaggregated = scenario.engine.prefill.KIND == "disaggregated"
+    summary = {
+        **policy_fields(scenario.policy.name),
+        **throughput_fields(requests, in_window, window, gpus, disaggregated),
+        **user_fields(requests, window),
+        **request_counts(requests),
+        **step_fields(in_window, window, replicas, profile),
+        "engine_steps": len(steps),
+        "preemptions": int(requests["preemptions"].sum()),
+        "replicas": replicas,
+        "gpus": gpus,
+        "window_s": window.seconds,
+        "simulated_s": float(end_s),
+        "wall_s": float(wall_s),
+    }
+    summary.update(extra_counts or {})
+    return summary
+
+
+def policy_fields(name: str) -> dict[str, Any]:
+    cls = policy_class(name)
+    return {"policy": name, "policy_label": cls.label(), "lossless": cls.lossless, "oracle": cls.oracle,
+            "scheduling_overhead": cls.scheduling}
+
+
+def throughput_fields(requests: pd.DataFrame, in_window: pd.DataFrame, window: Window, gpus: int,
+                      disaggregated: bool) -> dict[str, Any]:
     prefill_first = 0
-    if scenario.engine.prefill.KIND == "disaggregated":
-        prefill_first = int(((requests["first_token_s"] > warm) & (requests["first_token_s"] <= end_s)).sum())
+    if disaggregated:
+        first = requests["first_token_s"]
+        prefill_first = int(((first > window.warmup_s) & (first <= window.end_s)).sum())
     tokens = int(in_window["emitted_tokens"].sum()) + prefill_first
-    measured = requests[requests["arrival_s"] >= warm]
+    return {"throughput_tokens_per_s": tokens / window.seconds,
+            "throughput_tokens_per_s_per_gpu": tokens / window.seconds / gpus,
+            "tokens_generated": tokens}
+
+
+def user_fields(requests: pd.DataFrame, window: Window) -> dict[str, Any]:
+    """Tokens/s/user and TTFT of requests that arrived after warmup (completed ones for tps)."""
+    measured = requests[requests["arrival_s"] >= window.warmup_s]
     completed = measured[measured["status"] == "completed"]
     tps = completed["tps_user"]
-    decode_steps = float(in_window["decode_requests"].sum())
-    step_s = (in_window["draft_ms"] + in_window["verify_ms"] + in_window["overhead_ms"]) / 1000.0
-    cls = policy_class(scenario.policy.name)
-    status = requests["status"]
-    summary = {
-        "policy": scenario.policy.name,
-        "policy_label": cls.label(),
-        "lossless": cls.lossless,
-        "oracle": cls.oracle,
-        "throughput_tokens_per_s": tokens / window_s,
-        "throughput_tokens_per_s_per_gpu": tokens / window_s / gpus,
+    return {
         "tps_user_mean": float(tps.mean()) if tps.notna().any() else math.nan,
         "tps_user_p10": percentile(tps, 10),
         "tps_user_p50": percentile(tps, 50),
         "tps_user_p90": percentile(tps, 90),
         "ttft_p50_s": percentile(measured["ttft_s"], 50),
         "ttft_p99_s": percentile(measured["ttft_s"], 99),
-        "requests_arrived": len(requests),
-        "requests_completed": int((status == "completed").sum()),
-        "requests_running": int(status.isin(["queued", "prefill", "running"]).sum()),
-        "requests_rejected": int((status == "rejected").sum()),
         "requests_completed_in_window": len(completed),
-        "tokens_generated": tokens,
+    }
+
+
+def request_counts(requests: pd.DataFrame) -> dict[str, int]:
+    status = requests["status"]
+    return {"requests_arrived": len(requests),
+            "requests_completed": int((status == "completed").sum()),
+            "requests_running": int(status.isin(["queued", "prefill", "running"]).sum()),
+            "requests_rejected": int((status == "rejected").sum())}
+
+
+def step_fields(in_window: pd.DataFrame, window: Window, replicas: int, profile: Any) -> dict[str, Any]:
+    """Per request-step figures (pooled τ, 1 + ℓ, deferrals) and where the step time went."""
+    decode_steps = float(in_window["decode_requests"].sum())
+    deferred = int(in_window["deferred_requests"].sum())
+    step_ms = in_window["draft_ms"] + in_window["verify_ms"] + in_window["overhead_ms"]
+    total_ms = float(step_ms.sum())
+    attention_ms = attention_time(in_window, profile)
+    return {
         "mean_accepted_per_step": ratio(in_window["accepted_tokens"].sum() + decode_steps, decode_steps),
         "mean_verify_tokens_per_request_step": ratio(
             (in_window["verify_tokens"] - in_window["prefill_tokens"]).sum(), decode_steps),
-        "mean_batch_requests": float((in_window["batch_requests"] * step_s).sum()) / window_s
-        / scenario.cluster.replicas,
-        "mean_step_ms": ratio(float(step_s.sum()) * 1000.0, len(in_window)),
-        "draft_share_of_step": ratio(float(in_window["draft_ms"].sum()), float(step_s.sum()) * 1000.0),
-        "engine_steps": len(steps),
-        "preemptions": int(requests["preemptions"].sum()),
-        "replicas": scenario.cluster.replicas,
-        "gpus": gpus,
-        "window_s": window_s,
-        "simulated_s": float(end_s),
-        "wall_s": float(wall_s),
+        "mean_batch_requests": float((in_window["batch_requests"] * step_ms).sum()) / 1000.0 / window.seconds
+        / replicas,
+        "mean_decode_requests": ratio(decode_steps, len(in_window)),
+        "request_steps_deferred": deferred,
+        "deferred_share": ratio(deferred, decode_steps + deferred),
+        "mean_step_ms": ratio(total_ms, len(in_window)),
+        "draft_share_of_step": ratio(float(in_window["draft_ms"].sum()), total_ms),
+        "verify_share_of_step": ratio(float(in_window["verify_ms"].sum()), total_ms),
+        "attention_share_of_step": ratio(attention_ms, total_ms),
+        "overhead_share_of_step": ratio(float(in_window["overhead_ms"].sum()), total_ms),
     }
-    if sim is not None:
-        summary.update(sim.budget.summary_counts())
-    return summary
+
+
+def attention_time(steps: pd.DataFrame, profile: Any) -> float:
+    """ms of the verify forwards spent on KV context: step_ms(B, context) − step_ms(B, 0), summed.
+
+    NaN without a profile that has a context axis (the split is then unknown).
+    """
+    if profile is None or profile.context_tokens is None or steps.empty:
+        return math.nan
+    tokens = np.maximum(steps["verify_tokens"].to_numpy(), 1)
+    with_context = profile.step_ms(tokens, steps["context_tokens"].to_numpy())
+    without = profile.step_ms(tokens, np.zeros(tokens.size))
+    return float((with_context - without).sum())

@@ -1,11 +1,13 @@
 """Per-request and per-step records: what the summary and every report are computed from.
 
 `RequestLog` is a structure of growable numpy arrays, one row per arrived
-request. `StepLog` collects one row per engine step (appended as Python
-scalars, converted to arrays once at the end).
+request. `StepLog` collects one `StepRecord` per engine step (converted to
+a frame once at the end).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -21,10 +23,26 @@ REQUEST_FIELDS: dict[str, type] = {
     "acceptance_offset": float,
 }
 
-STEP_FIELDS = (
-    "end_s", "replica", "batch_requests", "decode_requests", "drafting_requests", "verify_tokens",
-    "prefill_tokens", "emitted_tokens", "accepted_tokens", "draft_ms", "verify_ms", "overhead_ms",
-)
+class StepRecord(NamedTuple):
+    """One engine step, as steps.csv has it."""
+
+    end_s: float
+    replica: int
+    batch_requests: int       # running rows (decoding, prefilling, deferred)
+    decode_requests: int      # rows that decoded this step
+    drafting_requests: int
+    verify_tokens: int        # B: tokens in the verify forward (prompt chunks included)
+    prefill_tokens: int
+    emitted_tokens: int
+    accepted_tokens: int      # accepted drafts (bonus tokens not included)
+    deferred_requests: int    # decoding rows the token budget left for the next step
+    context_tokens: int       # KV context the step was priced at (0: the profile has no context axis)
+    draft_ms: float
+    verify_ms: float
+    overhead_ms: float        # host time and the scheduling overhead the policy pays
+
+
+STEP_FIELDS = StepRecord._fields
 
 
 class RequestLog:
@@ -81,12 +99,12 @@ class RequestLog:
 
 
 class StepLog:
-    """One row per engine step, appended as scalars."""
+    """One `StepRecord` per engine step."""
 
     def __init__(self) -> None:
-        self.rows: list[tuple] = []
+        self.rows: list[StepRecord] = []
 
-    def add(self, row: tuple) -> None:
+    def add(self, row: StepRecord) -> None:
         self.rows.append(row)
 
     def frame(self) -> pd.DataFrame:

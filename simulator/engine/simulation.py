@@ -19,9 +19,11 @@ import pandas as pd
 import simpy
 
 from hwprofiles import load_profile
+from policies.registry import make_policy
 from simulator.core.streams import seed_sequence, stream
 from simulator.drafters.drafter import Drafter, build_drafter
 from simulator.engine.cluster import Router
+from simulator.engine.config import EngineConfig
 from simulator.engine.intake import domain_mix, register, request_domains
 from simulator.engine.metrics import summarize
 from simulator.engine.records import RequestLog, StepLog
@@ -54,8 +56,10 @@ class Simulation:
         self.finished = 0
         self.all_done = self.env.event()
         self.offset_rng = stream(scenario.seed, "request_sigma")
+        self.config = EngineConfig.from_scenario(scenario, self.profile, self.drafter.block_size)
         self.replicas = [
-            Replica(self.env, i, scenario, self.profile, self.drafter, self.log, self.steps, self.on_done)
+            Replica(self.env, i, self.config, make_policy(scenario.policy, self.drafter.block_size), self.drafter,
+                    self.profile, scenario.seed, self.log, self.steps, self.on_done)
             for i in range(scenario.cluster.replicas)
         ]
         self.router = Router(scenario.cluster.router, self.replicas, stream(scenario.seed, "router"))
@@ -88,9 +92,12 @@ class Simulation:
         until = self.all_done if horizon.duration_s is None else horizon.duration_s
         self.env.run(until=until)
         wall_s = time.perf_counter() - start
+        for replica in self.replicas:
+            replica.core.drain()
         requests = self.log.frame(self.domains)
         steps = self.steps.frame()
-        summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self)
+        summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile,
+                            self.budget.summary_counts())
         return SimResult(self.scenario, summary, requests, steps)
 
 

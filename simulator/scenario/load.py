@@ -52,12 +52,22 @@ def _with_source(scenario: Scenario, source: str) -> Scenario:
 
 
 def check_profile(scenario: Scenario) -> None:
+    """The profile loads, and the step's token budget fits both the profile and one draft block."""
     try:
-        load_profile(scenario.hardware.profile)
+        profile = load_profile(scenario.hardware.profile)
     except ScenarioError:
         raise
     except SpecplanError as exc:
         raise ScenarioError("hardware.profile", str(exc)) from None
+    budget = scenario.engine.max_step_tokens
+    if budget is not None and budget > profile.max_tokens and profile.extrapolation == "none":
+        raise ScenarioError("engine.max_step_tokens", f"{budget} tokens is beyond the profile's last measured "
+                            f"point ({profile.max_tokens}) and it declares no extrapolation")
+    budget = budget or profile.max_tokens
+    block = scenario.drafter.block_size if scenario.drafter.speculates else 0
+    if budget < block + 1:
+        raise ScenarioError("engine.max_step_tokens", f"{budget} tokens cannot hold one request's anchor and "
+                            f"draft block ({block + 1} tokens)")
 
 
 def read_yaml(path: Path) -> Any:

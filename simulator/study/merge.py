@@ -10,7 +10,9 @@ with no leftovers from the other alternative:
   confidence head's `kind`): when the variant names a different tag than
   the base, the variant's mapping replaces the base's wholesale;
 - `policy`: a different `name` replaces the whole block (params included);
-- `drafter.acceptance`: `preset` and `per_position` exclude each other.
+- `drafter.acceptance`: `preset` and `per_position` exclude each other;
+- `drafter.acceptance.domains` is a request mix: a variant's mix replaces
+  the base's (merging two mixes would not sum to 1).
 
 The load axis is applied after the merge: `users` sets a closed loop
 (keeping the base's `think_s`), `rate_per_s` sets Poisson arrivals.
@@ -26,11 +28,12 @@ NAME_TAGGED = (("policy",),)
 EXCLUSIVE: dict[tuple[str, ...], tuple[tuple[str, ...], ...]] = {
     ("drafter", "acceptance"): (("preset",), ("per_position",)),
 }
+WHOLE: tuple[tuple[str, ...], ...] = (("drafter", "acceptance", "domains"),)
 
 
 def deep_merge(base: Any, over: Any, path: tuple[str, ...] = ()) -> Any:
     """`over` merged onto `base` (neither is modified) with the alternatives rule."""
-    if not isinstance(base, dict) or not isinstance(over, dict) or replaces_wholesale(base, over, path):
+    if not isinstance(base, dict) or not isinstance(over, dict) or path in WHOLE or replaces_wholesale(base, over, path):
         return copy.deepcopy(over)
     out = copy.deepcopy(base)
     for key in excluded_by(over, path):

@@ -1,0 +1,66 @@
+"""A profile tabulated at every integer B, for lookups inside an engine step.
+
+`StepProfile.step_ms` interpolates arbitrary arrays; an engine step asks
+for one B, or for a contiguous range of B at one KV context, thousands of
+times a second. `DenseCurve(profile, max_tokens)` evaluates the profile
+once at B = 0..max_tokens (B = 0 priced as B = 1) for each context row, so
+a lookup is an index (or a slice) into one row, or a blend of the two rows
+around a context: the same numbers as `profile.step_ms(B, context)`
+(linear between measured points, bilinear across context rows, context
+clamped to the measured axis), with no interpolation per step.
+
+Beyond the profile's last measured B: its own extrapolation rule when it
+declares one; else `beyond="error"` refuses (the engine's token budget must
+fit the profile) and `beyond="proportional"` scales the last point by
+B / B_last (a forward over more tokens than measured is never cheaper per
+token: drafters' forwards over R·(γ+1) positions).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Any, Literal
+
+import numpy as np
+
+from simulator.core.errors import SpecplanError
+
+
+class DenseCurve:
+    """Step times (ms) at B = 0..max_tokens, one row per context row of the profile."""
+
+    def __init__(self, profile: Any, max_tokens: int, beyond: Literal["error", "proportional"] = "error") -> None:
+        self.max_tokens = max_tokens
+        self.rows = dense_rows(profile, max_tokens, beyond)
+        self.context = None if profile.context_tokens is None else [float(c) for c in profile.context_tokens]
+
+    def around(self, context_tokens: float) -> tuple[np.ndarray, np.ndarray, float]:
+        """The rows below and above a KV context and the upper row's weight (clamped to the axis)."""
+        ctx = self.context
+        if ctx is None or context_tokens <= ctx[0]:
+            return self.rows[0], self.rows[0], 0.0
+        i = bisect_right(ctx, context_tokens) - 1
+        if i >= len(ctx) - 1:
+            return self.rows[-1], self.rows[-1], 0.0
+        return self.rows[i], self.rows[i + 1], (context_tokens - ctx[i]) / (ctx[i + 1] - ctx[i])
+
+    def ms(self, tokens: int, context_tokens: float = 0.0) -> float:
+        low, high, weight = self.around(context_tokens)
+        if weight == 0.0:
+            return float(low[tokens])
+        return float(low[tokens] * (1.0 - weight) + high[tokens] * weight)
+
+
+def dense_rows(profile: Any, max_tokens: int, beyond: str) -> np.ndarray:
+    """(context rows, max_tokens + 1) step times at every integer B."""
+    last = profile.max_tokens
+    if max_tokens > last and profile.extrapolation == "none" and beyond == "error":
+        raise SpecplanError(f"profile {profile.name}: {max_tokens} tokens is beyond its last measured point "
+                            f"({last}) and it declares no extrapolation")
+    tokens = np.maximum(np.arange(max_tokens + 1), 1).astype(float)
+    inside = np.minimum(tokens, last) if profile.extrapolation == "none" else tokens
+    table = profile.step_ms_table if profile.context_tokens is not None else profile.step_ms_table[None, :]
+    rows = np.stack([profile.interp_tokens(inside, row) for row in table])
+    if profile.extrapolation == "none" and max_tokens > last:
+        rows[:, last + 1:] *= tokens[last + 1:] / last
+    return rows

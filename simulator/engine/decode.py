@@ -1,0 +1,369 @@
+"""The decode core: one continuous-batching speculative decode engine's step logic, without a clock.
+
+The simulator's replicas (simulator.engine.replica) and the reference
+engine (validation.engine) both drive this class; only time differs. A
+replica charges the step's price (simulator.engine.price); the reference
+engine runs real forwards and reads the wall clock. One step:
+
+    admit    waiting requests, FIFO, while a batch slot and KV capacity remain
+    plan     decoding rows, token budget and deferral, prompt chunks, drafts,
+             the policy's lengths ℓ, the accepted prefixes, and the step's
+             price quote and verify tokens B
+    (time)   the driver prices or measures the step and waits for its end
+    commit   emit min(accepted + 1, remaining) per request, advance prompt
+             chunks (a finished prompt emits its first token), record the
+             step, retire finished requests, preempt on KV overflow
+
+**The KV rule** (one choice, the same for both drivers): a request reserves
+its whole footprint at admission, prompt + generated tokens + the draft
+block γ, whether its prompt is already computed (disaggregated prefill)
+or will be computed in chunks (chunked prefill). Admission is FIFO while
+Σ footprints ≤ kv_capacity_tokens. Decoding grows a footprint by the
+tokens it emits; when Σ footprints exceeds the capacity after a step, the
+youngest requests are preempted (recompute: their KV is dropped, they go
+back to the head of the queue and their prompt and generated tokens are
+computed again on re-admission) until it fits; the oldest request always
+stays. So after every step Σ footprints ≤ capacity, unless one request
+alone exceeds it (rejected at submission).
+
+**The token budget** (`max_step_tokens`): decoding requests come first,
+then prompt chunks. A policy that chooses within the budget (`fits_budget`)
+gets one anchor token per request reserved; for the others the engine
+reserves the policy's planned length (or the whole block) per request
+before drafting. Requests beyond the budget, youngest first, sit this step
+out (they neither draft nor verify) and are counted as deferred request
+steps; no policy's lengths are ever shortened by the engine.
+
+Draws: for a policy that reads the drafts, acceptance logits x = row +
+token noise (`acceptance` stream), a draft is accepted when a logistic
+draw falls below x (`outcomes`), and the confidence head reads x
+(`confidence`). A fixed-length policy reads nothing but the outcomes, so
+its requests carry their acceptance with the token noise averaged out and
+a draft is accepted when a uniform draw falls below it (`outcomes`): the
+same outcome distribution for fewer draws.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from policies.base import Policy, StepOutcome, StepView, step_view
+from simulator.core.streams import stream
+from simulator.engine.batch import (
+    ACCEPTED,
+    COLUMNS,
+    KV,
+    PREFILL_LEFT,
+    REMAINING,
+    RID,
+    STEPS,
+    VERIFIED,
+    Batch,
+    attention_context,
+)
+from simulator.engine.config import EngineConfig
+from simulator.engine.intake import admit_fifo
+from simulator.engine.price import StepPricer, StepQuote
+from simulator.engine.records import RequestLog, StepLog, StepRecord
+
+ALL = slice(None)
+
+
+class StepPlan(NamedTuple):
+    """What one step will do: decided before its time passes, applied by `commit`."""
+
+    rows: Any                        # decoding rows that run: ALL, or an index array
+    decode_requests: int             # R: rows that decode this step
+    lengths: np.ndarray | int        # ℓ per decoding row (R,), or one ℓ for all (fixed-length policies)
+    accepted: np.ndarray             # drafts the target accepts per decoding row (R,), ≤ ℓ
+    prefill_take: np.ndarray | None  # prompt tokens per batch row this step (chunked prefill)
+    prefill_tokens: int
+    drafting_requests: int
+    verify_tokens: int               # B = R + Σℓ + prefill tokens
+    context_tokens: int              # KV context the profile lookup uses
+    deferred_requests: int           # decoding rows the token budget left out
+    quote: StepQuote
+
+    @property
+    def step_ms(self) -> float:
+        """The step's price at its B: what a priced driver charges."""
+        return self.quote.step_ms(self.verify_tokens)
+
+
+class StepTiming(NamedTuple):
+    """How long the step's parts took (priced or measured), in ms."""
+
+    draft_ms: float
+    verify_ms: float
+    overhead_ms: float
+
+
+class Committed(NamedTuple):
+    """Requests a step finished and requests it preempted (request ids)."""
+
+    finished: np.ndarray
+    evicted: np.ndarray
+
+
+class DecodeCore:
+    """One engine's queue, running batch and step logic (see the module docstring)."""
+
+    def __init__(self, config: EngineConfig, policy: Policy, drafter: Any, profile: Any, log: RequestLog,
+                 steps: StepLog, seed: int, index: int = 0) -> None:
+        self.config, self.policy, self.drafter, self.log, self.steps = config, policy, drafter, log, steps
+        self.index = index
+        self.gamma = config.block_size
+        self.speculates = policy.drafts and self.gamma > 0
+        self.learns = type(policy).observe is not Policy.observe
+        self.fixed = type(policy).planned_length is not Policy.planned_length
+        self.reserve = 0 if policy.fits_budget or not self.speculates else self.gamma
+        self.pricer = StepPricer(profile, drafter.draft_ms, config, policy.pays_scheduling())
+        self.uses_context = self.pricer.uses_context or drafter.latency.uses_context
+        self.rng_p = stream(seed, "acceptance", index)
+        self.rng_c = stream(seed, "confidence", index)
+        self.rng_u = stream(seed, "outcomes", index)
+        self.queue: deque[int] = deque()
+        self.batch = Batch(self.gamma)
+        self.footprint = 0
+        self.prefilling = 0
+        self.step_index = 0
+        self.outcomes: dict[int, np.ndarray] = {}
+
+    # ---- intake -----------------------------------------------------------------------------
+    def enqueue(self, rid: int, front: bool = False) -> None:
+        (self.queue.appendleft if front else self.queue.append)(rid)
+
+    def admit(self, now: float) -> int:
+        """FIFO admission under the KV rule; returns the number of requests admitted."""
+        free = self.config.max_batch_requests - self.batch.n
+        if not self.queue or free <= 0:
+            return 0
+        admitted = admit_fifo(self.queue, self.log, now, free, self.footprint, self.config.kv_capacity_tokens,
+                              self.gamma)
+        if admitted:
+            self.add_rows(np.array(admitted, dtype=np.int64).reshape(-1, 3))
+        return len(admitted)
+
+    def add_rows(self, admitted: np.ndarray) -> None:
+        """Rows for admitted (rid, generated, prompt + generated) triples."""
+        rid, generated, tokens = admitted.T
+        log = self.log
+        ints = np.zeros((len(COLUMNS), rid.size), dtype=np.int64)
+        ints[RID] = rid
+        ints[REMAINING] = log["output_tokens"][rid] - generated
+        if self.config.chunked:
+            ints[PREFILL_LEFT] = tokens
+            self.prefilling += rid.size
+        else:
+            ints[KV] = tokens
+        acceptance = self.drafter.row_probabilities if self.fixed else self.drafter.row_logits
+        self.batch.append(ints, acceptance(log["domain"][rid], log["acceptance_offset"][rid]))
+        self.footprint += int(tokens.sum()) + self.gamma * rid.size
+
+    # ---- plan -------------------------------------------------------------------------------
+    def plan(self, now: float) -> StepPlan:
+        """Draw, decide and price one step of the running batch (at least one row)."""
+        ints = self.batch.ints
+        n = ints.shape[1]
+        decode = None if self.prefilling == 0 else ints[PREFILL_LEFT] == 0
+        r = n if decode is None else int(np.count_nonzero(decode))
+        planned = self.policy.planned_length(r) if self.fixed else None
+        per_request = 1 + (self.reserve if planned is None else planned)
+        kept = min(r, self.config.max_step_tokens // per_request)
+        rows = self.decoding_rows(decode, r, kept)
+        take, prefill_tokens = self.prefill_chunks(kept * per_request)
+        lengths, accepted, drafting, quote = self.speculate(rows, kept, planned, prefill_tokens, decode, take, now)
+        drafts = lengths * kept if isinstance(lengths, int) else int(lengths.sum())
+        verify_tokens = kept + drafts + prefill_tokens
+        return StepPlan(rows, kept, lengths, accepted, take, prefill_tokens, drafting, verify_tokens,
+                        self.context_tokens(decode, rows, take), r - kept, quote)
+
+    def decoding_rows(self, decode: np.ndarray | None, r: int, kept: int) -> Any:
+        """The decoding rows that run: every one, or the oldest `kept` of them."""
+        if decode is None and kept == r:
+            return ALL
+        index = np.arange(self.batch.n) if decode is None else np.flatnonzero(decode)
+        return index[:kept]
+
+    def prefill_chunks(self, decode_tokens: int) -> tuple[np.ndarray | None, int]:
+        """Prompt tokens each prefilling row computes this step: FIFO within the chunk budget."""
+        if self.prefilling == 0:
+            return None, 0
+        left = self.batch.ints[PREFILL_LEFT]
+        budget = max(0, min(self.config.chunk_tokens or 0, self.config.max_step_tokens - decode_tokens))
+        before = np.cumsum(left) - left
+        take = np.clip(budget - before, 0, left)
+        return take, int(take.sum())
+
+    def context_tokens(self, decode: np.ndarray | None, rows: Any, take: np.ndarray | None) -> int:
+        if not self.uses_context:
+            return 0
+        kv = self.batch.ints[KV]
+        if rows is ALL and take is None:
+            return attention_context(kv, None, None, self.config.padded_attention)
+        running = np.zeros(kv.size, dtype=bool)
+        running[rows] = True
+        return attention_context(kv, running, take, self.config.padded_attention)
+
+    def speculate(self, rows: Any, r: int, planned: int | None, reserved: int, decode: np.ndarray | None,
+                  take: np.ndarray | None, now: float) -> tuple[np.ndarray | int, np.ndarray, int, StepQuote]:
+        """ℓ, accepted drafts, drafting requests and the quote, for the decoding rows that run."""
+        n = self.batch.n
+        if not self.speculates or r == 0 or planned == 0:
+            return 0, np.zeros(r, dtype=np.int64), 0, self.quote(n, r, 0, decode, rows, take)
+        if planned is not None:
+            accepted = self.first_rejected(self.rng_u.random((r, planned)), self.batch.acceptance[rows, :planned])
+            return planned, accepted, r, self.quote(n, r, r, decode, rows, take)
+        x = self.drafter.step_logits(self.batch.acceptance[rows], self.rng_p)
+        prefix = self.first_rejected(self.rng_u.logistic(size=x.shape), x)
+        return self.decide(x, prefix, rows, r, reserved, decode, take, now)
+
+    def decide(self, x: np.ndarray, prefix: np.ndarray, rows: Any, r: int, reserved: int,
+               decode: np.ndarray | None, take: np.ndarray | None,
+               now: float) -> tuple[np.ndarray, np.ndarray, int, StepQuote]:
+        """A policy that reads the drafts: confidences, drafting mask, the view, ℓ."""
+        ids = self.batch.ints[RID][rows]
+        c = self.drafter.confidences(x, self.rng_c)
+        mask = self.policy.drafting_mask(ids)
+        drafted = np.ones(r, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        if mask is not None:
+            c = np.where(drafted[:, None], c, 0.0)
+            prefix = np.where(drafted, prefix, 0)
+        drafting = int(np.count_nonzero(drafted))
+        quote = self.quote(self.batch.n, r, drafting, decode, rows, take)
+        view = self.view(c, ids, quote, reserved, drafted, prefix, now)
+        self.policy.last_plan = None
+        lengths = np.asarray(self.policy.decide(view), dtype=np.int64)
+        if mask is not None:
+            lengths = np.where(drafted, lengths, 0)
+        return lengths, np.minimum(prefix, lengths), drafting, quote
+
+    def quote(self, n: int, r: int, drafting: int, decode: np.ndarray | None, rows: Any,
+              take: np.ndarray | None) -> StepQuote:
+        return self.pricer.quote(n, r, drafting, self.context_tokens(decode, rows, take))
+
+    def view(self, c: np.ndarray, ids: np.ndarray, quote: StepQuote, reserved: int, drafted: np.ndarray,
+             prefix: np.ndarray, now: float) -> StepView:
+        cfg = self.config
+        return step_view(self.policy, prefix, confidences=c, request_ids=ids, price=quote,
+                         max_step_tokens=cfg.max_step_tokens, reserved_tokens=reserved,
+                         max_batch_requests=cfg.max_batch_requests, block_size=self.gamma,
+                         step_index=self.step_index, now_s=now, drafted=drafted)
+
+    def first_rejected(self, draws: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+        """Accepted drafts per request: the first position whose draw is not below its bound.
+
+        Outcomes go into a buffer with one extra, always-rejected column, so a
+        single argmin gives the block length for a fully accepted block.
+        """
+        r, length = draws.shape
+        buffer = self.outcomes.get(length)
+        if buffer is None or buffer.shape[0] < r:
+            buffer = self.outcomes[length] = np.zeros((max(r, self.config.max_batch_requests), length + 1), bool)
+        ok = buffer[:r]
+        np.less(draws, bounds, out=ok[:, :length])
+        return ok.argmin(axis=1)
+
+    # ---- commit -----------------------------------------------------------------------------
+    def commit(self, plan: StepPlan, timing: StepTiming, now: float) -> Committed:
+        """Apply the step at its end time `now`; returns the finished and preempted requests."""
+        emitted = self.emit(plan, now) if plan.decode_requests else 0
+        if plan.prefill_take is not None:
+            emitted += self.advance_prefill(plan.prefill_take, now)
+        self.steps.add(StepRecord(now, self.index, self.batch.n, plan.decode_requests, plan.drafting_requests,
+                                  plan.verify_tokens, plan.prefill_tokens, emitted, int(plan.accepted.sum()),
+                                  plan.deferred_requests, plan.context_tokens, *timing))
+        self.step_index += 1
+        finished = self.retire()
+        evicted = self.preempt() if self.footprint > self.config.kv_capacity_tokens else NONE
+        return Committed(finished, evicted)
+
+    def emit(self, plan: StepPlan, now: float) -> int:
+        ints, rows = self.batch.ints, plan.rows
+        emit = np.minimum(plan.accepted + 1, ints[REMAINING][rows])
+        if rows is ALL:
+            ints[REMAINING] -= emit
+            ints[KV] += emit
+            ints[STEPS] += 1
+            ints[ACCEPTED] += plan.accepted
+            ints[VERIFIED] += plan.lengths
+        else:
+            for column, delta in ((REMAINING, -emit), (KV, emit), (STEPS, 1),
+                                  (ACCEPTED, plan.accepted), (VERIFIED, plan.lengths)):
+                ints[column, rows] += delta
+        if self.learns:
+            lengths = np.broadcast_to(plan.lengths, plan.accepted.shape)
+            self.policy.observe(StepOutcome(ints[RID][rows], lengths, plan.accepted, now))
+        emitted = int(emit.sum())
+        self.footprint += emitted
+        return emitted
+
+    def advance_prefill(self, take: np.ndarray, now: float) -> int:
+        """Apply this step's prompt chunks; a request whose first prompt completes emits its first token."""
+        ints, log = self.batch.ints, self.log
+        was = ints[PREFILL_LEFT] > 0
+        ints[PREFILL_LEFT] -= take
+        ints[KV] += take
+        done = was & (ints[PREFILL_LEFT] == 0)
+        self.prefilling -= int(np.count_nonzero(done))
+        ids = ints[RID][done]
+        first = ids[np.isnan(log["first_token_s"][ids])]
+        if first.size == 0:
+            return 0
+        log["first_token_s"][first] = now
+        log["generated_tokens"][first] = 1
+        fresh = done & np.isin(ints[RID], first)
+        ints[KV, fresh] += 1
+        ints[REMAINING, fresh] -= 1
+        self.footprint += first.size
+        return int(first.size)
+
+    def retire(self) -> np.ndarray:
+        ints = self.batch.ints
+        done = ints[REMAINING] <= 0
+        if self.prefilling:
+            done &= ints[PREFILL_LEFT] == 0
+        if not done.any():
+            return NONE
+        return self.remove(done)
+
+    def preempt(self) -> np.ndarray:
+        """Evict the youngest requests until Σ footprints fits the KV capacity again."""
+        keep = np.cumsum(self.footprints(ALL)) <= self.config.kv_capacity_tokens
+        keep[0] = True  # the oldest request always stays (it fits on its own)
+        evicted = self.remove(~keep)
+        self.log["preemptions"][evicted] += 1
+        return evicted
+
+    def remove(self, rows: np.ndarray) -> np.ndarray:
+        """Take rows out of the batch, adding their counters to the request log; returns their ids."""
+        ints, log = self.batch.ints, self.log
+        ids = ints[RID][rows]
+        log["generated_tokens"][ids] = log["output_tokens"][ids] - ints[REMAINING][rows]
+        for src, dst in ((STEPS, "steps"), (ACCEPTED, "accepted_tokens"), (VERIFIED, "verified_tokens")):
+            log[dst][ids] += ints[src][rows]
+        self.footprint -= int(self.footprints(rows).sum())
+        if self.prefilling:
+            self.prefilling -= int(np.count_nonzero(ints[PREFILL_LEFT][rows]))
+        self.batch.keep(~rows)
+        return ids
+
+    def footprints(self, rows: Any) -> np.ndarray:
+        """KV tokens the rows reserve: prompt (computed or not) + generated + the draft block."""
+        ints = self.batch.ints
+        return ints[KV][rows] + ints[PREFILL_LEFT][rows] + self.gamma
+
+    def drain(self) -> None:
+        """Add the counters of every running request to the log (at the end of a run)."""
+        ints, log = self.batch.ints, self.log
+        ids = ints[RID]
+        log["generated_tokens"][ids] = log["output_tokens"][ids] - ints[REMAINING]
+        for src, dst in ((STEPS, "steps"), (ACCEPTED, "accepted_tokens"), (VERIFIED, "verified_tokens")):
+            log[dst][ids] += ints[src]
+            ints[src] = 0
+
+
+NONE = np.zeros(0, dtype=np.int64)

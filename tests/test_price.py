@@ -1,0 +1,110 @@
+"""One step price: what a policy's Θ uses is what the engine charges, and both are the profile's.
+
+A hypothesis property drives the real decode core over random batches,
+profiles (linear, a sawtooth table, a table with a KV-context axis),
+prefill modes and throughput-maximising policies. At every step it checks
+that (1) the Θ the policy computed for the B it chose equals its expected
+tokens divided by the step time the engine charges at that B, and (2)
+that charge is drafting (the drafter's model) + the profile's own
+`step_ms(B, context)` + host time + the overhead the policy pays, each
+recomputed here from the scenario rather than from the quote.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hwprofiles import load_profile
+from simulator.engine.batch import KV
+from tests.conftest import make_scenario
+from tests.drive import drive
+
+PROFILES = {
+    "linear": {"kind": "linear", "base_ms": 9.0, "per_token_ms": 0.04},
+    "sawtooth": {"kind": "table", "tokens": [1, 16, 32, 48, 64, 65, 72, 96, 128, 129, 160, 256],
+                 "step_ms": [8.0, 8.0, 8.1, 8.2, 8.3, 10.5, 10.5, 10.6, 10.8, 13.4, 13.5, 14.0]},
+    "context": "builtin:h100-llama2-7b",
+}
+THETA_POLICIES = ("dspark-greedy", "dspark-global", "dspark-async", "goodput", "oracle")
+
+
+@st.composite
+def cases(draw):
+    profile = draw(st.sampled_from(sorted(PROFILES)))
+    prefill = draw(st.sampled_from([{"mode": "disaggregated", "tokens_per_s": 1e12},
+                                    {"mode": "chunked", "chunk_tokens": draw(st.integers(8, 64))}]))
+    scenario = make_scenario(
+        seed=draw(st.integers(0, 10_000)),
+        hardware={"profile": PROFILES[profile]},
+        engine={"max_batch_requests": draw(st.integers(1, 24)), "kv_capacity_tokens": 10**7, "prefill": prefill,
+                "max_step_tokens": draw(st.integers(40, 256)),
+                "scheduling_overhead_ms": draw(st.sampled_from([0.0, 0.3])),
+                "host_overhead_ms": draw(st.sampled_from([0.0, 0.5])),
+                "host_overhead_per_request_ms": draw(st.sampled_from([0.0, 0.01]))},
+        drafter={"family": "dspark", "block_size": draw(st.integers(1, 7)),
+                 "acceptance": {"preset": "qwen3-8b", "per_position": None, "domains": {"chat": 1.0},
+                                "request_sigma": 0.7, "token_sigma": 2.0},
+                 "confidence": {"kind": "model", "calibration": "sts", "calibration_samples": 500},
+                 "latency": {"kind": "layers", "target_layers": 32, "drafter_layers": 2}},
+        policy={"name": draw(st.sampled_from(THETA_POLICIES))})
+    n = draw(st.integers(1, 30))
+    prompts = np.array(draw(st.lists(st.integers(1, 400), min_size=n, max_size=n)))
+    outputs = np.array(draw(st.lists(st.integers(1, 60), min_size=n, max_size=n)))
+    return scenario, prompts, outputs
+
+
+def independent_step_ms(core, plan, profile) -> float:
+    """The step's price from the profile and the scenario, without the quote."""
+    cfg, batch = core.config, core.batch
+    kv = batch.ints[KV]
+    context = 0
+    if profile.context_tokens is not None:
+        running = np.zeros(batch.n, dtype=bool)
+        running[plan.rows] = True
+        if plan.prefill_take is not None:
+            running |= plan.prefill_take > 0
+        context = int(kv[running].sum())
+    verify = float(profile.step_ms(max(plan.verify_tokens, 1),
+                                            context if profile.context_tokens is not None else None))
+    draft = core.drafter.draft_ms(plan.drafting_requests,
+                                  context * plan.drafting_requests / max(plan.decode_requests, 1))
+    host = cfg.host_overhead_ms + cfg.host_overhead_per_request_ms * batch.n
+    overhead = cfg.scheduling_overhead_ms if core.policy.pays_scheduling() and plan.decode_requests else 0.0
+    return draft + verify + host + overhead
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=cases())
+def test_the_theta_a_policy_maximised_is_tokens_over_the_charged_step(case):
+    scenario, prompts, outputs = case
+    profile = load_profile(scenario.hardware.profile)
+    checked, decided = [], []
+
+    def check(core, plan):
+        decided.append(plan.drafting_requests > 0)
+        assert plan.verify_tokens <= core.config.max_step_tokens
+        assert plan.step_ms == pytest.approx(independent_step_ms(core, plan, profile), rel=1e-9)
+        theta_plan = core.policy.last_plan
+        if theta_plan is not None and plan.decode_requests:
+            charged_ms = plan.quote.step_ms(theta_plan.verify_tokens)
+            assert theta_plan.theta == pytest.approx(theta_plan.expected_tokens * 1000.0 / charged_ms, rel=1e-9)
+            checked.append(theta_plan)
+
+    driven = drive(scenario, prompts, outputs, on_plan=check)
+    assert int(driven.log["generated_tokens"][: driven.log.size].sum()) == int(outputs.sum())
+    if sum(decided) > 2:  # async plans from its third step on; the others at every drafting step
+        assert checked
+
+
+def test_a_context_profiles_quote_is_the_profile_at_the_steps_context():
+    profile = load_profile("builtin:h100-llama2-7b")
+    scenario = make_scenario(hardware={"profile": "builtin:h100-llama2-7b"},
+                             engine={"max_batch_requests": 8, "kv_capacity_tokens": 10**7, "max_step_tokens": 256})
+    driven = drive(scenario, np.full(8, 3000), np.full(8, 20))
+    steps = driven.steps.frame()
+    assert steps["context_tokens"].iloc[0] > 24_000 and (steps["context_tokens"] > 0).all()
+    expected = profile.step_ms(steps["verify_tokens"].to_numpy(), steps["context_tokens"].to_numpy())
+    np.testing.assert_allclose(steps["verify_ms"], expected, rtol=1e-12)
