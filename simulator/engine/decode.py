@@ -67,7 +67,7 @@ from simulator.engine.batch import (
 from simulator.engine.config import EngineConfig
 from simulator.engine.intake import admit_fifo
 from simulator.engine.price import StepPricer, StepQuote
-from simulator.engine.records import RequestLog, StepLog, StepRecord
+from simulator.engine.records import RequestLog, SpecCounters, StepLog, StepRecord
 
 ALL = slice(None)
 
@@ -130,6 +130,7 @@ class DecodeCore:
         self.footprint = 0
         self.prefilling = 0
         self.step_index = 0
+        self.spec = SpecCounters(self.gamma)
         self.outcomes: dict[int, np.ndarray] = {}
 
     # ---- intake -----------------------------------------------------------------------------
@@ -271,6 +272,8 @@ class DecodeCore:
     def commit(self, plan: StepPlan, timing: StepTiming, now: float) -> Committed:
         """Apply the step at its end time `now`; returns the finished and preempted requests."""
         emitted = self.emit(plan, now) if plan.decode_requests else 0
+        if plan.drafting_requests:
+            self.count_drafts(plan)
         if plan.prefill_take is not None:
             emitted += self.advance_prefill(plan.prefill_take, now)
         self.steps.add(StepRecord(now, self.index, self.batch.n, plan.decode_requests, plan.drafting_requests,
@@ -280,6 +283,12 @@ class DecodeCore:
         finished = self.retire()
         evicted = self.preempt() if self.footprint > self.config.kv_capacity_tokens else NONE
         return Committed(finished, evicted)
+
+    def count_drafts(self, plan: StepPlan) -> None:
+        verified = plan.verify_tokens - plan.decode_requests - plan.prefill_tokens
+        lengths = plan.lengths
+        verifying = plan.decode_requests if isinstance(lengths, int) else int(np.count_nonzero(lengths))
+        self.spec.add(plan.accepted, verifying, verified)
 
     def emit(self, plan: StepPlan, now: float) -> int:
         ints, rows = self.batch.ints, plan.rows

@@ -45,6 +45,46 @@ class StepRecord(NamedTuple):
 STEP_FIELDS = StepRecord._fields
 
 
+class SpecCounters:
+    """Speculative-decoding counters with vLLM's meaning, accumulated over a whole run.
+
+    drafts            request-steps that verified at least one draft (vLLM: num_drafts)
+    draft_tokens      drafts verified, Σ ℓ (num_draft_tokens)
+    accepted_tokens   drafts accepted (num_accepted_tokens)
+    accepted_per_position[k]   request-steps whose draft k + 1 was accepted (num_accepted_tokens_per_pos)
+
+    The mean accepted length vLLM reports is 1 + accepted_tokens / drafts;
+    the conditional rate at position k is accepted_per_position[k] /
+    accepted_per_position[k − 1] (drafts for k = 0): pooled over proposals.
+    """
+
+    def __init__(self, block_size: int) -> None:
+        self.drafts = 0
+        self.draft_tokens = 0
+        self.histogram = np.zeros(block_size + 1, dtype=np.int64)  # request-steps by accepted drafts
+
+    def add(self, accepted: np.ndarray, verifying: int, verified_tokens: int) -> None:
+        """One step: accepted drafts per decoding row, rows that verified ≥ 1 draft, Σ ℓ."""
+        self.drafts += verifying
+        self.draft_tokens += verified_tokens
+        self.histogram += np.bincount(accepted, minlength=self.histogram.size)
+
+    def merge(self, other: SpecCounters) -> SpecCounters:
+        out = SpecCounters(max(self.histogram.size, other.histogram.size) - 1)
+        out.drafts, out.draft_tokens = self.drafts + other.drafts, self.draft_tokens + other.draft_tokens
+        out.histogram[: self.histogram.size] += self.histogram
+        out.histogram[: other.histogram.size] += other.histogram
+        return out
+
+    @property
+    def accepted_per_position(self) -> np.ndarray:
+        return self.histogram[::-1].cumsum()[::-1][1:]
+
+    @property
+    def accepted_tokens(self) -> int:
+        return int(self.accepted_per_position.sum())
+
+
 class RequestLog:
     """One row per arrived request; times are NaN until the event happens."""
 

@@ -4,12 +4,14 @@
     result.summary      dict with the results contract keys (DESIGN.md §3)
     result.requests     pandas DataFrame, one row per arrived request
     result.steps        pandas DataFrame, one row per engine step
+    result.spec         speculative-decoding counters of the whole run, vLLM's meaning (SpecCounters)
 
 This is the notebook API; `specplan run` is a thin face over it.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +28,7 @@ from simulator.engine.cluster import Router
 from simulator.engine.config import EngineConfig
 from simulator.engine.intake import domain_mix, register, request_domains
 from simulator.engine.metrics import summarize
-from simulator.engine.records import RequestLog, StepLog
+from simulator.engine.records import RequestLog, SpecCounters, StepLog
 from simulator.engine.replica import Replica
 from simulator.scenario import Scenario
 from traces.workload import ArrivalBudget, start_workload
@@ -38,6 +40,7 @@ class SimResult:
     summary: dict[str, Any]
     requests: pd.DataFrame
     steps: pd.DataFrame
+    spec: SpecCounters
 
 
 class Simulation:
@@ -98,7 +101,8 @@ class Simulation:
         steps = self.steps.frame()
         summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile,
                             self.budget.summary_counts())
-        return SimResult(self.scenario, summary, requests, steps)
+        spec = functools.reduce(SpecCounters.merge, (r.core.spec for r in self.replicas))
+        return SimResult(self.scenario, summary, requests, steps, spec)
 
 
 def simulate(scenario: Scenario) -> SimResult:
