@@ -7,16 +7,34 @@ from pathlib import Path
 from typing import Any
 
 from simulator.core.jsonsafe import dumps
+from simulator.drafters.vllm_metrics import exposition_text
 from simulator.scenario import write_resolved
 
 
 def write_run(result: Any, out_dir: Path) -> None:
-    """summary.json, requests.csv, steps.csv and scenario.resolved.yaml in `out_dir`."""
+    """summary.json, requests.csv, steps.csv, scenario.resolved.yaml and metrics.prom in `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(dumps(result.summary))
     result.requests.to_csv(out_dir / "requests.csv", index=False, float_format="%.9g")
     result.steps.to_csv(out_dir / "steps.csv", index=False, float_format="%.9g")
     write_resolved(result.scenario, out_dir / "scenario.resolved.yaml")
+    write_metrics(result, out_dir)
+
+
+def write_metrics(result: Any, out_dir: Path) -> None:
+    """metrics.prom: vLLM's speculative-decoding counters as a vLLM server would show them after
+    this run (the whole run, every replica summed as engine "0"); none when nothing speculates,
+    as a vLLM server without a speculative config exports none."""
+    scenario = result.scenario
+    if not scenario.drafter.speculates:
+        return
+    spec = result.spec
+    comment = (f"specplan: simulated run of scenario {scenario.name} (seed {scenario.seed}, policy "
+               f"{scenario.policy.name}, {result.summary['simulated_s']:g} simulated s, "
+               f"{scenario.cluster.replicas} replica(s) summed as engine 0)")
+    text = exposition_text(scenario.name, spec.drafts, spec.draft_tokens, spec.accepted_per_position.tolist(),
+                           comment=comment)
+    (out_dir / "metrics.prom").write_text(text)
 
 
 ROWS = (

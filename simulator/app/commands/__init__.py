@@ -10,4 +10,5 @@ COMMANDS = (
     "simulator.app.commands.plan",
     "simulator.app.commands.demo",
     "simulator.app.commands.fidelity",
+    "simulator.app.commands.acceptance",
 )

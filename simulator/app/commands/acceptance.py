@@ -1,0 +1,83 @@
+"""`specplan acceptance vllm-metrics`: a running vLLM's speculative-decoding counters → a scenario's drafter block.
+
+    specplan acceptance vllm-metrics before.prom after.prom --out drafter.yaml --domain chat
+
+One scrape fits the counters since the server started; two fit the window
+between them (their difference). The fit is simulator.drafters.vllm_metrics;
+this module reads the arguments, writes the YAML and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from simulator.core.domains import DOMAINS
+from simulator.core.errors import SpecplanError
+from simulator.core.jsonsafe import clean
+from simulator.drafters.spec import FAMILIES
+from simulator.drafters.vllm_metrics import (
+    INTERVAL,
+    AcceptanceFit,
+    counts_between,
+    drafter_yaml,
+    fit_acceptance,
+    fit_record,
+    read_scrape,
+    when,
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("acceptance", help="fit acceptance curves from a serving engine's metrics")
+    kinds = p.add_subparsers(dest="source", required=True, parser_class=type(p))
+    v = kinds.add_parser("vllm-metrics", help="vLLM's Prometheus /metrics text (one scrape, or two for a window)")
+    v.add_argument("scrapes", nargs="+", metavar="FILE", help="saved /metrics page(s): one, or two (before, after)")
+    v.add_argument("--out", required=True, help="YAML file to write (a drafter: block)")
+    v.add_argument("--domain", default="chat", choices=DOMAINS, help="request domain the traffic was (default chat)")
+    v.add_argument("--model", help="model_name label to fit when the page serves several models")
+    v.add_argument("--family", choices=[f for f in FAMILIES if f != "none"],
+                   help="also write drafter.family (vLLM's counters do not say which drafter ran)")
+    v.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
+    v.add_argument("--json", action="store_true", help="print the fit as JSON")
+    v.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if len(args.scrapes) > 2:
+        raise SpecplanError(f"acceptance vllm-metrics: give one or two scrapes, got {len(args.scrapes)}")
+    scrapes = [read_scrape(path, args.model) for path in args.scrapes]
+    counts = scrapes[0] if len(scrapes) == 1 else counts_between(scrapes[0], scrapes[1])
+    fit = fit_acceptance(counts, args.confidence)
+    out = Path(args.out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(drafter_yaml(fit, args.domain, args.family))
+    except OSError as exc:
+        raise SpecplanError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
+    if args.json:
+        sys.stdout.write(json.dumps(clean({**fit_record(fit, args.domain), "out": str(out)}), indent=2) + "\n")
+    else:
+        print(fit_table(fit))
+        print(f"  wrote {out} (drafter.block_size and drafter.acceptance for '{args.domain}' requests)")
+    return 0
+
+
+def fit_table(fit: AcceptanceFit) -> str:
+    """The fit for a terminal: counters, pooled τ, one row per position with its interval."""
+    c = fit.counts
+    level = f"{100 * fit.confidence:g}%"
+    window = f", window {c.window_s:g} s" if c.window_s is not None else ""
+    lines = [f"model {c.model_text}, {len(c.engines)} engine(s), source {c.source} "
+             f"(scraped at {when(c.scraped_at_s)}{window})",
+             f"  drafts {c.drafts:,}; draft tokens {c.draft_tokens:,}; accepted {c.accepted_tokens:,}",
+             f"  pooled τ = 1 + accepted / drafts = {fit.tau:.3f} ({level} interval {fit.tau_low:.3f}–{fit.tau_high:.3f})",
+             f"  {'position':>8}  {'proposals':>10}  {'accepted':>10}  {'p_k':>6}  {level} {INTERVAL} interval"]
+    lines += [f"  {p.position:>8}  {p.proposals:>10,}  {p.accepted:>10,}  {p.rate:>6.4f}  [{p.low:.4f}, {p.high:.4f}]"
+              for p in fit.positions]
+    if not fit.full_blocks:
+        lines.append(f"  note: {c.draft_tokens:,} of {c.drafts * c.block_size:,} draft positions were verified; "
+                     "later positions' rates are lower bounds")
+    return "\n".join(lines)
