@@ -11,4 +11,5 @@ COMMANDS = (
     "simulator.app.commands.demo",
     "simulator.app.commands.fidelity",
     "simulator.app.commands.acceptance",
+    "simulator.app.commands.tune",
 )

@@ -1,0 +1,100 @@
+"""`specplan tune`: a per-batch-size speculation-length schedule, searched, verified and exported for engines.
+
+    specplan tune scenarios/default.yaml --out out/tune [--lengths 0:7] [--buckets 1,2,4,...] [--workers 2]
+
+The search and verification are simulator.study.tune; this module writes
+the schedule three ways (specplan policy block, TensorRT-LLM
+`draft_len_schedule`, a plain batch-size → length table), the report, and
+prints the schedule and how it compares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from reports.tune import write_tune_report
+from simulator.core.jsonsafe import clean
+from simulator.study.tune import (
+    TUNED_ROLE,
+    TunedSchedule,
+    key_rows,
+    tune_record,
+    tune_schedule,
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tune", help="tune a per-batch-size speculation-length schedule and export it for engines")
+    p.add_argument("scenario", help="scenario YAML file with a sweep load axis (and an sla: block to tune at)")
+    p.add_argument("--out", required=True, help="results folder (created; re-running resumes it)")
+    p.add_argument("--lengths", help="candidate static lengths, 'LOW:HIGH' or a comma list (default 0:γ)")
+    p.add_argument("--buckets", help="batch-size upper bounds, comma list (default 1,2,4,... up to max_batch_requests)")
+    p.add_argument("--loads", help="load values to search at (default: the scenario's sweep.load axis)")
+    p.add_argument("--sla-tps", type=float, help="tokens/s/user to tune at (default: the scenario's first sla.tps_user)")
+    p.add_argument("--workers", type=int, help="parallel simulations (default: the number of cores)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a value of the base scenario by dotted key; repeatable")
+    p.add_argument("--no-report", dest="report", action="store_false", help="write the schedule files only")
+    p.add_argument("--json", action="store_true", help="print the tune as JSON (no progress bar)")
+    p.add_argument("--quiet", action="store_true", help="print nothing (no progress bar)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    tuned = tune_schedule(args.scenario, out, lengths=args.lengths, buckets=args.buckets, loads=args.loads,
+                          sla_tps=args.sla_tps, workers=args.workers,
+                          progress=False if (args.quiet or args.json) else None, overrides=args.overrides)
+    files = dict(tuned.files)
+    if args.report:
+        files["report.html"] = write_tune_report(tuned, out)
+    if args.json:
+        payload = {**tune_record(tuned), "files": {name: str(path) for name, path in files.items()}}
+        sys.stdout.write(json.dumps(clean(payload), indent=2) + "\n")
+    elif not args.quiet:
+        print(schedule_text(tuned))
+        print(comparison_text(tuned))
+        print("files: " + ", ".join(str(path) for path in files.values()))
+    return 0
+
+
+def schedule_text(tuned: TunedSchedule) -> str:
+    """The tuned schedule, one line per bucket with the candidates it beat."""
+    base = tuned.base
+    lines = [f"tuned length schedule for {base.name} ({base.drafter.family}, γ = {tuned.block_size}); "
+             f"objective: {tuned.objective.describe()}"]
+    for choice in tuned.buckets:
+        best = choice.figures[choice.length]
+        where = "" if best.measured else " (outside the measured batches: nearest operating point)"
+        lines.append(f"  batch {choice.sizes:>7}: length {choice.length}  (read at batch {choice.batch:.1f}: "
+                     f"{best.throughput_per_gpu:,.0f} tok/s/GPU, {best.tps_user:.0f} tok/s/user){where}")
+    lines.append(f"  schedule {{batch-size upper bound: length}}: {tuned.schedule}")
+    return "\n".join(lines)
+
+
+def comparison_text(tuned: TunedSchedule) -> str:
+    """Per level: the tuned schedule's figure and its gain over the best static length, MTP-1, dspark-async."""
+    rows = key_rows(tuned.comparison)
+    if rows.empty:
+        return "verification: no operating point of the tuned schedule to compare at"
+    measure = rows["measure"].iloc[0]
+    head = ("verification, throughput per GPU at each SLA (tuned's gain over each):" if measure.endswith("sla")
+            else "verification, tokens/s/user at the tuned schedule's throughputs (tuned's gain over each):")
+    lines = [head]
+    for level, group in rows.groupby("level", sort=False):
+        cells = [cell(r) for r in group.itertuples()]
+        lines.append(f"  {'>= ' if measure.endswith('sla') else 'at '}{level:,.0f}: " + "; ".join(cells))
+    return "\n".join(lines)
+
+
+def cell(row: pd.Series) -> str:
+    value = "unreachable" if not math.isfinite(row.value) else f"{row.value:,.0f}"
+    tag = " (best static)" if row.best_static else ""
+    gain = "" if row.role == TUNED_ROLE or not math.isfinite(row.tuned_gain) else f" ({100 * row.tuned_gain:+.1f}%)"
+    return f"{row.label}{tag} {value}{gain}"

@@ -1,0 +1,507 @@
+"""Per-batch-size speculation lengths: scenario → static-length sweep → best length per bucket → verified schedule.
+
+    tuned = tune_schedule("scenarios/default.yaml", out_dir="out", workers=2)
+    tuned.schedule       {batch-size upper bound: length}: the `length-schedule` policy's table, merged
+    tuned.buckets        one BucketChoice per batch-size bucket: every length's figures there, the pick
+    tuned.verification   SweepResult over the scenario's load axis: its variants, every static length
+                         and the tuned schedule (points.csv, frontier.csv, comparisons.csv in out_dir)
+    tuned.comparison     the tuned schedule against every label, per SLA (or matched throughput)
+    write_schedule_files(tuned, out_dir)   schedule.yaml, trtllm.yaml, schedule.json, tune.json
+
+A length schedule decides from the step's decoding requests alone, so it is
+tuned per bucket of batch sizes (b_{i−1}, b_i]. Search: every static length
+ℓ in `lengths` on the base scenario's drafter is swept over the load axis
+(`simulator.study.sweep` machinery: generated variants, points stored under
+out_dir/points, so a killed tune resumes). Each (length, load) operating
+point is placed at its mean decoding batch (`mean_decode_requests`); a
+bucket reads every length at its representative batch √((b_{i−1}+1)·b_i),
+linearly interpolated in log batch between operating points (the nearest
+one outside them, flagged as not measured).
+
+Objective, per bucket, with an SLA (`sla.tps_user`: the first threshold, or
+`sla_tps`; its statistic; `sla.ttft_s` when given): the length with the
+highest throughput per GPU among those whose tokens/s/user statistic meets
+the threshold (and whose TTFT p99 meets the bound) at that batch; when none
+does, the length with the highest tokens/s/user there (the bucket is past
+the SLA; the fastest length keeps the frontier closest to it). Without an
+SLA: the length with the highest tokens/s/user statistic at that batch. At
+one batch size throughput ≈ batch × per-user rate, so that length also
+reaches the bucket's throughput at the highest tokens/s/user: the best
+tokens/s/user at matched throughput. Exact ties go to the shorter length.
+TensorRT-LLM requires the first bucket's length to be the schedule's
+largest (`max_draft_len`), so later buckets choose among lengths no longer
+than the first's.
+
+Verification runs the schedule as a `length-schedule` variant over the
+scenario's own load axis beside its variants and every static length, and
+reads each frontier at every SLA threshold (`simulator.study.frontier`); a
+tune is only as good as that table says.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from simulator.core.errors import SpecplanError
+from simulator.core.jsonsafe import clean
+from simulator.scenario import Scenario
+from simulator.scenario.study import tps_column
+from simulator.study.frontier import THROUGHPUT, frontier_vertices, throughput_at, tps_user_at
+from simulator.study.merge import strip_study_blocks
+from simulator.study.points import SweepPlan, plan_sweep, read_source
+from simulator.study.sweep import SweepResult, collect, sweep_frames, write_outputs
+
+TUNED = "tuned schedule"
+STATIC_PREFIX = "static "
+STATIC_ROLE = "static length"
+TUNED_ROLE = "tuned"
+
+
+def static_label(length: int) -> str:
+    return f"{STATIC_PREFIX}{length}"
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What a bucket maximises: throughput/GPU at an SLA, or tokens/s/user without one."""
+
+    statistic: str
+    sla_tps: float | None
+    ttft_s: float | None
+
+    @property
+    def column(self) -> str:
+        return tps_column(self.statistic)
+
+    def describe(self) -> str:
+        if self.sla_tps is None:
+            return (f"per batch-size bucket, the highest tokens/s/user ({self.statistic}) at the bucket's batch "
+                    "size, i.e. the best tokens/s/user at matched throughput (no SLA given)")
+        ttft = f" and TTFT p99 ≤ {self.ttft_s:g} s" if self.ttft_s is not None else ""
+        return (f"per batch-size bucket, the highest throughput per GPU among lengths meeting tokens/s/user "
+                f"({self.statistic}) ≥ {self.sla_tps:g}{ttft} at the bucket's batch size; where none does, "
+                "the highest tokens/s/user")
+
+
+@dataclass(frozen=True)
+class LengthFigures:
+    """One static length read at a bucket's batch size."""
+
+    throughput_per_gpu: float
+    tps_user: float
+    ttft_p99_s: float
+    measured: bool
+
+    def meets(self, objective: Objective) -> bool:
+        if objective.sla_tps is None:
+            return True
+        ttft_ok = objective.ttft_s is None or (math.isfinite(self.ttft_p99_s) and self.ttft_p99_s <= objective.ttft_s)
+        return math.isfinite(self.tps_user) and self.tps_user >= objective.sla_tps and ttft_ok
+
+
+@dataclass(frozen=True)
+class BucketChoice:
+    """Batch sizes low+1..high, read at `batch`; the length picked and every candidate's figures."""
+
+    low: int
+    high: int
+    batch: float
+    length: int
+    figures: dict[int, LengthFigures]
+
+    @property
+    def sizes(self) -> str:
+        return f"{self.low + 1}" if self.low + 1 == self.high else f"{self.low + 1}–{self.high}"
+
+
+@dataclass
+class TunedSchedule:
+    """A finished tune: the inputs it ran with, the per-bucket picks, the schedule and its verification."""
+
+    base: Scenario
+    source: str
+    objective: Objective
+    lengths: tuple[int, ...]
+    buckets: list[BucketChoice]
+    schedule: dict[int, int]
+    search: SweepResult
+    verification: SweepResult
+    comparison: pd.DataFrame
+    out_dir: Path | None = None
+    files: dict[str, Path] = dataclasses.field(default_factory=dict)
+
+    @property
+    def block_size(self) -> int:
+        return self.base.drafter.block_size
+
+    @property
+    def static_labels(self) -> list[str]:
+        return [static_label(length) for length in self.lengths]
+
+    def per_batch(self) -> dict[int, int]:
+        """The length at every batch size 1..max_batch_requests."""
+        bounds = sorted(self.schedule)
+        out = {}
+        for size in range(1, self.base.engine.max_batch_requests + 1):
+            index = int(np.searchsorted(bounds, size, side="left"))
+            out[size] = self.schedule[bounds[index]] if index < len(bounds) else 0
+        return out
+
+
+# ---- arguments ----------------------------------------------------------------------------------
+def parse_lengths(text: str | None, block_size: int) -> tuple[int, ...]:
+    """'0:7' (inclusive range) or '0,1,3' → candidate lengths within 0..γ (default 0..γ)."""
+    if text is None:
+        return tuple(range(block_size + 1))
+    try:
+        if ":" in text:
+            start, _, stop = text.partition(":")
+            values = list(range(int(start), int(stop) + 1))
+        else:
+            values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise SpecplanError(f"--lengths: expected 'LOW:HIGH' or a comma list of whole numbers, got {text!r}") from None
+    bad = [v for v in values if not 0 <= v <= block_size]
+    if bad or not values:
+        raise SpecplanError(f"--lengths: lengths must lie in 0..{block_size} (the drafter's block size), got {text!r}")
+    return tuple(sorted(set(values)))
+
+
+def parse_buckets(text: str | None, max_batch: int) -> tuple[int, ...]:
+    """Batch-size upper bounds (default 1, 2, 4, ... up to engine.max_batch_requests, which ends the list)."""
+    if text is None:
+        values = [1 << i for i in range(max_batch.bit_length()) if 1 << i < max_batch]
+    else:
+        try:
+            values = sorted({int(v) for v in text.split(",") if v.strip()})
+        except ValueError:
+            raise SpecplanError(f"--buckets: expected a comma list of whole numbers, got {text!r}") from None
+        if not values or values[0] < 1:
+            raise SpecplanError(f"--buckets: batch-size bounds must be whole numbers >= 1, got {text!r}")
+        if values[-1] > max_batch:
+            raise SpecplanError(f"--buckets: {values[-1]} is above engine.max_batch_requests ({max_batch}); "
+                                "no step has more decoding requests")
+    return (*(v for v in values if v < max_batch), max_batch)
+
+
+def parse_loads(text: str | None) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        values = sorted({float(v) for v in text.split(",") if v.strip()})
+    except ValueError:
+        raise SpecplanError(f"--loads: expected a comma list of numbers, got {text!r}") from None
+    if len(values) < 2 or values[0] <= 0:
+        raise SpecplanError(f"--loads: give at least two positive load values, got {text!r}")
+    return tuple(values)
+
+
+def objective_of(base: Scenario, sla_tps: float | None) -> Objective:
+    sla = base.sla
+    statistic = sla.statistic if sla is not None else "p50"
+    ttft = sla.ttft_s if sla is not None else None
+    if sla_tps is not None:
+        if not (math.isfinite(sla_tps) and sla_tps > 0):
+            raise SpecplanError(f"--sla-tps must be a positive number, got {sla_tps:g}")
+        return Objective(statistic, float(sla_tps), ttft)
+    first = sla.tps_user[0] if sla is not None and sla.tps_user else None
+    return Objective(statistic, first, ttft)
+
+
+# ---- sweep mappings -----------------------------------------------------------------------------
+def base_variants(base: Scenario) -> list[dict[str, Any]]:
+    """The scenario's own variants (or the scenario itself), as a sweep lists them."""
+    if base.sweep and base.sweep.variants:
+        return [copy.deepcopy(dict(v)) for v in base.sweep.variants]
+    return [{"label": base.policy.name}]
+
+
+def static_variants(lengths: tuple[int, ...]) -> list[dict[str, Any]]:
+    return [{"label": static_label(n), "policy": {"name": "static", "params": {"length": n}}} for n in lengths]
+
+
+def schedule_variant(schedule: dict[int, int]) -> dict[str, Any]:
+    return {"label": TUNED, "policy": {"name": "length-schedule", "params": {"schedule": dict(schedule)}}}
+
+
+def sweep_mapping(raw: dict, variants: list[dict[str, Any]], load_kind: str, loads: tuple[float, ...],
+                  seeds: tuple[int, ...] | None) -> dict:
+    """The base mapping with a generated `sweep:` block (its `sla:` kept)."""
+    out = strip_study_blocks(raw)
+    if "sla" in raw:
+        out["sla"] = copy.deepcopy(raw["sla"])
+    load = [int(v) for v in loads] if load_kind == "users" else list(loads)
+    out["sweep"] = {"load": {load_kind: load}, "variants": variants}
+    if seeds is not None:
+        out["sweep"]["seeds"] = list(seeds)
+    return out
+
+
+def run_plan(plan: SweepPlan, points_dir: Path | None, workers: int | None, progress: bool | None) -> SweepResult:
+    """Collect a plan's points (stored ones reused) and assemble its frames."""
+    summaries, computed = collect(plan, points_dir, workers, "local", None, progress)
+    return sweep_frames(plan, summaries, computed)
+
+
+# ---- the per-bucket choice ----------------------------------------------------------------------
+def length_curves(points: pd.DataFrame, lengths: tuple[int, ...], objective: Objective) -> dict[int, pd.DataFrame]:
+    """Per length: seed means per load of decoding batch, throughput/GPU, tokens/s/user, TTFT, by batch."""
+    curves = {}
+    for length in lengths:
+        mine = points[points["label"] == static_label(length)]
+        means = mine.groupby("load", sort=False).agg(
+            batch=("mean_decode_requests", "mean"), throughput=(THROUGHPUT, "mean"),
+            tps=(objective.column, "mean"), ttft=("ttft_p99_s", "mean"))
+        curves[length] = means.dropna(subset=["batch"]).query("batch > 0").sort_values("batch")
+    return curves
+
+
+def read_at(curve: pd.DataFrame, batch: float) -> LengthFigures:
+    """A length's figures at one batch size: linear in log batch between operating points."""
+    if curve.empty:
+        return LengthFigures(math.nan, math.nan, math.nan, False)
+    x = np.log(curve["batch"].to_numpy(dtype=float))
+    at = math.log(batch)
+    measured = bool(x[0] - 1e-9 <= at <= x[-1] + 1e-9)
+
+    def value(column: str) -> float:
+        return float(np.interp(at, x, curve[column].to_numpy(dtype=float)))
+
+    return LengthFigures(value("throughput"), value("tps"), value("ttft"), measured)
+
+
+def pick(figures: dict[int, LengthFigures], objective: Objective, cap: int | None) -> int:
+    """The bucket's length under the objective, among lengths ≤ cap (shorter wins exact ties)."""
+    allowed = sorted(n for n in figures if cap is None or n <= cap)
+    feasible = [n for n in allowed if figures[n].meets(objective)]
+
+    def score(n: int, column: str) -> float:
+        value = getattr(figures[n], column)
+        return value if math.isfinite(value) else -math.inf
+
+    if objective.sla_tps is not None and feasible:
+        return max(feasible, key=lambda n: (score(n, "throughput_per_gpu"), -n))
+    return max(allowed, key=lambda n: (score(n, "tps_user"), -n))
+
+
+def choose_buckets(points: pd.DataFrame, lengths: tuple[int, ...], bounds: tuple[int, ...],
+                   objective: Objective) -> list[BucketChoice]:
+    """One choice per bucket, smallest batches first; later buckets capped at the first bucket's length."""
+    curves = length_curves(points, lengths, objective)
+    choices: list[BucketChoice] = []
+    low = 0
+    for high in bounds:
+        batch = math.sqrt((low + 1) * high)
+        figures = {n: read_at(curves[n], batch) for n in lengths}
+        cap = choices[0].length if choices else None
+        choices.append(BucketChoice(low, high, batch, pick(figures, objective, cap), figures))
+        low = high
+    return choices
+
+
+def merged_schedule(choices: list[BucketChoice]) -> dict[int, int]:
+    """Buckets → {upper bound: length}: equal neighbours merged, a trailing 0 dropped (0 is the default above)."""
+    schedule: dict[int, int] = {}
+    for index, choice in enumerate(choices):
+        following = choices[index + 1].length if index + 1 < len(choices) else None
+        if choice.length != following:
+            schedule[choice.high] = choice.length
+    if len(schedule) > 1 and schedule[max(schedule)] == 0:
+        del schedule[max(schedule)]
+    return schedule
+
+
+# ---- verification -------------------------------------------------------------------------------
+def label_roles(result: SweepResult, statics: list[str]) -> dict[str, str]:
+    """label → 'tuned', 'static length' (a generated static length) or a scenario variant's policy name."""
+    roles = {}
+    for label, scenario in result.plan.variant_scenarios.items():
+        roles[label] = TUNED_ROLE if label == TUNED else STATIC_ROLE if label in statics else scenario.policy.name
+    return roles
+
+
+def comparison_frame(result: SweepResult, objective: Objective, statics: list[str], sla_values: list[float]) -> pd.DataFrame:
+    """Every label against the tuned schedule: throughput/GPU at each SLA, or tokens/s/user at matched throughput."""
+    ops = result.operating
+    vertices = {label: frontier_vertices(ops[ops["label"] == label]) for label in result.plan.labels}
+    roles = label_roles(result, statics)
+    rows = []
+    if sla_values:
+        for sla in sla_values:
+            values = {label: throughput_at(v, sla) for label, v in vertices.items()}
+            rows += comparison_rows("throughput_per_gpu_at_sla", sla, values, roles)
+    else:
+        for level in vertices[TUNED]["throughput_per_gpu"].tolist():
+            values = {label: tps_user_at(v, level) for label, v in vertices.items()}
+            rows += comparison_rows("tps_user_at_matched_throughput", level, values, roles)
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+COMPARISON_COLUMNS = ["measure", "level", "label", "role", "value", "tuned_gain", "best_static"]
+
+
+def comparison_rows(measure: str, level: float, values: dict[str, float], roles: dict[str, str]) -> list[dict]:
+    tuned = values[TUNED]
+    statics = {label: v for label, v in values.items() if roles[label] == STATIC_ROLE and math.isfinite(v)}
+    best = max(statics, key=lambda label: statics[label]) if statics else None
+    return [{"measure": measure, "level": float(level), "label": label, "role": roles[label], "value": value,
+             "tuned_gain": gain(tuned, value), "best_static": label == best} for label, value in values.items()]
+
+
+KEY_ROLES = ("mtp-1", "dspark-async")
+
+
+def key_rows(comparison: pd.DataFrame) -> pd.DataFrame:
+    """Per level: the tuned schedule, the best static length, and the scenario's MTP-1 and dspark-async variants."""
+    rank = comparison["role"].map({TUNED_ROLE: 0, **{role: 2 + i for i, role in enumerate(KEY_ROLES)}})
+    rank = rank.where(~comparison["best_static"], 1)
+    keep = rank.notna()
+    ordered = comparison[keep].assign(_rank=rank[keep]).sort_values(["level", "_rank"], kind="stable")
+    return ordered.drop(columns="_rank").reset_index(drop=True)
+
+
+def gain(value: float, baseline: float) -> float:
+    if not (math.isfinite(value) and math.isfinite(baseline)) or baseline == 0:
+        return math.nan
+    return float(value / baseline - 1.0)
+
+
+# ---- the whole tune -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TuneInputs:
+    """A validated tune request: the base, its raw mapping and folder, the search space and the objective."""
+
+    raw: dict
+    folder: Path
+    name: str
+    base: Scenario
+    lengths: tuple[int, ...]
+    bounds: tuple[int, ...]
+    load_kind: str
+    search_loads: tuple[float, ...]
+    verify_loads: tuple[float, ...]
+    objective: Objective
+
+
+def tune_inputs(source: str | Path | Scenario | dict, lengths: str | None, buckets: str | None,
+                loads: str | None, sla_tps: float | None, overrides: tuple[str, ...] | list[str]) -> TuneInputs:
+    base = plan_sweep(source, overrides).base
+    raw, folder, name = read_source(source, overrides)
+    if not base.drafter.speculates:
+        raise SpecplanError(f"{name}: tune needs a drafter that speculates (drafter.family is '{base.drafter.family}')")
+    load = base.sweep.load if base.sweep else None
+    own = tuple(load.values) if load else ()
+    search = parse_loads(loads) or own
+    if len(search) < 2:
+        raise SpecplanError(f"{name}: tune needs a load axis of at least two values (sweep.load, or --loads)")
+    kind = load.kind if load else ("users" if base.workload.arrivals.KIND == "closed_loop" else "rate_per_s")
+    if kind == "users" and any(v != int(v) for v in search):
+        raise SpecplanError(f"--loads: the load axis counts closed-loop users; give whole numbers, got {loads!r}")
+    return TuneInputs(raw, folder, name, base, parse_lengths(lengths, base.drafter.block_size),
+                      parse_buckets(buckets, base.engine.max_batch_requests), kind, search, own or search,
+                      objective_of(base, sla_tps))
+
+
+def planned(inputs: TuneInputs, variants: list[dict[str, Any]], loads: tuple[float, ...]) -> SweepPlan:
+    """The plan of a generated sweep, its errors naming the scenario file."""
+    seeds = inputs.base.sweep.seeds if inputs.base.sweep else None
+    mapping = sweep_mapping(inputs.raw, variants, inputs.load_kind, loads, seeds)
+    try:
+        plan = plan_sweep(mapping, base_dir=inputs.folder)
+    except SpecplanError as exc:
+        raise SpecplanError(str(exc).replace("<mapping>", inputs.name, 1)) from None
+    return dataclasses.replace(plan, source=inputs.name)
+
+
+def tune_schedule(source: str | Path | Scenario | dict, out_dir: str | Path | None = None,
+                  lengths: str | None = None, buckets: str | None = None, loads: str | None = None,
+                  sla_tps: float | None = None, workers: int | None = None, progress: bool | None = None,
+                  overrides: tuple[str, ...] | list[str] = ()) -> TunedSchedule:
+    """Search, pick and verify a per-batch-size length schedule; with out_dir, store points and CSVs there."""
+    inputs = tune_inputs(source, lengths, buckets, loads, sla_tps, overrides)
+    out = Path(out_dir) if out_dir is not None else None
+    points_dir = out / "points" if out is not None else None
+    own = base_variants(inputs.base)
+    clash = {v["label"] for v in own} & {TUNED, *map(static_label, inputs.lengths)}
+    if clash:
+        raise SpecplanError(f"{inputs.name}: variant label '{sorted(clash)[0]}' is one tune generates; rename it")
+    statics = static_variants(inputs.lengths)
+    search = run_plan(planned(inputs, statics, inputs.search_loads), points_dir, workers, progress)
+    choices = choose_buckets(search.points, inputs.lengths, inputs.bounds, inputs.objective)
+    schedule = merged_schedule(choices)
+    verify_plan = planned(inputs, [*own, *statics, schedule_variant(schedule)], inputs.verify_loads)
+    verification = run_plan(verify_plan, points_dir, workers, progress)
+    if out is not None:
+        write_outputs(verification, out)
+        verification.out_dir = out
+    sla = inputs.base.sla
+    sla_values = sorted({*(sla.tps_user if sla else ()), *([inputs.objective.sla_tps] if inputs.objective.sla_tps else [])})
+    comparison = comparison_frame(verification, inputs.objective, [v["label"] for v in statics], sla_values)
+    tuned = TunedSchedule(inputs.base, inputs.name, inputs.objective, inputs.lengths, choices, schedule, search,
+                          verification, comparison, out)
+    if out is not None:
+        tuned.files = write_schedule_files(tuned, out)
+    return tuned
+
+
+# ---- exports ------------------------------------------------------------------------------------
+def policy_block(tuned: TunedSchedule) -> dict[str, Any]:
+    return {"policy": {"name": "length-schedule", "params": {"schedule": dict(tuned.schedule)}}}
+
+
+def trtllm_block(tuned: TunedSchedule) -> dict[str, Any]:
+    """TensorRT-LLM's speculative_config fragment: max_draft_len = the first (largest) length."""
+    first = tuned.schedule[min(tuned.schedule)]
+    if first == 0:
+        return {"speculative_config": None}
+    return {"speculative_config": {"max_draft_len": first, "draft_len_schedule": dict(tuned.schedule)}}
+
+
+def bucket_records(tuned: TunedSchedule) -> list[dict[str, Any]]:
+    return [{"batch_sizes": [c.low + 1, c.high], "read_at_batch": c.batch, "length": c.length,
+             "candidates": {str(n): dataclasses.asdict(f) for n, f in c.figures.items()}} for c in tuned.buckets]
+
+
+def tune_record(tuned: TunedSchedule) -> dict[str, Any]:
+    """Everything the tune decided and measured, as plain JSON data (tune.json, `--json`)."""
+    return clean({
+        "scenario": tuned.base.name, "source": tuned.source, "drafter": tuned.base.drafter.family,
+        "block_size": tuned.block_size, "objective": tuned.objective.describe(),
+        "statistic": tuned.objective.statistic, "sla_tps_user": tuned.objective.sla_tps,
+        "lengths": list(tuned.lengths), "schedule": {str(k): v for k, v in tuned.schedule.items()},
+        "buckets": bucket_records(tuned), "comparison": tuned.comparison.to_dict(orient="records"),
+        "points": {"search": len(tuned.search.points), "verification": len(tuned.verification.points),
+                   "simulated": tuned.search.computed + tuned.verification.computed},
+    })
+
+
+TRTLLM_HEADER = (
+    "# TensorRT-LLM LLM API options (trtllm-serve --extra_llm_api_options FILE, or LLM(speculative_config=...)).\n"
+    "# draft_len_schedule: {batch-size upper bound: draft length}; batch sizes above the last key run with\n"
+    "# draft length 0 (speculation off). TensorRT-LLM requires max_draft_len to equal the smallest key's\n"
+    "# length and every length to be <= it. Keep your own decoding_type and speculative_model.\n")
+
+
+def write_schedule_files(tuned: TunedSchedule, out: Path) -> dict[str, Path]:
+    """schedule.yaml (specplan policy), trtllm.yaml, schedule.json (batch size → length), tune.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = {name: out / name for name in ("schedule.yaml", "trtllm.yaml", "schedule.json", "tune.json")}
+    head = f"# Tuned by `specplan tune` for {tuned.base.name}: {tuned.objective.describe()}.\n"
+    files["schedule.yaml"].write_text(head + yaml.safe_dump(policy_block(tuned), sort_keys=False))
+    files["trtllm.yaml"].write_text(head + TRTLLM_HEADER + yaml.safe_dump(trtllm_block(tuned), sort_keys=False))
+    table = {"scenario": tuned.base.name, "block_size": tuned.block_size,
+             "convention": "draft length for a step with exactly this many decoding requests",
+             "batch_size_to_length": {str(k): v for k, v in tuned.per_batch().items()}}
+    files["schedule.json"].write_text(json.dumps(table, indent=1) + "\n")
+    files["tune.json"].write_text(json.dumps(tune_record(tuned), indent=1) + "\n")
+    return files
