@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(clean({**fit_record(fit, args.domain), "out": str(out)}), indent=2) + "\n")
     else:
         print(fit_table(fit))
-        print(f"  wrote {out} (drafter.block_size and drafter.acceptance for '{args.domain}' requests)")
+        keys = ("drafter.family, " if args.family else "") + "drafter.block_size and drafter.acceptance"
+        print(f"  wrote {out} ({keys} for '{args.domain}' requests)")
     return 0
 
 
@@ -69,9 +70,10 @@ def fit_table(fit: AcceptanceFit) -> str:
     """The fit for a terminal: counters, pooled τ, one row per position with its interval."""
     c = fit.counts
     level = f"{100 * fit.confidence:g}%"
-    window = f", window {c.window_s:g} s" if c.window_s is not None else ""
-    lines = [f"model {c.model_text}, {len(c.engines)} engine(s), source {c.source} "
-             f"(scraped at {when(c.scraped_at_s)}{window})",
+    known = ([f"scraped at {when(c.scraped_at_s)}"] if c.scraped_at_s is not None else []) + \
+        ([f"window {c.window_s:g} s"] if c.window_s is not None else [])
+    lines = [f"model {c.model_text}, {len(c.engines)} engine(s), source {c.source}"
+             + (f" ({', '.join(known)})" if known else ""),
              f"  drafts {c.drafts:,}; draft tokens {c.draft_tokens:,}; accepted {c.accepted_tokens:,}",
              f"  pooled τ = 1 + accepted / drafts = {fit.tau:.3f} ({level} interval {fit.tau_low:.3f}–{fit.tau_high:.3f})",
              f"  {'position':>8}  {'proposals':>10}  {'accepted':>10}  {'p_k':>6}  {level} {INTERVAL} interval"]
