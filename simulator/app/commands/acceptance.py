@@ -80,6 +80,7 @@ def fit_table(fit: AcceptanceFit) -> str:
     lines += [f"  {p.position:>8}  {p.proposals:>10,}  {p.accepted:>10,}  {p.rate:>6.4f}  [{p.low:.4f}, {p.high:.4f}]"
               for p in fit.positions]
     if not fit.full_blocks:
-        lines.append(f"  note: {c.draft_tokens:,} of {c.drafts * c.block_size:,} draft positions were verified; "
-                     "later positions' rates are lower bounds")
+        lines.append(f"  note: {c.draft_tokens:,} of {c.drafts * c.block_size:,} draft positions were verified (some "
+                     "steps verified fewer drafts): later positions' rates are lower bounds; fit from a window "
+                     "that verifies every draft")
     return "\n".join(lines)
