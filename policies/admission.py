@@ -17,7 +17,7 @@ a prefix of every request's block, so `ℓ_r` is simply how many of request
 r's candidates are in it. Everything here is one sort plus cumulative sums:
 no per-candidate Python loop.
 
-    ranked = rank_candidates(view)      sorted gains and the Θ curve
+    ranked = rank_candidates(view)      sorted gains, expected tokens and the Θ curve
     n = early_stop(ranked.theta)        Algorithm 1 (lossless)
     n = global_best(ranked.theta)       argmax over every prefix (lossy when synchronous)
     ℓ = top_lengths(ranked, n)          per-request lengths of the top-n set
@@ -43,17 +43,19 @@ class Ranked:
 
     survival  (R, γ) prefix survivals a_{r,j}
     gains     descending survivals of the admissible candidates (at most the step's capacity)
-    theta     Θ_n for n = 0..len(gains): expected tokens × steps/s after admitting n
+    tau       τ_n for n = 0..len(gains): expected tokens after admitting n
+    theta     Θ_n = τ_n · SPS(B₀ + n)
     """
 
     survival: np.ndarray
     gains: np.ndarray
+    tau: np.ndarray
     theta: np.ndarray
 
 
 def survival(confidences: np.ndarray) -> np.ndarray:
-    """Prefix survival a_{r,j} = Π_{i≤j} c_{r,i}; confidences are clipped to [0, 1]."""
-    return np.cumprod(np.clip(confidences, 0.0, 1.0), axis=1)
+    """Prefix survival a_{r,j} = Π_{i≤j} c_{r,i} (confidences are probabilities, in [0, 1])."""
+    return np.cumprod(confidences, axis=1)
 
 
 def rank_candidates(view: StepView, survivals: np.ndarray | None = None) -> Ranked:
@@ -61,34 +63,26 @@ def rank_candidates(view: StepView, survivals: np.ndarray | None = None) -> Rank
 
     `survivals` (R, γ) replaces the survivals of the view's confidences (the
     asynchronous policy plans with older ones); the view gives R, the
-    reserved tokens, the capacity and the SPS table.
+    reserved tokens, the capacity and the step's price.
     """
     a = survival(view.confidences) if survivals is None else survivals
-    flat = a.ravel()
-    limit = min(int(np.count_nonzero(flat)), view.verify_capacity)
-    gains = np.sort(flat)[::-1][:limit]
-    return Ranked(a, gains, throughput_curve(view, gains))
+    ascending = np.sort(a, axis=None)
+    zeros = 0 if ascending[0] > 0.0 else int(np.searchsorted(ascending, 0.0, side="right"))  # they add no token
+    limit = min(ascending.size - zeros, view.verify_capacity)
+    gains = ascending[::-1][:limit]
+    tau = expected_tokens(view, gains)
+    base = view.base_tokens
+    return Ranked(a, gains, tau, tau * view.price.steps_per_s_range(base, base + gains.size + 1))
 
 
 def expected_tokens(view: StepView, gains: np.ndarray) -> np.ndarray:
     """τ_n = R + Σ_{m≤n} a_(m) for n = 0..len(gains): tokens the step is expected to emit."""
-    tau = np.empty(gains.size + 1)
-    tau[0] = view.batch_requests
-    np.cumsum(gains, out=tau[1:])
-    tau[1:] += view.batch_requests
-    return tau
-
-
-def throughput_curve(view: StepView, gains: np.ndarray) -> np.ndarray:
-    """Θ_n = τ_n · SPS(B₀ + n) for n = 0..len(gains), from the step's price."""
-    base = view.base_tokens
-    return expected_tokens(view, gains) * view.price.steps_per_s_range(base, base + gains.size + 1)
+    return np.concatenate(((float(view.batch_requests),), gains)).cumsum()
 
 
 def record_plan(policy: Policy, view: StepView, ranked: Ranked, n: int) -> None:
     """Leave Θ_n, its B and expected tokens in `policy.last_plan` (what the policy optimised)."""
-    tokens = view.batch_requests + float(ranked.gains[:n].sum())
-    policy.last_plan = ThetaPlan(view.base_tokens + n, tokens, float(ranked.theta[n]))
+    policy.last_plan = ThetaPlan(view.base_tokens + n, float(ranked.tau[n]), float(ranked.theta[n]))
 
 
 def early_stop(theta: np.ndarray) -> int:
@@ -131,9 +125,9 @@ def lengths_above(a: np.ndarray, n: int, cut: float) -> np.ndarray:
     request in turn, earlier rows first: `water_fill`). A row's tied
     candidates are contiguous, so every selection stays a prefix.
     """
-    at_least = a >= cut
-    if np.count_nonzero(at_least) == n:
-        return np.count_nonzero(at_least, axis=1).astype(np.int64)
-    above = np.count_nonzero(a > cut, axis=1).astype(np.int64)
-    tied = np.count_nonzero(a == cut, axis=1).astype(np.int64)
+    per_row = (a >= cut).sum(axis=1)
+    if per_row.sum() == n:
+        return per_row
+    above = (a > cut).sum(axis=1)
+    tied = per_row - above
     return above + water_fill(tied, n - int(above.sum()))

@@ -224,7 +224,8 @@ def make_view(policy: Policy, case: AuditCase, seqs: Sequences, step: int, c: np
     fields: dict[str, Any] = dict(confidences=c, request_ids=seqs.ids.copy(), price=SpsTable(case.steps_per_s),
                   max_step_tokens=case.steps_per_s.size - 1, reserved_tokens=0,
                   max_batch_requests=case.batch_requests, block_size=case.block_size,
-                  step_index=step, now_s=float(step), drafted=drafted)
+                  step_index=step, now_s=float(step), drafted=drafted,
+                  drafting=int(np.count_nonzero(drafted)))
     if policy.oracle:
         return OracleView(**fields, accepted_prefix=prefix)
     return StepView(**fields)

@@ -42,7 +42,7 @@ dataclass for its `policy.params`), plus one line in `policies.registry`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
 
@@ -78,17 +78,18 @@ class SpsTable:
         return 1000.0 / float(self.sps[tokens])
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(slots=True, eq=False)
 class StepView:
-    """What a real engine can see when it schedules one step.
+    """What a real engine can see when it schedules one step (policies read it, never write it).
 
-    confidences     (R, γ) calibrated confidences c_{r,k} (read-only)
-    request_ids     (R,) stable request ids, to match history across steps
+    confidences     (R, γ) calibrated confidences c_{r,k}, probabilities in [0, 1]
+    request_ids     (R,) stable request ids, ascending (arrival order), to match history across steps
     price           the whole step's price at B tokens for this batch (see the module docstring)
     max_step_tokens tokens one forward may hold, `reserved_tokens` included
     reserved_tokens tokens already in this step (chunked-prefill chunks)
     max_batch_requests, block_size, step_index, now_s: engine facts
     drafted         (R,) bool: which requests drafted this step (bypass)
+    drafting        how many of them did
     """
 
     confidences: np.ndarray
@@ -101,6 +102,7 @@ class StepView:
     step_index: int
     now_s: float
     drafted: np.ndarray
+    drafting: int
 
     @property
     def batch_requests(self) -> int:
@@ -117,7 +119,7 @@ class StepView:
         return max(0, self.max_step_tokens - self.base_tokens)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(slots=True, eq=False)
 class OracleView(StepView):
     """A StepView plus the truth: `accepted_prefix[r]` drafts of request r will be accepted."""
 
@@ -141,8 +143,7 @@ class StepOutcome:
     now_s: float
 
 
-@dataclass(frozen=True)
-class ThetaPlan:
+class ThetaPlan(NamedTuple):
     """What a throughput-maximising policy planned for a step: B, expected tokens, Θ = tokens · SPS(B)."""
 
     verify_tokens: int
@@ -188,6 +189,11 @@ class Policy:
 
     def observe(self, outcome: StepOutcome) -> None:
         """Learn from the step's outcome; most policies need nothing."""
+
+    @property
+    def learns(self) -> bool:
+        """Whether `observe` does anything (the engine skips building outcomes otherwise)."""
+        return type(self).observe is not Policy.observe
 
     def drafting_mask(self, request_ids: np.ndarray) -> np.ndarray | None:
         """Which requests draft this step (None: all of them). Called before drafting."""

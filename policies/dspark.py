@@ -97,6 +97,10 @@ class DSparkPolicy(Policy):
         if self.bypass is not None:
             self.bypass.observe(outcome)
 
+    @property
+    def learns(self) -> bool:
+        return self.bypass is not None
+
 
 class DSparkGreedy(DSparkPolicy):
     """Algorithm 1 with early stop: synchronous and lossless; stops at the first Θ cliff."""
@@ -117,13 +121,13 @@ class DSparkGlobal(DSparkPolicy):
         return global_best(ranked.theta)
 
 
-@dataclass(frozen=True, eq=False)
 class Snapshot:
-    """One step's survival rows of its drafting requests, kept for the step two later (ids sorted)."""
+    """One step's survival rows of its drafting requests (ids ascending), kept for the step two later."""
 
-    step_index: int
-    request_ids: np.ndarray
-    survivals: np.ndarray
+    __slots__ = ("request_ids", "step_index", "survivals")
+
+    def __init__(self, step_index: int, request_ids: np.ndarray, survivals: np.ndarray) -> None:
+        self.step_index, self.request_ids, self.survivals = step_index, request_ids, survivals
 
 
 class DSparkAsync(DSparkPolicy):
@@ -141,19 +145,17 @@ class DSparkAsync(DSparkPolicy):
 
     def decide(self, view: StepView) -> np.ndarray:
         current = survival(view.confidences)
-        capacity = self.lagged_capacity(view)
-        self.remember(view, current)
+        drafted = view.drafted
+        all_drafted = view.drafting == view.batch_requests
+        capacity = self.lagged_capacity(view, drafted, all_drafted)
+        self.remember(view, current, drafted, all_drafted)
         return top_k_lengths(current, min(capacity, view.verify_capacity))
 
-    def remember(self, view: StepView, current: np.ndarray) -> None:
-        drafted = np.asarray(view.drafted, dtype=bool)
-        ids, rows = view.request_ids, current
-        if not drafted.all():
-            ids, rows = ids[drafted], rows[drafted]
-        if ids.size > 1 and np.any(ids[1:] < ids[:-1]):
-            order = np.argsort(ids, kind="stable")
-            ids, rows = ids[order], rows[order]
-        self.snapshots.append(Snapshot(view.step_index, ids, rows))
+    def remember(self, view: StepView, current: np.ndarray, drafted: np.ndarray, all_drafted: bool) -> None:
+        if all_drafted:
+            self.snapshots.append(Snapshot(view.step_index, view.request_ids, current))
+        else:
+            self.snapshots.append(Snapshot(view.step_index, view.request_ids[drafted], current[drafted]))
 
     def lagged(self, step_index: int) -> Snapshot | None:
         """The latest snapshot of a step at least LAG_STEPS before this one."""
@@ -162,14 +164,17 @@ class DSparkAsync(DSparkPolicy):
                 return snapshot
         return None
 
-    def lagged_capacity(self, view: StepView) -> int:
+    def lagged_capacity(self, view: StepView, drafted: np.ndarray, all_drafted: bool) -> int:
         """K: the global argmax of Θ for this batch, planned with survivals two steps old."""
-        drafted = np.asarray(view.drafted, dtype=bool)
         past = self.lagged(view.step_index)
         if past is None or past.request_ids.size == 0:
             self.last_plan = None
             return self.cold_length * int(np.count_nonzero(drafted))
-        ranked = rank_candidates(view, lagged_survivals(past, view.request_ids, drafted))
+        if all_drafted and past.request_ids is view.request_ids:
+            planned = past.survivals  # the same batch as two steps ago (the engine's same ids object)
+        else:
+            planned = lagged_survivals(past, view.request_ids, drafted)
+        ranked = rank_candidates(view, planned)
         k = global_best(ranked.theta)
         record_plan(self, view, ranked, k)
         return k
@@ -180,10 +185,13 @@ def lagged_survivals(past: Snapshot, request_ids: np.ndarray, drafted: np.ndarra
 
     Requests that do not draft this step get a zero row (no candidates).
     """
-    if np.array_equal(past.request_ids, request_ids) and drafted.all():
-        return past.survivals  # the same batch as two steps ago: the common case
-    pos = np.minimum(np.searchsorted(past.request_ids, request_ids), past.request_ids.size - 1)
-    known = past.request_ids[pos] == request_ids
-    planned = np.where(known[:, None], past.survivals[pos], past.survivals.mean(axis=0))
-    planned[~drafted] = 0.0
+    ids, rows = past.request_ids, past.survivals
+    pos = np.searchsorted(ids, request_ids)
+    np.minimum(pos, ids.size - 1, out=pos)
+    known = ids[pos] == request_ids
+    planned = rows[pos]
+    if not known.all():
+        planned[~known] = rows.sum(axis=0) / rows.shape[0]
+    if not drafted.all():
+        planned[~drafted] = 0.0
     return planned

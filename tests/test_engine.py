@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.engine.batch import KV, PREFILL_LEFT, REMAINING, RID, attention_context
+from simulator.engine.batch import PREFILL_LEFT, REMAINING, RID, attention_context
 from simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 from tests.drive import drive
@@ -220,13 +220,23 @@ def test_the_kv_rule_holds_after_every_step(case):
     def check(core):
         ints, log = core.batch.ints, core.log
         rid = ints[RID]
-        footprints = ints[KV] + ints[PREFILL_LEFT] + core.gamma
-        assert core.footprint == int(footprints.sum())
+        prompt, generated = log["prompt_tokens"][rid], log["output_tokens"][rid] - ints[REMAINING]
+        kv = core.batch.kv_tokens()
+        assert core.footprint == int((prompt + generated).sum()) + core.gamma * core.batch.n
         assert core.footprint <= capacity or core.batch.n == 1
-        generated = log["output_tokens"][rid] - ints[REMAINING]
-        np.testing.assert_array_equal(ints[KV] + ints[PREFILL_LEFT], log["prompt_tokens"][rid] + generated)
-        assert (ints[REMAINING] > 0).all() and (ints[PREFILL_LEFT] >= 0).all()
+        np.testing.assert_array_equal(kv, prompt - ints[PREFILL_LEFT] + generated)
+        assert (kv >= 0).all() and (ints[REMAINING] > 0).all() and (ints[PREFILL_LEFT] >= 0).all()
 
     driven = drive(scenario, prompts, outputs, on_step=check)
     log = driven.log
     assert (log["generated_tokens"][: log.size] == outputs).all()
+
+
+def test_a_fixed_length_below_the_block_drafts_only_that_length():
+    """MTP modules run one per draft: static length 2 of a 5-token block pays 2 passes, not 5."""
+    layers = {"kind": "layers", "target_layers": 10, "drafter_layers": 1}
+    drafter = {**CERTAIN, "block_size": 5, "acceptance": {"per_position": {"chat": [1.0] * 5}, "domains": {"chat": 1.0}},
+               "latency": layers}
+    steps = one_user(drafter=drafter, policy={"name": "static", "params": {"length": 2}}).steps
+    # one request: a drafter pass is 1/10 of a 1-token step of the linear profile (10 + 1 ms)
+    assert steps["draft_ms"].tolist() == pytest.approx([2 * 1.1] * len(steps))

@@ -26,6 +26,7 @@ def view(confidences, steps_per_s, *, ids=None, reserved=0, step=0, drafted=None
         reserved_tokens=reserved, max_batch_requests=max(r, 1), block_size=gamma, step_index=step,
         now_s=0.0, drafted=np.ones(r, dtype=bool) if drafted is None else np.asarray(drafted),
     )
+    fields["drafting"] = int(np.count_nonzero(fields["drafted"]))
     if accepted is not None:
         return OracleView(**fields, accepted_prefix=np.asarray(accepted))
     return StepView(**fields)

@@ -18,7 +18,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hwprofiles import load_profile
-from simulator.engine.batch import KV
 from tests.conftest import make_scenario
 from tests.drive import drive
 
@@ -59,7 +58,7 @@ def cases(draw):
 def independent_step_ms(core, plan, profile) -> float:
     """The step's price from the profile and the scenario, without the quote."""
     cfg, batch = core.config, core.batch
-    kv = batch.ints[KV]
+    kv = batch.kv_tokens()
     context = 0
     if profile.context_tokens is not None:
         running = np.zeros(batch.n, dtype=bool)
@@ -70,7 +69,7 @@ def independent_step_ms(core, plan, profile) -> float:
     verify = float(profile.step_ms(max(plan.verify_tokens, 1),
                                             context if profile.context_tokens is not None else None))
     draft = core.drafter.draft_ms(plan.drafting_requests,
-                                  context * plan.drafting_requests / max(plan.decode_requests, 1))
+                                  context * plan.drafting_requests / max(plan.decode_requests, 1))  # the whole block
     host = cfg.host_overhead_ms + cfg.host_overhead_per_request_ms * batch.n
     overhead = cfg.scheduling_overhead_ms if core.policy.pays_scheduling() and plan.decode_requests else 0.0
     return draft + verify + host + overhead

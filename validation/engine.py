@@ -204,8 +204,8 @@ class ReferenceEngine:
     def forwards(self, plan: StepPlan) -> tuple[float, float]:
         """The step's real forwards: the drafter over the drafting blocks, one verify; their ms."""
         ints = self.core.batch.ints
-        draft_ms = self.runner.draft(plan.drafting_requests, self.config.block_size) \
-            if plan.drafting_requests else 0.0
+        drafts = plan.lengths if isinstance(plan.lengths, int) else self.config.block_size
+        draft_ms = self.runner.draft(plan.drafting_requests, drafts) if plan.drafting_requests else 0.0
         counts = np.zeros(ints.shape[1], dtype=np.int64) if plan.prefill_take is None else plan.prefill_take.copy()
         kept = counts.copy()
         counts[plan.rows] = 1 + plan.lengths

@@ -1,12 +1,13 @@
 """Arithmetic of acceptance curves: logit space and the expected accepted length.
 
-    logit(p), sigmoid(x)        the two maps of logit space (sigmoid via tanh: no overflow)
+    logit(p), sigmoid(x)        the two maps of logit space (sigmoid is scipy's expit: no overflow)
     expected_tau(curve, ℓ)      E[τ] = 1 + Σ_{j≤ℓ} Π_{i≤j} p_i, the bonus token included
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import expit
 
 
 def logit(p: np.ndarray) -> np.ndarray:
@@ -15,7 +16,7 @@ def logit(p: np.ndarray) -> np.ndarray:
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
+    return expit(x)
 
 
 def expected_tau(curve: np.ndarray, length: int | None = None) -> float:

@@ -42,7 +42,7 @@ class Drafter:
                                    (for policies that read no confidences)
     step_logits(rows, rng)         per step: x (R, γ), the true acceptance logits of the step's drafts
     confidences(x, rng)            per step: c (R, γ), what the confidence head reports of them
-    draft_ms(drafting, context)    per step: the drafting time
+    draft_ms(drafting, context, length)  per step: the drafting time
     """
 
     spec: DrafterSpec
@@ -71,9 +71,13 @@ class Drafter:
     def confidences(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return self.confidence.observe(x, rng)
 
-    def draft_ms(self, drafting_requests: int, context_tokens: float = 0.0) -> float:
-        """Drafting time of a step with `drafting_requests` whose KV context totals `context_tokens`."""
-        return self.latency.ms(drafting_requests, self.block_size, context_tokens)
+    def draft_ms(self, drafting_requests: int, context_tokens: float = 0.0, length: int | None = None) -> float:
+        """Drafting time of a step with `drafting_requests` whose KV context totals `context_tokens`.
+
+        `length`: drafts per request when fewer than the block are drafted (a fixed-length policy
+        sets it before drafting, as engines that take a per-step draft length do); default γ.
+        """
+        return self.latency.ms(drafting_requests, self.block_size if length is None else length, context_tokens)
 
 
 def build_confidence(spec: DrafterSpec, acceptance: AcceptanceModel | None, seed: Any) -> ConfidenceHead:

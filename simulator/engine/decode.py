@@ -20,17 +20,18 @@ block γ, whether its prompt is already computed (disaggregated prefill)
 or will be computed in chunks (chunked prefill). Admission is FIFO while
 Σ footprints ≤ kv_capacity_tokens. Decoding grows a footprint by the
 tokens it emits; when Σ footprints exceeds the capacity after a step, the
-youngest requests are preempted (recompute: their KV is dropped, they go
-back to the head of the queue and their prompt and generated tokens are
-computed again on re-admission) until it fits; the oldest request always
-stays. So after every step Σ footprints ≤ capacity, unless one request
-alone exceeds it (rejected at submission).
+youngest requests (by arrival) are preempted (recompute: their KV is
+dropped, they go back to the head of the queue and their prompt and
+generated tokens are computed again on re-admission, in their place by
+arrival) until it fits; the oldest request always stays. So after every
+step Σ footprints ≤ capacity, unless one request alone exceeds it
+(rejected at submission).
 
 **The token budget** (`max_step_tokens`): decoding requests come first,
 then prompt chunks. A policy that chooses within the budget (`fits_budget`)
 gets one anchor token per request reserved; for the others the engine
 reserves the policy's planned length (or the whole block) per request
-before drafting. Requests beyond the budget, youngest first, sit this step
+before drafting. Requests beyond the budget, youngest (by arrival) first, sit this step
 out (they neither draft nor verify) and are counted as deferred request
 steps; no policy's lengths are ever shortened by the engine.
 
@@ -54,12 +55,11 @@ from policies.base import Policy, StepOutcome, StepView, step_view
 from simulator.core.streams import stream
 from simulator.engine.batch import (
     ACCEPTED,
-    COLUMNS,
-    KV,
     PREFILL_LEFT,
     REMAINING,
     RID,
     STEPS,
+    TOTAL,
     VERIFIED,
     Batch,
     attention_context,
@@ -117,7 +117,7 @@ class DecodeCore:
         self.index = index
         self.gamma = config.block_size
         self.speculates = policy.drafts and self.gamma > 0
-        self.learns = type(policy).observe is not Policy.observe
+        self.learns = policy.learns
         self.fixed = type(policy).planned_length is not Policy.planned_length
         self.reserve = 0 if policy.fits_budget or not self.speculates else self.gamma
         self.pricer = StepPricer(profile, drafter.draft_ms, config, policy.pays_scheduling())
@@ -132,6 +132,8 @@ class DecodeCore:
         self.step_index = 0
         self.spec = SpecCounters(self.gamma)
         self.outcomes: dict[int, np.ndarray] = {}
+        self.drafted_all = np.ones(config.max_batch_requests, dtype=bool)
+        self.quotes: dict[tuple[int, int, int, int], StepQuote] = {}
 
     # ---- intake -----------------------------------------------------------------------------
     def enqueue(self, rid: int, front: bool = False) -> None:
@@ -145,24 +147,20 @@ class DecodeCore:
         admitted = admit_fifo(self.queue, self.log, now, free, self.footprint, self.config.kv_capacity_tokens,
                               self.gamma)
         if admitted:
-            self.add_rows(np.array(admitted, dtype=np.int64).reshape(-1, 3))
+            self.add_rows(*zip(*admitted, strict=True))
         return len(admitted)
 
-    def add_rows(self, admitted: np.ndarray) -> None:
-        """Rows for admitted (rid, generated, prompt + generated) triples."""
-        rid, generated, tokens = admitted.T
-        log = self.log
-        ints = np.zeros((len(COLUMNS), rid.size), dtype=np.int64)
-        ints[RID] = rid
-        ints[REMAINING] = log["output_tokens"][rid] - generated
-        if self.config.chunked:
-            ints[PREFILL_LEFT] = tokens
-            self.prefilling += rid.size
-        else:
-            ints[KV] = tokens
+    def add_rows(self, rids: tuple[int, ...], generated: tuple[int, ...], tokens: tuple[int, ...]) -> None:
+        """Rows for admitted requests: ids, tokens generated so far, prompt + generated tokens."""
+        log, rid = self.log, np.array(rids)
+        output = log["output_tokens"][rid]
+        chunked = self.config.chunked
+        ints = np.array((rid, output - generated, log["prompt_tokens"][rid] + output,
+                         tokens if chunked else ZEROS[: rid.size], *[ZEROS[: rid.size]] * 3), dtype=np.int64)
+        self.prefilling += rid.size if chunked else 0
         acceptance = self.drafter.row_probabilities if self.fixed else self.drafter.row_logits
         self.batch.append(ints, acceptance(log["domain"][rid], log["acceptance_offset"][rid]))
-        self.footprint += int(tokens.sum()) + self.gamma * rid.size
+        self.footprint += sum(tokens) + self.gamma * rid.size
 
     # ---- plan -------------------------------------------------------------------------------
     def plan(self, now: float) -> StepPlan:
@@ -202,7 +200,7 @@ class DecodeCore:
     def context_tokens(self, decode: np.ndarray | None, rows: Any, take: np.ndarray | None) -> int:
         if not self.uses_context:
             return 0
-        kv = self.batch.ints[KV]
+        kv = self.batch.kv_tokens()
         if rows is ALL and take is None:
             return attention_context(kv, None, None, self.config.padded_attention)
         running = np.zeros(kv.size, dtype=bool)
@@ -214,10 +212,11 @@ class DecodeCore:
         """ℓ, accepted drafts, drafting requests and the quote, for the decoding rows that run."""
         n = self.batch.n
         if not self.speculates or r == 0 or planned == 0:
-            return 0, np.zeros(r, dtype=np.int64), 0, self.quote(n, r, 0, decode, rows, take)
+            return 0, np.zeros(r, dtype=np.int64), 0, self.quote(n, r, 0, decode, rows, take, 0)
         if planned is not None:
-            accepted = self.first_rejected(self.rng_u.random((r, planned)), self.batch.acceptance[rows, :planned])
-            return planned, accepted, r, self.quote(n, r, r, decode, rows, take)
+            bounds = self.batch.acceptance if planned == self.gamma else self.batch.acceptance[:, :planned]
+            accepted = self.first_rejected(self.rng_u.random((r, planned)), bounds if rows is ALL else bounds[rows])
+            return planned, accepted, r, self.quote(n, r, r, decode, rows, take, planned)
         x = self.drafter.step_logits(self.batch.acceptance[rows], self.rng_p)
         prefix = self.first_rejected(self.rng_u.logistic(size=x.shape), x)
         return self.decide(x, prefix, rows, r, reserved, decode, take, now)
@@ -226,16 +225,18 @@ class DecodeCore:
                decode: np.ndarray | None, take: np.ndarray | None,
                now: float) -> tuple[np.ndarray, np.ndarray, int, StepQuote]:
         """A policy that reads the drafts: confidences, drafting mask, the view, ℓ."""
-        ids = self.batch.ints[RID][rows]
+        ids = self.batch.rids if rows is ALL else self.batch.rids[rows]
         c = self.drafter.confidences(x, self.rng_c)
         mask = self.policy.drafting_mask(ids)
-        drafted = np.ones(r, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
-        if mask is not None:
+        if mask is None:
+            drafted, drafting = self.drafted_all[:r], r
+        else:
+            drafted = np.asarray(mask, dtype=bool)
             c = np.where(drafted[:, None], c, 0.0)
             prefix = np.where(drafted, prefix, 0)
-        drafting = int(np.count_nonzero(drafted))
-        quote = self.quote(self.batch.n, r, drafting, decode, rows, take)
-        view = self.view(c, ids, quote, reserved, drafted, prefix, now)
+            drafting = int(np.count_nonzero(drafted))
+        quote = self.quote(self.batch.n, r, drafting, decode, rows, take, self.gamma)
+        view = self.view(c, ids, quote, reserved, drafted, drafting, prefix, now)
         self.policy.last_plan = None
         lengths = np.asarray(self.policy.decide(view), dtype=np.int64)
         if mask is not None:
@@ -243,16 +244,22 @@ class DecodeCore:
         return lengths, np.minimum(prefix, lengths), drafting, quote
 
     def quote(self, n: int, r: int, drafting: int, decode: np.ndarray | None, rows: Any,
-              take: np.ndarray | None) -> StepQuote:
-        return self.pricer.quote(n, r, drafting, self.context_tokens(decode, rows, take))
+              take: np.ndarray | None, draft_length: int) -> StepQuote:
+        if self.uses_context:
+            return self.pricer.quote(n, r, drafting, self.context_tokens(decode, rows, take), draft_length)
+        key = (n, r, drafting, draft_length)  # without a context axis the price depends on these alone
+        quote = self.quotes.get(key)
+        if quote is None:
+            quote = self.quotes[key] = self.pricer.quote(n, r, drafting, 0, draft_length)
+        return quote
 
     def view(self, c: np.ndarray, ids: np.ndarray, quote: StepQuote, reserved: int, drafted: np.ndarray,
-             prefix: np.ndarray, now: float) -> StepView:
+             drafting: int, prefix: np.ndarray, now: float) -> StepView:
         cfg = self.config
         return step_view(self.policy, prefix, confidences=c, request_ids=ids, price=quote,
                          max_step_tokens=cfg.max_step_tokens, reserved_tokens=reserved,
                          max_batch_requests=cfg.max_batch_requests, block_size=self.gamma,
-                         step_index=self.step_index, now_s=now, drafted=drafted)
+                         step_index=self.step_index, now_s=now, drafted=drafted, drafting=drafting)
 
     def first_rejected(self, draws: np.ndarray, bounds: np.ndarray) -> np.ndarray:
         """Accepted drafts per request: the first position whose draw is not below its bound.
@@ -295,13 +302,12 @@ class DecodeCore:
         emit = np.minimum(plan.accepted + 1, ints[REMAINING][rows])
         if rows is ALL:
             ints[REMAINING] -= emit
-            ints[KV] += emit
             ints[STEPS] += 1
             ints[ACCEPTED] += plan.accepted
             ints[VERIFIED] += plan.lengths
         else:
-            for column, delta in ((REMAINING, -emit), (KV, emit), (STEPS, 1),
-                                  (ACCEPTED, plan.accepted), (VERIFIED, plan.lengths)):
+            for column, delta in ((REMAINING, -emit), (STEPS, 1), (ACCEPTED, plan.accepted),
+                                  (VERIFIED, plan.lengths)):
                 ints[column, rows] += delta
         if self.learns:
             lengths = np.broadcast_to(plan.lengths, plan.accepted.shape)
@@ -315,7 +321,6 @@ class DecodeCore:
         ints, log = self.batch.ints, self.log
         was = ints[PREFILL_LEFT] > 0
         ints[PREFILL_LEFT] -= take
-        ints[KV] += take
         done = was & (ints[PREFILL_LEFT] == 0)
         self.prefilling -= int(np.count_nonzero(done))
         ids = ints[RID][done]
@@ -325,19 +330,16 @@ class DecodeCore:
         log["first_token_s"][first] = now
         log["generated_tokens"][first] = 1
         fresh = done & np.isin(ints[RID], first)
-        ints[KV, fresh] += 1
         ints[REMAINING, fresh] -= 1
         self.footprint += first.size
         return int(first.size)
 
     def retire(self) -> np.ndarray:
-        ints = self.batch.ints
-        done = ints[REMAINING] <= 0
-        if self.prefilling:
-            done &= ints[PREFILL_LEFT] == 0
-        if not done.any():
+        """Finished requests (nothing left to emit) leave the batch; returns their ids."""
+        remaining = self.batch.ints[REMAINING]
+        if remaining.all():
             return NONE
-        return self.remove(done)
+        return self.remove(remaining == 0)
 
     def preempt(self) -> np.ndarray:
         """Evict the youngest requests until Σ footprints fits the KV capacity again."""
@@ -349,30 +351,29 @@ class DecodeCore:
 
     def remove(self, rows: np.ndarray) -> np.ndarray:
         """Take rows out of the batch, adding their counters to the request log; returns their ids."""
-        ints, log = self.batch.ints, self.log
-        ids = ints[RID][rows]
-        log["generated_tokens"][ids] = log["output_tokens"][ids] - ints[REMAINING][rows]
-        for src, dst in ((STEPS, "steps"), (ACCEPTED, "accepted_tokens"), (VERIFIED, "verified_tokens")):
-            log[dst][ids] += ints[src][rows]
-        self.footprint -= int(self.footprints(rows).sum())
+        gone = self.batch.ints[:, rows]
+        self.flush(gone)
+        self.footprint -= int((gone[TOTAL] - gone[REMAINING]).sum()) + self.gamma * gone.shape[1]
         if self.prefilling:
-            self.prefilling -= int(np.count_nonzero(ints[PREFILL_LEFT][rows]))
+            self.prefilling -= int(np.count_nonzero(gone[PREFILL_LEFT]))
         self.batch.keep(~rows)
-        return ids
+        return gone[RID]
+
+    def flush(self, rows: np.ndarray) -> None:
+        """Add a block of rows' counters (columns × rows) to the request log."""
+        self.log.add_counts(rows[RID], rows[REMAINING], rows[STEPS], rows[ACCEPTED], rows[VERIFIED])
 
     def footprints(self, rows: Any) -> np.ndarray:
         """KV tokens the rows reserve: prompt (computed or not) + generated + the draft block."""
         ints = self.batch.ints
-        return ints[KV][rows] + ints[PREFILL_LEFT][rows] + self.gamma
+        return ints[TOTAL][rows] - ints[REMAINING][rows] + self.gamma
 
     def drain(self) -> None:
         """Add the counters of every running request to the log (at the end of a run)."""
-        ints, log = self.batch.ints, self.log
-        ids = ints[RID]
-        log["generated_tokens"][ids] = log["output_tokens"][ids] - ints[REMAINING]
-        for src, dst in ((STEPS, "steps"), (ACCEPTED, "accepted_tokens"), (VERIFIED, "verified_tokens")):
-            log[dst][ids] += ints[src]
-            ints[src] = 0
+        self.flush(self.batch.ints)
+        self.batch.ints[[STEPS, ACCEPTED, VERIFIED]] = 0
+        self.spec.flush()
 
 
 NONE = np.zeros(0, dtype=np.int64)
+ZEROS = np.zeros(4096, dtype=np.int64)

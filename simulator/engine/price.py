@@ -38,13 +38,14 @@ from simulator.engine.config import EngineConfig
 class StepQuote:
     """The price of one step of a known batch, as a function of its verify tokens B."""
 
-    __slots__ = ("draft_ms", "fixed_ms", "high", "host_ms", "low", "overhead_ms", "weight")
+    __slots__ = ("draft_ms", "fixed_ms", "high", "host_ms", "low", "overhead_ms", "sps", "weight")
 
     def __init__(self, draft_ms: float, host_ms: float, overhead_ms: float, low: np.ndarray,
                  high: np.ndarray, weight: float) -> None:
         self.draft_ms, self.host_ms, self.overhead_ms = draft_ms, host_ms, overhead_ms
         self.fixed_ms = draft_ms + host_ms + overhead_ms
         self.low, self.high, self.weight = low, high, weight
+        self.sps: np.ndarray | None = None  # SPS at every B, made on first use (a quote is reused per batch shape)
 
     def verify_ms_range(self, start: int, stop: int) -> np.ndarray:
         """verify_ms(B) for B = start..stop − 1."""
@@ -63,7 +64,11 @@ class StepQuote:
 
     def steps_per_s_range(self, start: int, stop: int) -> np.ndarray:
         """SPS(B) = 1000 / step_ms(B) for B = start..stop − 1."""
-        return 1000.0 / (self.fixed_ms + self.verify_ms_range(start, stop))
+        if self.weight != 0.0:
+            return 1000.0 / (self.fixed_ms + self.verify_ms_range(start, stop))
+        if self.sps is None:
+            self.sps = 1000.0 / (self.fixed_ms + self.low)
+        return self.sps[start:stop]
 
     def steps_per_s(self, tokens: np.ndarray) -> np.ndarray:
         """SPS at each B of an integer array."""
@@ -76,7 +81,7 @@ class StepQuote:
 class StepPricer:
     """Quotes steps for one engine: its profile, drafter, host costs and the policy's overhead."""
 
-    def __init__(self, profile: Any, draft_ms: Callable[[int, float], float], config: EngineConfig,
+    def __init__(self, profile: Any, draft_ms: Callable[[int, float, int], float], config: EngineConfig,
                  pays_scheduling: bool) -> None:
         self.draft_ms = draft_ms
         self.host = (config.host_overhead_ms, config.host_overhead_per_request_ms)
@@ -87,13 +92,17 @@ class StepPricer:
     def uses_context(self) -> bool:
         return self.verify.context is not None
 
-    def quote(self, batch_requests: int, decode_requests: int, drafting: int, context_tokens: int) -> StepQuote:
+    def quote(self, batch_requests: int, decode_requests: int, drafting: int, context_tokens: int,
+              draft_length: int) -> StepQuote:
         """The price of a step with these requests (all rows, decoding, drafting) and KV context.
 
-        Drafting is priced at the drafting requests' share of the decoding rows' context.
+        Drafting is priced for `draft_length` drafts per drafting request (the whole block, or
+        the length a fixed-length policy set before drafting) at the drafting requests' share
+        of the decoding rows' context.
         """
         host_ms = self.host[0] + self.host[1] * batch_requests
         overhead_ms = self.overhead_ms if decode_requests else 0.0
-        draft_ms = self.draft_ms(drafting, context_tokens * drafting / decode_requests) if drafting else 0.0
+        share = context_tokens * drafting / decode_requests if drafting else 0.0
+        draft_ms = self.draft_ms(drafting, share, draft_length) if drafting else 0.0
         low, high, weight = self.verify.around(context_tokens)
         return StepQuote(draft_ms, host_ms, overhead_ms, low, high, weight)

@@ -58,18 +58,33 @@ class SpecCounters:
     accepted_per_position[k − 1] (drafts for k = 0): pooled over proposals.
     """
 
+    BUFFERED_STEPS = 256
+
     def __init__(self, block_size: int) -> None:
         self.drafts = 0
         self.draft_tokens = 0
         self.histogram = np.zeros(block_size + 1, dtype=np.int64)  # request-steps by accepted drafts
+        self.pending: list[np.ndarray] = []
 
     def add(self, accepted: np.ndarray, verifying: int, verified_tokens: int) -> None:
-        """One step: accepted drafts per decoding row, rows that verified ≥ 1 draft, Σ ℓ."""
+        """One step: accepted drafts per decoding row, rows that verified ≥ 1 draft, Σ ℓ.
+
+        Steps are binned in bulk every BUFFERED_STEPS steps (one bincount, not one per step).
+        """
         self.drafts += verifying
         self.draft_tokens += verified_tokens
-        self.histogram += np.bincount(accepted, minlength=self.histogram.size)
+        self.pending.append(accepted)
+        if len(self.pending) >= self.BUFFERED_STEPS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.histogram += np.bincount(np.concatenate(self.pending), minlength=self.histogram.size)
+            self.pending.clear()
 
     def merge(self, other: SpecCounters) -> SpecCounters:
+        self.flush()
+        other.flush()
         out = SpecCounters(max(self.histogram.size, other.histogram.size) - 1)
         out.drafts, out.draft_tokens = self.drafts + other.drafts, self.draft_tokens + other.draft_tokens
         out.histogram[: self.histogram.size] += self.histogram
@@ -78,6 +93,7 @@ class SpecCounters:
 
     @property
     def accepted_per_position(self) -> np.ndarray:
+        self.flush()
         return self.histogram[::-1].cumsum()[::-1][1:]
 
     @property
@@ -117,6 +133,15 @@ class RequestLog:
         for name, col in self.columns.items():
             extra = self._empty(REQUEST_FIELDS[name], col.size)
             self.columns[name] = np.concatenate([col, extra])
+
+    def add_counts(self, rids: np.ndarray, remaining: np.ndarray, steps: np.ndarray, accepted: np.ndarray,
+                   verified: np.ndarray) -> None:
+        """Requests leaving a decode batch: tokens generated so far, and their step counters added."""
+        c = self.columns
+        c["generated_tokens"][rids] = c["output_tokens"][rids] - remaining
+        c["steps"][rids] += steps
+        c["accepted_tokens"][rids] += accepted
+        c["verified_tokens"][rids] += verified
 
     def reject(self, rid: int, reason: str) -> None:
         self.columns["status"][rid] = REJECTED
