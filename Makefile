@@ -29,7 +29,8 @@ browser:
 	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1; } \
 	  || echo "chromium not installed: the report's browser check will be skipped"
 
-test: $(VENV)/.installed-dev browser
+# The suite, and the linters that CI enforces through it (ruff, mypy).
+test: $(VENV)/.installed-dev browser lint
 	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest -q -n 2
 
 lint: $(VENV)/.installed-dev
@@ -37,7 +38,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/mypy simulator policies hwprofiles traces reports validation
 
 bench: $(VENV)/.installed
-	$(BIN)/python benchmarks/sim_speed.py
+	$(BIN)/python benchmarks/sim_speed.py --repeats 3
 	$(BIN)/python benchmarks/demo_time.py
 
 clean:

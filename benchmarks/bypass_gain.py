@@ -1,7 +1,7 @@
 """When does the difficulty-aware drafting bypass pay? dspark-async with and without it.
 
-Workload: a closed loop of `users` on one replica of the built-in
-H200 / Llama-3-8B profile; half the requests are easy (math-like DSpark
+Workload: a closed loop of `users` on one replica of the measured
+H200 / Llama-3.1-8B profile (AIConfigurator, vLLM 0.24); half the requests are easy (math-like DSpark
 curve 0.93 → 0.81), half hard (acceptance 0.15 at every position),
 request-level spread 0.5 in logit space, a γ = 7 DSpark drafter with
 perfect confidences. Drafting cost: a fixed time per step (paid whenever
@@ -10,15 +10,20 @@ tokens of a 32-layer target, plus its vocabulary head), whose cost grows
 with the number of drafting requests once the forward leaves the
 memory-bound region. For each bypass scope (`request`: every hard request
 skips on its own; `batch`: only steps where all requests are hard skip)
-prints throughput and median tokens/s/user with and without the bypass,
-and the share of request-steps that skipped drafting.
+prints the throughput gain of the bypass, paired by seed (the same
+workload with and without it), as its mean and 95% confidence interval
+over `--seeds` replications, and the share of request-steps that skipped
+drafting.
 
-    .venv/bin/python benchmarks/bypass_gain.py [--duration 20] [--users 1 4 16 64]
+    .venv/bin/python benchmarks/bypass_gain.py [--duration 20] [--users 1 4 16 64] [--seeds 5]
 """
 
 from __future__ import annotations
 
 import argparse
+
+import numpy as np
+from scipy import stats
 
 from simulator.engine.simulation import simulate
 from simulator.scenario import scenario_from_mapping
@@ -29,11 +34,11 @@ LATENCIES = {
 }
 
 
-def scenario(users: int, latency: dict, bypass: str | None, duration_s: float) -> dict:
+def scenario(users: int, latency: dict, bypass: str | None, duration_s: float, seed: int) -> dict:
     return {
-        "name": "bench-bypass", "seed": 3,
+        "name": "bench-bypass", "seed": seed,
         "horizon": {"duration_s": duration_s, "warmup_s": 2},
-        "hardware": {"profile": "builtin:synthetic-h200-llama3-8b"},
+        "hardware": {"profile": "builtin:h200-llama3.1-8b-vllm"},
         "engine": {"max_batch_requests": 64, "kv_capacity_tokens": 4_000_000,
                    "prefill": {"mode": "disaggregated", "tokens_per_s": 50_000},
                    "scheduling_overhead_ms": 0.1},
@@ -50,28 +55,36 @@ def scenario(users: int, latency: dict, bypass: str | None, duration_s: float) -
     }
 
 
-def run(users: int, latency: dict, bypass: str | None, duration_s: float) -> tuple[float, float, float]:
-    result = simulate(scenario_from_mapping(scenario(users, latency, bypass, duration_s), base_dir=None))
+def run(users: int, latency: dict, bypass: str | None, duration_s: float, seed: int) -> tuple[float, float]:
+    """(throughput, share of request-steps that skipped drafting) of one run."""
+    result = simulate(scenario_from_mapping(scenario(users, latency, bypass, duration_s, seed), base_dir=None))
     steps = result.steps
     decode = steps["decode_requests"].sum()
     skipped = 1.0 - steps["drafting_requests"].sum() / decode if decode else 0.0
-    return result.summary["throughput_tokens_per_s"], result.summary["tps_user_p50"], skipped
+    return result.summary["throughput_tokens_per_s"], skipped
+
+
+def interval(gains: np.ndarray) -> str:
+    """Mean and 95% t-interval of paired relative gains."""
+    half = stats.t.ppf(0.975, gains.size - 1) * gains.std(ddof=1) / np.sqrt(gains.size) if gains.size > 1 else 0.0
+    return f"{gains.mean():+.1%} [{gains.mean() - half:+.1%}, {gains.mean() + half:+.1%}]"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=20.0, help="simulated seconds per run")
     ap.add_argument("--users", type=int, nargs="+", default=[1, 4, 16, 64])
+    ap.add_argument("--seeds", type=int, default=5)
     args = ap.parse_args()
-    print(f"{'drafting cost':<14}{'scope':>8}{'users':>6}{'tok/s off':>11}{'tok/s on':>10}{'gain':>8}"
-          f"{'p50 tps/user off':>18}{'on':>8}{'skipped':>9}")
+    print(f"{'drafting cost':<14}{'scope':>8}{'users':>6}  {'throughput gain, mean [95% CI]':<32}{'skipped':>8}")
     for label, latency in LATENCIES.items():
         for users in args.users:
-            off = run(users, latency, None, args.duration)
+            off = [run(users, latency, None, args.duration, seed) for seed in range(args.seeds)]
             for scope in ("request", "batch"):
-                on = run(users, latency, scope, args.duration)
-                print(f"{label:<14}{scope:>8}{users:>6}{off[0]:>11.0f}{on[0]:>10.0f}"
-                      f"{on[0] / off[0] - 1:>+8.1%}{off[1]:>18.1f}{on[1]:>8.1f}{on[2]:>9.1%}")
+                on = [run(users, latency, scope, args.duration, seed) for seed in range(args.seeds)]
+                gains = np.array([a[0] / b[0] - 1 for a, b in zip(on, off, strict=True)])
+                skipped = float(np.mean([s for _, s in on]))
+                print(f"{label:<14}{scope:>8}{users:>6}  {interval(gains):<32}{skipped:>8.1%}")
 
 
 if __name__ == "__main__":

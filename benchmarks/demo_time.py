@@ -2,7 +2,7 @@
 
 Runs the demo as a user would (a fresh process, an empty output folder, so
 no cached point is reused) and prints the wall time, the number of points
-and the machine's core count. Goal (issue 6): under 60 s on the 2-core
+and the machine's core count. Goal: under 60 s on the 2-core
 development machine; hard limit 3 minutes.
 
     .venv/bin/python benchmarks/demo_time.py [--workers N] [--repeats 1] [--json]

@@ -1,14 +1,17 @@
-"""Drafting speed: microseconds per engine step for one full draw of a batch.
+"""Drafting speed: microseconds per engine step for one full draw of a batch, by the engine's own code.
 
-One draw is what the replica does per step: true acceptance p (R × γ, with
-request and token spread), the STS-calibrated model head's confidences c,
-and the outcomes (U < p → accepted prefix). Standard case (issue 4):
-R = 256 requests, γ = 7, DSpark on qwen3-8b with the contract head
-(overconfidence 1.5, noise 0.4, STS), request/token sigma 0.5. One core.
-Prints the median over `--repeats` timing runs of `--steps` draws each,
-and the per-part split.
+One draw is what the decode core does per step for a policy that reads the
+drafts: acceptance logits x (R × γ, request and token spread:
+`DecodeCore.draw_drafts`), the accepted prefixes (logistic draws below x)
+and the STS-calibrated model head's confidences (`Drafter.confidences`).
+A fixed-length policy's draw (`DecodeCore.accepted_drafts`: uniform draws
+below the noise-averaged acceptance) is timed beside it. Standard case:
+R = 256 requests, γ = 7, DSpark on qwen3-8b, the default head
+(overconfidence 1.5, noise 0.4, STS) and the default spread (request 0.7,
+token 2.0). One core. Prints the median over `--repeats` runs of
+`--steps` draws each.
 
-    .venv/bin/python benchmarks/draft_speed.py [--requests 256] [--block 7] [--steps 2000]
+    .venv/bin/python benchmarks/draft_speed.py [--requests 256] [--block 7] [--steps 2000] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -16,44 +19,65 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 
-from simulator.core.streams import seed_sequence, stream
-from simulator.drafters.drafter import Drafter, build_drafter
-from simulator.drafters.spec import AcceptanceSpec, ConfidenceSpec, DrafterSpec, FixedLatency
+from hwprofiles import load_profile
+from policies.registry import make_policy
+from simulator.core.streams import seed_sequence
+from simulator.drafters.drafter import build_drafter
+from simulator.engine.config import EngineConfig
+from simulator.engine.decode import ALL, DecodeCore
+from simulator.engine.intake import register
+from simulator.engine.records import RequestLog, StepLog
+from simulator.scenario import Scenario, scenario_from_mapping
 
 
-def standard_drafter(block_size: int) -> Drafter:
-    spec = DrafterSpec(
-        family="dspark", block_size=block_size,
-        acceptance=AcceptanceSpec(preset="qwen3-8b", domains={"math": 0.3, "code": 0.3, "chat": 0.4},
-                                  request_sigma=0.5, token_sigma=0.5),
-        confidence=ConfidenceSpec(kind="model", overconfidence=1.5, noise=0.4, calibration="sts"),
-        latency=FixedLatency(ms=1.0),
-    )
-    return build_drafter(spec, None, seed_sequence(1, "calibration"))
+def standard_scenario(requests: int, block: int, policy: str) -> Scenario:
+    return scenario_from_mapping({
+        "name": "bench-draft", "seed": 1, "horizon": {"duration_s": 1},
+        "hardware": {"profile": {"kind": "linear", "base_ms": 10.0, "per_token_ms": 0.02}},
+        "engine": {"max_batch_requests": requests, "kv_capacity_tokens": 10**9},
+        "drafter": {"family": "dspark", "block_size": block,
+                    "acceptance": {"preset": "qwen3-8b", "domains": {"math": 0.3, "code": 0.3, "chat": 0.4}},
+                    "confidence": {"kind": "model", "calibration": "sts"}},
+        "policy": {"name": policy},
+        "workload": {"arrivals": {"kind": "poisson", "rate_per_s": 1},
+                     "prompt_tokens": {"kind": "fixed", "value": 100}, "output_tokens": {"kind": "fixed", "value": 1000}},
+    }, Path.cwd())
 
 
-def one_step(drafter: Drafter, domains: np.ndarray, offsets: np.ndarray, rngs: tuple) -> np.ndarray:
-    """p, c and the accepted prefix for the whole batch: the replica's per-step draw."""
-    rng_p, rng_c, rng_u = rngs
-    p, _c = drafter.draft(domains, offsets, rng_p, rng_c)
-    ok = rng_u.random(p.shape) < p
-    return np.where(ok.all(axis=1), p.shape[1], ok.argmin(axis=1))
+def full_core(scenario: Scenario) -> DecodeCore:
+    """A decode core with `max_batch_requests` running requests admitted."""
+    profile = load_profile(scenario.hardware.profile)
+    drafter = build_drafter(scenario.drafter, profile, seed_sequence(scenario.seed, "calibration"))
+    config = EngineConfig.from_scenario(scenario, profile, drafter.block_size)
+    log = RequestLog()
+    core = DecodeCore(config, make_policy(scenario.policy, drafter.block_size), drafter, profile, log, StepLog(),
+                      scenario.seed)
+    domains = np.random.default_rng(2).integers(0, len(drafter.acceptance.domains), config.max_batch_requests)
+    offsets = np.random.default_rng(3)
+    for domain in domains.tolist():
+        rid = register(log, 0.0, 100, 1000, domain, drafter, offsets)
+        log["generated_tokens"][rid] = 1
+        core.enqueue(rid)
+    core.admit(0.0)
+    return core
 
 
-def time_steps(drafter: Drafter, requests: int, steps: int) -> float:
-    """Microseconds per step over `steps` consecutive draws."""
-    setup = stream(2, "bench-batch")
-    acc = drafter.acceptance
-    assert acc is not None
-    domains = setup.choice(len(acc.domains), size=requests, p=acc.mix)
-    offsets = acc.request_offsets(requests, setup)
-    rngs = (stream(2, "acceptance"), stream(2, "confidence"), stream(2, "outcomes"))
+def time_reading_draws(core: DecodeCore, steps: int) -> float:
     start = time.perf_counter()
     for _ in range(steps):
-        one_step(drafter, domains, offsets, rngs)
+        x, _prefix = core.draw_drafts(ALL)
+        core.drafter.confidences(x, core.rng_c)
+    return (time.perf_counter() - start) / steps * 1e6
+
+
+def time_fixed_draws(core: DecodeCore, steps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        core.accepted_drafts(ALL, core.batch.n, core.gamma)
     return (time.perf_counter() - start) / steps * 1e6
 
 
@@ -64,15 +88,15 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
-    start = time.perf_counter()
-    drafter = standard_drafter(args.block)
-    build_s = time.perf_counter() - start
-    runs = [time_steps(drafter, args.requests, args.steps) for _ in range(args.repeats)]
-    print(f"draft draw (p, c, outcomes): R={args.requests}, γ={args.block}: "
-          f"{statistics.median(runs):.1f} µs/step (median of {args.repeats} × {args.steps} steps; "
-          f"min {min(runs):.1f}, max {max(runs):.1f})")
-    print(f"first drafter build (lazy imports, preset fit, STS fit on "
-          f"{drafter.spec.confidence.calibration_samples} blocks): {build_s:.2f} s")
+    reading = full_core(standard_scenario(args.requests, args.block, "dspark-async"))
+    fixed = full_core(standard_scenario(args.requests, args.block, "static"))
+    for label, core, timer in (("x, outcomes and confidences (policies that read drafts)", reading,
+                                time_reading_draws),
+                               ("outcomes only (fixed-length policies)", fixed, time_fixed_draws)):
+        timer(core, 50)  # warm-up
+        runs = [timer(core, args.steps) for _ in range(args.repeats)]
+        print(f"{label}: R={args.requests}, γ={args.block}: {statistics.median(runs):.1f} µs/step "
+              f"(median of {args.repeats} × {args.steps} steps; min {min(runs):.1f}, max {max(runs):.1f})")
 
 
 if __name__ == "__main__":

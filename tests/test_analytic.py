@@ -10,15 +10,28 @@ from simulator.scenario import load_scenario
 from tests.conftest import SHARED, make_scenario
 
 
+def ci99(samples: np.ndarray) -> tuple[float, float]:
+    half = stats.t.ppf(0.995, samples.size - 1) * samples.std(ddof=1) / np.sqrt(samples.size)
+    return samples.mean() - half, samples.mean() + half
+
+
 def test_closed_loop_linear_matches_formula():
-    scenario = load_scenario(SHARED / "scenarios" / "contract-closed-loop-linear.yaml")
-    summary = simulate(scenario).summary
-    users, p = 32, 0.8
-    tau = 1 + p + p**2 + p**3
-    expected = users * tau / (0.010 + users * 4 * 0.00005)
-    assert abs(summary["throughput_tokens_per_s"] / expected - 1) < 0.01
-    assert abs(summary["mean_accepted_per_step"] / tau - 1) < 0.01
-    assert summary["mean_verify_tokens_per_request_step"] == 4.0
+    """users · E[τ] / T(users · (1 + ℓ)), every parameter read from the contract scenario itself."""
+    path = SHARED / "scenarios" / "contract-closed-loop-linear.yaml"
+    scenario = load_scenario(path)
+    users = scenario.workload.arrivals.users
+    curve = np.asarray(scenario.drafter.acceptance.per_position["chat"])
+    length = scenario.policy.params["length"]
+    profile = scenario.hardware.profile
+    tau = 1 + np.cumprod(curve[:length]).sum()
+    step_s = (profile["base_ms"] + profile["per_token_ms"] * users * (1 + length)) / 1000
+    expected = users * tau / step_s
+    runs = [simulate(load_scenario(path, seed=seed)).summary for seed in range(5)]
+    lo, hi = ci99(np.array([r["throughput_tokens_per_s"] for r in runs]))
+    assert 0.99 * expected < lo and hi < 1.01 * expected, (lo, hi, expected)
+    lo, hi = ci99(np.array([r["mean_accepted_per_step"] for r in runs]))
+    assert 0.99 * tau < lo and hi < 1.01 * tau
+    assert all(r["mean_verify_tokens_per_request_step"] == 1 + length for r in runs)
 
 
 def md1_waits(seed: int, rate: float, service_s: float) -> float:

@@ -104,15 +104,23 @@ def sawtooth(policy: str, seed: int, *overrides: str):
     return simulate(scenario)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_contract_sawtooth_async_is_at_least_greedy(seed):
-    greedy = sawtooth("dspark-greedy", seed, "horizon.duration_s=30").summary
-    asynchronous = sawtooth("dspark-async", seed, "horizon.duration_s=30").summary
-    assert asynchronous["throughput_tokens_per_s"] >= greedy["throughput_tokens_per_s"]
+def test_contract_sawtooth_async_beats_greedy():
+    """Paired over 5 seeds (the same workload per seed): the 99% CI of async's relative gain is above 0."""
+    gains = []
+    for seed in range(1, 6):
+        greedy = sawtooth("dspark-greedy", seed, "horizon.duration_s=30").summary["throughput_tokens_per_s"]
+        asynchronous = sawtooth("dspark-async", seed, "horizon.duration_s=30").summary["throughput_tokens_per_s"]
+        gains.append(asynchronous / greedy - 1)
+    gains_arr = np.array(gains)
+    half = stats.t.ppf(0.995, gains_arr.size - 1) * gains_arr.std(ddof=1) / np.sqrt(gains_arr.size)
+    assert gains_arr.mean() - half > 0, gains
 
 
-def test_saturated_sawtooth_greedy_is_trapped_async_and_global_cross():
-    """16 users without think time: B could reach 128, the first cliff is at 64 → 65 tokens."""
+def test_saturated_sawtooth_greedy_is_trapped_async_and_global_cross_single_seed_smoke():
+    """16 users without think time: B could reach 128, the first cliff is at 64 → 65 tokens.
+
+    One seed, with margins wide enough (5% throughput, half the steps) to hold for any seed.
+    """
     busy = ("horizon.duration_s=12", "workload.arrivals.think_s=0")
     runs = {p: sawtooth(p, 1, *busy) for p in ("dspark-greedy", "dspark-global", "dspark-async")}
     crossed = {p: float((r.steps["verify_tokens"] > 64).mean()) for p, r in runs.items()}

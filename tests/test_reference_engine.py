@@ -3,22 +3,24 @@
 Model-level checks (flattened variable-length verification equals verifying
 each request alone; chunked prefill equals one prefill; rejected drafts
 leave no trace) use a micro decoder shape; engine stories run each policy
-for about a second of wall-clock time.
+for about a second of wall-clock time and assert only what holds at any
+machine speed (how many requests finish in that second does not).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
-from hwprofiles.modelshape import ModelShape
-from hwprofiles.profile import linear_profile
-from simulator.core.errors import SpecplanError
-from simulator.scenario import scenario_from_mapping
-from tests.conftest import REPO
-from validation.engine import ReferenceEngine, check_engine_scenario
-from validation.runner import TorchRunner
+torch = pytest.importorskip("torch", reason="the reference engine needs torch (the 'profile' extra)")
+
+from hwprofiles.modelshape import ModelShape  # noqa: E402
+from hwprofiles.profile import linear_profile  # noqa: E402
+from simulator.core.errors import SpecplanError  # noqa: E402
+from simulator.scenario import scenario_from_mapping  # noqa: E402
+from tests.conftest import REPO  # noqa: E402
+from validation.engine import ReferenceEngine, check_engine_scenario  # noqa: E402
+from validation.runner import TorchRunner  # noqa: E402
 
 MICRO = ModelShape(name="micro", hidden=64, layers=2, heads=4, kv_heads=2, ffn=128, vocab=512)
 PROFILE = linear_profile(2.0, 0.05, max_tokens=64)
@@ -163,7 +165,7 @@ def test_each_policy_serves_requests_with_real_steps(policy: dict) -> None:
         raw["drafter"] = {"family": "none"}
     result = run_engine(raw)
     s, steps, req = result.summary, result.steps, result.requests
-    assert s["requests_completed"] >= 3
+    assert len(steps) > 0 and s["requests_arrived"] >= 3  # 3 closed-loop users arrive at t = 0
     assert s["requests_arrived"] == s["requests_completed"] + s["requests_running"] + s["requests_rejected"]
     done = req[req["status"] == "completed"]
     assert (done["generated_tokens"] == done["output_tokens"]).all()
@@ -194,8 +196,9 @@ def test_poisson_arrivals_come_in_wall_clock_time() -> None:
         "prompt_tokens": {"kind": "fixed", "value": 10}, "output_tokens": {"kind": "fixed", "value": 6}})
     result = run_engine(raw)
     arrivals = result.requests["arrival_s"].to_numpy()
-    assert arrivals.size >= 2 and np.all(np.diff(arrivals) > 0) and arrivals[-1] < 1.2
-    assert result.summary["requests_completed"] >= 1
+    assert arrivals.size >= 2 and np.all(np.diff(arrivals) > 0) and arrivals[-1] < 1.2  # seeded times
+    s = result.summary
+    assert s["requests_arrived"] == s["requests_completed"] + s["requests_running"] + s["requests_rejected"]
 
 
 @pytest.mark.parametrize(("change", "message"), [

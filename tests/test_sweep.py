@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +11,8 @@ import pandas as pd
 import pytest
 import yaml
 
+import simulator.study.points as points_module
+import simulator.study.sweep as sweep_module
 from simulator.core.errors import SpecplanError
 from simulator.engine.metrics import SUMMARY_KEYS
 from simulator.study.merge import apply_load, apply_variant, deep_merge
@@ -225,28 +222,48 @@ def test_results_do_not_depend_on_the_number_of_workers(tmp_path):
     pd.testing.assert_frame_equal(one.comparisons, two.comparisons)
 
 
-def test_a_sweep_killed_mid_run_resumes_without_losing_finished_points(tmp_path):
-    raw = tiny(horizon={"duration_s": 12, "warmup_s": 1})
-    scenario = write_yaml(tmp_path / "sweep.yaml", raw)
+def test_an_interrupted_sweep_resumes_without_losing_finished_points(tmp_path, monkeypatch):
+    """The sweep is stopped after exactly 5 of 12 points (Ctrl-C as the 6th finishes); a re-run
+    computes only the 7 missing ones, and an interrupted write leaves no point file behind."""
+    scenario = write_yaml(tmp_path / "sweep.yaml", tiny())
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "simulator.app.cli", "sweep", str(scenario), "--out", str(out),
-                             "--workers", "2", "--quiet", "--no-report"], cwd=REPO, env=env,
-                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    points_dir = out / "points"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(points_dir.glob("*.json"))) < 3:
-        time.sleep(0.01)
-    os.killpg(proc.pid, signal.SIGKILL)  # the parent and its pool workers, mid-sweep
-    proc.wait()
-    finished = {p.stem for p in points_dir.glob("*.json")}
-    assert 3 <= len(finished) < 12, "the sweep should have been killed part-way"
-    for path in points_dir.glob("*.json"):
-        assert json.loads(path.read_text())["key"] == path.stem  # no half-written point
+    real_run_points = sweep_module.run_points
+
+    def interrupted(points, on_done, *args):
+        def stop_after_five(point, summary):
+            if len(list((out / "points").glob("*.json"))) == 5:
+                (out / "points" / ".partial.tmp").write_text("{")  # what a kill mid-write leaves
+                raise KeyboardInterrupt
+            on_done(point, summary)
+
+        real_run_points(points, stop_after_five, *args)
+
+    monkeypatch.setattr(sweep_module, "run_points", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(scenario, out, workers=1)
+    monkeypatch.undo()
+    finished = {p.stem for p in (out / "points").glob("*.json")}
+    assert len(finished) == 5
+    for path in (out / "points").glob("*.json"):
+        assert json.loads(path.read_text())["key"] == path.stem
     resumed = run_sweep(scenario, out, workers=2)
-    assert resumed.computed == 12 - len(finished)
+    assert resumed.computed == 7 and resumed.reused == 5
     fresh = run_sweep(scenario, tmp_path / "fresh", workers=1)
     pd.testing.assert_frame_equal(without_wall(resumed.points), without_wall(fresh.points))
+
+
+def test_a_point_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """store_point writes a temporary file and renames it: a failure mid-write leaves nothing."""
+    plan = plan_sweep(tiny())
+    point = plan.unique_points[0]
+
+    def failing_dump(*_args, **_kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(points_module.json, "dump", failing_dump)
+    with pytest.raises(OSError):
+        points_module.store_point(tmp_path, point.key, {"policy": "static"}, point.scenario)
+    assert list(tmp_path.iterdir()) == []
 
 
 # ---- the command line -----------------------------------------------------------------------

@@ -214,12 +214,19 @@ class DecodeCore:
         if not self.speculates or r == 0 or planned == 0:
             return 0, np.zeros(r, dtype=np.int64), 0, self.quote(n, r, 0, decode, rows, take, 0)
         if planned is not None:
-            bounds = self.batch.acceptance if planned == self.gamma else self.batch.acceptance[:, :planned]
-            accepted = self.first_rejected(self.rng_u.random((r, planned)), bounds if rows is ALL else bounds[rows])
-            return planned, accepted, r, self.quote(n, r, r, decode, rows, take, planned)
-        x = self.drafter.step_logits(self.batch.acceptance[rows], self.rng_p)
-        prefix = self.first_rejected(self.rng_u.logistic(size=x.shape), x)
+            return planned, self.accepted_drafts(rows, r, planned), r, self.quote(n, r, r, decode, rows, take, planned)
+        x, prefix = self.draw_drafts(rows)
         return self.decide(x, prefix, rows, r, reserved, decode, take, now)
+
+    def accepted_drafts(self, rows: Any, r: int, planned: int) -> np.ndarray:
+        """A fixed-length step's outcomes: drafts accepted out of `planned` per row (no logits needed)."""
+        bounds = self.batch.acceptance if planned == self.gamma else self.batch.acceptance[:, :planned]
+        return self.first_rejected(self.rng_u.random((r, planned)), bounds if rows is ALL else bounds[rows])
+
+    def draw_drafts(self, rows: Any) -> tuple[np.ndarray, np.ndarray]:
+        """A step's drafts for policies that read them: acceptance logits x (R, γ) and accepted prefixes."""
+        x = self.drafter.step_logits(self.batch.acceptance[rows], self.rng_p)
+        return x, self.first_rejected(self.rng_u.logistic(size=x.shape), x)
 
     def decide(self, x: np.ndarray, prefix: np.ndarray, rows: Any, r: int, reserved: int,
                decode: np.ndarray | None, take: np.ndarray | None,

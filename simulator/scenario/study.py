@@ -1,14 +1,14 @@
-"""The `sweep:` and `sla:` blocks of a scenario (DESIGN.md §3 extended by issue 6).
+"""The `sweep:` and `sla:` blocks of a scenario: a study over variants, loads and seeds, and its SLA.
 
     sweep:
       load: {users: [1, 4, 16]}          # closed loop (think_s kept); or {rate_per_s: [...]}
-      variants:                          # deep-merged over the base scenario (simulator.study.sweep)
+      variants:                          # deep-merged over the base scenario (simulator.study.merge)
         - {label: MTP-1, drafter: {family: mtp, block_size: 1}, policy: {name: mtp-1}}
       seeds: [1, 2, 3]                   # default: the scenario's own seed
     sla: {tps_user: [80, 120], statistic: p50, ttft_s: 2.0}
 
 Only the structure is checked here; each variant is validated as a whole
-scenario when the sweep expands its points (`simulator.study.sweep.expand`).
+scenario when the sweep expands its points (`simulator.study.points.plan_sweep`).
 These dataclasses never import the scenario module (the scenario imports them).
 """
 
