@@ -48,6 +48,12 @@ AIC_BUILTINS: dict[str, tuple[AicTarget, AicLayout, AicDrafter | None]] = {
     # DSpark/DFlash backbone: 5 dense layers + LM head, one forward over R x 7 positions (block 7)
     "h200-llama3.1-8b-vllm-drafter-5l": (AicTarget(LLAMA31_8B, "h200_sxm"), AicLayout(query_tokens=7),
                                          AicDrafter(layers=5)),
+    # DSpark's 2-layer backbone (the paper: a 2-layer DSpark beats a 5-layer DFlash) over R x 8 positions
+    "h200-llama3.1-8b-vllm-drafter-2l": (AicTarget(LLAMA31_8B, "h200_sxm"), AicLayout(query_tokens=8),
+                                         AicDrafter(layers=2)),
+    # one decoder layer + LM head over one position per request: an MTP module or an Eagle3 pass
+    "h200-llama3.1-8b-vllm-drafter-1l": (AicTarget(LLAMA31_8B, "h200_sxm"), AicLayout(query_tokens=1),
+                                         AicDrafter(layers=1)),
     # DeepSeek's MTP module: eh_proj (2 x hidden -> hidden) + one MoE decoder layer + shared LM head, R tokens
     "h200-deepseek-v3-tp8ep8-vllm-mtp": (DEEPSEEK_V3, AicLayout(query_tokens=1),
                                          AicDrafter(layers=1, moe=True, fuse_inputs=2)),
