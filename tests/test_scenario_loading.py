@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 
 from simulator.scenario import load_scenario, resolved_mapping
-from tests.conftest import BASE, merged
+from tests.conftest import BASE, SHARED, merged
 
 
 def write(tmp_path, mapping, name="s.yaml"):
@@ -58,3 +58,23 @@ def test_resolved_mapping_fills_defaults_and_reloads(tmp_path):
     assert resolved["engine"]["prefill"]["mode"] == "disaggregated"
     again = load_scenario(write(tmp_path, resolved, "again.yaml"))
     assert again == s
+
+
+def test_merge_deep_merges_a_fragment_in_order_with_set(cli, tmp_path):
+    fragment = tmp_path / "drafter.yaml"
+    fragment.write_text("drafter:\n  block_size: 2\n  acceptance:\n    per_position: {code: [0.9, 0.8]}\n"
+                        "    domains: {code: 1.0}\n")
+    scenario = SHARED / "scenarios" / "contract-minimal.yaml"
+    loaded = load_scenario(scenario, [f"@{fragment}", "drafter.block_size=1"])
+    acc = loaded.drafter.acceptance
+    assert loaded.drafter.block_size == 1 and acc.preset is None  # per_position replaced the preset
+    assert acc.per_position == {"code": (0.9, 0.8)} and acc.domains == {"code": 1.0}  # the mix replaced, not added
+    status, out, _ = cli("check", scenario, "--merge", fragment)
+    assert status == 0 and "contract-minimal" in out
+
+
+def test_merging_something_else_than_a_mapping_is_one_line(cli, tmp_path):
+    fragment = tmp_path / "list.yaml"
+    fragment.write_text("- a\n- b\n")
+    status, _, err = cli("check", SHARED / "scenarios" / "contract-minimal.yaml", "--merge", fragment)
+    assert status == 2 and "--merge" in err and len(err.strip().splitlines()) == 1

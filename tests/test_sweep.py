@@ -15,7 +15,7 @@ import simulator.study.points as points_module
 import simulator.study.sweep as sweep_module
 from simulator.core.errors import SpecplanError
 from simulator.engine.metrics import SUMMARY_KEYS
-from simulator.study.merge import apply_load, apply_variant, deep_merge
+from simulator.scenario.merge import apply_load, apply_variant, deep_merge
 from simulator.study.sweep import plan_sweep, run_sweep
 
 REPO = Path(__file__).resolve().parents[1]

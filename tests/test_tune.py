@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from policies.schedule import LengthSchedule, LengthScheduleParams
-from simulator.study.merge import deep_merge
+from simulator.scenario.merge import deep_merge
 from simulator.study.tune import (
     BucketChoice,
     LengthFigures,

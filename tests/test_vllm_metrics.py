@@ -27,7 +27,7 @@ from simulator.drafters.vllm_metrics import (
     wilson,
 )
 from simulator.engine.simulation import simulate
-from simulator.study.merge import deep_merge
+from simulator.scenario.merge import deep_merge
 from tests.conftest import BASE, make_scenario
 
 DATA = Path(__file__).parent / "data"

@@ -5,7 +5,11 @@
     resolved_mapping(scenario) -> dict   (what is written next to every result)
 
 Overrides are `dotted.key=value` strings whose value is parsed as YAML, so
-`drafter.acceptance.domains={chat: 1.0}` sets a mapping. Relative paths
+`drafter.acceptance.domains={chat: 1.0}` sets a mapping, or `@FILE`: a YAML
+mapping (a fragment such as the `drafter:` block `specplan acceptance`
+writes, or the `policy:` block of `specplan tune`) deep-merged over the
+scenario the way a sweep merges a variant (`simulator.scenario.merge`); the
+CLI's `--merge FILE` passes it. Overrides apply in order. Relative paths
 resolve against the scenario file's folder. Loading also resolves the
 hardware profile and the policy name, so `specplan check` catches a missing
 profile file or an unknown policy before anything runs.
@@ -23,6 +27,7 @@ import yaml
 from hwprofiles import load_profile
 from simulator.core.errors import ScenarioError, SpecplanError
 from simulator.core.schema import Context, build, to_plain
+from simulator.scenario.merge import deep_merge
 from simulator.scenario.spec import Scenario
 
 
@@ -90,9 +95,12 @@ def read_yaml(path: Path) -> Any:
 
 
 def apply_overrides(raw: dict, overrides: tuple[str, ...] | list[str]) -> dict:
-    """Apply `dotted.key=value` overrides (values parsed as YAML) to a copy of `raw`."""
+    """Apply `dotted.key=value` overrides (values parsed as YAML) and `@FILE` merges to a copy of `raw`."""
     out = copy.deepcopy(raw)
     for item in overrides:
+        if item.startswith("@"):
+            out = merge_file(out, Path(item[1:]))
+            continue
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise SpecplanError(f"--set {item!r}: expected dotted.key=value")
@@ -102,6 +110,14 @@ def apply_overrides(raw: dict, overrides: tuple[str, ...] | list[str]) -> dict:
             raise SpecplanError(f"--set {key}: value {text!r} is not valid YAML") from None
         set_dotted(out, key.strip().split("."), value, key)
     return out
+
+
+def merge_file(raw: dict, path: Path) -> dict:
+    """`raw` with the YAML mapping of `path` deep-merged over it (`--merge FILE`)."""
+    fragment = read_yaml(path)
+    if not isinstance(fragment, dict):
+        raise SpecplanError(f"--merge {path}: expected a YAML mapping of scenario keys, got {_yaml_kind(fragment)}")
+    return deep_merge(raw, fragment)
 
 
 def set_dotted(raw: dict, parts: list[str], value: Any, key: str) -> None:

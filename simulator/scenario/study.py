@@ -2,7 +2,7 @@
 
     sweep:
       load: {users: [1, 4, 16]}          # closed loop (think_s kept); or {rate_per_s: [...]}
-      variants:                          # deep-merged over the base scenario (simulator.study.merge)
+      variants:                          # deep-merged over the base scenario (simulator.scenario.merge)
         - {label: MTP-1, drafter: {family: mtp, block_size: 1}, policy: {name: mtp-1}}
       seeds: [1, 2, 3]                   # default: the scenario's own seed
     sla: {tps_user: [80, 120], statistic: p50, ttft_s: 2.0}

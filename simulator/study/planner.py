@@ -34,9 +34,9 @@ from simulator.core.errors import SpecplanError
 from simulator.core.progress import Progress
 from simulator.engine.simulation import simulate
 from simulator.scenario import Scenario
+from simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
 from simulator.scenario.study import tps_column
 from simulator.study.backends import default_workers
-from simulator.study.merge import apply_load, apply_variant, strip_study_blocks
 from simulator.study.points import read_source, validated
 
 KEEP_UP = 0.95

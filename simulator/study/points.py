@@ -30,8 +30,8 @@ from simulator.scenario import (
     resolved_mapping,
     scenario_from_mapping,
 )
+from simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
 from simulator.scenario.study import SlaSpec
-from simulator.study.merge import apply_load, apply_variant, strip_study_blocks
 
 
 @dataclass(frozen=True)

@@ -55,9 +55,9 @@ import yaml
 from simulator.core.errors import SpecplanError
 from simulator.core.jsonsafe import clean
 from simulator.scenario import Scenario
+from simulator.scenario.merge import strip_study_blocks
 from simulator.scenario.study import tps_column
 from simulator.study.frontier import THROUGHPUT, frontier_vertices, throughput_at, tps_user_at
-from simulator.study.merge import strip_study_blocks
 from simulator.study.points import SweepPlan, plan_sweep, read_source
 from simulator.study.sweep import SweepResult, collect, sweep_frames, write_outputs
 

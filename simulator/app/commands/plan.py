@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from simulator.app.commands.run import add_override_args
 from simulator.core.jsonsafe import clean
 from simulator.scenario.study import STATISTICS
 from simulator.study.planner import plan_capacity, plan_table
@@ -22,8 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu-hour-usd", type=float, help="price of one GPU-hour, for the cost column")
     p.add_argument("--max-replicas", type=int, default=256, help="give up above this many replicas")
     p.add_argument("--workers", type=int, help="variants planned in parallel (default: the number of cores)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a value of the scenario by dotted key; repeatable")
+    add_override_args(p)
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)

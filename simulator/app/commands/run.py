@@ -15,8 +15,16 @@ from simulator.scenario import load_scenario
 def add_scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--seed", type=int, help="override the scenario's seed")
+    add_override_args(p)
+
+
+def add_override_args(p: argparse.ArgumentParser) -> None:
+    """--set KEY=VALUE and --merge FILE, applied to the scenario in the order given."""
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a value by dotted key (value parsed as YAML); repeatable")
+    p.add_argument("--merge", dest="overrides", action="append", type=lambda path: f"@{path}", metavar="FILE",
+                   help="deep-merge a YAML fragment (e.g. the drafter: block of `specplan acceptance`, "
+                        "the policy: block of `specplan tune`) over the scenario; repeatable")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

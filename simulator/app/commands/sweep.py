@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from reports.report import write_report
+from simulator.app.commands.run import add_override_args
 from simulator.core.errors import SpecplanError
 from simulator.core.jsonsafe import clean
 from simulator.study.sweep import SweepResult, run_sweep
@@ -31,8 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run a scenario's sweep: points, Pareto frontiers, SLA comparisons, report")
     p.add_argument("scenario", help="scenario YAML file with a sweep: block")
     p.add_argument("--out", required=True, help="results folder (created; re-running resumes it)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a value of the base scenario by dotted key; repeatable")
+    add_override_args(p)
     add_runner_args(p)
     p.set_defaults(func=run)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from reports.tune import write_tune_report
+from simulator.app.commands.run import add_override_args
 from simulator.core.jsonsafe import clean
 from simulator.study.tune import (
     TUNED_ROLE,
@@ -38,8 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--loads", help="load values to search at (default: the scenario's sweep.load axis)")
     p.add_argument("--sla-tps", type=float, help="tokens/s/user to tune at (default: the scenario's first sla.tps_user)")
     p.add_argument("--workers", type=int, help="parallel simulations (default: the number of cores)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a value of the base scenario by dotted key; repeatable")
+    add_override_args(p)
     p.add_argument("--no-report", dest="report", action="store_false", help="write the schedule files only")
     p.add_argument("--json", action="store_true", help="print the tune as JSON (no progress bar)")
     p.add_argument("--quiet", action="store_true", help="print nothing (no progress bar)")
