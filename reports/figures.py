@@ -79,6 +79,13 @@ def frontier_figure(result: Any) -> Figure:
         curve = front[front["label"] == label]
         ax.plot(curve["tps_user"], curve["throughput_per_gpu"], line_style(scenarios[label]), lw=2,
                 color=colour[label], label=legend_name(label, scenarios[label]))
+    frontier_axes(ax, result, "Throughput vs interactivity: Pareto frontier per variant")
+    fig.tight_layout()
+    return fig
+
+
+def frontier_axes(ax: Any, result: Any, title: str) -> None:
+    """The frontier plot's SLA lines (labelled), axis labels, title, grid and legend."""
     sla = result.plan.sla
     for value in sla.tps_user if sla is not None else ():
         ax.axvline(value, color="0.35", ls=":", lw=1.2)
@@ -86,12 +93,10 @@ def frontier_figure(result: Any) -> Figure:
                     xytext=(3, -12), textcoords="offset points", fontsize=8, color="0.25")
     ax.set_xlabel(f"tokens/s/user, {result.statistic} of requests (tok/s)")
     ax.set_ylabel("throughput per GPU (tok/s/GPU)")
-    ax.set_title("Throughput vs interactivity: Pareto frontier per variant")
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    return fig
 
 
 def concurrency_axis(result: Any) -> tuple[str, str]:

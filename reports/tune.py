@@ -20,7 +20,7 @@ import yaml
 from matplotlib.figure import Figure
 
 from reports.document import Block, Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
-from reports.figures import DPI, acceptance_figure, colours, profile_figure
+from reports.figures import DPI, acceptance_figure, colours, frontier_axes, profile_figure
 from reports.report import report_blocks
 from simulator.study.tune import (
     TUNED,
@@ -199,15 +199,7 @@ def frontier_figure(tuned: TunedSchedule) -> Figure:
         ax.scatter(ops["tps_user"], ops["throughput_per_gpu"], s=18, alpha=0.45, color=colour[label])
         ax.plot(curve["tps_user"], curve["throughput_per_gpu"], "-", lw=3 if label == TUNED else 1.8,
                 color=colour[label], label=label)
-    sla = result.plan.sla
-    for value in sla.tps_user if sla is not None else ():
-        ax.axvline(value, color="0.35", ls=":", lw=1.2)
-    ax.set_xlabel(f"tokens/s/user, {result.statistic} of requests (tok/s)")
-    ax.set_ylabel("throughput per GPU (tok/s/GPU)")
-    ax.set_title("Tuned schedule vs best static length, MTP-1 and dspark-async")
-    ax.grid(alpha=0.3)
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8, loc="best")
+    frontier_axes(ax, result, "Tuned schedule vs best static length, MTP-1 and dspark-async")
     fig.tight_layout()
     return fig
 

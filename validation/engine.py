@@ -49,12 +49,12 @@ import simpy.rt
 
 from policies.registry import make_policy
 from simulator.core.errors import SpecplanError
-from simulator.core.streams import seed_sequence, stream
+from simulator.core.streams import seed_sequence
 from simulator.drafters.drafter import Drafter, build_drafter
 from simulator.engine.batch import PREFILL_LEFT, RID
 from simulator.engine.config import EngineConfig
 from simulator.engine.decode import DecodeCore, StepPlan, StepTiming
-from simulator.engine.intake import domain_mix, register, request_domains
+from simulator.engine.intake import FrontDoor
 from simulator.engine.metrics import summarize
 from simulator.engine.records import DONE, QUEUED, RequestLog, StepLog
 from simulator.scenario import ChunkedPrefill, Scenario
@@ -128,26 +128,16 @@ class ReferenceEngine:
         self.log, self.steps = RequestLog(), StepLog()
         self.core = DecodeCore(self.config, make_policy(scenario.policy, self.drafter.block_size), self.drafter,
                                profile, self.log, self.steps, scenario.seed)
-        self.offset_rng = stream(scenario.seed, "request_sigma")
-        self.done_events: dict[int, simpy.Event] = {}
+        self.front = FrontDoor(scenario, self.drafter, self.log)
         self.wake: simpy.Event | None = None
 
     # ---- arrivals (the simulator's workload processes call this) ----------------
-    @property
-    def domains(self) -> tuple[str, ...]:
-        return request_domains(self.scenario, self.drafter)
-
-    def domain_mix(self) -> np.ndarray:
-        return domain_mix(self.scenario, self.domains)
-
     def submit(self, prompt: int, output: int, domain: int) -> simpy.Event:
-        rid = register(self.log, self.env.now, prompt, output, domain, self.drafter, self.offset_rng)
+        rid, event = self.front.arrive(self.env, prompt, output, domain)
         self.log["replica"][rid] = 0
-        event = self.env.event()
-        self.done_events[rid] = event
         if prompt + output + self.config.block_size > self.config.kv_capacity_tokens:
             self.log.reject(rid, "kv_capacity: prompt + output + block exceed kv_capacity_tokens")
-            self.done_events.pop(rid).succeed()
+            self.front.done(rid)
             return event
         self.enqueue(rid)
         return event
@@ -161,14 +151,14 @@ class ReferenceEngine:
     # ---- the run ----------------------------------------------------------------
     def run(self) -> EngineResult:
         self.runner.warm_up(self.config.max_step_tokens, self.config.max_batch_requests, self.config.block_size)
-        start_workload(self.env, self.scenario, self.submit, self.domain_mix())
+        start_workload(self.env, self.scenario, self.submit, self.front.domain_mix)
         self.env.process(self.loop())
         self.env.sync()
         wall_start = time.perf_counter()
         self.env.run(until=self.scenario.horizon.duration_s)
         wall_s = time.perf_counter() - wall_start
         self.core.drain()
-        requests, steps = self.log.frame(self.domains), self.steps.frame()
+        requests, steps = self.log.frame(self.front.domains), self.steps.frame()
         summary = summarize(self.scenario, requests, steps, self.env.now, wall_s)
         summary["engine"] = "reference (real torch forwards, wall clock)"
         return EngineResult(self.scenario, summary, requests, steps)
@@ -224,4 +214,4 @@ class ReferenceEngine:
         self.log["status"][ids] = DONE
         self.runner.release(ids)
         for rid in ids.tolist():
-            self.done_events.pop(rid).succeed()
+            self.front.done(rid)

@@ -1,10 +1,10 @@
 """The front door shared by the simulator and the reference engine (validation/).
 
 Both take requests from the same workload processes and admit them the same
-way, so both use these functions rather than copies:
+way, so both use these rather than copies:
 
-    request_domains(scenario, drafter)   the domains of the mix, in acceptance-model order
-    domain_mix(scenario, domains)        their shares, for the workload's domain draws
+    FrontDoor(scenario, drafter, log)    the domains and their mix, arrivals (`arrive`: the request's
+                                         row and the event its closed-loop user waits on), `done`
     register(log, now, prompt, output, domain, drafter, offset_rng) -> rid
                                          a request's row, with its acceptance offset z_r
     admit_fifo(queue, log, now, free_slots, kv_used, kv_capacity, block_size)
@@ -17,20 +17,32 @@ from collections import deque
 from typing import Any
 
 import numpy as np
+import simpy
 
+from simulator.core.streams import stream
 from simulator.engine.records import RUNNING, RequestLog
 
 
-def request_domains(scenario: Any, drafter: Any) -> tuple[str, ...]:
-    acc = drafter.acceptance
-    if acc is not None:
-        return tuple(acc.domains)
-    return tuple(d for d, share in scenario.drafter.acceptance.domains.items() if share > 0)
+class FrontDoor:
+    """Where arrivals enter: their log rows, acceptance offsets and completion events."""
 
+    def __init__(self, scenario: Any, drafter: Any, log: RequestLog) -> None:
+        self.drafter, self.log = drafter, log
+        acc = drafter.acceptance
+        mix = scenario.drafter.acceptance.domains
+        self.domains = tuple(acc.domains) if acc is not None else tuple(d for d, s in mix.items() if s > 0)
+        self.domain_mix = np.array([mix[d] for d in self.domains], dtype=float)
+        self.offset_rng = stream(scenario.seed, "request_sigma")
+        self.done_events: dict[int, simpy.Event] = {}
 
-def domain_mix(scenario: Any, domains: tuple[str, ...]) -> np.ndarray:
-    mix = scenario.drafter.acceptance.domains
-    return np.array([mix[d] for d in domains], dtype=float)
+    def arrive(self, env: simpy.Environment, prompt: int, output: int, domain: int) -> tuple[int, simpy.Event]:
+        """A request's row and the event that fires when it completes or is rejected."""
+        rid = register(self.log, env.now, prompt, output, domain, self.drafter, self.offset_rng)
+        event = self.done_events[rid] = env.event()
+        return rid, event
+
+    def done(self, rid: int) -> None:
+        self.done_events.pop(rid).succeed()
 
 
 def register(log: RequestLog, now: float, prompt: int, output: int, domain: int, drafter: Any,

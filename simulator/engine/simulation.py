@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import simpy
 
@@ -26,7 +25,7 @@ from simulator.core.streams import seed_sequence, stream
 from simulator.drafters.drafter import Drafter, build_drafter
 from simulator.engine.cluster import Router
 from simulator.engine.config import EngineConfig
-from simulator.engine.intake import domain_mix, register, request_domains
+from simulator.engine.intake import FrontDoor
 from simulator.engine.metrics import summarize
 from simulator.engine.records import RequestLog, SpecCounters, StepLog
 from simulator.engine.replica import Replica
@@ -55,10 +54,9 @@ class Simulation:
         )
         self.log = RequestLog()
         self.steps = StepLog()
-        self.done_events: dict[int, simpy.Event] = {}
         self.finished = 0
         self.all_done = self.env.event()
-        self.offset_rng = stream(scenario.seed, "request_sigma")
+        self.front = FrontDoor(scenario, self.drafter, self.log)
         self.config = EngineConfig.from_scenario(scenario, self.profile, self.drafter.block_size)
         self.replicas = [
             Replica(self.env, i, self.config, make_policy(scenario.policy, self.drafter.block_size), self.drafter,
@@ -66,25 +64,16 @@ class Simulation:
             for i in range(scenario.cluster.replicas)
         ]
         self.router = Router(scenario.cluster.router, self.replicas, stream(scenario.seed, "router"))
-        self.budget: ArrivalBudget = start_workload(self.env, scenario, self.submit, self.domain_mix())
-
-    @property
-    def domains(self) -> tuple[str, ...]:
-        return request_domains(self.scenario, self.drafter)
-
-    def domain_mix(self) -> np.ndarray:
-        return domain_mix(self.scenario, self.domains)
+        self.budget: ArrivalBudget = start_workload(self.env, scenario, self.submit, self.front.domain_mix)
 
     def submit(self, prompt: int, output: int, domain: int) -> simpy.Event:
-        rid = register(self.log, self.env.now, prompt, output, domain, self.drafter, self.offset_rng)
-        event = self.env.event()
-        self.done_events[rid] = event
+        rid, event = self.front.arrive(self.env, prompt, output, domain)
         self.replicas[self.router.choose()].submit(rid)
         return event
 
     def on_done(self, rid: int) -> None:
         self.finished += 1
-        self.done_events.pop(rid).succeed()
+        self.front.done(rid)
         cap = self.budget.requests
         if cap is not None and self.finished >= cap and not self.all_done.triggered:
             self.all_done.succeed()
@@ -97,7 +86,7 @@ class Simulation:
         wall_s = time.perf_counter() - start
         for replica in self.replicas:
             replica.core.drain()
-        requests = self.log.frame(self.domains)
+        requests = self.log.frame(self.front.domains)
         steps = self.steps.frame()
         summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile,
                             self.budget.summary_counts())
