@@ -155,8 +155,9 @@ class DecodeCore:
         log, rid = self.log, np.array(rids)
         output = log["output_tokens"][rid]
         chunked = self.config.chunked
+        zeros = np.zeros(rid.size, dtype=np.int64)
         ints = np.array((rid, output - generated, log["prompt_tokens"][rid] + output,
-                         tokens if chunked else ZEROS[: rid.size], *[ZEROS[: rid.size]] * 3), dtype=np.int64)
+                         tokens if chunked else zeros, zeros, zeros, zeros), dtype=np.int64)
         self.prefilling += rid.size if chunked else 0
         acceptance = self.drafter.row_probabilities if self.fixed else self.drafter.row_logits
         self.batch.append(ints, acceptance(log["domain"][rid], log["acceptance_offset"][rid]))
@@ -174,11 +175,12 @@ class DecodeCore:
         kept = min(r, self.config.max_step_tokens // per_request)
         rows = self.decoding_rows(decode, r, kept)
         take, prefill_tokens = self.prefill_chunks(kept * per_request)
-        lengths, accepted, drafting, quote = self.speculate(rows, kept, planned, prefill_tokens, decode, take, now)
+        context = self.context_tokens(rows, take)
+        lengths, accepted, drafting, quote = self.speculate(rows, kept, planned, prefill_tokens, context, now)
         drafts = lengths * kept if isinstance(lengths, int) else int(lengths.sum())
         verify_tokens = kept + drafts + prefill_tokens
-        return StepPlan(rows, kept, lengths, accepted, take, prefill_tokens, drafting, verify_tokens,
-                        self.context_tokens(decode, rows, take), r - kept, quote)
+        return StepPlan(rows, kept, lengths, accepted, take, prefill_tokens, drafting, verify_tokens, context,
+                        r - kept, quote)
 
     def decoding_rows(self, decode: np.ndarray | None, r: int, kept: int) -> Any:
         """The decoding rows that run: every one, or the oldest `kept` of them."""
@@ -197,7 +199,8 @@ class DecodeCore:
         take = np.clip(budget - before, 0, left)
         return take, int(take.sum())
 
-    def context_tokens(self, decode: np.ndarray | None, rows: Any, take: np.ndarray | None) -> int:
+    def context_tokens(self, rows: Any, take: np.ndarray | None) -> int:
+        """KV context of the rows the step runs, as the profile's context axis counts it (0 if unused)."""
         if not self.uses_context:
             return 0
         kv = self.batch.kv_tokens()
@@ -207,16 +210,16 @@ class DecodeCore:
         running[rows] = True
         return attention_context(kv, running, take, self.config.padded_attention)
 
-    def speculate(self, rows: Any, r: int, planned: int | None, reserved: int, decode: np.ndarray | None,
-                  take: np.ndarray | None, now: float) -> tuple[np.ndarray | int, np.ndarray, int, StepQuote]:
+    def speculate(self, rows: Any, r: int, planned: int | None, reserved: int, context: int,
+                  now: float) -> tuple[np.ndarray | int, np.ndarray, int, StepQuote]:
         """ℓ, accepted drafts, drafting requests and the quote, for the decoding rows that run."""
         n = self.batch.n
         if not self.speculates or r == 0 or planned == 0:
-            return 0, np.zeros(r, dtype=np.int64), 0, self.quote(n, r, 0, decode, rows, take, 0)
+            return 0, np.zeros(r, dtype=np.int64), 0, self.quote(n, r, 0, context, 0)
         if planned is not None:
-            return planned, self.accepted_drafts(rows, r, planned), r, self.quote(n, r, r, decode, rows, take, planned)
+            return planned, self.accepted_drafts(rows, r, planned), r, self.quote(n, r, r, context, planned)
         x, prefix = self.draw_drafts(rows)
-        return self.decide(x, prefix, rows, r, reserved, decode, take, now)
+        return self.decide(x, prefix, rows, r, reserved, context, now)
 
     def accepted_drafts(self, rows: Any, r: int, planned: int) -> np.ndarray:
         """A fixed-length step's outcomes: drafts accepted out of `planned` per row (no logits needed)."""
@@ -228,8 +231,7 @@ class DecodeCore:
         x = self.drafter.step_logits(self.batch.acceptance[rows], self.rng_p)
         return x, self.first_rejected(self.rng_u.logistic(size=x.shape), x)
 
-    def decide(self, x: np.ndarray, prefix: np.ndarray, rows: Any, r: int, reserved: int,
-               decode: np.ndarray | None, take: np.ndarray | None,
+    def decide(self, x: np.ndarray, prefix: np.ndarray, rows: Any, r: int, reserved: int, context: int,
                now: float) -> tuple[np.ndarray, np.ndarray, int, StepQuote]:
         """A policy that reads the drafts: confidences, drafting mask, the view, ℓ."""
         ids = self.batch.rids if rows is ALL else self.batch.rids[rows]
@@ -242,7 +244,7 @@ class DecodeCore:
             c = np.where(drafted[:, None], c, 0.0)
             prefix = np.where(drafted, prefix, 0)
             drafting = int(np.count_nonzero(drafted))
-        quote = self.quote(self.batch.n, r, drafting, decode, rows, take, self.gamma)
+        quote = self.quote(self.batch.n, r, drafting, context, self.gamma)
         view = self.view(c, ids, quote, reserved, drafted, drafting, prefix, now)
         self.policy.last_plan = None
         lengths = np.asarray(self.policy.decide(view), dtype=np.int64)
@@ -250,11 +252,11 @@ class DecodeCore:
             lengths = np.where(drafted, lengths, 0)
         return lengths, np.minimum(prefix, lengths), drafting, quote
 
-    def quote(self, n: int, r: int, drafting: int, decode: np.ndarray | None, rows: Any,
-              take: np.ndarray | None, draft_length: int) -> StepQuote:
+    def quote(self, n: int, r: int, drafting: int, context: int, draft_length: int) -> StepQuote:
+        """The step's price; without a context axis it depends on the batch's shape alone, so it is reused."""
         if self.uses_context:
-            return self.pricer.quote(n, r, drafting, self.context_tokens(decode, rows, take), draft_length)
-        key = (n, r, drafting, draft_length)  # without a context axis the price depends on these alone
+            return self.pricer.quote(n, r, drafting, context, draft_length)
+        key = (n, r, drafting, draft_length)
         quote = self.quotes.get(key)
         if quote is None:
             quote = self.quotes[key] = self.pricer.quote(n, r, drafting, 0, draft_length)
@@ -383,4 +385,3 @@ class DecodeCore:
 
 
 NONE = np.zeros(0, dtype=np.int64)
-ZEROS = np.zeros(4096, dtype=np.int64)
