@@ -16,6 +16,7 @@ a positive share, in order.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -52,6 +53,7 @@ class RequestSource:
             raise ValueError(f"domain mix has {len(domains_mix)} shares for domains {self.domain_names}")
         self.domain_rng = stream(seed, "domains")
         self.cum_mix = np.cumsum(domains_mix)
+        self.cum_mix_list = self.cum_mix.tolist()  # scalar draws: bisect on a list beats numpy per call
         mixture = isinstance(spec.prompt_tokens, MixtureLength) or isinstance(spec.output_tokens, MixtureLength)
         if mixture:
             self.pairs = [self.domain_pair(spec, seed, d) for d in self.domain_names]
@@ -67,8 +69,9 @@ class RequestSource:
                           stream(seed, "lengths.prompt", key), stream(seed, "lengths.output", key))
 
     def next_domain(self) -> int:
-        draw = self.domain_rng.random() * self.cum_mix[-1]
-        return min(int(np.searchsorted(self.cum_mix, draw, side="right")), self.cum_mix.size - 1)
+        cum = self.cum_mix_list
+        draw = self.domain_rng.random() * cum[-1]
+        return min(bisect.bisect_right(cum, draw), len(cum) - 1)
 
     def lengths(self, domain: int) -> tuple[int, int]:
         return self.pairs[domain].next()

@@ -152,16 +152,19 @@ class DecodeCore:
 
     def add_rows(self, rids: tuple[int, ...], generated: tuple[int, ...], tokens: tuple[int, ...]) -> None:
         """Rows for admitted requests: ids, tokens generated so far, prompt + generated tokens."""
-        log, rid = self.log, np.array(rids)
-        output = log["output_tokens"][rid]
+        log = self.log
+        output = [int(log["output_tokens"][rid]) for rid in rids]
+        prompt = [int(log["prompt_tokens"][rid]) for rid in rids]
+        zeros = [0] * len(rids)
         chunked = self.config.chunked
-        zeros = np.zeros(rid.size, dtype=np.int64)
-        ints = np.array((rid, output - generated, log["prompt_tokens"][rid] + output,
+        ints = np.array((rids, [o - g for o, g in zip(output, generated, strict=True)],
+                         [p + o for p, o in zip(prompt, output, strict=True)],
                          tokens if chunked else zeros, zeros, zeros, zeros), dtype=np.int64)
-        self.prefilling += rid.size if chunked else 0
+        self.prefilling += len(rids) if chunked else 0
         acceptance = self.drafter.row_probabilities if self.fixed else self.drafter.row_logits
+        rid = ints[RID]
         self.batch.append(ints, acceptance(log["domain"][rid], log["acceptance_offset"][rid]))
-        self.footprint += sum(tokens) + self.gamma * rid.size
+        self.footprint += sum(tokens) + self.gamma * len(rids)
 
     # ---- plan -------------------------------------------------------------------------------
     def plan(self, now: float) -> StepPlan:

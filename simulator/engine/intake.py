@@ -13,6 +13,7 @@ way, so both use these rather than copies:
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Any
 
@@ -65,16 +66,18 @@ def admit_fifo(queue: deque[int], log: RequestLog, now: float, free_slots: int, 
     first admission after a preemption).
     """
     admitted: list[tuple[int, int, int]] = []
+    generated_col, prompt_col = log["generated_tokens"], log["prompt_tokens"]
+    admitted_col, status_col = log["admitted_s"], log["status"]
     while queue and len(admitted) < free_slots:
         rid = queue[0]
-        generated = int(log["generated_tokens"][rid])
-        kv = int(log["prompt_tokens"][rid]) + generated
+        generated = int(generated_col[rid])
+        kv = int(prompt_col[rid]) + generated
         if kv_used + kv + block_size > kv_capacity:
             break
         queue.popleft()
         kv_used += kv + block_size
-        if np.isnan(log["admitted_s"][rid]):
-            log["admitted_s"][rid] = now
-        log["status"][rid] = RUNNING
+        if math.isnan(admitted_col[rid]):
+            admitted_col[rid] = now
+        status_col[rid] = RUNNING
         admitted.append((rid, generated, kv))
     return admitted

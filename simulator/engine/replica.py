@@ -106,10 +106,10 @@ class Replica:
                 self.requeue(rid)
 
     def finish(self, ids: np.ndarray) -> None:
-        log = self.log
-        log["finish_s"][ids] = self.env.now
-        log["status"][ids] = DONE
+        finish_s, status, now = self.log["finish_s"], self.log["status"], self.env.now
         for rid in ids.tolist():
+            finish_s[rid] = now
+            status[rid] = DONE
             self.on_done(rid)
 
     def requeue(self, rid: int) -> None:
