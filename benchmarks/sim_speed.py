@@ -9,6 +9,7 @@ process (one core). Two policies on the same workload: `static` length 3
 median of `--repeats` runs of each rate.
 
     .venv/bin/python benchmarks/sim_speed.py [--repeats 3] [--duration 600] [--policy static --policy dspark-async]
+        [--output-median 300]   (longer outputs: fewer arrivals and retirements per step, the engine's step alone)
 """
 
 from __future__ import annotations
@@ -42,10 +43,13 @@ STANDARD = {
 POLICIES = {"static": {"name": "static", "params": {"length": 3}}, "dspark-async": {"name": "dspark-async"}}
 
 
-def rates(policy: str, duration_s: float) -> tuple[float, float, float]:
+def rates(policy: str, duration_s: float, output_median: float) -> tuple[float, float, float]:
     """(simulated output tokens, engine steps, simulated seconds) per wall-second of one run."""
     raw = copy.deepcopy(STANDARD)
     raw["horizon"] = {"duration_s": duration_s, "warmup_s": 10}
+    raw["workload"]["output_tokens"]["median"] = output_median
+    raw["workload"]["output_tokens"]["max"] = max(4000, int(40 * output_median))
+    raw["engine"]["kv_capacity_tokens"] = max(4_000_000, int(64 * 10 * output_median))
     raw["policy"] = POLICIES[policy]
     scenario = scenario_from_mapping(raw, Path.cwd())
     start = time.perf_counter()
@@ -60,11 +64,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--duration", type=float, default=600.0)
     ap.add_argument("--policy", action="append", choices=sorted(POLICIES), help="default: both")
+    ap.add_argument("--output-median", type=float, default=300.0, help="median output tokens (default 300)")
     args = ap.parse_args()
-    print(f"workload: 8 replicas x 64 closed-loop users, MTP-style drafter γ = 3, {args.duration:g} simulated s; "
-          f"median of {args.repeats} runs")
+    print(f"workload: 8 replicas x 64 closed-loop users, MTP-style drafter γ = 3, outputs median "
+          f"{args.output_median:g} tokens, {args.duration:g} simulated s; median of {args.repeats} runs")
     for policy in args.policy or list(POLICIES):
-        runs = [rates(policy, args.duration) for _ in range(args.repeats)]
+        runs = [rates(policy, args.duration, args.output_median) for _ in range(args.repeats)]
         tokens, steps, sim = (statistics.median(r[i] for r in runs) for i in range(3))
         print(f"  {policy:<13} {tokens:>12,.0f} simulated output tokens/s  {steps:>9,.0f} engine steps/s  "
               f"{sim:>6.1f} simulated s/s")
