@@ -26,7 +26,8 @@ from policies.registry import policy_class
 from reports.calibration import reliability_curves
 from reports.cliffs import profile_curves
 from simulator.core.domains import DOMAINS
-from simulator.drafters.acceptance import acceptance_model, expected_tau
+from simulator.drafters.acceptance import acceptance_model
+from simulator.drafters.curves import expected_tau
 from simulator.scenario import Scenario
 
 DPI = 110

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.core.errors import SpecplanError
-from simulator.drafters.curves import expected_tau, sigmoid
+from simulator.drafters.curves import sigmoid
 from simulator.drafters.heterogeneity import gauss_normal as token_nodes
 from simulator.drafters.heterogeneity import (
     logit_or_edge,
@@ -104,9 +104,6 @@ class AcceptanceModel:
             out[rows] = 1.0 / request_tau(self.base_p[d], self.offsets[d], request_offset[rows], e, we)
         return out
 
-    def mean_tau(self, length: int | None = None) -> dict[str, float]:
-        """Expected τ per domain of the (unspread) curves verified to `length`."""
-        return {d: expected_tau(self.curves[d], length) for d in self.domains}
 
 
 SMOOTHED_GRID = np.linspace(-60.0, 60.0, 24_001)  # E_ε σ(x + ε) tabulated every 0.005 in x (error < 1e-6)

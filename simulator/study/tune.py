@@ -144,10 +144,6 @@ class TunedSchedule:
     def block_size(self) -> int:
         return self.base.drafter.block_size
 
-    @property
-    def static_labels(self) -> list[str]:
-        return [static_label(length) for length in self.lengths]
-
     def per_batch(self) -> dict[int, int]:
         """The length at every batch size 1..max_batch_requests."""
         bounds = sorted(self.schedule)
