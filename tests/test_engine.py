@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.engine.batch import PREFILL_LEFT, REMAINING, RID, attention_context
+from simulator.engine.batch import COLUMNS, PREFILL_LEFT, REMAINING, RID, Batch, attention_context
 from simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 from tests.drive import drive
@@ -240,3 +240,20 @@ def test_a_fixed_length_below_the_block_drafts_only_that_length():
     steps = one_user(drafter=drafter, policy={"name": "static", "params": {"length": 2}}).steps
     # one request: a drafter pass is 1/10 of a 1-token step of the linear profile (10 + 1 ms)
     assert steps["draft_ms"].tolist() == pytest.approx([2 * 1.1] * len(steps))
+
+
+def test_the_batch_keeps_arrival_order_whatever_order_requests_are_admitted_in():
+    """A re-prefilled request can reach the queue behind younger ones: admitted blocks are put back in order."""
+    batch = Batch(block_size=2, capacity=2)
+
+    def block(*rids: int) -> tuple[np.ndarray, np.ndarray]:
+        ints = np.zeros((len(COLUMNS), len(rids)), dtype=np.int64)
+        ints[RID] = rids
+        return ints, np.array([[r, -r] for r in rids], dtype=float)
+
+    for rids in ((1, 5), (9, 7), (3,), (11,)):
+        batch.append(*block(*rids))
+    assert batch.rids.tolist() == [1, 3, 5, 7, 9, 11]
+    assert batch.acceptance[:, 0].tolist() == [1, 3, 5, 7, 9, 11]  # acceptance rows follow their requests
+    batch.keep(batch.rids % 3 != 0)
+    assert batch.rids.tolist() == [1, 5, 7, 11] and batch.acceptance[:, 1].tolist() == [-1, -5, -7, -11]

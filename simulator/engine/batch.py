@@ -2,13 +2,15 @@
 
 Rows are requests admitted to the decode engine, oldest first. Integer
 columns live in one (columns × rows) array, so admitting and retiring
-requests is one concatenation and one mask for all of them:
+requests writes and masks all of them at once:
 
     RID           request id (row of the RequestLog)
     REMAINING     output tokens still to emit
     TOTAL         prompt + output tokens (fixed)
     PREFILL_LEFT  prompt tokens still to prefill (chunked prefill; 0 when decoding)
-    STEPS, ACCEPTED, VERIFIED   per-request counters since admission
+    STEPS, ACCEPTED, VERIFIED   the request's step counters since admission, kept as a ledger
+                  that the decode core resolves (`Ledger`): a step in which every row decodes
+                  touches no counter column
 
 Tokens in a request's KV cache are derived, never stored: `kv_tokens` =
 TOTAL − REMAINING − PREFILL_LEFT (prompt computed so far + generated), and
@@ -26,37 +28,106 @@ COLUMNS = ("rid", "remaining", "total", "prefill_left", "steps", "accepted", "ve
 RID, REMAINING, TOTAL, PREFILL_LEFT, STEPS, ACCEPTED, VERIFIED = range(len(COLUMNS))
 
 
+class Ledger:
+    """Per-request step counters (steps, accepted drafts, verified drafts) without a per-step write.
+
+    A step in which every row decodes adds 1 step to each row and, for a
+    fixed-length policy, the same ℓ of verified drafts: the core counts those
+    in two scalars (`steps`, `verified`) and each row's columns hold its
+    counters minus the scalars' values at its admission. Accepted drafts
+    need no column update either: every decode step lowers REMAINING by
+    accepted + 1, so a row's accepted drafts are
+    `ACCEPTED − REMAINING − steps`, with ACCEPTED set to REMAINING at
+    admission and lowered by every token emitted otherwise (a prompt's first
+    token) or not emitted (REMAINING floored at the last token).
+    """
+
+    __slots__ = ("steps", "verified")
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.verified = 0
+
+    def opening(self, remaining: int) -> tuple[int, int, int]:
+        """STEPS, ACCEPTED and VERIFIED of a row admitted now with `remaining` tokens to emit."""
+        return -self.steps, remaining, -self.verified
+
+    def counters(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(steps, accepted, verified) of a block of rows (columns × rows)."""
+        steps = rows[STEPS] + self.steps
+        return steps, rows[ACCEPTED] - rows[REMAINING] - steps, rows[VERIFIED] + self.verified
+
+    def reopen(self, ints: np.ndarray) -> None:
+        """Start every row's counters from zero again (after they were written out)."""
+        ints[STEPS] = -self.steps
+        ints[ACCEPTED] = ints[REMAINING]
+        ints[VERIFIED] = -self.verified
+
+
 class Batch:
     """Rows are kept in arrival order (request id ascending); removal keeps that order.
 
     Admission is FIFO, so new rows go at the end; a request re-admitted after
     a preemption keeps its place by arrival (as a serving engine keeps a
     preempted request's priority), so it is not the first evicted again.
+
+    Rows live in preallocated storage (`capacity` rows, grown when needed):
+    `ints` and `acceptance` are views of its first `n` rows, so admitting a
+    request writes in place. `rids` is a copy made at each change of rows:
+    a new object per batch composition, which callers may keep (the
+    asynchronous policy matches batches by it).
     """
 
-    def __init__(self, block_size: int) -> None:
-        self.ints = np.zeros((len(COLUMNS), 0), dtype=np.int64)
-        self.acceptance = np.zeros((0, block_size))
-        self.rids = self.ints[RID]
+    def __init__(self, block_size: int, capacity: int = 64) -> None:
+        self.store = np.zeros((len(COLUMNS), max(capacity, 1)), dtype=np.int64)
+        self.acceptance_store = np.zeros((max(capacity, 1), block_size))
         self.n = 0
+        self.changed()
 
     def append(self, ints: np.ndarray, acceptance: np.ndarray) -> None:
-        self.ints = np.concatenate((self.ints, ints), axis=1)
-        self.acceptance = np.concatenate((self.acceptance, acceptance))
-        if self.n and ints[RID].min() < self.ints[RID, self.n - 1]:  # a re-admitted request: back in order
-            order = np.argsort(self.ints[RID], kind="stable")
-            self.ints, self.acceptance = self.ints[:, order], self.acceptance[order]
+        """Add rows (columns × k ints, k × γ acceptance), keeping arrival order."""
+        n, k = self.n, ints.shape[1]
+        if n + k > self.store.shape[1]:
+            self.grow(n + k)
+        self.store[:, n:n + k] = ints
+        self.acceptance_store[n:n + k] = acceptance
+        if self.out_of_order(n, k):  # a re-admitted request: back in order
+            order = np.argsort(self.store[RID, :n + k], kind="stable")
+            self.store[:, :n + k] = self.store[:, order]
+            self.acceptance_store[:n + k] = self.acceptance_store[order]
+        self.n = n + k
         self.changed()
+
+    def out_of_order(self, n: int, k: int) -> bool:
+        """Whether rows n − 1 .. n + k − 1 are not in ascending id order."""
+        ids = self.store[RID]
+        if k == 1:
+            return bool(n and ids[n] < ids[n - 1])
+        block = ids[max(n - 1, 0):n + k]
+        return bool((block[1:] < block[:-1]).any())
 
     def keep(self, mask: np.ndarray) -> None:
-        self.ints = self.ints[:, mask]
-        self.acceptance = self.acceptance[mask]
+        """Keep the rows where `mask` is True, in order."""
+        kept = self.ints[:, mask]
+        m = kept.shape[1]
+        self.acceptance_store[:m] = self.acceptance[mask]
+        self.store[:, :m] = kept
+        self.n = m
         self.changed()
 
+    def grow(self, rows: int) -> None:
+        capacity = max(rows, 2 * self.store.shape[1])
+        store = np.zeros((self.store.shape[0], capacity), dtype=np.int64)
+        store[:, :self.n] = self.ints
+        acceptance = np.zeros((capacity, self.acceptance_store.shape[1]))
+        acceptance[:self.n] = self.acceptance
+        self.store, self.acceptance_store = store, acceptance
+
     def changed(self) -> None:
-        """After a change of rows: `rids` is a new object (until the next change), `n` the row count."""
-        self.rids = self.ints[RID]
-        self.n = self.ints.shape[1]
+        """After a change of rows: fresh views of the first n rows, and a fresh copy of their ids."""
+        self.ints = self.store[:, :self.n]
+        self.acceptance = self.acceptance_store[:self.n]
+        self.rids = self.ints[RID].copy()
 
     def kv_tokens(self, rows: object = slice(None)) -> np.ndarray:
         """Tokens in each row's KV cache: prompt computed so far + generated."""

@@ -55,6 +55,7 @@ from policies.base import Policy, StepOutcome, StepView, step_view
 from simulator.core.streams import stream
 from simulator.engine.batch import (
     ACCEPTED,
+    Ledger,
     PREFILL_LEFT,
     REMAINING,
     RID,
@@ -126,14 +127,17 @@ class DecodeCore:
         self.rng_c = stream(seed, "confidence", index)
         self.rng_u = stream(seed, "outcomes", index)
         self.queue: deque[int] = deque()
-        self.batch = Batch(self.gamma)
+        self.batch = Batch(self.gamma, config.max_batch_requests)
         self.footprint = 0
         self.prefilling = 0
         self.step_index = 0
+        self.ledger = Ledger()
         self.spec = SpecCounters(self.gamma)
         self.outcomes: dict[int, np.ndarray] = {}
         self.drafted_all = np.ones(config.max_batch_requests, dtype=bool)
         self.quotes: dict[tuple[int, int, int, int], StepQuote] = {}
+        self.max_step_tokens = config.max_step_tokens
+        self.finishing = False  # a row reached its last token this step (it retires at commit)
 
     # ---- intake -----------------------------------------------------------------------------
     def enqueue(self, rid: int, front: bool = False) -> None:
@@ -147,48 +151,48 @@ class DecodeCore:
         admitted = admit_fifo(self.queue, self.log, now, free, self.footprint, self.config.kv_capacity_tokens,
                               self.gamma)
         if admitted:
-            self.add_rows(*zip(*admitted, strict=True))
+            self.add_rows(admitted)
         return len(admitted)
 
-    def add_rows(self, rids: tuple[int, ...], generated: tuple[int, ...], tokens: tuple[int, ...]) -> None:
-        """Rows for admitted requests: ids, tokens generated so far, prompt + generated tokens."""
-        log = self.log
-        output = [int(log["output_tokens"][rid]) for rid in rids]
-        prompt = [int(log["prompt_tokens"][rid]) for rid in rids]
-        zeros = [0] * len(rids)
-        chunked = self.config.chunked
-        ints = np.array((rids, [o - g for o, g in zip(output, generated, strict=True)],
-                         [p + o for p, o in zip(prompt, output, strict=True)],
-                         tokens if chunked else zeros, zeros, zeros, zeros), dtype=np.int64)
-        self.prefilling += len(rids) if chunked else 0
+    def add_rows(self, admitted: list[tuple[int, int, int]]) -> None:
+        """Rows for admitted requests, given (id, tokens generated so far, prompt + generated tokens)."""
+        log, chunked = self.log, self.config.chunked
+        output = log["output_tokens"]
+        rows, ids, footprint = [], [], 0
+        for rid, generated, tokens in admitted:
+            left = int(output[rid]) - generated
+            rows.append((rid, left, tokens + left, tokens if chunked else 0, *self.ledger.opening(left)))
+            ids.append(rid)
+            footprint += tokens
+        self.prefilling += len(ids) if chunked else 0
         acceptance = self.drafter.row_probabilities if self.fixed else self.drafter.row_logits
-        rid = ints[RID]
-        self.batch.append(ints, acceptance(log["domain"][rid], log["acceptance_offset"][rid]))
-        self.footprint += sum(tokens) + self.gamma * len(rids)
+        self.batch.append(np.array(rows, dtype=np.int64).T, acceptance(log["domain"][ids], log["acceptance_offset"][ids]))
+        self.footprint += footprint + self.gamma * len(ids)
 
     # ---- plan -------------------------------------------------------------------------------
     def plan(self, now: float) -> StepPlan:
         """Draw, decide and price one step of the running batch (at least one row)."""
-        ints = self.batch.ints
-        n = ints.shape[1]
-        decode = None if self.prefilling == 0 else ints[PREFILL_LEFT] == 0
-        r = n if decode is None else int(np.count_nonzero(decode))
+        if self.prefilling:
+            decode = self.batch.ints[PREFILL_LEFT] == 0
+            r = int(np.count_nonzero(decode))
+        else:
+            decode, r = None, self.batch.n
         planned = self.policy.planned_length(r) if self.fixed else None
         per_request = 1 + (self.reserve if planned is None else planned)
-        kept = min(r, self.config.max_step_tokens // per_request)
-        rows = self.decoding_rows(decode, r, kept)
-        take, prefill_tokens = self.prefill_chunks(kept * per_request)
-        context = self.context_tokens(rows, take)
-        lengths, accepted, drafting, quote = self.speculate(rows, kept, planned, prefill_tokens, context, now)
-        drafts = lengths * kept if isinstance(lengths, int) else int(lengths.sum())
-        verify_tokens = kept + drafts + prefill_tokens
-        return StepPlan(rows, kept, lengths, accepted, take, prefill_tokens, drafting, verify_tokens, context,
-                        r - kept, quote)
-
-    def decoding_rows(self, decode: np.ndarray | None, r: int, kept: int) -> Any:
-        """The decoding rows that run: every one, or the oldest `kept` of them."""
+        kept = min(r, self.max_step_tokens // per_request)
         if decode is None and kept == r:
-            return ALL
+            rows, take, prefill_tokens = ALL, None, 0
+        else:
+            rows = self.decoding_rows(decode, kept)
+            take, prefill_tokens = self.prefill_chunks(kept * per_request)
+        context = self.context_tokens(rows, take) if self.uses_context else 0
+        lengths, accepted, drafting, quote = self.speculate(rows, kept, planned, prefill_tokens, context, now)
+        drafts = lengths * kept if isinstance(lengths, int) else int(np.add.reduce(lengths))
+        return StepPlan(rows, kept, lengths, accepted, take, prefill_tokens, drafting, kept + drafts + prefill_tokens,
+                        context, r - kept, quote)
+
+    def decoding_rows(self, decode: np.ndarray | None, kept: int) -> Any:
+        """The oldest `kept` decoding rows (every row decodes when `decode` is None)."""
         index = np.arange(self.batch.n) if decode is None else np.flatnonzero(decode)
         return index[:kept]
 
@@ -203,9 +207,7 @@ class DecodeCore:
         return take, int(take.sum())
 
     def context_tokens(self, rows: Any, take: np.ndarray | None) -> int:
-        """KV context of the rows the step runs, as the profile's context axis counts it (0 if unused)."""
-        if not self.uses_context:
-            return 0
+        """KV context of the rows the step runs, as the profile's context axis counts it."""
         kv = self.batch.kv_tokens()
         if rows is ALL and take is None:
             return attention_context(kv, None, None, self.config.padded_attention)
@@ -290,16 +292,17 @@ class DecodeCore:
     # ---- commit -----------------------------------------------------------------------------
     def commit(self, plan: StepPlan, timing: StepTiming, now: float) -> Committed:
         """Apply the step at its end time `now`; returns the finished and preempted requests."""
-        emitted = self.emit(plan, now) if plan.decode_requests else 0
+        self.finishing = False
+        emitted, accepted = self.emit(plan, now) if plan.decode_requests else (0, 0)
         if plan.drafting_requests:
             self.count_drafts(plan)
         if plan.prefill_take is not None:
             emitted += self.advance_prefill(plan.prefill_take, now)
         self.steps.add(StepRecord(now, self.index, self.batch.n, plan.decode_requests, plan.drafting_requests,
-                                  plan.verify_tokens, plan.prefill_tokens, emitted, int(plan.accepted.sum()),
+                                  plan.verify_tokens, plan.prefill_tokens, emitted, accepted,
                                   plan.deferred_requests, plan.context_tokens, *timing))
         self.step_index += 1
-        finished = self.retire()
+        finished = self.retire() if self.finishing else NONE
         evicted = self.preempt() if self.footprint > self.config.kv_capacity_tokens else NONE
         return Committed(finished, evicted)
 
@@ -309,24 +312,43 @@ class DecodeCore:
         verifying = plan.decode_requests if isinstance(lengths, int) else int(np.count_nonzero(lengths))
         self.spec.add(plan.accepted, verifying, verified)
 
-    def emit(self, plan: StepPlan, now: float) -> int:
-        ints, rows = self.batch.ints, plan.rows
-        emit = np.minimum(plan.accepted + 1, ints[REMAINING][rows])
-        if rows is ALL:
-            ints[REMAINING] -= emit
-            ints[STEPS] += 1
-            ints[ACCEPTED] += plan.accepted
-            ints[VERIFIED] += plan.lengths
+    def emit(self, plan: StepPlan, now: float) -> tuple[int, int]:
+        """Emit accepted + 1 tokens per decoding row, up to what it has left; returns (emitted, accepted).
+
+        Each row's remaining count drops by accepted + 1 and is then floored at
+        0: a row that reaches 0 has emitted its last token and retires.
+        """
+        ints, rows, accepted = self.batch.ints, plan.rows, plan.accepted
+        remaining = ints[REMAINING] if rows is ALL else ints[REMAINING, rows]
+        np.subtract(remaining, accepted, out=remaining)
+        remaining -= 1
+        total = int(np.add.reduce(accepted))
+        emitted = total + plan.decode_requests
+        over = None
+        if remaining.min() <= 0:  # some rows finish: their emission stops at their last token
+            over = np.minimum(remaining, 0)
+            emitted += int(over.sum())
+            remaining -= over
+            self.finishing = True
+        if rows is ALL:  # the ledger counts the step (and a fixed ℓ) for every row at once
+            self.ledger.steps += 1
+            if isinstance(plan.lengths, int):
+                self.ledger.verified += plan.lengths
+            else:
+                ints[VERIFIED] += plan.lengths
+            if over is not None:
+                ints[ACCEPTED] -= over
         else:
-            for column, delta in ((REMAINING, -emit), (STEPS, 1), (ACCEPTED, plan.accepted),
-                                  (VERIFIED, plan.lengths)):
-                ints[column, rows] += delta
+            ints[REMAINING, rows] = remaining
+            ints[STEPS, rows] += 1
+            ints[VERIFIED, rows] += plan.lengths
+            if over is not None:
+                ints[ACCEPTED, rows] -= over
         if self.learns:
-            lengths = np.broadcast_to(plan.lengths, plan.accepted.shape)
-            self.policy.observe(StepOutcome(ints[RID][rows], lengths, plan.accepted, now))
-        emitted = int(emit.sum())
+            lengths = np.broadcast_to(plan.lengths, accepted.shape)
+            self.policy.observe(StepOutcome(ints[RID][rows], lengths, accepted, now))
         self.footprint += emitted
-        return emitted
+        return emitted, total
 
     def advance_prefill(self, take: np.ndarray, now: float) -> int:
         """Apply this step's prompt chunks; a request whose first prompt completes emits its first token."""
@@ -343,15 +365,15 @@ class DecodeCore:
         log["generated_tokens"][first] = 1
         fresh = done & np.isin(ints[RID], first)
         ints[REMAINING, fresh] -= 1
+        ints[ACCEPTED, fresh] -= 1  # an emitted token that was not an accepted draft (Ledger)
         self.footprint += first.size
+        self.finishing = True
         return int(first.size)
 
     def retire(self) -> np.ndarray:
         """Finished requests (nothing left to emit) leave the batch; returns their ids."""
-        remaining = self.batch.ints[REMAINING]
-        if remaining.all():
-            return NONE
-        return self.remove(remaining == 0)
+        done = self.batch.ints[REMAINING] == 0
+        return self.remove(done) if done.any() else NONE
 
     def preempt(self) -> np.ndarray:
         """Evict the youngest requests until Σ footprints fits the KV capacity again."""
@@ -373,7 +395,7 @@ class DecodeCore:
 
     def flush(self, rows: np.ndarray) -> None:
         """Add a block of rows' counters (columns × rows) to the request log."""
-        self.log.add_counts(rows[RID], rows[REMAINING], rows[STEPS], rows[ACCEPTED], rows[VERIFIED])
+        self.log.add_counts(rows[RID], rows[REMAINING], *self.ledger.counters(rows))
 
     def footprints(self, rows: Any) -> np.ndarray:
         """KV tokens the rows reserve: prompt (computed or not) + generated + the draft block."""
@@ -383,7 +405,7 @@ class DecodeCore:
     def drain(self) -> None:
         """Add the counters of every running request to the log (at the end of a run)."""
         self.flush(self.batch.ints)
-        self.batch.ints[[STEPS, ACCEPTED, VERIFIED]] = 0
+        self.ledger.reopen(self.batch.ints)
         self.spec.flush()
 
 

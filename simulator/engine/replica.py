@@ -102,8 +102,9 @@ class Replica:
             finished, evicted = core.commit(plan, timing, env.now)
             if finished.size:
                 self.finish(finished)
-            for rid in evicted[::-1].tolist():
-                self.requeue(rid)
+            if evicted.size:
+                for rid in evicted[::-1].tolist():
+                    self.requeue(rid)
 
     def finish(self, ids: np.ndarray) -> None:
         finish_s, status, now = self.log["finish_s"], self.log["status"], self.env.now
