@@ -55,7 +55,6 @@ from policies.base import Policy, StepOutcome, StepView, step_view
 from simulator.core.streams import stream
 from simulator.engine.batch import (
     ACCEPTED,
-    Ledger,
     PREFILL_LEFT,
     REMAINING,
     RID,
@@ -63,6 +62,7 @@ from simulator.engine.batch import (
     TOTAL,
     VERIFIED,
     Batch,
+    Ledger,
     attention_context,
 )
 from simulator.engine.config import EngineConfig
