@@ -91,7 +91,7 @@ def early_stop(theta: np.ndarray) -> int:
     The running best is the previous Θ as long as every admission improved,
     so the answer is the number of leading strict improvements.
     """
-    stalls = np.flatnonzero(theta[1:] <= theta[:-1])
+    stalls = (theta[1:] <= theta[:-1]).nonzero()[0]
     return int(stalls[0]) if stalls.size else theta.size - 1
 
 

@@ -246,6 +246,6 @@ def water_fill(lengths: np.ndarray, budget: int) -> np.ndarray:
     cap = int(caps[used <= budget][-1])
     capped = np.minimum(lengths, cap)
     spare = budget - int(capped.sum())
-    extra = np.flatnonzero(lengths > cap)[:spare]
+    extra = (lengths > cap).nonzero()[0][:spare]
     capped[extra] += 1
     return capped

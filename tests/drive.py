@@ -79,4 +79,5 @@ def drive(scenario: Scenario, prompts: np.ndarray, outputs: np.ndarray, domains:
             core.enqueue(rid, front=True)
         if on_step is not None:
             on_step(core)
+    core.drain()
     return Driven(core, log, steps)

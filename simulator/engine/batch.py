@@ -52,10 +52,15 @@ class Ledger:
         """STEPS, ACCEPTED and VERIFIED of a row admitted now with `remaining` tokens to emit."""
         return -self.steps, remaining, -self.verified
 
-    def counters(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(steps, accepted, verified) of a block of rows (columns × rows)."""
-        steps = rows[STEPS] + self.steps
-        return steps, rows[ACCEPTED] - rows[REMAINING] - steps, rows[VERIFIED] + self.verified
+    def counters(self, rows: np.ndarray, steps: int | np.ndarray | None = None,
+                 verified: int | np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(steps, accepted, verified) of a block of rows (columns × rows).
+
+        `steps` and `verified`: the ledger's scalars when the rows left the batch (default: now).
+        """
+        taken = rows[STEPS] + (self.steps if steps is None else steps)
+        return (taken, rows[ACCEPTED] - rows[REMAINING] - taken,
+                rows[VERIFIED] + (self.verified if verified is None else verified))
 
     def reopen(self, ints: np.ndarray) -> None:
         """Start every row's counters from zero again (after they were written out)."""
@@ -105,6 +110,19 @@ class Batch:
             return bool(n and ids[n] < ids[n - 1])
         block = ids[max(n - 1, 0):n + k]
         return bool((block[1:] < block[:-1]).any())
+
+    def drop(self, index: np.ndarray) -> None:
+        """Remove the rows at `index` (ascending), keeping the others in order."""
+        if index.size != 1:
+            mask = np.ones(self.n, dtype=bool)
+            mask[index] = False
+            self.keep(mask)
+            return
+        i, n = int(index[0]), self.n
+        self.store[:, i:n - 1] = self.store[:, i + 1:n]
+        self.acceptance_store[i:n - 1] = self.acceptance_store[i + 1:n]
+        self.n = n - 1
+        self.changed()
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep the rows where `mask` is True, in order."""

@@ -132,6 +132,7 @@ class DecodeCore:
         self.prefilling = 0
         self.step_index = 0
         self.ledger = Ledger()
+        self.retired: list[tuple[np.ndarray, int, int]] = []  # finished rows not yet in the log (`write_retired`)
         self.spec = SpecCounters(self.gamma)
         self.outcomes: dict[int, np.ndarray] = {}
         self.drafted_all = np.ones(config.max_batch_requests, dtype=bool)
@@ -193,7 +194,7 @@ class DecodeCore:
 
     def decoding_rows(self, decode: np.ndarray | None, kept: int) -> Any:
         """The oldest `kept` decoding rows (every row decodes when `decode` is None)."""
-        index = np.arange(self.batch.n) if decode is None else np.flatnonzero(decode)
+        index = np.arange(self.batch.n) if decode is None else decode.nonzero()[0]
         return index[:kept]
 
     def prefill_chunks(self, decode_tokens: int) -> tuple[np.ndarray | None, int]:
@@ -372,30 +373,49 @@ class DecodeCore:
 
     def retire(self) -> np.ndarray:
         """Finished requests (nothing left to emit) leave the batch; returns their ids."""
-        done = self.batch.ints[REMAINING] == 0
-        return self.remove(done) if done.any() else NONE
+        return self.remove((self.batch.ints[REMAINING] == 0).nonzero()[0], finished=True)
 
     def preempt(self) -> np.ndarray:
         """Evict the youngest requests until Σ footprints fits the KV capacity again."""
         keep = np.cumsum(self.footprints(ALL)) <= self.config.kv_capacity_tokens
         keep[0] = True  # the oldest request always stays (it fits on its own)
-        evicted = self.remove(~keep)
+        evicted = self.remove((~keep).nonzero()[0])
         self.log["preemptions"][evicted] += 1
         return evicted
 
-    def remove(self, rows: np.ndarray) -> np.ndarray:
-        """Take rows out of the batch, adding their counters to the request log; returns their ids."""
-        gone = self.batch.ints[:, rows]
-        self.flush(gone)
-        self.footprint -= int((gone[TOTAL] - gone[REMAINING]).sum()) + self.gamma * gone.shape[1]
+    def remove(self, index: np.ndarray, finished: bool = False) -> np.ndarray:
+        """Take the rows at `index` out of the batch; returns their ids.
+
+        Their counters go to the request log: at once for preempted requests
+        (re-admission reads them), in bulk for finished ones (`write_retired`).
+        """
+        gone = self.batch.ints[:, index]
+        if finished:
+            self.retired.append((gone, self.ledger.steps, self.ledger.verified))
+            if len(self.retired) >= RETIRED_BLOCKS:
+                self.write_retired()
+        else:
+            self.flush(gone)
+        self.footprint -= int(np.add.reduce(gone[TOTAL] - gone[REMAINING])) + self.gamma * index.size
         if self.prefilling:
             self.prefilling -= int(np.count_nonzero(gone[PREFILL_LEFT]))
-        self.batch.keep(~rows)
+        self.batch.drop(index)
         return gone[RID]
 
     def flush(self, rows: np.ndarray) -> None:
-        """Add a block of rows' counters (columns × rows) to the request log."""
+        """Add a block of running rows' counters (columns × rows) to the request log."""
         self.log.add_counts(rows[RID], rows[REMAINING], *self.ledger.counters(rows))
+
+    def write_retired(self) -> None:
+        """Add the counters of the finished requests not yet written to the request log."""
+        if not self.retired:
+            return
+        blocks, steps, verified = zip(*self.retired, strict=True)
+        sizes = [block.shape[1] for block in blocks]
+        gone = np.concatenate(blocks, axis=1)
+        self.log.add_counts(gone[RID], gone[REMAINING],
+                            *self.ledger.counters(gone, np.repeat(steps, sizes), np.repeat(verified, sizes)))
+        self.retired.clear()
 
     def footprints(self, rows: Any) -> np.ndarray:
         """KV tokens the rows reserve: prompt (computed or not) + generated + the draft block."""
@@ -403,10 +423,12 @@ class DecodeCore:
         return ints[TOTAL][rows] - ints[REMAINING][rows] + self.gamma
 
     def drain(self) -> None:
-        """Add the counters of every running request to the log (at the end of a run)."""
+        """Write every request's counters to the log (at the end of a run, or before reading them)."""
+        self.write_retired()
         self.flush(self.batch.ints)
         self.ledger.reopen(self.batch.ints)
         self.spec.flush()
 
 
 NONE = np.zeros(0, dtype=np.int64)
+RETIRED_BLOCKS = 256  # finished requests' counters are written to the log in bulk, this many removals at a time
