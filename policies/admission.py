@@ -30,15 +30,14 @@ vector produced here respects Σ(1 + ℓ) + reserved ≤ max_step_tokens.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from policies.base import Policy, StepView, ThetaPlan, water_fill
 
 
-@dataclass(frozen=True, eq=False)
-class Ranked:
+class Ranked(NamedTuple):
     """Candidates of one step, ranked.
 
     survival  (R, γ) prefix survivals a_{r,j}
@@ -55,7 +54,7 @@ class Ranked:
 
 def survival(confidences: np.ndarray) -> np.ndarray:
     """Prefix survival a_{r,j} = Π_{i≤j} c_{r,i} (confidences are probabilities, in [0, 1])."""
-    return np.cumprod(confidences, axis=1)
+    return confidences.cumprod(axis=1)
 
 
 def rank_candidates(view: StepView, survivals: np.ndarray | None = None) -> Ranked:
@@ -66,8 +65,9 @@ def rank_candidates(view: StepView, survivals: np.ndarray | None = None) -> Rank
     reserved tokens, the capacity and the step's price.
     """
     a = survival(view.confidences) if survivals is None else survivals
-    ascending = np.sort(a, axis=None)
-    zeros = 0 if ascending[0] > 0.0 else int(np.searchsorted(ascending, 0.0, side="right"))  # they add no token
+    ascending = a.ravel().copy()
+    ascending.sort()
+    zeros = 0 if ascending[0] > 0.0 else int(ascending.searchsorted(0.0, side="right"))  # they add no token
     limit = min(ascending.size - zeros, view.verify_capacity)
     gains = ascending[::-1][:limit]
     tau = expected_tokens(view, gains)
@@ -77,7 +77,10 @@ def rank_candidates(view: StepView, survivals: np.ndarray | None = None) -> Rank
 
 def expected_tokens(view: StepView, gains: np.ndarray) -> np.ndarray:
     """τ_n = R + Σ_{m≤n} a_(m) for n = 0..len(gains): tokens the step is expected to emit."""
-    return np.concatenate(((float(view.batch_requests),), gains)).cumsum()
+    tau = np.empty(gains.size + 1)
+    tau[0] = view.batch_requests
+    tau[1:] = gains
+    return np.add.accumulate(tau, out=tau)
 
 
 def record_plan(policy: Policy, view: StepView, ranked: Ranked, n: int) -> None:
@@ -97,7 +100,7 @@ def early_stop(theta: np.ndarray) -> int:
 
 def global_best(theta: np.ndarray) -> int:
     """The prefix size with the largest Θ (the smallest such size on ties)."""
-    return int(np.argmax(theta))
+    return int(theta.argmax())
 
 
 def top_lengths(ranked: Ranked, n: int) -> np.ndarray:
@@ -110,11 +113,18 @@ def top_lengths(ranked: Ranked, n: int) -> np.ndarray:
 def top_k_lengths(survivals: np.ndarray, k: int) -> np.ndarray:
     """ℓ_r for the top k candidates with positive survival, found by selection (no full sort)."""
     flat = survivals.ravel()
-    n = min(k, int(np.count_nonzero(flat)))
+    n = min(k, flat.size)
     if n <= 0:
         return np.zeros(survivals.shape[0], dtype=np.int64)
-    where = flat.size - n
-    cut = np.partition(flat, where)[where]
+    selected = flat.copy()
+    selected.partition(flat.size - n)
+    cut = selected[flat.size - n]
+    if cut <= 0.0:  # fewer than k candidates can add a token: take those
+        n = np.count_nonzero(flat)
+        if n == 0:
+            return np.zeros(survivals.shape[0], dtype=np.int64)
+        selected.partition(flat.size - n)
+        cut = selected[flat.size - n]
     return lengths_above(survivals, n, cut)
 
 
@@ -125,9 +135,10 @@ def lengths_above(a: np.ndarray, n: int, cut: float) -> np.ndarray:
     request in turn, earlier rows first: `water_fill`). A row's tied
     candidates are contiguous, so every selection stays a prefix.
     """
-    per_row = (a >= cut).sum(axis=1)
-    if per_row.sum() == n:
+    at_least = a >= cut
+    per_row = np.add.reduce(at_least, axis=1)
+    if np.count_nonzero(at_least) == n:
         return per_row
-    above = (a > cut).sum(axis=1)
+    above = np.add.reduce(a > cut, axis=1)
     tied = per_row - above
     return above + water_fill(tied, n - int(above.sum()))

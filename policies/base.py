@@ -90,6 +90,11 @@ class StepView:
     max_batch_requests, block_size, step_index, now_s: engine facts
     drafted         (R,) bool: which requests drafted this step (bypass)
     drafting        how many of them did
+
+    Derived once at construction: `batch_requests` (R), `base_tokens` (B with
+    no draft verified: one anchor per request plus the reserved tokens) and
+    `verify_capacity` (most draft tokens the step can still take beyond
+    each request's anchor).
     """
 
     confidences: np.ndarray
@@ -103,20 +108,14 @@ class StepView:
     now_s: float
     drafted: np.ndarray
     drafting: int
+    batch_requests: int = field(init=False)
+    base_tokens: int = field(init=False)
+    verify_capacity: int = field(init=False)
 
-    @property
-    def batch_requests(self) -> int:
-        return int(self.confidences.shape[0])
-
-    @property
-    def base_tokens(self) -> int:
-        """B with no draft verified: one anchor per request plus the reserved tokens."""
-        return self.batch_requests + self.reserved_tokens
-
-    @property
-    def verify_capacity(self) -> int:
-        """Most draft tokens the step can still take beyond each request's anchor."""
-        return max(0, self.max_step_tokens - self.base_tokens)
+    def __post_init__(self) -> None:
+        self.batch_requests = r = self.confidences.shape[0]
+        self.base_tokens = base = r + self.reserved_tokens
+        self.verify_capacity = max(0, self.max_step_tokens - base)
 
 
 @dataclass(slots=True, eq=False)
@@ -124,13 +123,6 @@ class OracleView(StepView):
     """A StepView plus the truth: `accepted_prefix[r]` drafts of request r will be accepted."""
 
     accepted_prefix: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-
-
-def step_view(policy: Policy, accepted_prefix: np.ndarray, **fields: Any) -> StepView:
-    """The view an engine hands its policy: an OracleView with the truth for the oracle only."""
-    if policy.oracle:
-        return OracleView(**fields, accepted_prefix=accepted_prefix)
-    return StepView(**fields)
 
 
 @dataclass(frozen=True, eq=False)

@@ -173,25 +173,24 @@ class DSparkAsync(DSparkPolicy):
         if all_drafted and past.request_ids is view.request_ids:
             planned = past.survivals  # the same batch as two steps ago (the engine's same ids object)
         else:
-            planned = lagged_survivals(past, view.request_ids, drafted)
+            planned = lagged_survivals(past, view.request_ids, None if all_drafted else drafted)
         ranked = rank_candidates(view, planned)
         k = global_best(ranked.theta)
         record_plan(self, view, ranked, k)
         return k
 
 
-def lagged_survivals(past: Snapshot, request_ids: np.ndarray, drafted: np.ndarray) -> np.ndarray:
+def lagged_survivals(past: Snapshot, request_ids: np.ndarray, drafted: np.ndarray | None) -> np.ndarray:
     """Each current request's survival row from `past`; the mean row for requests it lacks.
 
-    Requests that do not draft this step get a zero row (no candidates).
+    Requests that do not draft this step (`drafted` False; None: all draft) get a zero row (no candidates).
     """
     ids, rows = past.request_ids, past.survivals
-    pos = np.searchsorted(ids, request_ids)
-    np.minimum(pos, ids.size - 1, out=pos)
-    known = ids[pos] == request_ids
-    planned = rows[pos]
-    if not known.all():
+    pos = ids.searchsorted(request_ids)
+    planned = rows.take(pos, axis=0, mode="clip")
+    known = ids.take(pos, mode="clip") == request_ids
+    if np.count_nonzero(known) < known.size:
         planned[~known] = rows.sum(axis=0) / rows.shape[0]
-    if not drafted.all():
+    if drafted is not None:
         planned[~drafted] = 0.0
     return planned

@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from policies.base import Policy, StepOutcome, StepView, step_view
+from policies.base import OracleView, Policy, StepOutcome, StepView
 from simulator.core.streams import stream
 from simulator.engine.batch import (
     ACCEPTED,
@@ -270,11 +270,11 @@ class DecodeCore:
 
     def view(self, c: np.ndarray, ids: np.ndarray, quote: StepQuote, reserved: int, drafted: np.ndarray,
              drafting: int, prefix: np.ndarray, now: float) -> StepView:
+        """The step's view; the oracle's adds the truth (how many drafts each request will have accepted)."""
         cfg = self.config
-        return step_view(self.policy, prefix, confidences=c, request_ids=ids, price=quote,
-                         max_step_tokens=cfg.max_step_tokens, reserved_tokens=reserved,
-                         max_batch_requests=cfg.max_batch_requests, block_size=self.gamma,
-                         step_index=self.step_index, now_s=now, drafted=drafted, drafting=drafting)
+        fields = (c, ids, quote, cfg.max_step_tokens, reserved, cfg.max_batch_requests, self.gamma,
+                  self.step_index, now, drafted, drafting)
+        return OracleView(*fields, accepted_prefix=prefix) if self.policy.oracle else StepView(*fields)
 
     def first_rejected(self, draws: np.ndarray, bounds: np.ndarray) -> np.ndarray:
         """Accepted drafts per request: the first position whose draw is not below its bound.
