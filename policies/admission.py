@@ -120,7 +120,7 @@ def top_k_lengths(survivals: np.ndarray, k: int) -> np.ndarray:
     selected.partition(flat.size - n)
     cut = selected[flat.size - n]
     if cut <= 0.0:  # fewer than k candidates can add a token: take those
-        n = np.count_nonzero(flat)
+        n = int(np.count_nonzero(flat))
         if n == 0:
             return np.zeros(survivals.shape[0], dtype=np.int64)
         selected.partition(flat.size - n)
