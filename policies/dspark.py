@@ -190,7 +190,7 @@ def lagged_survivals(past: Snapshot, request_ids: np.ndarray, drafted: np.ndarra
     planned = rows.take(pos, axis=0, mode="clip")
     known = ids.take(pos, mode="clip") == request_ids
     if np.count_nonzero(known) < known.size:
-        planned[~known] = rows.sum(axis=0) / rows.shape[0]
+        planned[~known] = np.add.reduce(rows, axis=0) / rows.shape[0]
     if drafted is not None:
         planned[~drafted] = 0.0
     return planned

@@ -115,6 +115,7 @@ class DecodeCore:
     def __init__(self, config: EngineConfig, policy: Policy, drafter: Any, profile: Any, log: RequestLog,
                  steps: StepLog, seed: int, index: int = 0) -> None:
         self.config, self.policy, self.drafter, self.log, self.steps = config, policy, drafter, log, steps
+        self.acceptance, self.confidence = drafter.acceptance, drafter.confidence
         self.index = index
         self.gamma = config.block_size
         self.speculates = policy.drafts and self.gamma > 0
@@ -234,14 +235,14 @@ class DecodeCore:
 
     def draw_drafts(self, rows: Any) -> tuple[np.ndarray, np.ndarray]:
         """A step's drafts for policies that read them: acceptance logits x (R, γ) and accepted prefixes."""
-        x = self.drafter.step_logits(self.batch.acceptance[rows], self.rng_p)
+        x = self.acceptance.step_logits(self.batch.acceptance[rows], self.rng_p)
         return x, self.first_rejected(self.rng_u.logistic(size=x.shape), x)
 
     def decide(self, x: np.ndarray, prefix: np.ndarray, rows: Any, r: int, reserved: int, context: int,
                now: float) -> tuple[np.ndarray, np.ndarray, int, StepQuote]:
         """A policy that reads the drafts: confidences, drafting mask, the view, ℓ."""
         ids = self.batch.rids if rows is ALL else self.batch.rids[rows]
-        c = self.drafter.confidences(x, self.rng_c)
+        c = self.confidence.observe(x, self.rng_c)
         mask = self.policy.drafting_mask(ids)
         if mask is None:
             drafted, drafting = self.drafted_all[:r], r
@@ -295,8 +296,10 @@ class DecodeCore:
         """Apply the step at its end time `now`; returns the finished and preempted requests."""
         self.finishing = False
         emitted, accepted = self.emit(plan, now) if plan.decode_requests else (0, 0)
-        if plan.drafting_requests:
-            self.count_drafts(plan)
+        if plan.drafting_requests:  # vLLM's counters: request-steps that verified a draft, drafts verified
+            lengths = plan.lengths
+            verifying = plan.decode_requests if isinstance(lengths, int) else np.count_nonzero(lengths)
+            self.spec.add(plan.accepted, verifying, plan.verify_tokens - plan.decode_requests - plan.prefill_tokens)
         if plan.prefill_take is not None:
             emitted += self.advance_prefill(plan.prefill_take, now)
         self.steps.add(StepRecord(now, self.index, self.batch.n, plan.decode_requests, plan.drafting_requests,
@@ -306,12 +309,6 @@ class DecodeCore:
         finished = self.retire() if self.finishing else NONE
         evicted = self.preempt() if self.footprint > self.config.kv_capacity_tokens else NONE
         return Committed(finished, evicted)
-
-    def count_drafts(self, plan: StepPlan) -> None:
-        verified = plan.verify_tokens - plan.decode_requests - plan.prefill_tokens
-        lengths = plan.lengths
-        verifying = plan.decode_requests if isinstance(lengths, int) else int(np.count_nonzero(lengths))
-        self.spec.add(plan.accepted, verifying, verified)
 
     def emit(self, plan: StepPlan, now: float) -> tuple[int, int]:
         """Emit accepted + 1 tokens per decoding row, up to what it has left; returns (emitted, accepted).
@@ -326,7 +323,7 @@ class DecodeCore:
         total = int(np.add.reduce(accepted))
         emitted = total + plan.decode_requests
         over = None
-        if remaining.min() <= 0:  # some rows finish: their emission stops at their last token
+        if np.minimum.reduce(remaining) <= 0:  # some rows finish: their emission stops at their last token
             over = np.minimum(remaining, 0)
             emitted += int(over.sum())
             remaining -= over
@@ -396,7 +393,8 @@ class DecodeCore:
                 self.write_retired()
         else:
             self.flush(gone)
-        self.footprint -= int(np.add.reduce(gone[TOTAL] - gone[REMAINING])) + self.gamma * index.size
+        kept = gone[TOTAL] if finished else gone[TOTAL] - gone[REMAINING]  # a finished row has nothing left
+        self.footprint -= int(np.add.reduce(kept)) + self.gamma * index.size
         if self.prefilling:
             self.prefilling -= int(np.count_nonzero(gone[PREFILL_LEFT]))
         self.batch.drop(index)

@@ -52,7 +52,7 @@ def register(log: RequestLog, now: float, prompt: int, output: int, domain: int,
     rid = log.add(now, prompt, output, domain)
     acc = drafter.acceptance
     heterogeneous = acc is not None and acc.request_sigma > 0
-    log["acceptance_offset"][rid] = acc.request_offsets(1, offset_rng)[0] if heterogeneous else 0.0
+    log["acceptance_offset"][rid] = offset_rng.normal(0.0, acc.request_sigma) if heterogeneous else 0.0
     return rid
 
 
