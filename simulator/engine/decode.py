@@ -298,7 +298,7 @@ class DecodeCore:
         emitted, accepted = self.emit(plan, now) if plan.decode_requests else (0, 0)
         if plan.drafting_requests:  # vLLM's counters: request-steps that verified a draft, drafts verified
             lengths = plan.lengths
-            verifying = plan.decode_requests if isinstance(lengths, int) else np.count_nonzero(lengths)
+            verifying = plan.decode_requests if isinstance(lengths, int) else int(np.count_nonzero(lengths))
             self.spec.add(plan.accepted, verifying, plan.verify_tokens - plan.decode_requests - plan.prefill_tokens)
         if plan.prefill_take is not None:
             emitted += self.advance_prefill(plan.prefill_take, now)
