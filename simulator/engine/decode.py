@@ -102,13 +102,6 @@ class StepTiming(NamedTuple):
     overhead_ms: float
 
 
-class Committed(NamedTuple):
-    """Requests a step finished and requests it preempted (request ids)."""
-
-    finished: np.ndarray
-    evicted: np.ndarray
-
-
 class DecodeCore:
     """One engine's queue, running batch and step logic (see the module docstring)."""
 
@@ -133,6 +126,7 @@ class DecodeCore:
         self.prefilling = 0
         self.step_index = 0
         self.ledger = Ledger()
+        self.step_records = steps.rows  # StepLog.add, without the call: one record per step
         self.retired: list[tuple[np.ndarray, int, int]] = []  # finished rows not yet in the log (`write_retired`)
         self.spec = SpecCounters(self.gamma)
         self.outcomes: dict[int, np.ndarray] = {}
@@ -292,8 +286,8 @@ class DecodeCore:
         return ok.argmin(axis=1)
 
     # ---- commit -----------------------------------------------------------------------------
-    def commit(self, plan: StepPlan, timing: StepTiming, now: float) -> Committed:
-        """Apply the step at its end time `now`; returns the finished and preempted requests."""
+    def commit(self, plan: StepPlan, timing: StepTiming, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """Apply the step at its end time `now`; returns the ids of the requests it finished and preempted."""
         self.finishing = False
         emitted, accepted = self.emit(plan, now) if plan.decode_requests else (0, 0)
         if plan.drafting_requests:  # vLLM's counters: request-steps that verified a draft, drafts verified
@@ -302,13 +296,13 @@ class DecodeCore:
             self.spec.add(plan.accepted, verifying, plan.verify_tokens - plan.decode_requests - plan.prefill_tokens)
         if plan.prefill_take is not None:
             emitted += self.advance_prefill(plan.prefill_take, now)
-        self.steps.add(StepRecord(now, self.index, self.batch.n, plan.decode_requests, plan.drafting_requests,
+        self.step_records.append(StepRecord(now, self.index, self.batch.n, plan.decode_requests, plan.drafting_requests,
                                   plan.verify_tokens, plan.prefill_tokens, emitted, accepted,
                                   plan.deferred_requests, plan.context_tokens, *timing))
         self.step_index += 1
         finished = self.retire() if self.finishing else NONE
         evicted = self.preempt() if self.footprint > self.config.kv_capacity_tokens else NONE
-        return Committed(finished, evicted)
+        return finished, evicted
 
     def emit(self, plan: StepPlan, now: float) -> tuple[int, int]:
         """Emit accepted + 1 tokens per decoding row, up to what it has left; returns (emitted, accepted).

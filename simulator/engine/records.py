@@ -164,13 +164,10 @@ class RequestLog:
 
 
 class StepLog:
-    """One `StepRecord` per engine step."""
+    """One `StepRecord` per engine step, appended to `rows` by the decode core."""
 
     def __init__(self) -> None:
         self.rows: list[StepRecord] = []
-
-    def add(self, row: StepRecord) -> None:
-        self.rows.append(row)
 
     def frame(self) -> pd.DataFrame:
         if not self.rows:

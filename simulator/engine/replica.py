@@ -88,7 +88,8 @@ class Replica:
     def run(self) -> Generator[simpy.Event, Any, None]:
         core, env = self.core, self.env
         while True:
-            core.admit(env.now)
+            if core.queue:
+                core.admit(env.now)
             if core.batch.n == 0:
                 self.wake = env.event()
                 yield self.wake
