@@ -113,19 +113,18 @@ def top_lengths(ranked: Ranked, n: int) -> np.ndarray:
 def top_k_lengths(survivals: np.ndarray, k: int) -> np.ndarray:
     """ℓ_r for the top k candidates with positive survival, found by selection (no full sort)."""
     flat = survivals.ravel()
-    n = min(k, flat.size)
-    if n <= 0:
+    if k >= flat.size:  # every candidate fits: all that can add a token (a prefix of each row)
+        if np.count_nonzero(flat) == flat.size:
+            return np.full(survivals.shape[0], survivals.shape[1], dtype=np.int64)
+        return np.add.reduce(survivals > 0.0, axis=1)
+    if k <= 0:
         return np.zeros(survivals.shape[0], dtype=np.int64)
+    where = flat.size - k
     selected = flat.copy()
-    selected.partition(flat.size - n)
-    cut = selected[flat.size - n]
-    if cut <= 0.0:  # fewer than k candidates can add a token: take those
-        n = int(np.count_nonzero(flat))
-        if n == 0:
-            return np.zeros(survivals.shape[0], dtype=np.int64)
-        selected.partition(flat.size - n)
-        cut = selected[flat.size - n]
-    return lengths_above(survivals, n, cut)
+    selected.partition(where)
+    if selected[where] <= 0.0:  # fewer than k candidates can add a token: all of those
+        return top_k_lengths(survivals, flat.size)
+    return lengths_above(survivals, k, selected[where])
 
 
 def lengths_above(a: np.ndarray, n: int, cut: float) -> np.ndarray:
