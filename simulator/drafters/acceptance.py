@@ -76,7 +76,7 @@ class AcceptanceModel:
 
     def row_logits(self, domain_idx: np.ndarray, request_offset: np.ndarray) -> np.ndarray:
         """(n, γ) logits of each request before token noise: logit p̄ + δ + z_r."""
-        return self.base_logit[domain_idx] + np.asarray(request_offset, dtype=float)[:, None]
+        return self.base_logit[domain_idx] + request_offset[:, None]
 
     def row_probabilities(self, domain_idx: np.ndarray, request_offset: np.ndarray) -> np.ndarray:
         """(n, γ) per-position acceptance of each request with the token noise averaged out."""

@@ -114,6 +114,7 @@ class DecodeCore:
         self.speculates = policy.drafts and self.gamma > 0
         self.learns = policy.learns
         self.fixed = type(policy).planned_length is not Policy.planned_length
+        self.row_acceptance = drafter.row_probabilities if self.fixed else drafter.row_logits  # Batch.acceptance
         self.reserve = 0 if policy.fits_budget or not self.speculates else self.gamma
         self.pricer = StepPricer(profile, drafter.draft_ms, config, policy.pays_scheduling())
         self.uses_context = self.pricer.uses_context or drafter.latency.uses_context
@@ -152,18 +153,18 @@ class DecodeCore:
 
     def add_rows(self, admitted: list[tuple[int, int, int]]) -> None:
         """Rows for admitted requests, given (id, tokens generated so far, prompt + generated tokens)."""
-        log, chunked = self.log, self.config.chunked
+        log, chunked, opening = self.log, self.config.chunked, self.ledger.opening
         output = log["output_tokens"]
-        rows, ids, footprint = [], [], 0
+        rows, footprint = [], 0
         for rid, generated, tokens in admitted:
             left = int(output[rid]) - generated
-            rows.append((rid, left, tokens + left, tokens if chunked else 0, *self.ledger.opening(left)))
-            ids.append(rid)
+            rows.append((rid, left, tokens + left, tokens if chunked else 0, *opening(left)))
             footprint += tokens
-        self.prefilling += len(ids) if chunked else 0
-        acceptance = self.drafter.row_probabilities if self.fixed else self.drafter.row_logits
-        self.batch.append(np.array(rows, dtype=np.int64).T, acceptance(log["domain"][ids], log["acceptance_offset"][ids]))
-        self.footprint += footprint + self.gamma * len(ids)
+        self.prefilling += len(rows) if chunked else 0
+        block = np.array(rows, dtype=np.int64).T
+        rid = block[RID]
+        self.batch.append(block, self.row_acceptance(log["domain"][rid], log["acceptance_offset"][rid]))
+        self.footprint += footprint + self.gamma * len(rows)
 
     # ---- plan -------------------------------------------------------------------------------
     def plan(self, now: float) -> StepPlan:
