@@ -184,7 +184,14 @@ class DecodeCore:
             take, prefill_tokens = self.prefill_chunks(kept * per_request)
         context = self.context_tokens(rows, take) if self.uses_context else 0
         lengths, accepted, drafting, quote = self.speculate(rows, kept, planned, prefill_tokens, context, now)
-        drafts = lengths * kept if isinstance(lengths, int) else int(np.add.reduce(lengths))
+        if isinstance(lengths, int):
+            drafts = lengths * kept
+        else:
+            drafts = int(np.add.reduce(lengths))
+            if drafts == kept * self.gamma:  # every row verifies its whole block: a fixed-length step
+                lengths = self.gamma
+            else:
+                accepted = np.minimum(accepted, lengths)  # the block's accepted prefix, cut at ℓ
         return StepPlan(rows, kept, lengths, accepted, take, prefill_tokens, drafting, kept + drafts + prefill_tokens,
                         context, r - kept, quote)
 
@@ -214,7 +221,11 @@ class DecodeCore:
 
     def speculate(self, rows: Any, r: int, planned: int | None, reserved: int, context: int,
                   now: float) -> tuple[np.ndarray | int, np.ndarray, int, StepQuote]:
-        """ℓ, accepted drafts, drafting requests and the quote, for the decoding rows that run."""
+        """ℓ, accepted drafts, drafting requests and the quote, for the decoding rows that run.
+
+        For a policy that reads the drafts, the accepted drafts are those of the whole block
+        (its accepted prefix); `plan` cuts them at ℓ.
+        """
         n = self.batch.n
         if not self.speculates or r == 0 or planned == 0:
             return 0, np.zeros(r, dtype=np.int64), 0, self.quote(n, r, 0, context, 0)
@@ -235,7 +246,7 @@ class DecodeCore:
 
     def decide(self, x: np.ndarray, prefix: np.ndarray, rows: Any, r: int, reserved: int, context: int,
                now: float) -> tuple[np.ndarray, np.ndarray, int, StepQuote]:
-        """A policy that reads the drafts: confidences, drafting mask, the view, ℓ."""
+        """A policy that reads the drafts: confidences, drafting mask, the view; ℓ and the accepted prefixes."""
         ids = self.batch.rids if rows is ALL else self.batch.rids[rows]
         c = self.confidence.observe(x, self.rng_c)
         mask = self.policy.drafting_mask(ids)
@@ -252,7 +263,7 @@ class DecodeCore:
         lengths = np.asarray(self.policy.decide(view), dtype=np.int64)
         if mask is not None:
             lengths = np.where(drafted, lengths, 0)
-        return lengths, np.minimum(prefix, lengths), drafting, quote
+        return lengths, prefix, drafting, quote
 
     def quote(self, n: int, r: int, drafting: int, context: int, draft_length: int) -> StepQuote:
         """The step's price; without a context axis it depends on the batch's shape alone, so it is reused."""
