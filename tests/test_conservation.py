@@ -2,7 +2,9 @@
 
 Every arrived request is completed, still in the system, or rejected with a
 reason; completed requests emitted exactly their requested output tokens;
-per step and per request, accepted ≤ verified ≤ block size.
+per step and per request, accepted ≤ verified ≤ block size; and the
+requests' step counters add up to the steps' (decoding request-steps,
+verified and accepted drafts), whatever the policy.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ def small_scenarios(draw):
                  "acceptance": {"per_position": {"chat": [0.8] * gamma},
                                 "request_sigma": draw(st.sampled_from([0.0, 0.7])),
                                 "token_sigma": draw(st.sampled_from([0.0, 0.7]))}},
-        policy={"name": "static", "params": {"length": draw(st.integers(0, gamma))}},
+        policy=draw(st.sampled_from([{"name": "static", "params": {"length": draw(st.integers(0, gamma))}},
+                                     {"name": "dspark-async"}, {"name": "threshold", "params": {"threshold": 0.5}},
+                                     {"name": "dspark-greedy", "params": {"bypass": {}}}])),
         workload={"arrivals": {"kind": "poisson", "rate_per_s": draw(st.sampled_from([2.0, 20.0]))},
                   "prompt_tokens": {"kind": "lognormal", "median": 120, "sigma": 0.8, "max": 700},
                   "output_tokens": {"kind": "lognormal", "median": 30, "sigma": 0.8, "max": 300}},
@@ -64,6 +68,9 @@ def test_conservation(scenario):
     drafts = steps["verify_tokens"] - steps["prefill_tokens"] - steps["decode_requests"]
     assert (steps["accepted_tokens"] <= drafts).all()
     assert (drafts <= steps["decode_requests"] * gamma).all()
+    assert int(req["steps"].sum()) == int(steps["decode_requests"].sum())
+    assert int(req["verified_tokens"].sum()) == int(drafts.sum())
+    assert int(req["accepted_tokens"].sum()) == int(steps["accepted_tokens"].sum())
     limit = scenario.engine.max_step_tokens
     assert (steps["verify_tokens"] <= limit).all()
     assert (steps["batch_requests"] <= scenario.engine.max_batch_requests).all()
