@@ -311,6 +311,8 @@ class DecodeCore:
         self.step_records.append(StepRecord(now, self.index, self.batch.n, plan.decode_requests, plan.drafting_requests,
                                   plan.verify_tokens, plan.prefill_tokens, emitted, accepted,
                                   plan.deferred_requests, plan.context_tokens, *timing))
+        if len(self.step_records) >= StepLog.SEAL_ROWS:
+            self.steps.seal()
         self.step_index += 1
         finished = self.retire() if self.finishing else NONE
         evicted = self.preempt() if self.footprint > self.config.kv_capacity_tokens else NONE

@@ -7,7 +7,7 @@ a frame once at the end).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, get_type_hints
 
 import numpy as np
 import pandas as pd
@@ -43,6 +43,7 @@ class StepRecord(NamedTuple):
 
 
 STEP_FIELDS = StepRecord._fields
+INT_FIELDS = tuple(name for name, kind in get_type_hints(StepRecord).items() if kind is int)
 
 
 class SpecCounters:
@@ -164,12 +165,29 @@ class RequestLog:
 
 
 class StepLog:
-    """One `StepRecord` per engine step, appended to `rows` by the decode core."""
+    """One `StepRecord` per engine step: the decode core appends to `rows`, sealed into numpy blocks.
+
+    Every `SEAL_ROWS` records the rows become one float64 block (every field
+    is a number; integers up to 2^53 are exact), so a long run holds a few
+    arrays instead of millions of records for the garbage collector to walk
+    (a NamedTuple stays tracked by it for life).
+    """
+
+    SEAL_ROWS = 4096
 
     def __init__(self) -> None:
         self.rows: list[StepRecord] = []
+        self.blocks: list[np.ndarray] = []
+
+    def seal(self) -> None:
+        """Move the records in `rows` into a block."""
+        if self.rows:
+            self.blocks.append(np.array(self.rows, dtype=float))
+            self.rows.clear()
 
     def frame(self) -> pd.DataFrame:
-        if not self.rows:
+        self.seal()
+        if not self.blocks:
             return pd.DataFrame({name: np.zeros(0) for name in STEP_FIELDS})
-        return pd.DataFrame(self.rows, columns=list(STEP_FIELDS))
+        df = pd.DataFrame(np.concatenate(self.blocks), columns=list(STEP_FIELDS))
+        return df.astype(dict.fromkeys(INT_FIELDS, np.int64))
