@@ -55,6 +55,7 @@ from policies.base import OracleView, Policy, StepOutcome, StepView
 from simulator.core.streams import stream
 from simulator.engine.batch import (
     ACCEPTED,
+    COLUMNS,
     PREFILL_LEFT,
     REMAINING,
     RID,
@@ -128,7 +129,9 @@ class DecodeCore:
         self.step_index = 0
         self.ledger = Ledger()
         self.step_records = steps.rows  # StepLog.add, without the call: one record per step
-        self.retired: list[tuple[np.ndarray, int, int]] = []  # finished rows not yet in the log (`write_retired`)
+        # finished rows not yet in the log (`write_retired`): their columns, then the ledger's steps and verified
+        self.retired = np.zeros((len(COLUMNS) + 2, RETIRED_ROWS), dtype=np.int64)
+        self.retired_rows = 0
         self.spec = SpecCounters(self.gamma)
         self.outcomes: dict[int, np.ndarray] = {}
         self.drafted_all = np.ones(config.max_batch_requests, dtype=bool)
@@ -396,9 +399,15 @@ class DecodeCore:
         """
         gone = self.batch.ints[:, index]
         if finished:
-            self.retired.append((gone, self.ledger.steps, self.ledger.verified))
-            if len(self.retired) >= RETIRED_BLOCKS:
+            start, k = self.retired_rows, index.size
+            if start + k > RETIRED_ROWS:
                 self.write_retired()
+                start = 0
+            block = self.retired[:, start:start + k]
+            block[:LEDGER_STEPS] = gone
+            block[LEDGER_STEPS] = self.ledger.steps
+            block[LEDGER_VERIFIED] = self.ledger.verified
+            self.retired_rows = start + k
         else:
             self.flush(gone)
         kept = gone[TOTAL] if finished else gone[TOTAL] - gone[REMAINING]  # a finished row has nothing left
@@ -414,14 +423,10 @@ class DecodeCore:
 
     def write_retired(self) -> None:
         """Add the counters of the finished requests not yet written to the request log."""
-        if not self.retired:
-            return
-        blocks, steps, verified = zip(*self.retired, strict=True)
-        sizes = [block.shape[1] for block in blocks]
-        gone = np.concatenate(blocks, axis=1)
-        self.log.add_counts(gone[RID], gone[REMAINING],
-                            *self.ledger.counters(gone, np.repeat(steps, sizes), np.repeat(verified, sizes)))
-        self.retired.clear()
+        rows = self.retired[:, :self.retired_rows]
+        self.log.add_counts(rows[RID], rows[REMAINING],
+                            *self.ledger.counters(rows, rows[LEDGER_STEPS], rows[LEDGER_VERIFIED]))
+        self.retired_rows = 0
 
     def footprints(self, rows: Any) -> np.ndarray:
         """KV tokens the rows reserve: prompt (computed or not) + generated + the draft block."""
@@ -437,4 +442,5 @@ class DecodeCore:
 
 
 NONE = np.zeros(0, dtype=np.int64)
-RETIRED_BLOCKS = 256  # finished requests' counters are written to the log in bulk, this many removals at a time
+RETIRED_ROWS = 1024  # finished requests' counters are written to the log in bulk, this many at a time
+LEDGER_STEPS, LEDGER_VERIFIED = len(COLUMNS), len(COLUMNS) + 1  # extra rows of DecodeCore.retired
