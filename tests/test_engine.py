@@ -257,3 +257,7 @@ def test_the_batch_keeps_arrival_order_whatever_order_requests_are_admitted_in()
     assert batch.acceptance[:, 0].tolist() == [1, 3, 5, 7, 9, 11]  # acceptance rows follow their requests
     batch.keep(batch.rids % 3 != 0)
     assert batch.rids.tolist() == [1, 5, 7, 11] and batch.acceptance[:, 1].tolist() == [-1, -5, -7, -11]
+    batch.drop(np.array([1]))  # one row: shifted out
+    assert batch.rids.tolist() == [1, 7, 11] and batch.acceptance[:, 1].tolist() == [-1, -7, -11]
+    batch.drop(np.array([0, 2]))
+    assert batch.rids.tolist() == [7] and batch.ints.shape == (len(COLUMNS), 1)

@@ -134,6 +134,7 @@ class Batch:
         self.changed()
 
     def grow(self, rows: int) -> None:
+        """Storage for at least `rows` rows (doubling), the current rows copied over."""
         capacity = max(rows, 2 * self.store.shape[1])
         store = np.zeros((self.store.shape[0], capacity), dtype=np.int64)
         store[:, :self.n] = self.ints

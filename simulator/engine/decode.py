@@ -137,7 +137,7 @@ class DecodeCore:
         self.drafted_all = np.ones(config.max_batch_requests, dtype=bool)
         self.quotes: dict[tuple[int, int, int, int], StepQuote] = {}
         self.max_step_tokens = config.max_step_tokens
-        self.finishing = False  # a row reached its last token this step (it retires at commit)
+        self.finishing = False  # a row may have emitted its last token this step (commit retires it)
 
     # ---- intake -----------------------------------------------------------------------------
     def enqueue(self, rid: int, front: bool = False) -> None:
@@ -311,9 +311,10 @@ class DecodeCore:
             self.spec.add(plan.accepted, verifying, plan.verify_tokens - plan.decode_requests - plan.prefill_tokens)
         if plan.prefill_take is not None:
             emitted += self.advance_prefill(plan.prefill_take, now)
-        self.step_records.append(StepRecord(now, self.index, self.batch.n, plan.decode_requests, plan.drafting_requests,
-                                  plan.verify_tokens, plan.prefill_tokens, emitted, accepted,
-                                  plan.deferred_requests, plan.context_tokens, *timing))
+        self.step_records.append(StepRecord(now, self.index, self.batch.n, plan.decode_requests,
+                                            plan.drafting_requests, plan.verify_tokens, plan.prefill_tokens,
+                                            emitted, accepted, plan.deferred_requests, plan.context_tokens,
+                                            *timing))
         if len(self.step_records) >= StepLog.SEAL_ROWS:
             self.steps.seal()
         self.step_index += 1
@@ -381,7 +382,8 @@ class DecodeCore:
 
     def retire(self) -> np.ndarray:
         """Finished requests (nothing left to emit) leave the batch; returns their ids."""
-        return self.remove((self.batch.ints[REMAINING] == 0).nonzero()[0], finished=True)
+        done = (self.batch.ints[REMAINING] == 0).nonzero()[0]
+        return self.remove(done, finished=True) if done.size else NONE
 
     def preempt(self) -> np.ndarray:
         """Evict the youngest requests until Σ footprints fits the KV capacity again."""
