@@ -146,10 +146,6 @@ class VerifyLayout:
     positions: torch.Tensor
     groups: tuple[AttentionGroup, ...]
 
-    @property
-    def total_tokens(self) -> int:
-        return sum(self.tokens_per_request)
-
     @classmethod
     def build(cls, tokens_per_request: Sequence[int], cache: KVCache,
               cache_slots: Sequence[int] | None = None, phases: Sequence[int] | None = None) -> VerifyLayout:

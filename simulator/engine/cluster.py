@@ -26,5 +26,5 @@ class Router:
             return i
         if self.kind == "random":
             return int(self.rng.integers(n))
-        loads = [r.in_prefill + len(r.core.queue) + r.core.batch.n for r in self.replicas]  # `outstanding()`, inlined
+        loads = [r.outstanding() for r in self.replicas]
         return loads.index(min(loads))

@@ -128,7 +128,6 @@ class DecodeCore:
         self.prefilling = 0
         self.step_index = 0
         self.ledger = Ledger()
-        self.step_records = steps.rows  # StepLog.add, without the call: one record per step
         # finished rows not yet in the log (`write_retired`): their columns, then the ledger's steps and verified
         self.retired = np.zeros((len(COLUMNS) + 2, RETIRED_ROWS), dtype=np.int64)
         self.retired_rows = 0
@@ -311,12 +310,9 @@ class DecodeCore:
             self.spec.add(plan.accepted, verifying, plan.verify_tokens - plan.decode_requests - plan.prefill_tokens)
         if plan.prefill_take is not None:
             emitted += self.advance_prefill(plan.prefill_take, now)
-        self.step_records.append(StepRecord(now, self.index, self.batch.n, plan.decode_requests,
-                                            plan.drafting_requests, plan.verify_tokens, plan.prefill_tokens,
-                                            emitted, accepted, plan.deferred_requests, plan.context_tokens,
-                                            *timing))
-        if len(self.step_records) >= StepLog.SEAL_ROWS:
-            self.steps.seal()
+        self.steps.add(StepRecord(now, self.index, self.batch.n, plan.decode_requests, plan.drafting_requests,
+                                  plan.verify_tokens, plan.prefill_tokens, emitted, accepted,
+                                  plan.deferred_requests, plan.context_tokens, *timing))
         self.step_index += 1
         finished = self.retire() if self.finishing else NONE
         evicted = self.preempt() if self.footprint > self.config.kv_capacity_tokens else NONE

@@ -59,29 +59,33 @@ class SpecCounters:
     accepted_per_position[k − 1] (drafts for k = 0): pooled over proposals.
     """
 
-    BUFFERED_STEPS = 256
+    BUFFERED = 1 << 15  # accepted counts held before they are binned (one bincount, not one per step)
 
     def __init__(self, block_size: int) -> None:
         self.drafts = 0
         self.draft_tokens = 0
         self.histogram = np.zeros(block_size + 1, dtype=np.int64)  # request-steps by accepted drafts
-        self.pending: list[np.ndarray] = []
+        self.pending = np.zeros(self.BUFFERED, dtype=np.int64)
+        self.filled = 0
 
     def add(self, accepted: np.ndarray, verifying: int, verified_tokens: int) -> None:
-        """One step: accepted drafts per decoding row, rows that verified ≥ 1 draft, Σ ℓ.
-
-        Steps are binned in bulk every BUFFERED_STEPS steps (one bincount, not one per step).
-        """
+        """One step: accepted drafts per decoding row, rows that verified ≥ 1 draft, Σ ℓ."""
         self.drafts += verifying
         self.draft_tokens += verified_tokens
-        self.pending.append(accepted)
-        if len(self.pending) >= self.BUFFERED_STEPS:
+        start, n = self.filled, accepted.size
+        if start + n > self.pending.size:
             self.flush()
+            start = 0
+            if n > self.pending.size:
+                self.histogram += np.bincount(accepted, minlength=self.histogram.size)
+                return
+        self.pending[start:start + n] = accepted
+        self.filled = start + n
 
     def flush(self) -> None:
-        if self.pending:
-            self.histogram += np.bincount(np.concatenate(self.pending), minlength=self.histogram.size)
-            self.pending.clear()
+        if self.filled:
+            self.histogram += np.bincount(self.pending[:self.filled], minlength=self.histogram.size)
+            self.filled = 0
 
     def merge(self, other: SpecCounters) -> SpecCounters:
         self.flush()
@@ -165,7 +169,7 @@ class RequestLog:
 
 
 class StepLog:
-    """One `StepRecord` per engine step: the decode core appends to `rows`, sealed into numpy blocks.
+    """One `StepRecord` per engine step (`add`), sealed into numpy blocks.
 
     Every `SEAL_ROWS` records the rows become one float64 block (every field
     is a number; integers up to 2^53 are exact), so a long run holds a few
@@ -178,6 +182,11 @@ class StepLog:
     def __init__(self) -> None:
         self.rows: list[StepRecord] = []
         self.blocks: list[np.ndarray] = []
+
+    def add(self, record: StepRecord) -> None:
+        self.rows.append(record)
+        if len(self.rows) >= self.SEAL_ROWS:
+            self.seal()
 
     def seal(self) -> None:
         """Move the records in `rows` into a block."""
