@@ -128,6 +128,15 @@ def test_ties_at_the_cut_are_shared_level_by_level():
     assert top_k_lengths(equal, 7).tolist() == [3, 2, 2]
 
 
+def test_whole_blocks_when_every_candidate_fits_are_shared_read_only():
+    a = np.array([[0.9, 0.5, 0.5], [0.9, 0.5, 0.1]])
+    assert top_k_lengths(a, 6).tolist() == [3, 3]
+    assert top_k_lengths(a, 6) is top_k_lengths(a * 0.5, 9)  # one array per shape, not one per step
+    with pytest.raises(ValueError, match="read-only"):
+        top_k_lengths(a, 6)[0] = 1
+    assert top_k_lengths(np.array([[0.9, 0.0], [0.5, 0.4]]), 4).tolist() == [1, 2]  # zero survival: not whole
+
+
 def test_zero_survival_candidates_are_never_admitted():
     flat = np.full(11, 1000.0)  # a flat profile: every admission improves Θ unless it adds nothing
     v = view([[0.9, 0.0, 0.9], [1.0, 1.0, 1.0]], flat)

@@ -296,7 +296,7 @@ class DecodeCore:
         if buffer is None or buffer.shape[0] < r:
             buffer = self.outcomes[length] = np.zeros((max(r, self.config.max_batch_requests), length + 1), bool)
         ok = buffer[:r]
-        np.less(draws, bounds, out=ok[:, :length])
+        ok[:, :length] = draws < bounds  # a contiguous comparison, then one strided copy: faster than `out=`
         return ok.argmin(axis=1)
 
     # ---- commit -----------------------------------------------------------------------------
