@@ -50,10 +50,11 @@ def drive(scenario: Scenario, prompts: np.ndarray, outputs: np.ndarray, domains:
     log, steps = RequestLog(), StepLog()
     core = DecodeCore(config, make_policy(scenario.policy, drafter.block_size), drafter, profile, log, steps,
                       scenario.seed)
-    offsets = stream(scenario.seed, "request_sigma")
+    offsets = drafter.acceptance.request_offsets(len(prompts), stream(scenario.seed, "request_sigma"))
     domains = np.zeros(len(prompts), dtype=np.int64) if domains is None else domains
-    for prompt, output, domain in zip(prompts.tolist(), outputs.tolist(), domains.tolist(), strict=True):
-        rid = register(log, 0.0, prompt, output, domain, drafter, offsets)
+    for prompt, output, domain, offset in zip(prompts.tolist(), outputs.tolist(), domains.tolist(), offsets.tolist(),
+                                              strict=True):
+        rid = register(log, 0.0, prompt, output, domain, offset)
         if not config.chunked:  # the prefill stage's first token, at once
             log["first_token_s"][rid] = 0.0
             log["generated_tokens"][rid] = 1

@@ -85,8 +85,8 @@ def test_closed_loop_think_time_with_instant_service():
 
 def test_fixed_think_time_has_no_spread():
     think = ThinkTime(think_s=1.5, think_cv=0.0)
-    rng = stream(1, "test")
-    assert {think.draw(rng) for _ in range(10)} == {1.5}
+    pause = think.pauses(stream(1, "test"))
+    assert {pause() for _ in range(10)} == {1.5}
     assert think.var_gap_s2 == 0.0
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
+from simulator.core.streams import ScalarDraws, stream
 from tests.conftest import BASE, merged
 
 SCENARIO = merged(BASE, {
@@ -46,3 +48,14 @@ def test_another_seed_differs(cli, tmp_path):
     assert cli("run", tmp_path / "s.yaml", "--out", c, "--quiet", "--seed", "8")[0] == 0
     assert (a / "requests.csv").read_bytes() != (c / "requests.csv").read_bytes()
     assert summary_without_wall(a) != summary_without_wall(c)
+
+
+@pytest.mark.parametrize("draw", ["gamma", "normal", "random"])
+def test_block_drawn_scalars_equal_one_call_per_value(draw):
+    """ScalarDraws (think times, domains, request offsets) changes no value, across block boundaries."""
+    calls = {"gamma": lambda rng, n=None: rng.gamma(0.49, 2.04, n), "normal": lambda rng, n=None: rng.normal(0.0, 0.3, n),
+             "random": lambda rng, n=None: rng.random(n)}[draw]
+    one_by_one, blocked = stream(7, "test.scalar"), stream(7, "test.scalar")
+    expected = [float(calls(one_by_one)) for _ in range(100)]
+    draws = ScalarDraws(lambda n: calls(blocked, n), block=16)
+    assert [draws.next() for _ in range(100)] == expected

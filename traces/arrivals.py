@@ -20,11 +20,12 @@ replications against them. No gap is ever capped.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
+from simulator.core.streams import ScalarDraws
 from traces.spec import (
     ClosedLoopArrivals,
     GammaArrivals,
@@ -191,10 +192,12 @@ class ThinkTime:
         self.mean_gap_s = think_s
         self.var_gap_s2 = (think_cv * think_s) ** 2
 
-    def draw(self, rng: np.random.Generator) -> float:
+    def pauses(self, rng: np.random.Generator) -> Callable[[], float]:
+        """One user's think times, drawn from `rng` (that user's own stream)."""
         if self.think_s == 0 or self.cv == 0:
-            return self.think_s
-        return float(rng.gamma(1.0 / self.cv**2, self.think_s * self.cv**2))
+            return lambda: self.think_s
+        shape, scale = 1.0 / self.cv**2, self.think_s * self.cv**2
+        return ScalarDraws(lambda n: rng.gamma(shape, scale, n), block=64).next
 
 
 def arrival_process(spec: Any) -> Any:

@@ -24,7 +24,7 @@ import numpy as np
 import simpy
 
 from simulator.core.domains import DOMAINS
-from simulator.core.streams import stream
+from simulator.core.streams import ScalarDraws, stream
 from traces.arrivals import ThinkTime, arrival_process
 from traces.lengths import LengthPair
 from traces.replay import start_replay
@@ -51,7 +51,7 @@ class RequestSource:
         self.domain_names = active_domains(scenario)
         if len(self.domain_names) != len(domains_mix):
             raise ValueError(f"domain mix has {len(domains_mix)} shares for domains {self.domain_names}")
-        self.domain_rng = stream(seed, "domains")
+        self.domain_draws = ScalarDraws(stream(seed, "domains").random)
         self.cum_mix = np.cumsum(domains_mix)
         self.cum_mix_list = self.cum_mix.tolist()  # scalar draws: bisect on a list beats numpy per call
         mixture = isinstance(spec.prompt_tokens, MixtureLength) or isinstance(spec.output_tokens, MixtureLength)
@@ -70,7 +70,7 @@ class RequestSource:
 
     def next_domain(self) -> int:
         cum = self.cum_mix_list
-        draw = self.domain_rng.random() * cum[-1]
+        draw = self.domain_draws.next() * cum[-1]
         return min(bisect.bisect_right(cum, draw), len(cum) - 1)
 
     def lengths(self, domain: int) -> tuple[int, int]:
@@ -148,9 +148,10 @@ def closed_loop_user(
     source: RequestSource, submit: Submit, budget: ArrivalBudget,
 ) -> Generator[simpy.Event, Any, None]:
     """One user: send, wait for completion, think, repeat."""
+    pauses = think.pauses(rng)
     while budget.allows(env.now):
         budget.arrived += 1
         yield submit(*source.next())
-        pause = think.draw(rng)
+        pause = pauses()
         if pause > 0:
             yield env.timeout(pause)

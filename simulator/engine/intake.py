@@ -5,7 +5,7 @@ way, so both use these rather than copies:
 
     FrontDoor(scenario, drafter, log)    the domains and their mix, arrivals (`arrive`: the request's
                                          row and the event its closed-loop user waits on), `done`
-    register(log, now, prompt, output, domain, drafter, offset_rng) -> rid
+    register(log, now, prompt, output, domain, offset) -> rid
                                          a request's row, with its acceptance offset z_r
     admit_fifo(queue, log, now, free_slots, kv_used, kv_capacity, block_size)
                                          FIFO admission while a slot and KV capacity remain
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simulator.core.streams import stream
+from simulator.core.streams import ScalarDraws, stream
 from simulator.engine.records import RUNNING, RequestLog
 
 
@@ -33,12 +33,14 @@ class FrontDoor:
         mix = scenario.drafter.acceptance.domains
         self.domains = tuple(acc.domains) if acc is not None else tuple(d for d, s in mix.items() if s > 0)
         self.domain_mix = np.array([mix[d] for d in self.domains], dtype=float)
-        self.offset_rng = stream(scenario.seed, "request_sigma")
+        sigma = acc.request_sigma if acc is not None else 0.0
+        rng = stream(scenario.seed, "request_sigma")
+        self.offsets = ScalarDraws(lambda n: rng.normal(0.0, sigma, n)).next if sigma > 0 else lambda: 0.0
         self.done_events: dict[int, simpy.Event] = {}
 
     def arrive(self, env: simpy.Environment, prompt: int, output: int, domain: int) -> tuple[int, simpy.Event]:
         """A request's row and the event that fires when it completes or is rejected."""
-        rid = register(self.log, env.now, prompt, output, domain, self.drafter, self.offset_rng)
+        rid = register(self.log, env.now, prompt, output, domain, self.offsets())
         event = self.done_events[rid] = env.event()
         return rid, event
 
@@ -46,13 +48,10 @@ class FrontDoor:
         self.done_events.pop(rid).succeed()
 
 
-def register(log: RequestLog, now: float, prompt: int, output: int, domain: int, drafter: Any,
-             offset_rng: np.random.Generator) -> int:
-    """Add an arrived request to the log, with its logit offset z_r (request_sigma)."""
+def register(log: RequestLog, now: float, prompt: int, output: int, domain: int, offset: float) -> int:
+    """Add an arrived request to the log, with its acceptance logit offset z_r (request_sigma)."""
     rid = log.add(now, prompt, output, domain)
-    acc = drafter.acceptance
-    heterogeneous = acc is not None and acc.request_sigma > 0
-    log["acceptance_offset"][rid] = offset_rng.normal(0.0, acc.request_sigma) if heterogeneous else 0.0
+    log["acceptance_offset"][rid] = offset
     return rid
 
 
