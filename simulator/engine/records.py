@@ -7,6 +7,7 @@ a frame once at the end).
 
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple, get_type_hints
 
 import numpy as np
@@ -191,7 +192,9 @@ class StepLog:
     def seal(self) -> None:
         """Move the records in `rows` into a block."""
         if self.rows:
-            self.blocks.append(np.array(self.rows, dtype=float))
+            n, width = len(self.rows), len(STEP_FIELDS)
+            values = np.fromiter(itertools.chain.from_iterable(self.rows), dtype=float, count=n * width)
+            self.blocks.append(values.reshape(n, width))
             self.rows.clear()
 
     def frame(self) -> pd.DataFrame:
