@@ -188,9 +188,11 @@ def lagged_survivals(past: Snapshot, request_ids: np.ndarray, drafted: np.ndarra
     ids, rows = past.request_ids, past.survivals
     pos = ids.searchsorted(request_ids)
     planned = rows.take(pos, axis=0, mode="clip")
-    known = ids.take(pos, mode="clip") == request_ids
-    if np.count_nonzero(known) < known.size:
-        planned[~known] = np.add.reduce(rows, axis=0) / rows.shape[0]
+    missing = (ids.take(pos, mode="clip") != request_ids).nonzero()[0]
+    if missing.size:
+        mean = np.add.reduce(rows, axis=0)
+        mean /= rows.shape[0]
+        planned[missing] = mean
     if drafted is not None:
         planned[~drafted] = 0.0
     return planned
