@@ -126,7 +126,10 @@ def top_k_lengths(survivals: np.ndarray, k: int) -> np.ndarray:
 
 @functools.cache
 def whole_blocks(requests: int, block_size: int) -> np.ndarray:
-    """ℓ = γ for each of `requests` rows: one shared, read-only array per shape (the idle-GPU answer)."""
+    """ℓ = γ for each of `requests` rows: one shared, read-only array per shape (the idle-GPU answer).
+
+    The decode core recognises it by identity: a fixed-length step, with no lengths to sum or cut.
+    """
     lengths = np.full(requests, block_size, dtype=np.int64)
     lengths.flags.writeable = False
     return lengths

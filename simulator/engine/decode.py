@@ -51,6 +51,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from policies.admission import whole_blocks
 from policies.base import OracleView, Policy, StepOutcome, StepView
 from simulator.core.streams import stream
 from simulator.engine.batch import (
@@ -186,6 +187,8 @@ class DecodeCore:
             take, prefill_tokens = self.prefill_chunks(kept * per_request)
         context = self.context_tokens(rows, take) if self.uses_context else 0
         lengths, accepted, drafting, quote = self.speculate(rows, kept, planned, prefill_tokens, context, now)
+        if lengths is whole_blocks(kept, self.gamma):  # the policies' shared every-block-whole answer: no sum
+            lengths = self.gamma
         if isinstance(lengths, int):
             drafts = lengths * kept
         else:
