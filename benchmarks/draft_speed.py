@@ -57,9 +57,9 @@ def full_core(scenario: Scenario) -> DecodeCore:
     core = DecodeCore(config, make_policy(scenario.policy, drafter.block_size), drafter, profile, log, StepLog(),
                       scenario.seed)
     domains = np.random.default_rng(2).integers(0, len(drafter.acceptance.domains), config.max_batch_requests)
-    offsets = np.random.default_rng(3)
-    for domain in domains.tolist():
-        rid = register(log, 0.0, 100, 1000, domain, drafter, offsets)
+    offsets = drafter.acceptance.request_offsets(domains.size, np.random.default_rng(3))
+    for domain, offset in zip(domains.tolist(), offsets.tolist(), strict=True):
+        rid = register(log, 0.0, 100, 1000, domain, offset)
         log["generated_tokens"][rid] = 1
         core.enqueue(rid)
     core.admit(0.0)

@@ -28,7 +28,7 @@ class FrontDoor:
     """Where arrivals enter: their log rows, acceptance offsets and completion events."""
 
     def __init__(self, scenario: Any, drafter: Any, log: RequestLog) -> None:
-        self.drafter, self.log = drafter, log
+        self.log = log
         acc = drafter.acceptance
         mix = scenario.drafter.acceptance.domains
         self.domains = tuple(acc.domains) if acc is not None else tuple(d for d, s in mix.items() if s > 0)

@@ -1,0 +1,31 @@
+"""The benchmarks behind the README's performance figures still run (tiny sizes; no timing is asserted).
+
+Speed itself is measured by running them (README, "Performance"), never by
+a timed test; this only catches a benchmark broken by a change of the code
+it exercises.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+RUNS = {
+    "sim_speed": (["--repeats", "1", "--duration", "12"], "dspark-async"),
+    "draft_speed": (["--requests", "8", "--steps", "5", "--repeats", "1"], "outcomes only"),
+    "policy_speed": (["--requests", "8", "--repeats", "1"], "dspark-async"),
+    "bypass_gain": (["--duration", "4", "--users", "1", "--seeds", "2"], "throughput gain"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_benchmark_runs(name):
+    args, expected = RUNS[name]
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / f"{name}.py"), *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert expected in done.stdout
