@@ -111,7 +111,7 @@ def top_k_lengths(survivals: np.ndarray, k: int) -> np.ndarray:
     """ℓ_r for the top k candidates with positive survival, found by selection (no full sort)."""
     flat = survivals.ravel()
     if k >= flat.size:  # every candidate fits: all that can add a token (a prefix of each row)
-        if np.count_nonzero(flat) == flat.size:
+        if flat.size == 0 or flat[flat.argmin()] > 0.0:  # no zero survival (an argmin costs less than a count)
             return whole_blocks(*survivals.shape)
         return np.add.reduce(survivals > 0.0, axis=1)
     if k <= 0:

@@ -135,6 +135,7 @@ def test_whole_blocks_when_every_candidate_fits_are_shared_read_only():
     with pytest.raises(ValueError, match="read-only"):
         top_k_lengths(a, 6)[0] = 1
     assert top_k_lengths(np.array([[0.9, 0.0], [0.5, 0.4]]), 4).tolist() == [1, 2]  # zero survival: not whole
+    assert top_k_lengths(np.zeros((0, 3)), 5).tolist() == []
 
 
 def test_zero_survival_candidates_are_never_admitted():
