@@ -14,7 +14,8 @@ requests writes and masks all of them at once:
 
 Tokens in a request's KV cache are derived, never stored: `kv_tokens` =
 TOTAL − REMAINING − PREFILL_LEFT (prompt computed so far + generated), and
-its footprint (what the KV rule reserves) is that + PREFILL_LEFT + γ. `acceptance` (rows × γ) holds each request's acceptance, fixed at
+its footprint (what the KV rule reserves) is that + PREFILL_LEFT + γ.
+`acceptance` (rows × γ) holds each request's acceptance, fixed at
 admission: its logits before token noise for policies that read
 confidences, or its per-position probabilities with the token noise
 averaged out for those that do not (simulator.engine.decode).

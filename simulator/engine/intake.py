@@ -33,9 +33,8 @@ class FrontDoor:
         mix = scenario.drafter.acceptance.domains
         self.domains = tuple(acc.domains) if acc is not None else tuple(d for d, s in mix.items() if s > 0)
         self.domain_mix = np.array([mix[d] for d in self.domains], dtype=float)
-        sigma = acc.request_sigma if acc is not None else 0.0
         rng = stream(scenario.seed, "request_sigma")
-        self.offsets = ScalarDraws(lambda n: rng.normal(0.0, sigma, n)).next if sigma > 0 else lambda: 0.0
+        self.offsets = ScalarDraws(lambda n: acc.request_offsets(n, rng)).next if acc is not None else lambda: 0.0
         self.done_events: dict[int, simpy.Event] = {}
 
     def arrive(self, env: simpy.Environment, prompt: int, output: int, domain: int) -> tuple[int, simpy.Event]:
