@@ -33,9 +33,15 @@ browser:
 test: $(VENV)/.installed-dev browser lint
 	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest -q -n 2
 
+# mypy reads the package as it installs (specplan.<folder>, pyproject's package-dir):
+# build/typecheck/specplan is a tree of links to the repository's folders.
+FOLDERS := simulator policies hwprofiles traces reports scenarios validation
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
-	$(BIN)/mypy simulator policies hwprofiles traces reports validation
+	rm -rf build/typecheck && mkdir -p build/typecheck/specplan
+	ln -s $(CURDIR)/specplan/*.py $(CURDIR)/specplan/py.typed build/typecheck/specplan/
+	for d in $(FOLDERS); do ln -s $(CURDIR)/$$d build/typecheck/specplan/$$d; done
+	$(BIN)/mypy build/typecheck/specplan
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/sim_speed.py --repeats 3

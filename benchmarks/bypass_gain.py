@@ -25,8 +25,8 @@ import argparse
 import numpy as np
 from scipy import stats
 
-from simulator.engine.simulation import simulate
-from simulator.scenario import scenario_from_mapping
+from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.scenario import scenario_from_mapping
 
 LATENCIES = {
     "fixed 1.5 ms": {"kind": "fixed", "ms": 1.5},

@@ -23,15 +23,15 @@ from pathlib import Path
 
 import numpy as np
 
-from hwprofiles import load_profile
-from policies.registry import make_policy
-from simulator.core.streams import seed_sequence
-from simulator.drafters.drafter import build_drafter
-from simulator.engine.config import EngineConfig
-from simulator.engine.decode import ALL, DecodeCore
-from simulator.engine.intake import register
-from simulator.engine.records import RequestLog, StepLog
-from simulator.scenario import Scenario, scenario_from_mapping
+from specplan.hwprofiles import load_profile
+from specplan.policies.registry import make_policy
+from specplan.simulator.core.streams import seed_sequence
+from specplan.simulator.drafters.drafter import build_drafter
+from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.decode import ALL, DecodeCore
+from specplan.simulator.engine.intake import register
+from specplan.simulator.engine.records import RequestLog, StepLog
+from specplan.simulator.scenario import Scenario, scenario_from_mapping
 
 
 def standard_scenario(requests: int, block: int, policy: str) -> Scenario:

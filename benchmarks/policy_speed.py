@@ -20,10 +20,10 @@ import time
 
 import numpy as np
 
-from policies.admission import survival
-from policies.base import OracleView, SpsTable, StepOutcome, StepView
-from policies.registry import POLICIES, make_policy
-from simulator.scenario import PolicySpec
+from specplan.policies.admission import survival
+from specplan.policies.base import OracleView, SpsTable, StepOutcome, StepView
+from specplan.policies.registry import POLICIES, make_policy
+from specplan.simulator.scenario import PolicySpec
 
 PARAMS = {"length-schedule": {"schedule": {"64": 4, "256": 2}}, "threshold": {"threshold": 0.5}}
 STEPS = 64

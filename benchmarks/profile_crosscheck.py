@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hwprofiles import load_profile
-from hwprofiles.aiconfigurator import AicTarget, VerifyPricer, compile_target, quiet
-from hwprofiles.derive_vidur import AttentionEstimate
-from hwprofiles.modelshape import ModelShape, load_shape
+from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.aiconfigurator import AicTarget, VerifyPricer, compile_target, quiet
+from specplan.hwprofiles.derive_vidur import AttentionEstimate
+from specplan.hwprofiles.modelshape import ModelShape, load_shape
 
 TOKENS = (1, 8, 32, 64, 72, 104, 128, 256, 512)
 

@@ -20,8 +20,8 @@ import statistics
 import time
 from pathlib import Path
 
-from simulator.engine.simulation import simulate
-from simulator.scenario import scenario_from_mapping
+from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.scenario import scenario_from_mapping
 
 STANDARD = {
     "name": "bench-sim-speed",

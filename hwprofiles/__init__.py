@@ -9,13 +9,13 @@
     import_splitwise.py decode curves from splitwise-sim's perf_model.csv
     roofline.py         synthetic H100/H200/B200 curves (roofline + graph padding), named synthetic-*
     aiconfigurator.py   measured GPU curves composed from AIConfigurator's kernel database (needs the aic extra)
-    builtins.py         regenerates the derived built-ins: python -m hwprofiles.builtins
+    builtins.py         regenerates the derived built-ins: python -m specplan.hwprofiles.builtins
     torch_model.py      random-weight decoder over flattened verify batches (needs torch)
     harness.py          times it: `specplan profile` (needs torch)
     plot.py             step time and steps/s vs tokens: `specplan profile-plot`
 """
 
-from hwprofiles.loader import load_profile
-from hwprofiles.profile import StepProfile
+from specplan.hwprofiles.loader import load_profile
+from specplan.hwprofiles.profile import StepProfile
 
 __all__ = ["StepProfile", "load_profile"]

@@ -1,7 +1,7 @@
 """Measured GPU step-time curves from NVIDIA AIConfigurator's per-operator database.
 
 Place in the data flow: `specplan profile --source aiconfigurator` and
-`python -m hwprofiles.builtins` call this module to write profile CSVs
+`python -m specplan.hwprofiles.builtins` call this module to write profile CSVs
 (`fileformat.py`); a scenario then names the file like any other profile.
 Nothing else imports aiconfigurator-core (the optional `aic` extra).
 
@@ -95,8 +95,8 @@ from typing import Any
 
 import numpy as np
 
-from hwprofiles.profile import StepProfile
-from simulator.core.errors import SpecplanError
+from specplan.hwprofiles.profile import StepProfile
+from specplan.simulator.core.errors import SpecplanError
 
 INSTALL_HINT = "pip install 'specplan[aic]'"
 CONTEXT_GRID_TOKENS = (0, 16384, 65536, 262144)

@@ -1,6 +1,6 @@
 """Regenerate the derived built-in profiles in `hwprofiles/data/`.
 
-    python -m hwprofiles.builtins [SHARED_DIR]
+    python -m specplan.hwprofiles.builtins [SHARED_DIR]
 
 Three families, each a pure function of its inputs, so running this again
 reproduces the committed CSVs byte for byte (tests check it):
@@ -23,14 +23,20 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from hwprofiles.aiconfigurator import AicDrafter, AicLayout, AicTarget, aic_command, aic_profile
-from hwprofiles.derive_vidur import vidur_profile
-from hwprofiles.fileformat import DATA_DIR, write_profile_csv
-from hwprofiles.import_splitwise import splitwise_profile
-from hwprofiles.modelshape import load_shape
-from hwprofiles.profile import StepProfile
-from hwprofiles.roofline import roofline_profile
-from simulator.core.errors import SpecplanError
+from specplan.hwprofiles.aiconfigurator import (
+    AicDrafter,
+    AicLayout,
+    AicTarget,
+    aic_command,
+    aic_profile,
+)
+from specplan.hwprofiles.derive_vidur import vidur_profile
+from specplan.hwprofiles.fileformat import DATA_DIR, write_profile_csv
+from specplan.hwprofiles.import_splitwise import splitwise_profile
+from specplan.hwprofiles.modelshape import load_shape
+from specplan.hwprofiles.profile import StepProfile
+from specplan.hwprofiles.roofline import roofline_profile
+from specplan.simulator.core.errors import SpecplanError
 
 DEFAULT_SHARED = Path(__file__).resolve().parents[2] / "shared"
 LLAMA31_8B = "meta-llama/Meta-Llama-3.1-8B"

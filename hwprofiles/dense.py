@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from simulator.core.errors import SpecplanError
+from specplan.simulator.core.errors import SpecplanError
 
 
 class DenseCurve:

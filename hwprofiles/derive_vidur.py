@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hwprofiles.modelshape import ModelShape
-from hwprofiles.profile import StepProfile
-from simulator.core.errors import SpecplanError
+from specplan.hwprofiles.modelshape import ModelShape
+from specplan.hwprofiles.profile import StepProfile
+from specplan.simulator.core.errors import SpecplanError
 
 LAYER_OPS = (
     "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",

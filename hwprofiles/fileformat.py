@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from hwprofiles.profile import EXTRAPOLATIONS, StepProfile
-from simulator.core.errors import SpecplanError
+from specplan.hwprofiles.profile import EXTRAPOLATIONS, StepProfile
+from specplan.simulator.core.errors import SpecplanError
 
 FORMAT = "specplan-profile/1"
 REQUIRED_PROVENANCE = ("device", "model", "source", "statistic")

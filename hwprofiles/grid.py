@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.core.errors import SpecplanError
+from specplan.simulator.core.errors import SpecplanError
 
 
 def vllm_capture_sizes(max_tokens: int = 512) -> list[int]:

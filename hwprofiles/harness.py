@@ -3,7 +3,7 @@
 For each token count B of the grid, B tokens are spread over R requests
 (`--requests R`, or R = ceil(B / tokens_per_request)), each request holding
 a KV cache of the given context, and one flattened forward of
-`hwprofiles.torch_model.DecoderModel` is timed: warm-up runs, then
+`specplan.hwprofiles.torch_model.DecoderModel` is timed: warm-up runs, then
 `repeats` timed runs whose median (p10, p90, min, max kept) becomes the step
 time. On CUDA each run is timed with CUDA events; in `cudagraph` mode each B
 is captured as its own graph (a bucket) and replayed, and the file becomes
@@ -31,11 +31,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from hwprofiles.grid import staircase
-from hwprofiles.modelshape import ModelShape, drafter_shape
-from hwprofiles.profile import StepProfile
-from hwprofiles.torch_model import DecoderModel, KVCache, MarkovHead, VerifyLayout
-from simulator.core.errors import SpecplanError
+from specplan.hwprofiles.grid import staircase
+from specplan.hwprofiles.modelshape import ModelShape, drafter_shape
+from specplan.hwprofiles.profile import StepProfile
+from specplan.hwprofiles.torch_model import DecoderModel, KVCache, MarkovHead, VerifyLayout
+from specplan.simulator.core.errors import SpecplanError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 STATS = ("p10_ms", "p90_ms", "min_ms", "max_ms")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hwprofiles.profile import StepProfile
-from simulator.core.errors import SpecplanError
+from specplan.hwprofiles.profile import StepProfile
+from specplan.simulator.core.errors import SpecplanError
 
 SOURCE = "Mutinifni/splitwise-sim at 8f99e7d (MIT license, Copyright (c) 2024 Pratyush Patel)"
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from hwprofiles.fileformat import load_builtin, read_profile_csv
-from hwprofiles.profile import StepProfile, linear_profile, table_profile
-from simulator.core.errors import SpecplanError
+from specplan.hwprofiles.fileformat import load_builtin, read_profile_csv
+from specplan.hwprofiles.profile import StepProfile, linear_profile, table_profile
+from specplan.simulator.core.errors import SpecplanError
 
 INLINE_KINDS = ("linear", "table")
 

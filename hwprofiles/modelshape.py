@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from simulator.core.errors import SpecplanError
+from specplan.simulator.core.errors import SpecplanError
 
 SHAPES_DIR = Path(__file__).resolve().parent / "shapes"
 DRAFTER_KINDS = ("ar", "parallel", "markov")

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from hwprofiles.profile import StepProfile
+from specplan.hwprofiles.profile import StepProfile
 
 
 def lookup_curve(profile: StepProfile, max_tokens: int, context_tokens: float | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.core.errors import SpecplanError
+from specplan.simulator.core.errors import SpecplanError
 
 EXTRAPOLATIONS = ("none", "linear")
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hwprofiles.grid import staircase, vllm_capture_sizes
-from hwprofiles.modelshape import ModelShape
-from hwprofiles.profile import StepProfile
+from specplan.hwprofiles.grid import staircase, vllm_capture_sizes
+from specplan.hwprofiles.modelshape import ModelShape
+from specplan.hwprofiles.profile import StepProfile
 
 CONTEXT_GRID_TOKENS = (0, 16384, 65536, 262144, 1048576)
 
@@ -112,7 +112,7 @@ def roofline_provenance(shape: ModelShape, gpu: GpuSpec, buckets: list[int]) -> 
         "device": f"{gpu.name} (SYNTHETIC roofline, not measured)",
         "model": shape.describe(),
         "dtype": "bfloat16 weights and KV cache",
-        "source": "synthetic roofline: hwprofiles/roofline.py (regenerate: python -m hwprofiles.builtins)",
+        "source": "synthetic roofline: hwprofiles/roofline.py (regenerate: python -m specplan.hwprofiles.builtins)",
         "synthetic": "yes",
         "derivation": (
             f"per step: {gpu.step_overhead_ms} ms fixed + max(weight bytes / (HBM {gpu.hbm_tb_per_s} TB/s x "

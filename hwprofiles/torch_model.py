@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hwprofiles.modelshape import ModelShape
-from simulator.core.errors import SpecplanError
+from specplan.hwprofiles.modelshape import ModelShape
+from specplan.simulator.core.errors import SpecplanError
 
 
 def _weight(rows: int, cols: int, generator: torch.Generator, device: torch.device, dtype: torch.dtype,

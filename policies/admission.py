@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from policies.base import Policy, StepView, ThetaPlan, water_fill
+from specplan.policies.base import Policy, StepView, ThetaPlan, water_fill
 
 
 class Ranked(NamedTuple):

@@ -35,11 +35,11 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from policies.base import OracleView, Policy, SpsTable, StepOutcome, StepView
-from policies.registry import policy_class
-from simulator.core.errors import ScenarioError, SpecplanError
-from simulator.core.schema import Context, build
-from simulator.core.streams import stream
+from specplan.policies.base import OracleView, Policy, SpsTable, StepOutcome, StepView
+from specplan.policies.registry import policy_class
+from specplan.simulator.core.errors import ScenarioError, SpecplanError
+from specplan.simulator.core.schema import Context, build
+from specplan.simulator.core.streams import stream
 
 
 @dataclass(frozen=True, eq=False)

@@ -7,7 +7,7 @@ step, `observe(StepOutcome)` tells the policy what was accepted, for
 policies that learn. This is the vLLM v1 split between "what I decided from
 what I could see" and "what happened".
 
-The price in the view (`StepView.price`, a `simulator.engine.price`
+The price in the view (`StepView.price`, a `specplan.simulator.engine.price`
 quote for this batch) is the function the engine's clock charges: the
 whole step, drafting, verify at B tokens and the batch's KV context, host
 time and the scheduling overhead the policy pays. A policy that weighs
@@ -36,7 +36,7 @@ drafts each request's target will accept; its class says `oracle = True`
 and every report labels it.
 
 Adding a policy: one module defining a `Policy` subclass (with a `Params`
-dataclass for its `policy.params`), plus one line in `policies.registry`.
+dataclass for its `policy.params`), plus one line in `specplan.policies.registry`.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import numpy as np
 
 
 class Price(Protocol):
-    """A step's price as policies read it (simulator.engine.price.StepQuote)."""
+    """A step's price as policies read it (specplan.simulator.engine.price.StepQuote)."""
 
     def steps_per_s(self, tokens: np.ndarray) -> np.ndarray: ...
 
@@ -60,7 +60,7 @@ class Price(Protocol):
 class SpsTable:
     """A price given directly as a dense steps/s table (`sps[B]`, B = 0..len − 1).
 
-    The engine prices steps with `simulator.engine.price`; this form is for
+    The engine prices steps with `specplan.simulator.engine.price`; this form is for
     set-ups defined by their steps/s figures alone (the audit's
     counterexample, policy benchmarks).
     """

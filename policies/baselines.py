@@ -5,7 +5,7 @@ and pay no scheduling overhead (production MTP-1 runs with zero-overhead
 scheduling). A static policy verifies exactly the length it was given:
 when the step's token budget cannot hold every request's block, the engine
 defers the youngest requests to the next step and counts them; it never
-shortens the blocks (`policies.base`).
+shortens the blocks (`specplan.policies.base`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from policies.base import FixedLengthPolicy
-from simulator.core.schema import num
+from specplan.policies.base import FixedLengthPolicy
+from specplan.simulator.core.schema import num
 
 
 class NoSpeculation(FixedLengthPolicy):

@@ -33,9 +33,9 @@ from typing import Literal
 
 import numpy as np
 
-from policies.base import StepOutcome
-from policies.history import AcceptanceHistory
-from simulator.core.schema import num
+from specplan.policies.base import StepOutcome
+from specplan.policies.history import AcceptanceHistory
+from specplan.simulator.core.schema import num
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """DSpark's confidence-scheduled verification: greedy (early stop), global, asynchronous.
 
 All three rank the step's candidates (r, j) by prefix survival
-`a_{r,j} = Π_{i≤j} c_{r,i}` and admit the top ones (policies.admission);
+`a_{r,j} = Π_{i≤j} c_{r,i}` and admit the top ones (specplan.policies.admission);
 they differ in how many (DESIGN.md §1):
 
 - `dspark-greedy` (Algorithm 1, synchronous, lossless): admit while the
@@ -29,7 +29,7 @@ request gets `cold_length`. K is capped by the step's capacity; nothing in
 it depends on the current step's drafts, the causal barrier that keeps the
 policy lossless while it still crosses step-time cliffs.
 
-All three accept `bypass: {...}` (policies.bypass): difficulty-aware
+All three accept `bypass: {...}` (specplan.policies.bypass): difficulty-aware
 skipping of drafting for requests whose recent acceptance is low.
 """
 
@@ -41,7 +41,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from policies.admission import (
+from specplan.policies.admission import (
     Ranked,
     early_stop,
     global_best,
@@ -51,9 +51,9 @@ from policies.admission import (
     top_k_lengths,
     top_lengths,
 )
-from policies.base import Policy, StepOutcome, StepView
-from policies.bypass import BypassParams, DraftingBypass
-from simulator.core.schema import num
+from specplan.policies.base import Policy, StepOutcome, StepView
+from specplan.policies.bypass import BypassParams, DraftingBypass
+from specplan.simulator.core.schema import num
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from policies.base import Policy, StepOutcome, StepView, ThetaPlan
-from policies.history import AcceptanceHistory
-from simulator.core.schema import num
+from specplan.policies.base import Policy, StepOutcome, StepView, ThetaPlan
+from specplan.policies.history import AcceptanceHistory
+from specplan.simulator.core.schema import num
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from policies.base import OracleView, Policy, StepView, ThetaPlan, water_fill
+from specplan.policies.base import OracleView, Policy, StepView, ThetaPlan, water_fill
 
 
 class Oracle(Policy):

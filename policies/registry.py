@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from policies.base import Policy
-from policies.baselines import MTP1, NoSpeculation, Static
-from policies.dspark import DSparkAsync, DSparkGlobal, DSparkGreedy
-from policies.goodput import Goodput
-from policies.oracle import Oracle
-from policies.schedule import LengthSchedule
-from policies.threshold import Threshold
-from simulator.core.errors import ScenarioError
-from simulator.core.schema import Context, build, closest
+from specplan.policies.base import Policy
+from specplan.policies.baselines import MTP1, NoSpeculation, Static
+from specplan.policies.dspark import DSparkAsync, DSparkGlobal, DSparkGreedy
+from specplan.policies.goodput import Goodput
+from specplan.policies.oracle import Oracle
+from specplan.policies.schedule import LengthSchedule
+from specplan.policies.threshold import Threshold
+from specplan.simulator.core.errors import ScenarioError
+from specplan.simulator.core.schema import Context, build, closest
 
 POLICIES: dict[str, type[Policy]] = {
     "none": NoSpeculation,

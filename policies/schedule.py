@@ -17,9 +17,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from policies.base import FixedLengthPolicy
-from simulator.core.errors import ScenarioError
-from simulator.core.schema import num
+from specplan.policies.base import FixedLengthPolicy
+from specplan.simulator.core.errors import ScenarioError
+from specplan.simulator.core.schema import num
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from policies.admission import survival
-from policies.base import Policy, StepView
-from simulator.core.schema import num
+from specplan.policies.admission import survival
+from specplan.policies.base import Policy, StepView
+from specplan.simulator.core.schema import num
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Draft blocks are drawn from the scenario's own acceptance model (domain mix,
 request and token spread), on a stream of their own so the figure never
 shifts the simulation's draws. Prediction and label follow
-`simulator.drafters.calibration`: predicted prefix survival
+`specplan.simulator.drafters.calibration`: predicted prefix survival
 `a_k = Π_{i≤k} c_i` against "drafts 1..k all accepted", every position
 pooled. A head with a raw output (`confidence.kind: model`) is drawn twice
 on the same noise: raw, and as policies see it (after STS when set).
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hwprofiles import load_profile
-from simulator.core.streams import seed_sequence, stream
-from simulator.drafters.calibration import ece, reliability, survival
-from simulator.drafters.drafter import build_drafter
-from simulator.scenario import Scenario
+from specplan.hwprofiles import load_profile
+from specplan.simulator.core.streams import seed_sequence, stream
+from specplan.simulator.drafters.calibration import ece, reliability, survival
+from specplan.simulator.drafters.drafter import build_drafter
+from specplan.simulator.scenario import Scenario
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from hwprofiles import load_profile
+from specplan.hwprofiles import load_profile
 
 CLIFF_FRACTION = 0.02
 

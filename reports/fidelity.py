@@ -1,4 +1,4 @@
-"""The fidelity result as a report section (reports.document blocks, or HTML on its own).
+"""The fidelity result as a report section (specplan.reports.document blocks, or HTML on its own).
 
     fidelity_blocks(results_dir) -> list[Block]   ([] when no fidelity.json is there)
     fidelity_section(results_dir) -> str          (the same blocks as an HTML fragment)
@@ -17,7 +17,16 @@ import math
 from pathlib import Path
 from typing import Any
 
-from reports.document import Block, Bullets, Callout, Heading, Image, Paragraph, Table, html_block
+from specplan.reports.document import (
+    Block,
+    Bullets,
+    Callout,
+    Heading,
+    Image,
+    Paragraph,
+    Table,
+    html_block,
+)
 
 GOAL_MEDIAN, GOAL_MAX = 0.05, 0.10
 LEFT_OUT = (
@@ -108,7 +117,7 @@ def fidelity_blocks(results_dir: Path) -> list[Block]:
     checks = doc.get("step_time_checks") or []
     if any(c.get("steps") for c in checks):
         blocks += [Heading("Where the step time goes", level=3),
-                   Paragraph("Measured ÷ priced over each run's steps (validation.diagnose): the target's "
+                   Paragraph("Measured ÷ priced over each run's steps (specplan.validation.diagnose): the target's "
                              "verify forward split by whether a prompt chunk shared it, the drafter's forward, "
                              "and the whole step with host time; machine drift is the profile after the run ÷ "
                              "the one before. A ratio far from 1 names the term the model gets wrong."),

@@ -21,14 +21,14 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from hwprofiles.plot import plot_profiles
-from policies.registry import policy_class
-from reports.calibration import reliability_curves
-from reports.cliffs import profile_curves
-from simulator.core.domains import DOMAINS
-from simulator.drafters.acceptance import acceptance_model
-from simulator.drafters.curves import expected_tau
-from simulator.scenario import Scenario
+from specplan.hwprofiles.plot import plot_profiles
+from specplan.policies.registry import policy_class
+from specplan.reports.calibration import reliability_curves
+from specplan.reports.cliffs import profile_curves
+from specplan.simulator.core.domains import DOMAINS
+from specplan.simulator.drafters.acceptance import acceptance_model
+from specplan.simulator.drafters.curves import expected_tau
+from specplan.simulator.scenario import Scenario
 
 DPI = 110
 MIN_BIN_COUNT = 30  # reliability bins with fewer draft blocks are noise, not calibration
@@ -213,7 +213,7 @@ def calibration_figure(result: Any, blocks: int = 20000) -> Figure | None:
 
 
 def profile_figure(result: Any) -> Figure:
-    """Step time and steps/s vs tokens in the verify batch (hwprofiles.plot), cliffs marked."""
+    """Step time and steps/s vs tokens in the verify batch (specplan.hwprofiles.plot), cliffs marked."""
     curves = profile_curves(result.plan)
     fig = Figure(figsize=(11.0, 4.6), dpi=DPI)
     step_ax, sps_ax = fig.subplots(1, 2)

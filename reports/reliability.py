@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simulator.drafters.calibration import Reliability
+from specplan.simulator.drafters.calibration import Reliability
 
 if TYPE_CHECKING:
     # matplotlib: for type checking only

@@ -4,7 +4,7 @@ What the reader gets, in order: what was simulated (scenario, horizon, load
 axis, seeds, hardware profile and its provenance, engine, workload, SLA),
 the variants (drafter, acceptance, confidence head, policy, lossless or
 not), a warning naming every lossy or oracle policy, the SLA comparison
-table, the figures (`reports.figures`), and the files of the sweep.
+table, the figures (`specplan.reports.figures`), and the files of the sweep.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from hwprofiles import load_profile
-from policies.registry import policy_class
-from reports.document import (
+from specplan.hwprofiles import load_profile
+from specplan.policies.registry import policy_class
+from specplan.reports.document import (
     Block,
     Bullets,
     Callout,
@@ -28,10 +28,10 @@ from reports.document import (
     to_html,
     to_markdown,
 )
-from reports.fidelity import fidelity_blocks
-from reports.figures import write_figures
-from simulator.core.schema import to_plain
-from simulator.scenario import Scenario
+from specplan.reports.fidelity import fidelity_blocks
+from specplan.reports.figures import write_figures
+from specplan.simulator.core.schema import to_plain
+from specplan.simulator.scenario import Scenario
 
 
 def copied_fidelity_blocks(results_dir: Path, figures_dir: Path) -> list[Block]:

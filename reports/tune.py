@@ -1,4 +1,4 @@
-"""Tuned schedule → DIR/report.html and DIR/report.md (reports.document), with its own figures.
+"""Tuned schedule → DIR/report.html and DIR/report.md (specplan.reports.document), with its own figures.
 
 What the reader gets, in order: the objective and the schedule (every
 bucket, every candidate length's figure there, the pick), the three
@@ -7,7 +7,7 @@ dspark-async (what a confidence head is worth over the best schedule an
 engine can run without one), every label's figure, the figures (those
 four frontiers; each length's throughput against the decoding batch with
 the buckets), and then the verification sweep as the sweep report tells it
-(`reports.report`).
+(`specplan.reports.report`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,19 @@ from typing import Any
 import yaml
 from matplotlib.figure import Figure
 
-from reports.document import Block, Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
-from reports.figures import DPI, acceptance_figure, colours, frontier_axes, profile_figure
-from reports.report import report_blocks
-from simulator.study.tune import (
+from specplan.reports.document import (
+    Block,
+    Bullets,
+    Heading,
+    Image,
+    Paragraph,
+    Table,
+    to_html,
+    to_markdown,
+)
+from specplan.reports.figures import DPI, acceptance_figure, colours, frontier_axes, profile_figure
+from specplan.reports.report import report_blocks
+from specplan.simulator.study.tune import (
     TUNED,
     TUNED_ROLE,
     TunedSchedule,

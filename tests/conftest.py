@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from simulator.app.cli import main
-from simulator.scenario import scenario_from_mapping
-from simulator.scenario.merge import deep_merge
+from specplan.simulator.app.cli import main
+from specplan.simulator.scenario import scenario_from_mapping
+from specplan.simulator.scenario.merge import deep_merge
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -33,7 +33,7 @@ BASE = {
 
 
 def merged(base: dict, changes: dict) -> dict:
-    """`changes` merged over `base` the way a sweep merges a variant (simulator.scenario.merge)."""
+    """`changes` merged over `base` the way a sweep merges a variant (specplan.simulator.scenario.merge)."""
     return deep_merge(base, changes)
 
 

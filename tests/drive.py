@@ -1,6 +1,6 @@
 """Drive a scenario's decode core without SimPy: every request queued at t = 0, steps back to back.
 
-The core (simulator.engine.decode) takes its time from whoever drives it;
+The core (specplan.simulator.engine.decode) takes its time from whoever drives it;
 here each step lasts its price, as in a replica, but there are no arrivals
 and no prefill stage to wait for, so a test can step the engine's own logic
 fast and look at it between steps (`on_step`).
@@ -13,15 +13,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hwprofiles import load_profile
-from policies.registry import make_policy
-from simulator.core.streams import seed_sequence, stream
-from simulator.drafters.drafter import build_drafter
-from simulator.engine.config import EngineConfig
-from simulator.engine.decode import DecodeCore, StepPlan, StepTiming
-from simulator.engine.intake import register
-from simulator.engine.records import DONE, RequestLog, StepLog
-from simulator.scenario import Scenario
+from specplan.hwprofiles import load_profile
+from specplan.policies.registry import make_policy
+from specplan.simulator.core.streams import seed_sequence, stream
+from specplan.simulator.drafters.drafter import build_drafter
+from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.decode import DecodeCore, StepPlan, StepTiming
+from specplan.simulator.engine.intake import register
+from specplan.simulator.engine.records import DONE, RequestLog, StepLog
+from specplan.simulator.scenario import Scenario
 
 
 @dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from simulator.engine.simulation import simulate
-from simulator.scenario import load_scenario
+from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.scenario import load_scenario
 from tests.conftest import SHARED, make_scenario
 
 

@@ -15,8 +15,8 @@ import pytest
 import simpy
 from scipy import stats
 
-from simulator.core.streams import stream
-from traces.arrivals import (
+from specplan.simulator.core.streams import stream
+from specplan.traces.arrivals import (
     GammaRenewal,
     Mmpp2,
     PiecewiseRate,
@@ -24,8 +24,8 @@ from traces.arrivals import (
     ThinkTime,
     arrival_process,
 )
-from traces.spec import MmppArrivals, PiecewiseArrivals, PoissonArrivals
-from traces.workload import closed_loop_user
+from specplan.traces.spec import MmppArrivals, PiecewiseArrivals, PoissonArrivals
+from specplan.traces.workload import closed_loop_user
 
 REPLICATIONS = 30
 

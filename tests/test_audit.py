@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from policies.audit import CASES, audit_policy, sample_rows
-from policies.registry import POLICIES
+from specplan.policies.audit import CASES, audit_policy, sample_rows
+from specplan.policies.registry import POLICIES
 
 PARAMS = {"length-schedule": {"schedule": {"2": 2, "8": 1}}}
 

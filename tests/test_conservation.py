@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.engine.simulation import simulate
+from specplan.simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from simulator.core.streams import ScalarDraws, stream
+from specplan.simulator.core.streams import ScalarDraws, stream
 from tests.conftest import BASE, merged
 
 SCENARIO = merged(BASE, {

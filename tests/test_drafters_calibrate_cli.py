@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 
-from simulator.app.commands.calibrate import table
-from simulator.core.streams import seed_sequence
-from simulator.drafters.drafter import build_drafter
-from simulator.drafters.heads import evaluate_head
+from specplan.simulator.app.commands.calibrate import table
+from specplan.simulator.core.streams import seed_sequence
+from specplan.simulator.drafters.drafter import build_drafter
+from specplan.simulator.drafters.heads import evaluate_head
 from tests.conftest import REPO, SHARED, make_scenario
 
 MINIMAL = SHARED / "scenarios" / "contract-minimal.yaml"

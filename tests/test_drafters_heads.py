@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.core.streams import seed_sequence, stream
-from simulator.drafters.acceptance import AcceptanceModel
-from simulator.drafters.calibration import (
+from specplan.simulator.core.streams import seed_sequence, stream
+from specplan.simulator.drafters.acceptance import AcceptanceModel
+from specplan.simulator.drafters.calibration import (
     apply_temperatures,
     brier,
     calibration_report,
@@ -17,10 +17,10 @@ from simulator.drafters.calibration import (
     reliability,
     roc_auc,
 )
-from simulator.drafters.drafter import build_drafter
-from simulator.drafters.heads import ModelHead, draw_sample, model_head
-from simulator.drafters.presets import preset_curves
-from simulator.drafters.spec import ConfidenceSpec
+from specplan.simulator.drafters.drafter import build_drafter
+from specplan.simulator.drafters.heads import ModelHead, draw_sample, model_head
+from specplan.simulator.drafters.presets import preset_curves
+from specplan.simulator.drafters.spec import ConfidenceSpec
 from tests.conftest import make_scenario
 
 MIX = {"math": 0.3, "code": 0.3, "chat": 0.4}

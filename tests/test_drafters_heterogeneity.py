@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from simulator.drafters.acceptance import AcceptanceModel
-from simulator.drafters.heterogeneity import (
+from specplan.simulator.drafters.acceptance import AcceptanceModel
+from specplan.simulator.drafters.heterogeneity import (
     gauss_normal,
     pooled_survival,
     solve_left_to_right,
     solve_offsets,
 )
-from simulator.drafters.presets import preset_curves
+from specplan.simulator.drafters.presets import preset_curves
 from tests.conftest import make_scenario
 from tests.drive import drive
 

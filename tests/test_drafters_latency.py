@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hwprofiles.fileformat import write_profile_csv
-from hwprofiles.profile import StepProfile, linear_profile
-from simulator.core.errors import SpecplanError
-from simulator.drafters.drafter import build_latency
-from simulator.drafters.latency_models import FamilyDraftLatency, Forward, latency_model
-from simulator.engine.simulation import simulate
+from specplan.hwprofiles.fileformat import write_profile_csv
+from specplan.hwprofiles.profile import StepProfile, linear_profile
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.drafters.drafter import build_latency
+from specplan.simulator.drafters.latency_models import FamilyDraftLatency, Forward, latency_model
+from specplan.simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 
 # An H200-like roofline for an 8B target: 3.35 ms weight-read floor, 16 GFLOP/token at 990 TFLOP/s.

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.core.domains import DOMAINS
-from simulator.core.errors import SpecplanError
-from simulator.drafters.acceptance import acceptance_model
-from simulator.drafters.curves import expected_tau
-from simulator.drafters.presets import preset_curves, reference_curve
+from specplan.simulator.core.domains import DOMAINS
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.drafters.acceptance import acceptance_model
+from specplan.simulator.drafters.curves import expected_tau
+from specplan.simulator.drafters.presets import preset_curves, reference_curve
 from tests.conftest import SHARED, make_scenario
 
 # DSpark paper Table 1 (τ, bonus included, block 7): math (GSM8K, MATH, AIME25), code (MBPP, HumanEval,

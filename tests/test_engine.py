@@ -7,8 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.engine.batch import COLUMNS, PREFILL_LEFT, REMAINING, RID, Batch, attention_context
-from simulator.engine.simulation import simulate
+from specplan.simulator.engine.batch import (
+    COLUMNS,
+    PREFILL_LEFT,
+    REMAINING,
+    RID,
+    Batch,
+    attention_context,
+)
+from specplan.simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 from tests.drive import drive
 

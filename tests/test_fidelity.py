@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import yaml
 
-from reports.fidelity import fidelity_blocks, fidelity_section
+from specplan.reports.fidelity import fidelity_blocks, fidelity_section
+from specplan.validation.capture import context_axis
+from specplan.validation.fidelity import error_summary, fit_host_overhead, relative_error
+from specplan.validation.plot import save_fidelity_plot
 from tests.conftest import REPO
-from validation.capture import context_axis
-from validation.fidelity import error_summary, fit_host_overhead, relative_error
-from validation.plot import save_fidelity_plot
 
 POINT_KEYS = {"policy", "load", "measured_throughput", "predicted_throughput", "measured_tps_p50",
               "predicted_tps_p50"}

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.study.frontier import (
+from specplan.simulator.study.frontier import (
     comparisons,
     frontier_table,
     frontier_vertices,

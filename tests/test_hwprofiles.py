@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwprofiles import load_profile
-from hwprofiles.builtins import derived_builtins, regenerate
-from hwprofiles.derive_vidur import LAYER_OPS, AttentionEstimate
-from hwprofiles.fileformat import (
+from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.builtins import derived_builtins, regenerate
+from specplan.hwprofiles.derive_vidur import LAYER_OPS, AttentionEstimate
+from specplan.hwprofiles.fileformat import (
     DATA_DIR,
     builtin_names,
     format_profile,
@@ -23,11 +23,11 @@ from hwprofiles.fileformat import (
     read_profile_csv,
     write_profile_csv,
 )
-from hwprofiles.grid import pad_to_bucket, parse_tokens, staircase, vllm_capture_sizes
-from hwprofiles.modelshape import drafter_shape, load_shape
-from hwprofiles.profile import StepProfile
-from hwprofiles.roofline import GPUS, roofline_profile
-from simulator.core.errors import SpecplanError
+from specplan.hwprofiles.grid import pad_to_bucket, parse_tokens, staircase, vllm_capture_sizes
+from specplan.hwprofiles.modelshape import drafter_shape, load_shape
+from specplan.hwprofiles.profile import StepProfile
+from specplan.hwprofiles.roofline import GPUS, roofline_profile
+from specplan.simulator.core.errors import SpecplanError
 from tests.conftest import REPO, SHARED, make_scenario
 
 VIDUR = SHARED / "profiles" / "vidur"
@@ -146,7 +146,7 @@ def test_builtin_and_csv_path_both_work_in_scenarios(tmp_path: Path) -> None:
     builtin = make_scenario(hardware={"profile": "builtin:synthetic-h200-llama3-8b"})
     assert load_profile(builtin.hardware.profile).max_tokens == 512
     write_profile_csv(parse(profile_text("1,8\n256,12\n")), tmp_path / "mine.csv")
-    from simulator.scenario import scenario_from_mapping
+    from specplan.simulator.scenario import scenario_from_mapping
     from tests.conftest import BASE, merged
 
     scenario = scenario_from_mapping(merged(BASE, {"hardware": {"profile": "mine.csv"}}), tmp_path)
@@ -326,7 +326,7 @@ def test_profile_plot_writes_a_png(cli, tmp_path: Path) -> None:
 def test_plot_function_draws_every_profile_on_both_axes() -> None:
     from matplotlib.figure import Figure
 
-    from hwprofiles.plot import plot_profiles
+    from specplan.hwprofiles.plot import plot_profiles
 
     axes = Figure().subplots(1, 2)
     plot_profiles([load_profile("builtin:cpu-tiny"), load_profile("builtin:synthetic-h200-llama3-8b")], axes, max_tokens=100)
@@ -342,7 +342,7 @@ def test_specplan_imports_and_loads_profiles_without_torch() -> None:
         "        if name.split('.')[0] == 'torch':\n"
         "            raise ImportError('torch is not installed')\n"
         "sys.meta_path.insert(0, NoTorch())\n"
-        "from simulator.app.cli import parser, main\n"
+        "from specplan.simulator.app.cli import parser, main\n"
         "from hwprofiles import load_profile\n"
         "parser(); print(load_profile('builtin:synthetic-h200-llama3-8b').max_tokens)\n"
         "status = main(['profile', '--model', 'tiny-cpu', '--out', '/dev/null'])\n"

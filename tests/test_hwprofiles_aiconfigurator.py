@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwprofiles import load_profile
-from hwprofiles.builtins import AIC_BUILTINS
-from hwprofiles.fileformat import DATA_DIR, builtin_names, read_profile_csv
-from simulator.core.errors import SpecplanError
+from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.builtins import AIC_BUILTINS
+from specplan.hwprofiles.fileformat import DATA_DIR, builtin_names, read_profile_csv
+from specplan.simulator.core.errors import SpecplanError
 
 needs_aic = pytest.mark.skipif(importlib.util.find_spec("aiconfigurator_core") is None,
                                reason="aiconfigurator-core (the 'aic' extra) is not installed")
@@ -57,7 +57,7 @@ def test_one_token_per_request_is_the_estimators_own_decode_step() -> None:
     """With q = 1 the composition is AIConfigurator's decode step; DESIGN §4's figures come out."""
     from aiconfigurator_core.sdk.engine import EngineHandle
 
-    from hwprofiles.aiconfigurator import AicTarget, VerifyPricer, compile_target
+    from specplan.hwprofiles.aiconfigurator import AicTarget, VerifyPricer, compile_target
 
     compiled = compile_target(AicTarget(LLAMA, "h200_sxm"), 512, 1, 0.9)
     pricer = VerifyPricer(compiled, list(compiled.ops), 1)
@@ -70,7 +70,7 @@ def test_one_token_per_request_is_the_estimators_own_decode_step() -> None:
 
 @needs_aic
 def test_a_verify_reads_each_cache_once_unlike_independent_decodes() -> None:
-    from hwprofiles.aiconfigurator import AicTarget, VerifyPricer, compile_target
+    from specplan.hwprofiles.aiconfigurator import AicTarget, VerifyPricer, compile_target
 
     compiled = compile_target(AicTarget(LLAMA, "h200_sxm"), 512, 4, 0.9)
     verify = VerifyPricer(compiled, list(compiled.ops), 4)     # 32 requests x 4 query tokens
@@ -82,7 +82,7 @@ def test_a_verify_reads_each_cache_once_unlike_independent_decodes() -> None:
 
 @needs_aic
 def test_an_operator_that_reads_the_cache_without_a_rule_is_refused() -> None:
-    from hwprofiles.aiconfigurator import AicTarget, VerifyPricer, compile_target
+    from specplan.hwprofiles.aiconfigurator import AicTarget, VerifyPricer, compile_target
 
     compiled = compile_target(AicTarget(LLAMA, "h200_sxm"), 64, 4, 0.9)
     ops = [copy.deepcopy(op) for op in compiled.ops]
@@ -133,7 +133,7 @@ def test_without_the_package_the_command_says_how_to_install_it(cli, tmp_path, m
 
 @needs_aic
 def test_aic_builtins_regenerate_byte_for_byte(tmp_path) -> None:
-    from hwprofiles.builtins import regenerate_aic
+    from specplan.hwprofiles.builtins import regenerate_aic
 
     written = regenerate_aic(tmp_path)
     assert {p.stem for p in written} == set(AIC_BUILTINS) and set(AIC_BUILTINS) <= set(builtin_names())
@@ -196,7 +196,7 @@ def test_design_reference_points_from_the_committed_files() -> None:
 
 
 def test_the_deepseek_scenario_prices_steps_and_drafting_from_the_imported_curves() -> None:
-    from simulator.scenario import load_scenario
+    from specplan.simulator.scenario import load_scenario
     from tests.conftest import REPO
 
     scenario = load_scenario(REPO / "scenarios" / "deepseek-v3-h200.yaml")

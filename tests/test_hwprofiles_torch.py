@@ -10,11 +10,11 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch (the 'profile' extra) is not installed")
 
-from hwprofiles.fileformat import read_profile_csv  # noqa: E402
-from hwprofiles.harness import HarnessConfig, request_split, run_harness, spread_tokens  # noqa: E402
-from hwprofiles.modelshape import ModelShape, load_shape  # noqa: E402
-from hwprofiles.torch_model import DecoderModel, MarkovHead, MoEMLP, VerifyLayout  # noqa: E402
-from simulator.core.errors import SpecplanError  # noqa: E402
+from specplan.hwprofiles.fileformat import read_profile_csv  # noqa: E402
+from specplan.hwprofiles.harness import HarnessConfig, request_split, run_harness, spread_tokens  # noqa: E402
+from specplan.hwprofiles.modelshape import ModelShape, load_shape  # noqa: E402
+from specplan.hwprofiles.torch_model import DecoderModel, MarkovHead, MoEMLP, VerifyLayout  # noqa: E402
+from specplan.simulator.core.errors import SpecplanError  # noqa: E402
 
 MICRO = ModelShape(name="micro", hidden=64, layers=2, heads=4, kv_heads=2, ffn=96, vocab=300)
 MICRO_MOE = dataclasses.replace(MICRO, name="micro-moe", moe_experts=6, moe_top_k=2, ffn=32)

@@ -19,27 +19,32 @@ from tests.conftest import REPO
 
 # lowest first; packages listed together are peers (neither may import the other)
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("simulator.core",),
-    ("hwprofiles", "traces", "policies"),
-    ("simulator.drafters",),
-    ("simulator.scenario",),
-    ("simulator.engine",),
-    ("simulator.study",),
-    ("reports",),
-    ("validation",),
-    ("simulator.app",),
+    ("specplan.simulator.core",),
+    ("specplan.hwprofiles", "specplan.traces", "specplan.policies"),
+    ("specplan.simulator.drafters",),
+    ("specplan.simulator.scenario",),
+    ("specplan.simulator.engine",),
+    ("specplan.simulator.study",),
+    ("specplan.reports",),
+    ("specplan.validation",),
+    ("specplan.simulator.app",),
 )
-PACKAGES = ("simulator", "hwprofiles", "traces", "policies", "reports", "validation", "scenarios")
+# the repository's folders, each installed as specplan.<folder> (pyproject's package-dir)
+FOLDERS = ("simulator", "hwprofiles", "traces", "policies", "reports", "validation", "scenarios")
+ROOT = "specplan"
 HEAVY_OPTIONAL = ("torch", "ray", "matplotlib", "aiconfigurator_core")
 
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(REPO).with_suffix("").parts
+    if parts[0] != ROOT:
+        parts = (ROOT, *parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def project_modules() -> dict[str, Path]:
-    return {module_name(f): f for p in PACKAGES for f in (REPO / p).rglob("*.py")}
+    files = [f for p in FOLDERS for f in (REPO / p).rglob("*.py")]
+    return {module_name(f): f for f in files}
 
 
 def layer_of(module: str) -> tuple[int, str]:
@@ -69,14 +74,14 @@ def project_edges() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = defaultdict(set)
     for name, path in modules.items():
         for target, _, _ in imports(path):
-            if target.split(".")[0] in PACKAGES and target != "scenarios":
+            if target.split(".")[0] == ROOT and target not in (ROOT, f"{ROOT}.scenarios"):
                 edges[name].add(target)
     return edges
 
 
 def test_every_module_has_a_layer():
     for name in project_modules():
-        if not name.startswith("scenarios") and name != "simulator":
+        if not name.startswith(f"{ROOT}.scenarios") and name != f"{ROOT}.simulator":
             layer_of(name)
 
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from simulator.core.errors import SpecplanError
-from simulator.study.planner import fewest_replicas, plan_capacity, plan_table
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.study.planner import fewest_replicas, plan_capacity, plan_table
 from tests.test_sweep import write_yaml
 
 # No speculation, fixed 100-token answers, instant prefill, a linear step time

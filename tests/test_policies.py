@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.admission import early_stop, global_best, rank_candidates, top_k_lengths
-from policies.base import OracleView, SpsTable, StepOutcome, StepView, water_fill
-from policies.registry import POLICIES, make_policy, policy_params
-from simulator.core.errors import ScenarioError
-from simulator.scenario import PolicySpec
+from specplan.policies.admission import early_stop, global_best, rank_candidates, top_k_lengths
+from specplan.policies.base import OracleView, SpsTable, StepOutcome, StepView, water_fill
+from specplan.policies.registry import POLICIES, make_policy, policy_params
+from specplan.simulator.core.errors import ScenarioError
+from specplan.simulator.scenario import PolicySpec
 
 
 def view(confidences, steps_per_s, *, ids=None, reserved=0, step=0, drafted=None, accepted=None, max_tokens=None):

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from policies.base import OracleView, StepView
-from policies.dspark import DSparkGreedy
-from policies.oracle import Oracle
-from policies.registry import POLICIES
-from simulator.engine.simulation import simulate
-from simulator.scenario import load_scenario, scenario_from_mapping
+from specplan.policies.base import OracleView, StepView
+from specplan.policies.dspark import DSparkGreedy
+from specplan.policies.oracle import Oracle
+from specplan.policies.registry import POLICIES
+from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.scenario import load_scenario, scenario_from_mapping
 from tests.conftest import BASE, REPO, SHARED, merged
 
 DSPARK = {"family": "dspark", "block_size": 6,

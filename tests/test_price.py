@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hwprofiles import load_profile
+from specplan.hwprofiles import load_profile
 from tests.conftest import make_scenario
 from tests.drive import drive
 

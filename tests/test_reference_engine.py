@@ -14,13 +14,13 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the reference engine needs torch (the 'profile' extra)")
 
-from hwprofiles.modelshape import ModelShape  # noqa: E402
-from hwprofiles.profile import linear_profile  # noqa: E402
-from simulator.core.errors import SpecplanError  # noqa: E402
-from simulator.scenario import scenario_from_mapping  # noqa: E402
+from specplan.hwprofiles.modelshape import ModelShape  # noqa: E402
+from specplan.hwprofiles.profile import linear_profile  # noqa: E402
+from specplan.simulator.core.errors import SpecplanError  # noqa: E402
+from specplan.simulator.scenario import scenario_from_mapping  # noqa: E402
+from specplan.validation.engine import ReferenceEngine, check_engine_scenario  # noqa: E402
+from specplan.validation.runner import TorchRunner  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
-from validation.engine import ReferenceEngine, check_engine_scenario  # noqa: E402
-from validation.runner import TorchRunner  # noqa: E402
 
 MICRO = ModelShape(name="micro", hidden=64, layers=2, heads=4, kv_heads=2, ffn=128, vocab=512)
 PROFILE = linear_profile(2.0, 0.05, max_tokens=64)

@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports.cliffs import find_cliffs
-from reports.figures import FIGURES
-from reports.report import write_report
-from simulator.study.sweep import run_sweep
+from specplan.reports.cliffs import find_cliffs
+from specplan.reports.figures import FIGURES
+from specplan.reports.report import write_report
+from specplan.simulator.study.sweep import run_sweep
+from specplan.validation.fidelity import error_summary
+from specplan.validation.plot import save_fidelity_plot
 from tests.test_fidelity import row
 from tests.test_sweep import tiny
-from validation.fidelity import error_summary
-from validation.plot import save_fidelity_plot
 
 CHROMIUM = Path("/usr/bin/chromium")
 

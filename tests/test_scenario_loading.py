@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from simulator.scenario import load_scenario, resolved_mapping
+from specplan.simulator.scenario import load_scenario, resolved_mapping
 from tests.conftest import BASE, SHARED, merged
 
 

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 import yaml
 
-import simulator.study.points as points_module
-import simulator.study.sweep as sweep_module
-from simulator.core.errors import SpecplanError
-from simulator.engine.metrics import SUMMARY_KEYS
-from simulator.scenario.merge import apply_load, apply_variant, deep_merge
-from simulator.study.sweep import plan_sweep, run_sweep
+import specplan.simulator.study.points as points_module
+import specplan.simulator.study.sweep as sweep_module
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.engine.metrics import SUMMARY_KEYS
+from specplan.simulator.scenario.merge import apply_load, apply_variant, deep_merge
+from specplan.simulator.study.sweep import plan_sweep, run_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -292,7 +292,7 @@ def test_sweep_command_errors_are_one_line(cli, tmp_path):
 
 
 def test_demo_runs_the_embedded_scenario(cli, tmp_path, monkeypatch):
-    import simulator.app.commands.demo as demo
+    import specplan.simulator.app.commands.demo as demo
 
     assert demo.default_scenario().is_file()
     monkeypatch.setattr(demo, "default_scenario", lambda: write_yaml(tmp_path / "d.yaml", tiny()))
@@ -302,7 +302,7 @@ def test_demo_runs_the_embedded_scenario(cli, tmp_path, monkeypatch):
 
 
 def test_default_scenario_sweeps_the_six_policies():
-    from simulator.app.commands.demo import default_scenario
+    from specplan.simulator.app.commands.demo import default_scenario
 
     plan = plan_sweep(default_scenario())
     policies = {p.label: p.scenario.policy.name for p in plan.points}

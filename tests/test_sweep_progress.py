@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import io
 
-from simulator.app.progress import simulate_with_progress
-from simulator.core.jsonsafe import clean
-from simulator.core.progress import Progress, format_duration
-from simulator.engine.simulation import simulate
-from simulator.scenario import scenario_from_mapping
+from specplan.simulator.app.progress import simulate_with_progress
+from specplan.simulator.core.jsonsafe import clean
+from specplan.simulator.core.progress import Progress, format_duration
+from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.scenario import scenario_from_mapping
 from tests.test_sweep import REPO, tiny
 
 
@@ -56,7 +56,7 @@ def test_durations_read_at_a_glance():
 
 
 def test_sweeps_draw_progress_on_a_terminal_only(tmp_path, monkeypatch):
-    from simulator.study.sweep import run_sweep
+    from specplan.simulator.study.sweep import run_sweep
     from tests.test_sweep import tiny
 
     raw = tiny()

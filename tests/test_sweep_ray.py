@@ -7,7 +7,7 @@ import importlib.util
 import pandas as pd
 import pytest
 
-from simulator.study.sweep import run_sweep
+from specplan.simulator.study.sweep import run_sweep
 from tests.test_sweep import tiny, without_wall
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,

@@ -6,13 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.core.errors import SpecplanError
-from simulator.core.streams import stream
-from simulator.engine.simulation import simulate
-from simulator.scenario import scenario_from_mapping
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.core.streams import stream
+from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.scenario import scenario_from_mapping
+from specplan.traces.lengths import LengthPair, mean_length, sample_lengths
+from specplan.traces.spec import EmpiricalLength, FixedLength, LognormalLength, MixtureLength
 from tests.conftest import BASE, SHARED, merged
-from traces.lengths import LengthPair, mean_length, sample_lengths
-from traces.spec import EmpiricalLength, FixedLength, LognormalLength, MixtureLength
 
 CODE = str(SHARED / "traces" / "azure2023" / "AzureLLMInferenceTrace_code.csv")
 MIX = {"drafter": {"acceptance": {"per_position": {"chat": [0.8, 0.7, 0.6], "code": [0.9, 0.85, 0.8]},

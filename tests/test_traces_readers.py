@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.core.errors import SpecplanError
+from specplan.simulator.core.errors import SpecplanError
+from specplan.traces.readers import DatetimeClock, TraceFile, TraceReader
 from tests.conftest import SHARED
-from traces.readers import DatetimeClock, TraceFile, TraceReader
 
 AZURE = SHARED / "traces" / "azure2023"
 CODE = AZURE / "AzureLLMInferenceTrace_code.csv"

@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.core.errors import SpecplanError
-from simulator.engine.simulation import simulate
-from simulator.scenario import scenario_from_mapping
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.scenario import scenario_from_mapping
+from specplan.traces.readers import TraceFile, TraceReader
+from specplan.traces.replay import Replay
+from specplan.traces.spec import TraceArrivals
 from tests.conftest import BASE, SHARED, merged
-from traces.readers import TraceFile, TraceReader
-from traces.replay import Replay
-from traces.spec import TraceArrivals
 
 AZURE = SHARED / "traces" / "azure2023"
 CODE = str(AZURE / "AzureLLMInferenceTrace_code.csv")

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import yaml
 
-from policies.schedule import LengthSchedule, LengthScheduleParams
-from simulator.scenario.merge import deep_merge
-from simulator.study.tune import (
+from specplan.policies.schedule import LengthSchedule, LengthScheduleParams
+from specplan.simulator.scenario.merge import deep_merge
+from specplan.simulator.study.tune import (
     BucketChoice,
     LengthFigures,
     Objective,

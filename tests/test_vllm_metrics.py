@@ -18,7 +18,7 @@ import pytest
 import yaml
 from scipy import stats
 
-from simulator.drafters.vllm_metrics import (
+from specplan.simulator.drafters.vllm_metrics import (
     counts_between,
     exposition_text,
     fit_acceptance,
@@ -26,8 +26,8 @@ from simulator.drafters.vllm_metrics import (
     read_scrape,
     wilson,
 )
-from simulator.engine.simulation import simulate
-from simulator.scenario.merge import deep_merge
+from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.scenario.merge import deep_merge
 from tests.conftest import BASE, make_scenario
 
 DATA = Path(__file__).parent / "data"

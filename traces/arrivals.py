@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from simulator.core.streams import ScalarDraws
-from traces.spec import (
+from specplan.simulator.core.streams import ScalarDraws
+from specplan.traces.spec import (
     ClosedLoopArrivals,
     GammaArrivals,
     MmppArrivals,

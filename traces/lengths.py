@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from simulator.core.errors import SpecplanError
-from traces.readers import TraceFile, TraceReader
-from traces.spec import EmpiricalLength, FixedLength, LognormalLength, MixtureLength
+from specplan.simulator.core.errors import SpecplanError
+from specplan.traces.readers import TraceFile, TraceReader
+from specplan.traces.spec import EmpiricalLength, FixedLength, LognormalLength, MixtureLength
 
 BLOCK = 4096
 

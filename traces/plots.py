@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from traces.stats import MINUTE_S, TraceStats
+from specplan.traces.stats import MINUTE_S, TraceStats
 
 
 def rate_panel(ax, stats: TraceStats) -> None:

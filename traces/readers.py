@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from simulator.core.errors import SpecplanError
+from specplan.simulator.core.errors import SpecplanError
 
 AZURE_COLUMNS = {"timestamp": "TIMESTAMP", "prompt_tokens": "ContextTokens", "output_tokens": "GeneratedTokens"}
 BURSTGPT_COLUMNS = {"timestamp": "Timestamp", "prompt_tokens": "Request tokens", "output_tokens": "Response tokens"}

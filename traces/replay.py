@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simulator.core.errors import SpecplanError
-from simulator.core.streams import stream
-from traces.readers import TraceFile, TraceReader, TraceRow
-from traces.spec import TraceArrivals
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.core.streams import stream
+from specplan.traces.readers import TraceFile, TraceReader, TraceRow
+from specplan.traces.spec import TraceArrivals
 
 
 def windowed(rows: Iterable[TraceRow], start_s: float, duration_s: float | None) -> Iterator[TraceRow]:

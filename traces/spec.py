@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
-from simulator.core.domains import DOMAINS
-from simulator.core.errors import ScenarioError
-from simulator.core.schema import Tagged, num
+from specplan.simulator.core.domains import DOMAINS
+from specplan.simulator.core.errors import ScenarioError
+from specplan.simulator.core.schema import Tagged, num
 
 TRACE_FORMATS = ("azure", "mooncake", "burstgpt", "csv")
 CSV_COLUMNS = ("timestamp", "prompt_tokens", "output_tokens", "domain")

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from traces.readers import TraceFile, TraceReader
+from specplan.traces.readers import TraceFile, TraceReader
 
 MINUTE_S = 60.0
 

@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simulator.core.domains import DOMAINS
-from simulator.core.streams import ScalarDraws, stream
-from traces.arrivals import ThinkTime, arrival_process
-from traces.lengths import LengthPair
-from traces.replay import start_replay
-from traces.spec import ClosedLoopArrivals, MixtureLength, TraceArrivals
+from specplan.simulator.core.domains import DOMAINS
+from specplan.simulator.core.streams import ScalarDraws, stream
+from specplan.traces.arrivals import ThinkTime, arrival_process
+from specplan.traces.lengths import LengthPair
+from specplan.traces.replay import start_replay
+from specplan.traces.spec import ClosedLoopArrivals, MixtureLength, TraceArrivals
 
 Submit = Callable[[int, int, int], simpy.Event]
 

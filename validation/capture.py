@@ -1,6 +1,6 @@
 """Profile the reference engine's own models with the harness, on this machine.
 
-`capture_profiles(scenario, settings, out_dir)` runs `hwprofiles.harness`
+`capture_profiles(scenario, settings, out_dir)` runs `specplan.hwprofiles.harness`
 twice and writes two profile files the simulator then reads:
 
     target.csv   the target decoder's verify forward: tokens B = 1 ..
@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from hwprofiles import load_profile
-from hwprofiles.fileformat import write_profile_csv
-from hwprofiles.grid import default_grid
-from hwprofiles.modelshape import ModelShape
-from simulator.core.errors import SpecplanError
-from simulator.scenario import Scenario
+from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.fileformat import write_profile_csv
+from specplan.hwprofiles.grid import default_grid
+from specplan.hwprofiles.modelshape import ModelShape
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def capture_profiles(scenarios: list[Scenario], settings: CaptureSettings, out_d
     the anchor and γ mask positions per request).
     """
     # the harness imports torch
-    from hwprofiles.harness import HarnessConfig, run_harness
+    from specplan.hwprofiles.harness import HarnessConfig, run_harness
 
     gammas = sorted({s.drafter.block_size for s in scenarios if s.drafter.speculates}) or [1]
     top = max(max_step_tokens(s) for s in scenarios)
@@ -95,7 +95,7 @@ def capture_profiles(scenarios: list[Scenario], settings: CaptureSettings, out_d
     tokens = list(settings.tokens) or default_grid(1, top)
     config = functools.partial(HarnessConfig, shape=settings.shape, repeats=settings.repeats,
                                warmup=settings.warmup, rounds=settings.rounds,
-                               command="specplan fidelity (validation.capture)")
+                               command="specplan fidelity (specplan.validation.capture)")
     target_cfg = config(tokens=tokens, total_context=context_axis(batch * longest, settings.context_rows),
                                tokens_per_request=settings.tokens_per_request)
     drafter_tokens = sorted({(g + 1) * r for g in gammas for r in range(1, batch + 1)})

@@ -6,9 +6,9 @@ The simulator prices one step as
 
 (the context as `engine.attention` counts it; the host term is
 `engine.host_overhead_ms` and `_per_request_ms`, calibrated by
-`validation.fidelity` on the host time a separate run measured).
+`specplan.validation.fidelity` on the host time a separate run measured).
 `step_time_check(steps, target_csv, drafter_csv, host, block_size)` takes
-the steps a real run recorded (validation.engine: measured draft_ms,
+the steps a real run recorded (specplan.validation.engine: measured draft_ms,
 verify_ms, host time as overhead_ms, and the KV context of each step) and
 prices each step with the same three terms. Each `ratio` is Σ measured /
 Σ priced over the run: `verify_ratio` and `draft_ratio` compare the forwards
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from hwprofiles import load_profile
-from simulator.drafters.latency_models import Forward
+from specplan.hwprofiles import load_profile
+from specplan.simulator.drafters.latency_models import Forward
 
 
 def ratio(measured: np.ndarray, priced: np.ndarray) -> float:

@@ -4,13 +4,13 @@
 It shares with the simulator everything that is *decided* and nothing that
 is *timed*:
 
-  shared  the workload generators and their named streams (traces.workload,
+  shared  the workload generators and their named streams (specplan.traces.workload,
           driven by a SimPy RealtimeEnvironment so that requests arrive in
           wall-clock time); the drafter's acceptance and confidence models and
-          their streams (simulator.drafters: p and c per step, outcomes are
+          their streams (specplan.simulator.drafters: p and c per step, outcomes are
           uniform draws < p); the verification policy (policies/: StepView → ℓ);
-          the request and step records and the summary (simulator.engine.records,
-          simulator.engine.metrics), so both sides are measured the same way
+          the request and step records and the summary (specplan.simulator.engine.records,
+          specplan.simulator.engine.metrics), so both sides are measured the same way
   real    every duration: the drafter's forward, one flattened variable-length
           forward of all requests' tokens against their own KV caches (prompts
           prefilled in chunks by the same forward), and the host work between
@@ -31,7 +31,7 @@ One engine step:
     clock    the SimPy clock moves to the wall clock, so requests that arrived
              during the step are admitted at the next one
 
-The batch is a structure of numpy arrays (simulator.engine.batch.Batch); per-token
+The batch is a structure of numpy arrays (specplan.simulator.engine.batch.Batch); per-token
 work happens inside torch, never in Python loops.
 """
 
@@ -47,19 +47,19 @@ import pandas as pd
 import simpy
 import simpy.rt
 
-from policies.registry import make_policy
-from simulator.core.errors import SpecplanError
-from simulator.core.streams import seed_sequence
-from simulator.drafters.drafter import Drafter, build_drafter
-from simulator.engine.batch import PREFILL_LEFT, RID
-from simulator.engine.config import EngineConfig
-from simulator.engine.decode import DecodeCore, StepPlan, StepTiming
-from simulator.engine.intake import FrontDoor
-from simulator.engine.metrics import summarize
-from simulator.engine.records import DONE, QUEUED, RequestLog, StepLog
-from simulator.scenario import ChunkedPrefill, Scenario
-from traces.workload import start_workload
-from validation.runner import ModelRunner
+from specplan.policies.registry import make_policy
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.core.streams import seed_sequence
+from specplan.simulator.drafters.drafter import Drafter, build_drafter
+from specplan.simulator.engine.batch import PREFILL_LEFT, RID
+from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.decode import DecodeCore, StepPlan, StepTiming
+from specplan.simulator.engine.intake import FrontDoor
+from specplan.simulator.engine.metrics import summarize
+from specplan.simulator.engine.records import DONE, QUEUED, RequestLog, StepLog
+from specplan.simulator.scenario import ChunkedPrefill, Scenario
+from specplan.traces.workload import start_workload
+from specplan.validation.runner import ModelRunner
 
 
 @dataclass

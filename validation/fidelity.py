@@ -6,7 +6,7 @@ The scenario's `sweep:` block names the grid (variants = policies, `load` =
 closed-loop users or Poisson rates), exactly as for `specplan sweep`. Then:
 
 1. profile  the engine's own target and drafter on this machine with the
-            harness (validation.capture): profiles/p00/{target,drafter}.csv
+            harness (specplan.validation.capture): profiles/p00/{target,drafter}.csv
 2. host     calibrate, per policy, the host time of a step (everything in
             it that is neither forward: admission, drafting models, the
             policy, layouts, cache bookkeeping, the event loop), measured by
@@ -41,21 +41,21 @@ from typing import Any
 
 import numpy as np
 
-from hwprofiles import load_profile
-from hwprofiles.modelshape import load_shape
-from simulator.core.errors import SpecplanError
-from simulator.core.jsonsafe import clean
-from simulator.engine.simulation import simulate
-from simulator.scenario import Scenario, resolved_mapping, scenario_from_mapping
-from simulator.study.points import Point, SweepPlan, plan_sweep
-from validation.capture import (
+from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.modelshape import load_shape
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.core.jsonsafe import clean
+from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.scenario import Scenario, resolved_mapping, scenario_from_mapping
+from specplan.simulator.study.points import Point, SweepPlan, plan_sweep
+from specplan.validation.capture import (
     CaptureSettings,
     bracket,
     capture_profiles,
     drift_ratio,
     longest_request_tokens,
 )
-from validation.diagnose import step_time_check
+from specplan.validation.diagnose import step_time_check
 
 Progress = Callable[[str], None]
 DEFAULT_SHAPE = Path(__file__).resolve().parent / "shapes" / "small-cpu.yaml"
@@ -139,7 +139,7 @@ class Fidelity:
         self.progress = progress or (lambda _msg: None)
         self.plan: SweepPlan = plan_sweep(source, overrides)
         # the reference engine imports torch
-        from validation.engine import check_engine_scenario
+        from specplan.validation.engine import check_engine_scenario
 
         self.shape = load_shape(settings.model)
         for point in self.plan.points:
@@ -243,8 +243,8 @@ class Fidelity:
 
     def engine_run(self, scenario: Scenario) -> tuple[dict[str, Any], Any]:
         # the reference engine and its runner import torch
-        from validation.engine import ReferenceEngine
-        from validation.runner import TorchRunner
+        from specplan.validation.engine import ReferenceEngine
+        from specplan.validation.runner import TorchRunner
 
         gamma = scenario.drafter.block_size if scenario.drafter.speculates else 0
         runner = TorchRunner(self.shape, scenario.engine.max_batch_requests,
@@ -257,7 +257,7 @@ class Fidelity:
         # torch, and the harness that imports it: the device the run measured
         import torch
 
-        from hwprofiles.harness import device_name
+        from specplan.hwprofiles.harness import device_name
 
         return {
             "scenario": self.plan.source,
@@ -303,8 +303,8 @@ def fit_host_overhead(requests: np.ndarray, overhead_ms: np.ndarray) -> tuple[fl
 
 def write_result(result: FidelityResult, out_dir: Path) -> Path:
     """fidelity.json (points + summary + step-time checks) and fidelity.png (the scatter)."""
-    # validation.plot imports matplotlib
-    from validation.plot import save_fidelity_plot
+    # specplan.validation.plot imports matplotlib
+    from specplan.validation.plot import save_fidelity_plot
 
     doc = {**result.as_json(), **clean(result.details)}
     path = out_dir / "fidelity.json"

@@ -1,8 +1,8 @@
 """The reference engine's models: the harness's torch decoder as target and as drafter.
 
-`TorchRunner` owns the real compute of `validation.engine`:
+`TorchRunner` owns the real compute of `specplan.validation.engine`:
 
-    target   hwprofiles.torch_model.DecoderModel of the scenario's shape, random
+    target   specplan.hwprofiles.torch_model.DecoderModel of the scenario's shape, random
              weights, one KV-cache slot per running request (prompt chunks and
              verified tokens are written by the same flattened forward). Slots
              stay compact: the N running requests hold slots 0 .. N−1 (a release
@@ -33,9 +33,9 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from hwprofiles.modelshape import ModelShape, drafter_shape
-from hwprofiles.torch_model import DecoderModel, VerifyLayout
-from simulator.core.errors import SpecplanError
+from specplan.hwprofiles.modelshape import ModelShape, drafter_shape
+from specplan.hwprofiles.torch_model import DecoderModel, VerifyLayout
+from specplan.simulator.core.errors import SpecplanError
 
 
 class ModelRunner(Protocol):

@@ -1,7 +1,7 @@
 """The `specplan` command: a thin face over the Python API.
 
 Every user error (SpecplanError) becomes one line on stderr and exit status
-2, with no traceback. Subcommands live in `simulator.app.commands`.
+2, with no traceback. Subcommands live in `specplan.simulator.app.commands`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import importlib
 import os
 import sys
 
-from simulator.app.commands import COMMANDS
-from simulator.core.errors import SpecplanError
+from specplan.simulator.app.commands import COMMANDS
+from specplan.simulator.core.errors import SpecplanError
 
 
 class Parser(argparse.ArgumentParser):

@@ -6,9 +6,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from simulator.core.jsonsafe import dumps
-from simulator.drafters.vllm_metrics import exposition_text
-from simulator.scenario import write_resolved
+from specplan.simulator.core.jsonsafe import dumps
+from specplan.simulator.drafters.vllm_metrics import exposition_text
+from specplan.simulator.scenario import write_resolved
 
 
 def write_run(result: Any, out_dir: Path) -> None:

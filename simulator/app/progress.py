@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.core.progress import Progress
-from simulator.engine.simulation import Simulation
+from specplan.simulator.core.progress import Progress
+from specplan.simulator.engine.simulation import Simulation
 
 TICKS = 200
 

@@ -30,7 +30,7 @@ from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from simulator.core.errors import ScenarioError
+from specplan.simulator.core.errors import ScenarioError
 
 BUILTIN_PREFIX = "builtin:"
 

@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.core.errors import SpecplanError
-from simulator.drafters.curves import sigmoid
-from simulator.drafters.heterogeneity import gauss_normal as token_nodes
-from simulator.drafters.heterogeneity import (
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.drafters.curves import sigmoid
+from specplan.simulator.drafters.heterogeneity import gauss_normal as token_nodes
+from specplan.simulator.drafters.heterogeneity import (
     logit_or_edge,
     request_tau,
     smoothed_sigmoid,
     solve_offsets,
 )
-from simulator.drafters.presets import preset_curves
-from simulator.drafters.spec import DrafterSpec
+from specplan.simulator.drafters.presets import preset_curves
+from specplan.simulator.drafters.spec import DrafterSpec
 
 
 class AcceptanceModel:

@@ -1,7 +1,7 @@
 """Confidence heads: what the drafter tells the scheduler about each draft.
 
 `perfect`: c = p, the head knows the true conditional acceptance.
-`model` (with STS calibration) is built in `simulator.drafters.heads`.
+`model` (with STS calibration) is built in `specplan.simulator.drafters.heads`.
 Heads read the acceptance logit x = logit p (the engine draws in logit
 space); policies only ever see the output of `observe`, never p.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.drafters.curves import sigmoid
+from specplan.simulator.drafters.curves import sigmoid
 
 
 class PerfectConfidence:

@@ -13,12 +13,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from simulator.drafters.acceptance import AcceptanceModel, acceptance_model
-from simulator.drafters.confidence import PerfectConfidence
-from simulator.drafters.heads import model_head
-from simulator.drafters.latency import FixedDraftLatency
-from simulator.drafters.latency_models import latency_model
-from simulator.drafters.spec import DrafterSpec, FixedLatency
+from specplan.simulator.drafters.acceptance import AcceptanceModel, acceptance_model
+from specplan.simulator.drafters.confidence import PerfectConfidence
+from specplan.simulator.drafters.heads import model_head
+from specplan.simulator.drafters.latency import FixedDraftLatency
+from specplan.simulator.drafters.latency_models import latency_model
+from specplan.simulator.drafters.spec import DrafterSpec, FixedLatency
 
 
 class ConfidenceHead(Protocol):

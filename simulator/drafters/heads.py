@@ -35,16 +35,16 @@ from typing import Any
 
 import numpy as np
 
-from simulator.core.errors import SpecplanError
-from simulator.core.streams import seed_sequence, stream
-from simulator.drafters.acceptance import AcceptanceModel, acceptance_model
-from simulator.drafters.calibration import (
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.core.streams import seed_sequence, stream
+from specplan.simulator.drafters.acceptance import AcceptanceModel, acceptance_model
+from specplan.simulator.drafters.calibration import (
     CalibrationReport,
     calibration_report,
     fit_sts,
     sigmoid,
 )
-from simulator.drafters.spec import ConfidenceSpec, DrafterSpec
+from specplan.simulator.drafters.spec import ConfidenceSpec, DrafterSpec
 
 LOGIT_LIMIT = 16.0  # |logit p| beyond this is p within 1e-7 of 0 or 1
 

@@ -38,10 +38,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hwprofiles import load_profile
-from hwprofiles.dense import DenseCurve
-from simulator.core.errors import SpecplanError
-from simulator.drafters.spec import DrafterSpec, LayersLatency, ProfileLatency
+from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.dense import DenseCurve
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.drafters.spec import DrafterSpec, LayersLatency, ProfileLatency
 
 SEQUENTIAL_FAMILIES = ("mtp", "eagle3")
 DENSE_TOKENS = 16384  # forwards up to this many tokens are looked up, beyond it interpolated

@@ -32,7 +32,7 @@ How the target curves are fitted (block 7, the published block):
    mean (no other target publishes position-wise curves).
 4. The figures these curves reproduce are pooled over proposals (τ = Σ
    acceptance lengths / proposals, per-position rates likewise: DESIGN.md
-   §1); `simulator.drafters.heterogeneity` keeps them pooled whatever the
+   §1); `specplan.simulator.drafters.heterogeneity` keeps them pooled whatever the
    request and token spread.
 
 Block sizes other than 7: positions 1..γ of the curve for γ ≤ 7 (a
@@ -67,9 +67,9 @@ from functools import cache
 import numpy as np
 from scipy.optimize import brentq
 
-from simulator.core.domains import DOMAINS
-from simulator.core.errors import ScenarioError, SpecplanError
-from simulator.drafters.curves import expected_tau, logit, sigmoid
+from specplan.simulator.core.domains import DOMAINS
+from specplan.simulator.core.errors import ScenarioError, SpecplanError
+from specplan.simulator.drafters.curves import expected_tau, logit, sigmoid
 
 PUBLISHED_BLOCK = 7
 TARGETS = ("qwen3-4b", "qwen3-8b", "qwen3-14b", "gemma4-12b")

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar, Literal
 
-from hwprofiles import load_profile
-from simulator.core.domains import DOMAINS
-from simulator.core.errors import ScenarioError, SpecplanError
-from simulator.core.schema import Tagged, num
-from simulator.drafters.presets import check_preset
+from specplan.hwprofiles import load_profile
+from specplan.simulator.core.domains import DOMAINS
+from specplan.simulator.core.errors import ScenarioError, SpecplanError
+from specplan.simulator.core.schema import Tagged, num
+from specplan.simulator.drafters.presets import check_preset
 
 FAMILIES = ("none", "mtp", "eagle3", "dflash", "dspark")
 

@@ -40,8 +40,8 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 from scipy import stats
 
-from simulator.core.domains import DOMAINS
-from simulator.core.errors import SpecplanError
+from specplan.simulator.core.domains import DOMAINS
+from specplan.simulator.core.errors import SpecplanError
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"

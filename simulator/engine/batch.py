@@ -18,7 +18,7 @@ its footprint (what the KV rule reserves) is that + PREFILL_LEFT + γ.
 `acceptance` (rows × γ) holds each request's acceptance, fixed at
 admission: its logits before token noise for policies that read
 confidences, or its per-position probabilities with the token noise
-averaged out for those that do not (simulator.engine.decode).
+averaged out for those that do not (specplan.simulator.engine.decode).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ simulator's replicas and the reference engine (validation/), so both take
 the same limits from the same keys:
 
     max_batch_requests   running requests at most
-    kv_capacity_tokens   KV-cache tokens at most (the KV rule: simulator.engine.decode)
+    kv_capacity_tokens   KV-cache tokens at most (the KV rule: specplan.simulator.engine.decode)
     chunk_tokens         chunked prefill: prompt tokens per step at most (None: disaggregated)
     prefill_tokens_per_s disaggregated prefill: the prefill stage's rate (None: chunked)
     max_step_tokens      tokens one forward may hold (default: the profile's largest measured B)
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from simulator.scenario import ChunkedPrefill, Scenario
+from specplan.simulator.scenario import ChunkedPrefill, Scenario
 
 
 @dataclass(frozen=True)

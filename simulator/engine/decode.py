@@ -1,8 +1,8 @@
 """The decode core: one continuous-batching speculative decode engine's step logic, without a clock.
 
-The simulator's replicas (simulator.engine.replica) and the reference
-engine (validation.engine) both drive this class; only time differs. A
-replica charges the step's price (simulator.engine.price); the reference
+The simulator's replicas (specplan.simulator.engine.replica) and the reference
+engine (specplan.validation.engine) both drive this class; only time differs. A
+replica charges the step's price (specplan.simulator.engine.price); the reference
 engine runs real forwards and reads the wall clock. One step:
 
     admit    waiting requests, FIFO, while a batch slot and KV capacity remain
@@ -51,10 +51,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from policies.admission import whole_blocks
-from policies.base import OracleView, Policy, StepOutcome, StepView
-from simulator.core.streams import stream
-from simulator.engine.batch import (
+from specplan.policies.admission import whole_blocks
+from specplan.policies.base import OracleView, Policy, StepOutcome, StepView
+from specplan.simulator.core.streams import stream
+from specplan.simulator.engine.batch import (
     ACCEPTED,
     COLUMNS,
     PREFILL_LEFT,
@@ -67,10 +67,10 @@ from simulator.engine.batch import (
     Ledger,
     attention_context,
 )
-from simulator.engine.config import EngineConfig
-from simulator.engine.intake import admit_fifo
-from simulator.engine.price import StepPricer, StepQuote
-from simulator.engine.records import RequestLog, SpecCounters, StepLog, StepRecord
+from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.intake import admit_fifo
+from specplan.simulator.engine.price import StepPricer, StepQuote
+from specplan.simulator.engine.records import RequestLog, SpecCounters, StepLog, StepRecord
 
 ALL = slice(None)
 

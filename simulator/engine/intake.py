@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simulator.core.streams import ScalarDraws, stream
-from simulator.engine.records import RUNNING, RequestLog
+from specplan.simulator.core.streams import ScalarDraws, stream
+from specplan.simulator.engine.records import RUNNING, RequestLog
 
 
 class FrontDoor:

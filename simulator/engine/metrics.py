@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from policies.registry import policy_class
+from specplan.policies.registry import policy_class
 
 SUMMARY_KEYS = (
     "policy", "throughput_tokens_per_s", "throughput_tokens_per_s_per_gpu", "tps_user_mean",

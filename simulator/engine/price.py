@@ -18,7 +18,7 @@ and charges the quote at the B the policy chose: policy and clock cannot
 diverge.
 
 Verify times come from a dense table over B = 0..max_step_tokens built
-once per pricer (`hwprofiles.dense.DenseCurve`), so a quote costs a scalar
+once per pricer (`specplan.hwprofiles.dense.DenseCurve`), so a quote costs a scalar
 bisection and its lookups are slices, never a per-step interpolation of
 the whole profile. Drafting is priced by the drafter's latency model at
 the drafting requests' share of the step's KV context.
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from hwprofiles.dense import DenseCurve
-from simulator.engine.config import EngineConfig
+from specplan.hwprofiles.dense import DenseCurve
+from specplan.simulator.engine.config import EngineConfig
 
 
 class StepQuote:

@@ -1,4 +1,4 @@
-"""One replica: the decode core (simulator.engine.decode) driven by a SimPy clock, one event per step.
+"""One replica: the decode core (specplan.simulator.engine.decode) driven by a SimPy clock, one event per step.
 
     loop:  admit → plan → wait the step's price → commit → finish / requeue
 
@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import simpy
 
-from policies.base import Policy
-from simulator.engine.config import EngineConfig
-from simulator.engine.decode import DecodeCore, StepTiming
-from simulator.engine.records import DONE, PREFILL, QUEUED, RequestLog, StepLog
+from specplan.policies.base import Policy
+from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.decode import DecodeCore, StepTiming
+from specplan.simulator.engine.records import DONE, PREFILL, QUEUED, RequestLog, StepLog
 
 
 class Replica:

@@ -19,18 +19,18 @@ from typing import Any
 import pandas as pd
 import simpy
 
-from hwprofiles import load_profile
-from policies.registry import make_policy
-from simulator.core.streams import seed_sequence, stream
-from simulator.drafters.drafter import Drafter, build_drafter
-from simulator.engine.cluster import Router
-from simulator.engine.config import EngineConfig
-from simulator.engine.intake import FrontDoor
-from simulator.engine.metrics import summarize
-from simulator.engine.records import RequestLog, SpecCounters, StepLog
-from simulator.engine.replica import Replica
-from simulator.scenario import Scenario
-from traces.workload import ArrivalBudget, start_workload
+from specplan.hwprofiles import load_profile
+from specplan.policies.registry import make_policy
+from specplan.simulator.core.streams import seed_sequence, stream
+from specplan.simulator.drafters.drafter import Drafter, build_drafter
+from specplan.simulator.engine.cluster import Router
+from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.intake import FrontDoor
+from specplan.simulator.engine.metrics import summarize
+from specplan.simulator.engine.records import RequestLog, SpecCounters, StepLog
+from specplan.simulator.engine.replica import Replica
+from specplan.simulator.scenario import Scenario
+from specplan.traces.workload import ArrivalBudget, start_workload
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """The scenario layer: YAML → validated, frozen dataclasses, the one input of every run.
 
-    from simulator.scenario import load_scenario, Scenario
+    from specplan.simulator.scenario import load_scenario, Scenario
 """
 
-from simulator.scenario.load import (
+from specplan.simulator.scenario.load import (
     apply_overrides,
     load_scenario,
     read_yaml,
@@ -11,7 +11,7 @@ from simulator.scenario.load import (
     scenario_from_mapping,
     write_resolved,
 )
-from simulator.scenario.spec import (
+from specplan.simulator.scenario.spec import (
     ChunkedPrefill,
     Cluster,
     DisaggregatedPrefill,

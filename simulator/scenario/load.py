@@ -8,7 +8,7 @@ Overrides are `dotted.key=value` strings whose value is parsed as YAML, so
 `drafter.acceptance.domains={chat: 1.0}` sets a mapping, or `@FILE`: a YAML
 mapping (a fragment such as the `drafter:` block `specplan acceptance`
 writes, or the `policy:` block of `specplan tune`) deep-merged over the
-scenario the way a sweep merges a variant (`simulator.scenario.merge`); the
+scenario the way a sweep merges a variant (`specplan.simulator.scenario.merge`); the
 CLI's `--merge FILE` passes it. Overrides apply in order. Relative paths
 resolve against the scenario file's folder. Loading also resolves the
 hardware profile and the policy name, so `specplan check` catches a missing
@@ -24,11 +24,11 @@ from typing import Any
 
 import yaml
 
-from hwprofiles import load_profile
-from simulator.core.errors import ScenarioError, SpecplanError
-from simulator.core.schema import Context, build, to_plain
-from simulator.scenario.merge import deep_merge
-from simulator.scenario.spec import Scenario
+from specplan.hwprofiles import load_profile
+from specplan.simulator.core.errors import ScenarioError, SpecplanError
+from specplan.simulator.core.schema import Context, build, to_plain
+from specplan.simulator.scenario.merge import deep_merge
+from specplan.simulator.scenario.spec import Scenario
 
 
 def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -> Scenario:

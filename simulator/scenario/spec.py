@@ -1,9 +1,9 @@
 """The scenario contract (DESIGN.md §3) as frozen dataclasses: hardware, cluster, engine, policy, the whole.
 
 The drafter's and the workload's sections are defined beside their models
-(`simulator.drafters.spec`, `traces.spec`), the study blocks (sweep, SLA)
-in `simulator.scenario.study`; `Scenario` ties them together.
-`simulator.core.schema.build` validates a mapping against these classes.
+(`specplan.simulator.drafters.spec`, `specplan.traces.spec`), the study blocks (sweep, SLA)
+in `specplan.simulator.scenario.study`; `Scenario` ties them together.
+`specplan.simulator.core.schema.build` validates a mapping against these classes.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal
 
-from policies.registry import validate_policy
-from simulator.core.errors import ScenarioError
-from simulator.core.schema import Tagged, num
-from simulator.drafters.spec import DrafterSpec
-from simulator.scenario.study import SlaSpec, SweepSpec
-from traces.spec import WorkloadSpec, validate_domains
+from specplan.policies.registry import validate_policy
+from specplan.simulator.core.errors import ScenarioError
+from specplan.simulator.core.schema import Tagged, num
+from specplan.simulator.drafters.spec import DrafterSpec
+from specplan.simulator.scenario.study import SlaSpec, SweepSpec
+from specplan.traces.spec import WorkloadSpec, validate_domains
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Engine:
     host_overhead_per_request_ms: float = num(0.0, ge=0)
     # KV context a step's profile lookup uses: Σ per-request KV (varlen attention kernels), or
     # per phase (decode, prompt chunks) requests × the phase's longest KV (attention padded to the
-    # longest sequence within separate decode and prefill kernels); simulator.engine.batch.attention_context
+    # longest sequence within separate decode and prefill kernels); specplan.simulator.engine.batch.attention_context
     attention: Literal["varlen", "padded"] = "varlen"
 
 

@@ -2,13 +2,13 @@
 
     sweep:
       load: {users: [1, 4, 16]}          # closed loop (think_s kept); or {rate_per_s: [...]}
-      variants:                          # deep-merged over the base scenario (simulator.scenario.merge)
+      variants:                          # deep-merged over the base scenario (specplan.simulator.scenario.merge)
         - {label: MTP-1, drafter: {family: mtp, block_size: 1}, policy: {name: mtp-1}}
       seeds: [1, 2, 3]                   # default: the scenario's own seed
     sla: {tps_user: [80, 120], statistic: p50, ttft_s: 2.0}
 
 Only the structure is checked here; each variant is validated as a whole
-scenario when the sweep expands its points (`simulator.study.points.plan_sweep`).
+scenario when the sweep expands its points (`specplan.simulator.study.points.plan_sweep`).
 These dataclasses never import the scenario module (the scenario imports them).
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from simulator.core.errors import ScenarioError, SpecplanError
-from simulator.core.schema import num
+from specplan.simulator.core.errors import ScenarioError, SpecplanError
+from specplan.simulator.core.schema import num
 
 STATISTICS = ("p10", "p50", "p90", "mean")
 

@@ -24,10 +24,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from simulator.core.errors import SpecplanError
-from simulator.engine.simulation import simulate
-from simulator.scenario import Scenario
-from simulator.study.points import Point, normalise, store_point
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.scenario import Scenario
+from specplan.simulator.study.points import Point, normalise, store_point
 
 OnDone = Callable[[Point, dict[str, Any]], None]
 BACKENDS = ("local", "ray")

@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.core.errors import SpecplanError
-from simulator.core.progress import Progress
-from simulator.engine.simulation import simulate
-from simulator.scenario import Scenario
-from simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
-from simulator.scenario.study import tps_column
-from simulator.study.backends import default_workers
-from simulator.study.points import read_source, validated
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.core.progress import Progress
+from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.scenario import Scenario
+from specplan.simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
+from specplan.simulator.scenario.study import tps_column
+from specplan.simulator.study.backends import default_workers
+from specplan.simulator.study.points import read_source, validated
 
 KEEP_UP = 0.95
 DEFAULT_MAX_REPLICAS = 256

@@ -21,17 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulator.core.errors import ScenarioError, SpecplanError
-from simulator.core.jsonsafe import clean
-from simulator.scenario import (
+from specplan.simulator.core.errors import ScenarioError, SpecplanError
+from specplan.simulator.core.jsonsafe import clean
+from specplan.simulator.scenario import (
     Scenario,
     apply_overrides,
     read_yaml,
     resolved_mapping,
     scenario_from_mapping,
 )
-from simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
-from simulator.scenario.study import SlaSpec
+from specplan.simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
+from specplan.simulator.scenario.study import SlaSpec
 
 
 @dataclass(frozen=True)

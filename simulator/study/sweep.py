@@ -4,11 +4,11 @@ The notebook API (`specplan sweep` is a thin face over it):
 
     result = run_sweep("scenarios/default.yaml", out_dir="out", workers=2, backend="local")
     result.points        one row per variant × load × seed: every summary key + label, load, seed
-    result.frontier      per label: Pareto vertices + a monotone interpolation (simulator.study.frontier)
+    result.frontier      per label: Pareto vertices + a monotone interpolation (specplan.simulator.study.frontier)
     result.comparisons   per SLA threshold: throughput/GPU per label, gains over the first label
 
 With `out_dir`, each finished point is stored at once under
-`out_dir/points/<key>.json` (simulator.study.points); a re-run reuses every
+`out_dir/points/<key>.json` (specplan.simulator.study.points); a re-run reuses every
 stored point and recomputes only the missing ones. Rows are ordered by
 variant, load and seed, so results are identical whatever the backend or
 the number of workers (only `wall_s`, the measured wall time of each
@@ -23,12 +23,12 @@ from typing import Any
 
 import pandas as pd
 
-from simulator.core.progress import Progress
-from simulator.scenario import Scenario, write_resolved
-from simulator.scenario.study import tps_column
-from simulator.study.backends import run_points
-from simulator.study.frontier import comparisons, frontier_table, operating_points
-from simulator.study.points import Point, SweepPlan, load_point, plan_sweep, store_point
+from specplan.simulator.core.progress import Progress
+from specplan.simulator.scenario import Scenario, write_resolved
+from specplan.simulator.scenario.study import tps_column
+from specplan.simulator.study.backends import run_points
+from specplan.simulator.study.frontier import comparisons, frontier_table, operating_points
+from specplan.simulator.study.points import Point, SweepPlan, load_point, plan_sweep, store_point
 
 __all__ = ["SweepPlan", "SweepResult", "plan_sweep", "run_sweep", "sweep_frames"]
 
@@ -54,7 +54,7 @@ def run_sweep(scenario_or_path: str | Path | Scenario | dict, out_dir: str | Pat
               overrides: tuple[str, ...] | list[str] = ()) -> SweepResult:
     """Run (or resume) a sweep; write points/frontier/comparisons CSVs into out_dir.
 
-    The report (`reports.report.write_report`) is the caller's: `specplan sweep` writes it.
+    The report (`specplan.reports.report.write_report`) is the caller's: `specplan sweep` writes it.
     """
     plan = plan_sweep(scenario_or_path, overrides)
     out = Path(out_dir) if out_dir is not None else None

@@ -11,7 +11,7 @@
 A length schedule decides from the step's decoding requests alone, so it is
 tuned per bucket of batch sizes (b_{i−1}, b_i]. Search: every static length
 ℓ in `lengths` on the base scenario's drafter is swept over the load axis
-(`simulator.study.sweep` machinery: generated variants, points stored under
+(`specplan.simulator.study.sweep` machinery: generated variants, points stored under
 out_dir/points, so a killed tune resumes). Each (length, load) operating
 point is placed at its mean decoding batch (`mean_decode_requests`); a
 bucket reads every length at its representative batch √((b_{i−1}+1)·b_i),
@@ -34,7 +34,7 @@ than the first's.
 
 Verification runs the schedule as a `length-schedule` variant over the
 scenario's own load axis beside its variants and every static length, and
-reads each frontier at every SLA threshold (`simulator.study.frontier`); a
+reads each frontier at every SLA threshold (`specplan.simulator.study.frontier`); a
 tune is only as good as that table says.
 """
 
@@ -52,14 +52,19 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from simulator.core.errors import SpecplanError
-from simulator.core.jsonsafe import clean
-from simulator.scenario import Scenario
-from simulator.scenario.merge import strip_study_blocks
-from simulator.scenario.study import tps_column
-from simulator.study.frontier import THROUGHPUT, frontier_vertices, throughput_at, tps_user_at
-from simulator.study.points import SweepPlan, plan_sweep, read_source
-from simulator.study.sweep import SweepResult, collect, sweep_frames, write_outputs
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.core.jsonsafe import clean
+from specplan.simulator.scenario import Scenario
+from specplan.simulator.scenario.merge import strip_study_blocks
+from specplan.simulator.scenario.study import tps_column
+from specplan.simulator.study.frontier import (
+    THROUGHPUT,
+    frontier_vertices,
+    throughput_at,
+    tps_user_at,
+)
+from specplan.simulator.study.points import SweepPlan, plan_sweep, read_source
+from specplan.simulator.study.sweep import SweepResult, collect, sweep_frames, write_outputs
 
 TUNED = "tuned schedule"
 STATIC_PREFIX = "static "

@@ -3,7 +3,7 @@
     specplan acceptance vllm-metrics before.prom after.prom --out drafter.yaml --domain chat
 
 One scrape fits the counters since the server started; two fit the window
-between them (their difference). The fit is simulator.drafters.vllm_metrics;
+between them (their difference). The fit is specplan.simulator.drafters.vllm_metrics;
 this module reads the arguments, writes the YAML and prints the table.
 """
 
@@ -14,11 +14,11 @@ import json
 import sys
 from pathlib import Path
 
-from simulator.core.domains import DOMAINS
-from simulator.core.errors import SpecplanError
-from simulator.core.jsonsafe import clean
-from simulator.drafters.spec import FAMILIES
-from simulator.drafters.vllm_metrics import (
+from specplan.simulator.core.domains import DOMAINS
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.core.jsonsafe import clean
+from specplan.simulator.drafters.spec import FAMILIES
+from specplan.simulator.drafters.vllm_metrics import (
     INTERVAL,
     AcceptanceFit,
     counts_between,

@@ -1,6 +1,6 @@
 """`specplan audit POLICY`: the token-level losslessness audit of a verification policy.
 
-A thin face over `policies.audit.audit_policy`: decode many short sequences
+A thin face over `specplan.policies.audit.audit_policy`: decode many short sequences
 with real rejection sampling, the policy choosing every verification
 length, and test the output distribution against the target (chi-square).
 """
@@ -13,8 +13,8 @@ import sys
 
 import yaml
 
-from policies.audit import CASES, AuditResult, audit_policy
-from simulator.core.errors import SpecplanError
+from specplan.policies.audit import CASES, AuditResult, audit_policy
+from specplan.simulator.core.errors import SpecplanError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

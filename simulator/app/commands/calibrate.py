@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from reports.reliability import plot_reliability
-from simulator.app.commands.run import add_scenario_args
-from simulator.core.errors import SpecplanError
-from simulator.drafters.heads import HeadEvaluation, evaluate_head
-from simulator.scenario import load_scenario, write_resolved
+from specplan.reports.reliability import plot_reliability
+from specplan.simulator.app.commands.run import add_scenario_args
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.drafters.heads import HeadEvaluation, evaluate_head
+from specplan.simulator.scenario import load_scenario, write_resolved
 
 
 def register(sub: argparse._SubParsersAction) -> None:

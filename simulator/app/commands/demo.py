@@ -6,12 +6,12 @@ import argparse
 from importlib import resources
 from pathlib import Path
 
-from simulator.app.commands.sweep import add_runner_args, sweep_and_report
+from specplan.simulator.app.commands.sweep import add_runner_args, sweep_and_report
 
 
 def default_scenario() -> Path:
     """Path of the packaged scenarios/default.yaml."""
-    return Path(str(resources.files("scenarios") / "default.yaml"))
+    return Path(str(resources.files("specplan.scenarios") / "default.yaml"))
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -2,7 +2,7 @@
 
 Profiles the engine's model on this machine with the torch harness, then
 runs every policy × load of the scenario's `sweep:` block twice, on the
-real engine (validation.engine) and in the simulator with the captured
+real engine (specplan.validation.engine) and in the simulator with the captured
 profile, and writes DIR/fidelity.json, DIR/fidelity.png and the captured
 profiles. Needs torch (the `profile` extra), imported only when run.
 """
@@ -13,11 +13,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from hwprofiles.grid import parse_tokens
-from simulator.app.commands.run import add_scenario_args
-from simulator.core.errors import SpecplanError
-from simulator.core.jsonsafe import dumps
-from validation.fidelity import DEFAULT_SHAPE, FidelitySettings, run_fidelity
+from specplan.hwprofiles.grid import parse_tokens
+from specplan.simulator.app.commands.run import add_scenario_args
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.core.jsonsafe import dumps
+from specplan.validation.fidelity import DEFAULT_SHAPE, FidelitySettings, run_fidelity
 
 
 def register(sub: argparse._SubParsersAction) -> None:

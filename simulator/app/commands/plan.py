@@ -6,10 +6,10 @@ import argparse
 import json
 import sys
 
-from simulator.app.commands.run import add_override_args
-from simulator.core.jsonsafe import clean
-from simulator.scenario.study import STATISTICS
-from simulator.study.planner import plan_capacity, plan_table
+from specplan.simulator.app.commands.run import add_override_args
+from specplan.simulator.core.jsonsafe import clean
+from specplan.simulator.scenario.study import STATISTICS
+from specplan.simulator.study.planner import plan_capacity, plan_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -17,7 +17,7 @@ import shlex
 import time
 from pathlib import Path
 
-from hwprofiles.aiconfigurator import (
+from specplan.hwprofiles.aiconfigurator import (
     AicDrafter,
     AicLayout,
     AicTarget,
@@ -25,12 +25,12 @@ from hwprofiles.aiconfigurator import (
     aic_profile,
     literal_version,
 )
-from hwprofiles.fileformat import write_profile_csv
-from hwprofiles.grid import parse_tokens
-from hwprofiles.loader import load_profile
-from hwprofiles.modelshape import load_shape
-from hwprofiles.plot import save_profile_plot
-from simulator.core.errors import SpecplanError
+from specplan.hwprofiles.fileformat import write_profile_csv
+from specplan.hwprofiles.grid import parse_tokens
+from specplan.hwprofiles.loader import load_profile
+from specplan.hwprofiles.modelshape import load_shape
+from specplan.hwprofiles.plot import save_profile_plot
+from specplan.simulator.core.errors import SpecplanError
 
 SOURCES = ("torch", "aiconfigurator")
 TORCH_ONLY = ("device", "dtype", "tokens", "context", "mode", "layers", "repeats", "warmup", "rounds", "requests",
@@ -127,7 +127,7 @@ def profile(args: argparse.Namespace) -> int:
 
 def _measure_and_write(args: argparse.Namespace) -> int:
     # the harness imports torch (the optional 'profile' extra)
-    from hwprofiles.harness import HarnessConfig, run_harness
+    from specplan.hwprofiles.harness import HarnessConfig, run_harness
 
     cfg = HarnessConfig(
         shape=load_shape(args.model), tokens=parse_tokens(args.tokens), device=args.device,

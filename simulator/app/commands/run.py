@@ -6,10 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from simulator.app.output import summary_table, write_run
-from simulator.app.progress import simulate_with_progress
-from simulator.core.jsonsafe import dumps
-from simulator.scenario import load_scenario
+from specplan.simulator.app.output import summary_table, write_run
+from specplan.simulator.app.progress import simulate_with_progress
+from specplan.simulator.core.jsonsafe import dumps
+from specplan.simulator.scenario import load_scenario
 
 
 def add_scenario_args(p: argparse.ArgumentParser) -> None:

@@ -8,11 +8,11 @@ import math
 import sys
 from pathlib import Path
 
-from reports.report import write_report
-from simulator.app.commands.run import add_override_args
-from simulator.core.errors import SpecplanError
-from simulator.core.jsonsafe import clean
-from simulator.study.sweep import SweepResult, run_sweep
+from specplan.reports.report import write_report
+from specplan.simulator.app.commands.run import add_override_args
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.core.jsonsafe import clean
+from specplan.simulator.study.sweep import SweepResult, run_sweep
 
 
 def add_runner_args(p: argparse.ArgumentParser) -> None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from simulator.core.errors import SpecplanError
-from simulator.core.jsonsafe import dumps
-from traces.plots import plot_trace
-from traces.readers import TraceFile
-from traces.spec import CSV_COLUMNS, TIME_UNITS, TRACE_FORMATS
-from traces.stats import trace_stats
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.core.jsonsafe import dumps
+from specplan.traces.plots import plot_trace
+from specplan.traces.readers import TraceFile
+from specplan.traces.spec import CSV_COLUMNS, TIME_UNITS, TRACE_FORMATS
+from specplan.traces.stats import trace_stats
 
 
 def register(sub: argparse._SubParsersAction) -> None:

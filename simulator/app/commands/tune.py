@@ -2,7 +2,7 @@
 
     specplan tune scenarios/default.yaml --out out/tune [--lengths 0:7] [--buckets 1,2,4,...] [--workers 2]
 
-The search and verification are simulator.study.tune; this module writes
+The search and verification are specplan.simulator.study.tune; this module writes
 the schedule three ways (specplan policy block, TensorRT-LLM
 `draft_len_schedule`, a plain batch-size → length table), the report, and
 prints the schedule and how it compares.
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports.tune import write_tune_report
-from simulator.app.commands.run import add_override_args
-from simulator.core.jsonsafe import clean
-from simulator.study.tune import (
+from specplan.reports.tune import write_tune_report
+from specplan.simulator.app.commands.run import add_override_args
+from specplan.simulator.core.jsonsafe import clean
+from specplan.simulator.study.tune import (
     TUNED_ROLE,
     TunedSchedule,
     key_rows,

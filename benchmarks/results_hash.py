@@ -1,0 +1,91 @@
+"""Hash the results of a fixed set of cases, to show that a refactor changes no answer.
+
+    python benchmarks/results_hash.py [--out hashes.json]
+
+Each case is a scenario the project ships (every sweep variant of
+`scenarios/default.yaml` and `scenarios/deepseek-v3-h200.yaml` at a light
+and a heavy load, the policies those files do not sweep, chunked prefill,
+tight KV) or one of the shared contract scenarios, run for a short horizon.
+A case's hash covers its requests and steps frames and its summary (less
+wall time). Run it before and after a change; the two outputs must be equal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.scenario import scenario_from_mapping
+from specplan.simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+EXTRA_POLICIES = ({"name": "dspark-global"}, {"name": "threshold", "params": {"threshold": 0.5}},
+                  {"name": "goodput"}, {"name": "dspark-async", "params": {"bypass": {"acceptance_below": 0.5, "scope": "request"}}})
+
+
+def sweep_cases(path: Path, loads: tuple[int, ...], duration_s: float) -> dict[str, dict]:
+    raw = yaml.safe_load(path.read_text())
+    base = strip_study_blocks(raw)
+    base["horizon"] = {"duration_s": duration_s, "warmup_s": 1.0}
+    cases = {}
+    for variant in raw["sweep"]["variants"]:
+        merged = apply_variant(base, {k: v for k, v in variant.items() if k != "label"})
+        for users in loads:
+            cases[f"{path.stem}/{variant['label']}/{users}"] = apply_load(merged, "users", users)
+    return cases
+
+
+def extra_cases(path: Path, duration_s: float) -> dict[str, dict]:
+    base = strip_study_blocks(yaml.safe_load(path.read_text()))
+    base["horizon"] = {"duration_s": duration_s, "warmup_s": 1.0}
+    cases = {f"{path.stem}/{p['name']}{'+bypass' if 'params' in p and 'bypass' in p['params'] else ''}":
+             apply_load(apply_variant(base, {"policy": p}), "users", 32) for p in EXTRA_POLICIES}
+    chunked = apply_variant(base, {"engine": {"prefill": {"mode": "chunked", "chunk_tokens": 512}}})
+    cases[f"{path.stem}/chunked"] = apply_load(chunked, "users", 16)
+    tight = apply_variant(base, {"engine": {"kv_capacity_tokens": 20_000}})
+    cases[f"{path.stem}/tight-kv"] = apply_load(tight, "users", 64)
+    return cases
+
+
+def contract_cases() -> dict[str, dict]:
+    return {f"contract/{p.stem}": yaml.safe_load(p.read_text())
+            for p in sorted((SHARED / "scenarios").glob("*.yaml"))}
+
+
+def case_hash(raw: dict, folder: Path) -> str:
+    result = simulate(scenario_from_mapping(raw, folder))
+    digest = hashlib.sha256()
+    digest.update(result.requests.to_csv(index=False).encode())
+    digest.update(result.steps.to_csv(index=False).encode())
+    summary = {k: v for k, v in result.summary.items() if k != "wall_s"}
+    digest.update(json.dumps(summary, sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:16]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="write the hashes as JSON here")
+    parser.add_argument("--duration", type=float, default=6.0, help="simulated seconds per case (default 6)")
+    args = parser.parse_args(argv)
+    default, deepseek = REPO / "scenarios" / "default.yaml", REPO / "scenarios" / "deepseek-v3-h200.yaml"
+    cases = {**sweep_cases(default, (16, 128), args.duration), **extra_cases(default, args.duration),
+             **sweep_cases(deepseek, (32,), args.duration)}
+    hashes = {name: case_hash(raw, default.parent) for name, raw in cases.items()}
+    if SHARED.exists():
+        hashes |= {name: case_hash(raw, SHARED / "scenarios") for name, raw in contract_cases().items()}
+    for name, value in hashes.items():
+        print(f"{value}  {name}")
+    if args.out:
+        args.out.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
