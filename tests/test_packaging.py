@@ -59,8 +59,8 @@ def test_installed_in_a_fresh_environment_it_adds_only_specplan(wheel: Path, tmp
     environ = {**os.environ, "PYTHONPATH": sysconfig.get_path("purelib")}
     probe = ("import specplan, specplan.simulator.app.cli as cli\n"
              "from specplan.simulator.app.commands.demo import default_scenario\n"
-             "assert specplan.__file__.startswith(%r), specplan.__file__\n"
-             "raise SystemExit(cli.main(['check', str(default_scenario())]))\n") % str(site)
+             f"assert specplan.__file__.startswith({str(site)!r}), specplan.__file__\n"
+             "raise SystemExit(cli.main(['check', str(default_scenario())]))\n")
     done = subprocess.run([str(python), "-c", probe], cwd=tmp_path, env=environ, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "ok" in done.stdout
