@@ -11,5 +11,4 @@
     bypass.py      difficulty-aware drafting bypass (an option of the DSpark policies)
     history.py     per-request acceptance history learnt from step outcomes
     oracle.py      the oracle upper bound (sees the accepted prefix)
-    audit.py       token-level losslessness audit (`specplan audit`)
 """

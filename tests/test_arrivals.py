@@ -25,7 +25,7 @@ from specplan.traces.arrivals import (
     arrival_process,
 )
 from specplan.traces.spec import MmppArrivals, PiecewiseArrivals, PoissonArrivals
-from specplan.traces.workload import closed_loop_user
+from specplan.simulator.engine.workload import closed_loop_user
 
 REPLICATIONS = 30
 

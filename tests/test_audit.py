@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from specplan.policies.audit import CASES, audit_policy, sample_rows
+from specplan.validation.audit import CASES, audit_policy, sample_rows
 from specplan.policies.registry import POLICIES
 
 PARAMS = {"length-schedule": {"schedule": {"2": 2, "8": 1}}}

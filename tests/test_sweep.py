@@ -14,7 +14,7 @@ import yaml
 import specplan.simulator.study.points as points_module
 import specplan.simulator.study.sweep as sweep_module
 from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.engine.metrics import SUMMARY_KEYS
+from specplan.simulator.engine.summary import SUMMARY_KEYS
 from specplan.simulator.scenario.merge import apply_load, apply_variant, deep_merge
 from specplan.simulator.study.sweep import plan_sweep, run_sweep
 

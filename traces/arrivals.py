@@ -1,7 +1,7 @@
 """Arrival processes: workload.arrivals specs → arrival times, with their analytic moments.
 
 Each open-loop process yields absolute arrival times (seconds from 0)
-lazily, drawn in vectorised blocks from one named stream; workload.py turns
+lazily, drawn in vectorised blocks from one named stream; the engine's workload.py turns
 them into SimPy timeouts. Each process also states the analytic mean and
 variance of its inter-arrival gaps (`mean_gap_s`, `var_gap_s2`), the
 stationary (Palm) values a long run's gaps converge to; tests compare

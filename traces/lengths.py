@@ -1,10 +1,10 @@
 """Length distributions for prompts and outputs (tokens, whole numbers ≥ 1).
 
 workload.prompt_tokens / output_tokens specs → samplers that hand one
-length at a time to the request source (workload.py), drawn in blocks
+length at a time to the request source (the engine's workload.py), drawn in blocks
 from a named stream. Kinds: fixed, lognormal, empirical (resampled from a
 trace file's lengths, read once with readers.py and cached, or from inline
-values) and mixture (one of the above per domain; workload.py picks the
+values) and mixture (one of the above per domain; the engine's workload.py picks the
 component by the request's domain).
 
 `role` is "prompt" or "output": the trace field an empirical distribution

@@ -2,7 +2,8 @@
 
 These frozen dataclasses are the `workload:` contract (DESIGN.md §3); the
 generators that turn them into request streams live beside them in
-`traces/` (arrivals.py, lengths.py, readers.py, replay.py, workload.py).
+`traces/` (arrivals.py, lengths.py, readers.py, replay.py); the engine's
+`specplan.simulator.engine.workload` wires them into SimPy processes.
 Each arrival or length kind is one dataclass whose `KIND` is the value of
 `kind:` in YAML.
 

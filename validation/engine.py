@@ -4,13 +4,13 @@
 It shares with the simulator everything that is *decided* and nothing that
 is *timed*:
 
-  shared  the workload generators and their named streams (specplan.traces.workload,
+  shared  the workload generators and their named streams (specplan.simulator.engine.workload,
           driven by a SimPy RealtimeEnvironment so that requests arrive in
           wall-clock time); the drafter's acceptance and confidence models and
           their streams (specplan.simulator.drafters: p and c per step, outcomes are
           uniform draws < p); the verification policy (policies/: StepView → ℓ);
           the request and step records and the summary (specplan.simulator.engine.records,
-          specplan.simulator.engine.metrics), so both sides are measured the same way
+          specplan.simulator.engine.summary), so both sides are measured the same way
   real    every duration: the drafter's forward, one flattened variable-length
           forward of all requests' tokens against their own KV caches (prompts
           prefilled in chunks by the same forward), and the host work between
@@ -55,10 +55,10 @@ from specplan.simulator.engine.batch import PREFILL_LEFT, RID
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.decode import DecodeCore, StepPlan, StepTiming
 from specplan.simulator.engine.intake import FrontDoor
-from specplan.simulator.engine.metrics import summarize
+from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.records import DONE, QUEUED, RequestLog, StepLog
 from specplan.simulator.scenario import ChunkedPrefill, Scenario
-from specplan.traces.workload import start_workload
+from specplan.simulator.engine.workload import start_workload
 from specplan.validation.runner import ModelRunner
 
 

@@ -23,14 +23,14 @@ from specplan.hwprofiles import load_profile
 from specplan.policies.registry import make_policy
 from specplan.simulator.core.streams import seed_sequence, stream
 from specplan.simulator.drafters.drafter import Drafter, build_drafter
-from specplan.simulator.engine.cluster import Router
+from specplan.simulator.engine.router import Router
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.intake import FrontDoor
-from specplan.simulator.engine.metrics import summarize
+from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.records import RequestLog, SpecCounters, StepLog
 from specplan.simulator.engine.replica import Replica
 from specplan.simulator.scenario import Scenario
-from specplan.traces.workload import ArrivalBudget, start_workload
+from specplan.simulator.engine.workload import ArrivalBudget, start_workload
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """`specplan audit POLICY`: the token-level losslessness audit of a verification policy.
 
-A thin face over `specplan.policies.audit.audit_policy`: decode many short sequences
+A thin face over `specplan.validation.audit.audit_policy`: decode many short sequences
 with real rejection sampling, the policy choosing every verification
 length, and test the output distribution against the target (chi-square).
 """
@@ -13,7 +13,7 @@ import sys
 
 import yaml
 
-from specplan.policies.audit import CASES, AuditResult, audit_policy
+from specplan.validation.audit import CASES, AuditResult, audit_policy
 from specplan.simulator.core.errors import SpecplanError
 
 
