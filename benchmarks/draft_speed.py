@@ -23,11 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specplan.hwprofiles import load_profile
-from specplan.policies.registry import make_policy
-from specplan.simulator.core.streams import seed_sequence
-from specplan.simulator.drafters.drafter import build_drafter
-from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.decode import ALL, DecodeCore
 from specplan.simulator.engine.intake import register
 from specplan.simulator.engine.records import RequestLog, StepLog
@@ -50,12 +46,10 @@ def standard_scenario(requests: int, block: int, policy: str) -> Scenario:
 
 def full_core(scenario: Scenario) -> DecodeCore:
     """A decode core with `max_batch_requests` running requests admitted."""
-    profile = load_profile(scenario.hardware.profile)
-    drafter = build_drafter(scenario.drafter, profile, seed_sequence(scenario.seed, "calibration"))
-    config = EngineConfig.from_scenario(scenario, profile, drafter.block_size)
+    parts = assemble(scenario)
+    drafter, config = parts.drafter, parts.config
     log = RequestLog()
-    core = DecodeCore(config, make_policy(scenario.policy, drafter.block_size), drafter, profile, log, StepLog(),
-                      scenario.seed)
+    core = parts.core(log, StepLog())
     domains = np.random.default_rng(2).integers(0, len(drafter.acceptance.domains), config.max_batch_requests)
     offsets = drafter.acceptance.request_offsets(domains.size, np.random.default_rng(3))
     for domain, offset in zip(domains.tolist(), offsets.tolist(), strict=True):

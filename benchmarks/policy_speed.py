@@ -24,6 +24,7 @@ from specplan.policies.admission import survival
 from specplan.policies.base import OracleView, SpsTable, StepOutcome, StepView
 from specplan.policies.registry import POLICIES, make_policy
 from specplan.simulator.scenario import PolicySpec
+from specplan.simulator.scenario.policy import policy_params
 
 PARAMS = {"length-schedule": {"schedule": {"64": 4, "256": 2}}, "threshold": {"threshold": 0.5}}
 STEPS = 64
@@ -56,7 +57,7 @@ def make_views(requests: int, block: int, oracle: bool) -> list[StepView]:
 
 def time_policy(name: str, requests: int, block: int) -> float:
     """Median µs per decide over STEPS consecutive steps (observe is not timed)."""
-    policy = make_policy(PolicySpec(name, PARAMS.get(name, {})), block)
+    policy = make_policy(name, policy_params(PolicySpec(name, PARAMS.get(name, {}))), block)
     views = make_views(requests, block, POLICIES[name].oracle)
     learns = policy.learns
     times = []

@@ -95,8 +95,8 @@ from typing import Any
 
 import numpy as np
 
+from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.profile import StepProfile
-from specplan.simulator.core.errors import SpecplanError
 
 INSTALL_HINT = "pip install 'specplan[aic]'"
 CONTEXT_GRID_TOKENS = (0, 16384, 65536, 262144)
@@ -130,9 +130,9 @@ class AicTarget:
     def __post_init__(self) -> None:
         for key in ("tp", "ep", "dp"):
             if getattr(self, key) < 1:
-                raise SpecplanError(f"--{key}: must be a positive integer")
+                raise ProfileError(f"--{key}: must be a positive integer")
         if (self.tp * self.dp) % self.ep:
-            raise SpecplanError(f"--ep: {self.ep} must divide tp x dp = {self.tp * self.dp}")
+            raise ProfileError(f"--ep: {self.ep} must divide tp x dp = {self.tp * self.dp}")
 
     @property
     def gpus(self) -> int:
@@ -158,11 +158,11 @@ class AicLayout:
 
     def __post_init__(self) -> None:
         if self.query_tokens < 1:
-            raise SpecplanError("--tokens-per-request: must be at least 1")
+            raise ProfileError("--tokens-per-request: must be at least 1")
         if self.max_tokens < 1:
-            raise SpecplanError("--max-tokens: must be at least 1")
+            raise ProfileError("--max-tokens: must be at least 1")
         if not 0 < self.memory_fraction <= 1:
-            raise SpecplanError("--memory-fraction: must be in (0, 1]")
+            raise ProfileError("--memory-fraction: must be in (0, 1]")
 
 
 @dataclass(frozen=True)
@@ -175,9 +175,9 @@ class AicDrafter:
 
     def __post_init__(self) -> None:
         if self.layers < 1:
-            raise SpecplanError("--drafter-layers: must be at least 1")
+            raise ProfileError("--drafter-layers: must be at least 1")
         if self.fuse_inputs < 0 or self.fuse_inputs == 1:
-            raise SpecplanError("--drafter-fuse: must be 0 (none) or K >= 2 hidden states")
+            raise ProfileError("--drafter-fuse: must be 0 (none) or K >= 2 hidden states")
 
     def describe(self, hidden: int) -> str:
         mlp = "MoE" if self.moe else "dense"
@@ -189,12 +189,12 @@ class AicDrafter:
 
 
 def require_aic() -> Any:
-    """The `aiconfigurator_core` package, or a one-line SpecplanError saying how to install it."""
+    """The `aiconfigurator_core` package, or a one-line ProfileError saying how to install it."""
     try:
         # aiconfigurator-core is the optional 'aic' extra
         import aiconfigurator_core
     except ImportError:
-        raise SpecplanError(
+        raise ProfileError(
             f"--source aiconfigurator needs aiconfigurator-core: {INSTALL_HINT}"
         ) from None
     return aiconfigurator_core
@@ -239,7 +239,7 @@ def check_model(model: str) -> None:
     """Refuse a model id the package has no config for (it would try to download one)."""
     if Path(model).is_dir():
         if not (Path(model) / "config.json").is_file():
-            raise SpecplanError(f"--model: {model} has no config.json")
+            raise ProfileError(f"--model: {model} has no config.json")
         return
     require_aic()
     # aiconfigurator-core is the optional 'aic' extra
@@ -248,7 +248,7 @@ def check_model(model: str) -> None:
     if model not in DefaultHFModels:
         close = difflib.get_close_matches(model, sorted(DefaultHFModels), n=3, cutoff=0.5)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise SpecplanError(
+        raise ProfileError(
             f"--model: aiconfigurator-core {package_version()} ships no config for {model!r}{hint}; "
             "give one of its model ids or a directory holding config.json"
         )
@@ -264,23 +264,23 @@ def database(system: str, backend: str, version: str) -> Any:
     with quiet():
         known = perf_database.get_supported_databases()
         if system not in known:
-            raise SpecplanError(f"--system: no AIConfigurator data for {system!r} (systems: {', '.join(sorted(known))})")
+            raise ProfileError(f"--system: no AIConfigurator data for {system!r} (systems: {', '.join(sorted(known))})")
         if backend not in known[system]:
-            raise SpecplanError(f"--backend: no {backend} data on {system} (has: {', '.join(sorted(known[system]))})")
+            raise ProfileError(f"--backend: no {backend} data on {system} (has: {', '.join(sorted(known[system]))})")
         try:
             db = perf_database.get_database(system, backend, version)
         except ValueError:
             slots = perf_database.get_version_slots(system, backend) or {}
             listed = ", ".join(f"{k} {v}" for k, v in slots.items() if v)
-            raise SpecplanError(f"--backend-version: {backend} {version} is not a version aiconfigurator-core "
+            raise ProfileError(f"--backend-version: {backend} {version} is not a version aiconfigurator-core "
                                 f"serves on {system} (slots: {listed or 'none'})") from None
     if db is None:
-        raise SpecplanError(f"aiconfigurator-core has no {backend} {version} database for {system}")
+        raise ProfileError(f"aiconfigurator-core has no {backend} {version} database for {system}")
     return db
 
 
 def compile_target(target: AicTarget, max_tokens: int, query_tokens: int, memory_fraction: float) -> CompiledTarget:
-    """Build the target's operator list and KV capacity; every failure is a one-line SpecplanError."""
+    """Build the target's operator list and KV capacity; every failure is a one-line ProfileError."""
     check_model(target.model)
     db = database(target.system, target.backend, target.backend_version)
     # aiconfigurator-core is the optional 'aic' extra
@@ -301,7 +301,7 @@ def compile_target(target: AicTarget, max_tokens: int, query_tokens: int, memory
                 database=db,
             ))
         except Exception as exc:  # the package raises many kinds; the user needs one line
-            raise SpecplanError(f"aiconfigurator-core cannot build {target.model} for {where(target)}: "
+            raise ProfileError(f"aiconfigurator-core cannot build {target.model} for {where(target)}: "
                                 f"{first_line(exc)}") from None
     capacity = kv_capacity_tokens(target, max_tokens, query_tokens, memory_fraction)
     return CompiledTarget(
@@ -326,11 +326,11 @@ def kv_capacity_tokens(target: AicTarget, max_tokens: int, query_tokens: int, me
                 moe_tp_size=target.gpus // target.ep, moe_ep_size=target.ep,
             )
         except Exception as exc:  # as above: one line for the user
-            raise SpecplanError(f"aiconfigurator-core cannot size the KV cache of {target.model} on "
+            raise ProfileError(f"aiconfigurator-core cannot size the KV cache of {target.model} on "
                                 f"{where(target)}: {first_line(exc)}") from None
     tokens = int(estimate["total_kv_size_tokens"]) * target.dp
     if tokens <= 0:
-        raise SpecplanError(f"{target.model} does not fit on {where(target)}: no memory left for a KV cache")
+        raise ProfileError(f"{target.model} does not fit on {where(target)}: no memory left for a KV cache")
     return tokens
 
 
@@ -408,9 +408,9 @@ def drafter_ops(compiled: CompiledTarget, drafter: AicDrafter) -> list[dict[str,
     ops = [copy.deepcopy(op) for op in compiled.ops]
     has_moe = any(kind_of(op) == "Moe" for op in walk(ops))
     if drafter.moe and not has_moe:
-        raise SpecplanError(f"--drafter-moe: {compiled.target.model} has no MoE layers")
+        raise ProfileError(f"--drafter-moe: {compiled.target.model} has no MoE layers")
     if has_moe and not drafter.moe:
-        raise SpecplanError(f"{compiled.target.model} is an MoE model: its drafter layers are MoE layers "
+        raise ProfileError(f"{compiled.target.model} is an MoE model: its drafter layers are MoE layers "
                             "(pass --drafter-moe); the database's model has no dense MLP to give them")
     layers = compiled.num_layers
     for op in walk(ops):
@@ -459,7 +459,7 @@ class VerifyPricer:
         try:
             self.handle = engine_handle(compiled, [op for group in groups for op in group])
         except Exception as exc:  # the package raises many kinds; the user needs one line
-            raise SpecplanError(f"aiconfigurator-core cannot compile {self.where}: {first_line(exc)}") from None
+            raise ProfileError(f"aiconfigurator-core cannot compile {self.where}: {first_line(exc)}") from None
         self.check_plain_ops_ignore_context()
 
     def evaluate(self, indices: list[int], batch: int, kv: int, tokens: int | None = None) -> list[tuple]:
@@ -468,7 +468,7 @@ class VerifyPricer:
         try:
             return list(self.handle.evaluate_generation_ops(indices, batch_size=batch, s=kv, x=tokens))
         except Exception as exc:  # as above
-            raise SpecplanError(f"aiconfigurator-core cannot price {self.where}: {first_line(exc)}") from None
+            raise ProfileError(f"aiconfigurator-core cannot price {self.where}: {first_line(exc)}") from None
 
     def ms(self, indices: list[int], batch: int, kv: int, tokens: int | None = None) -> float:
         return float(sum(entry[1] for entry in self.evaluate(indices, batch, kv, tokens)))
@@ -479,7 +479,7 @@ class VerifyPricer:
         long = self.evaluate(self.plain, 8, 65536, 64)
         for (name, a, *_), (_, b, *_) in zip(short, long, strict=True):
             if not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
-                raise SpecplanError(
+                raise ProfileError(
                     f"operator {name} depends on the KV length and has no verify-shaped rule here "
                     "(supported: GenerationAttention, MLA modules)"
                 )

@@ -31,12 +31,12 @@ from specplan.hwprofiles.aiconfigurator import (
     aic_profile,
 )
 from specplan.hwprofiles.derive_vidur import vidur_profile
+from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.fileformat import DATA_DIR, write_profile_csv
 from specplan.hwprofiles.import_splitwise import splitwise_profile
 from specplan.hwprofiles.modelshape import load_shape
 from specplan.hwprofiles.profile import StepProfile
 from specplan.hwprofiles.roofline import roofline_profile
-from specplan.simulator.core.errors import SpecplanError
 
 DEFAULT_SHARED = Path(__file__).resolve().parents[2] / "shared"
 LLAMA31_8B = "meta-llama/Meta-Llama-3.1-8B"
@@ -125,7 +125,7 @@ def main(argv: list[str]) -> int:
         written = write_all(synthetic_builtins(), DATA_DIR)
     try:
         written += regenerate_aic()
-    except SpecplanError as exc:
+    except ProfileError as exc:
         print(f"skipped the AIConfigurator built-ins: {exc}")
     for path in written:
         print(f"wrote {path}")

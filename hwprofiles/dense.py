@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from specplan.simulator.core.errors import SpecplanError
+from specplan.hwprofiles.errors import ProfileError
 
 
 class DenseCurve:
@@ -55,7 +55,7 @@ def dense_rows(profile: Any, max_tokens: int, beyond: str) -> np.ndarray:
     """(context rows, max_tokens + 1) step times at every integer B."""
     last = profile.max_tokens
     if max_tokens > last and profile.extrapolation == "none" and beyond == "error":
-        raise SpecplanError(f"profile {profile.name}: {max_tokens} tokens is beyond its last measured point "
+        raise ProfileError(f"profile {profile.name}: {max_tokens} tokens is beyond its last measured point "
                             f"({last}) and it declares no extrapolation")
     tokens = np.maximum(np.arange(max_tokens + 1), 1).astype(float)
     inside = np.minimum(tokens, last) if profile.extrapolation == "none" else tokens

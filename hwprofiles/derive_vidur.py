@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
+from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.modelshape import ModelShape
 from specplan.hwprofiles.profile import StepProfile
-from specplan.simulator.core.errors import SpecplanError
 
 LAYER_OPS = (
     "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",
@@ -72,7 +72,7 @@ def read_vidur_stat(path: str | Path, tp: int, stat: str = "median") -> tuple[np
     chosen = [r for r in rows if int(r["num_tensor_parallel_workers"]) == tp]
     if not chosen:
         degrees = sorted({r["num_tensor_parallel_workers"] for r in rows})
-        raise SpecplanError(f"{path}: no rows at tensor parallel {tp} (has {', '.join(degrees)})")
+        raise ProfileError(f"{path}: no rows at tensor parallel {tp} (has {', '.join(degrees)})")
     tokens_all = np.array([int(r["num_tokens"]) for r in chosen])
     tokens = np.unique(tokens_all)
     owner = np.searchsorted(tokens, tokens_all)
@@ -89,7 +89,7 @@ def _read_rows(path: str | Path) -> list[dict[str, str]]:
         with open(path, newline="") as f:
             return list(csv.DictReader(f))
     except OSError as exc:
-        raise SpecplanError(f"{path}: cannot read vidur profile ({exc.strerror})") from None
+        raise ProfileError(f"{path}: cannot read vidur profile ({exc.strerror})") from None
 
 
 def layer_ops_ms(stats: dict[str, np.ndarray]) -> np.ndarray:

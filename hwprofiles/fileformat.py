@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.profile import EXTRAPOLATIONS, StepProfile
-from specplan.simulator.core.errors import SpecplanError
 
 FORMAT = "specplan-profile/1"
 REQUIRED_PROVENANCE = ("device", "model", "source", "statistic")
@@ -51,20 +51,20 @@ def load_builtin(name: str) -> StepProfile:
     """`builtin:NAME` → the shipped profile; an unknown name lists the valid ones."""
     path = DATA_DIR / f"{name}.csv"
     if not name or "/" in name or not path.is_file():
-        raise SpecplanError(
+        raise ProfileError(
             f"builtin:{name}: no such built-in profile (valid: {', '.join(builtin_names())})"
         )
     return read_profile_csv(path)
 
 
 def read_profile_csv(path: str | Path) -> StepProfile:
-    """Read and validate a profile file; every problem is a SpecplanError naming file and line."""
+    """Read and validate a profile file; every problem is a ProfileError naming file and line."""
     path = Path(path)
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or exc.__class__.__name__
-        raise SpecplanError(f"{path}: cannot read profile ({reason})") from None
+        raise ProfileError(f"{path}: cannot read profile ({reason})") from None
     return parse_profile(text, str(path), default_name=path.stem)
 
 
@@ -73,15 +73,15 @@ def parse_profile(text: str, where: str, default_name: str = "profile") -> StepP
     lines = text.splitlines()
     meta, first_row = _read_header(lines, where)
     if meta.get("format", FORMAT) != FORMAT:
-        raise SpecplanError(f"{where}:1: unsupported format {meta['format']!r} (expected {FORMAT})")
+        raise ProfileError(f"{where}:1: unsupported format {meta['format']!r} (expected {FORMAT})")
     name = meta.get("name", default_name)
     provenance = {k: v for k, v in meta.items() if k not in RESERVED_KEYS}
     missing = [k for k in REQUIRED_PROVENANCE if k not in provenance]
     if missing:
-        raise SpecplanError(f"{where}: provenance is missing: {', '.join(missing)} (as '# key: value' lines)")
+        raise ProfileError(f"{where}: provenance is missing: {', '.join(missing)} (as '# key: value' lines)")
     extrapolation = meta.get("extrapolation", "none")
     if extrapolation not in EXTRAPOLATIONS:
-        raise SpecplanError(f"{where}: extrapolation must be one of {', '.join(EXTRAPOLATIONS)}, got {extrapolation!r}")
+        raise ProfileError(f"{where}: extrapolation must be one of {', '.join(EXTRAPOLATIONS)}, got {extrapolation!r}")
     columns, line_of = _read_columns(lines, first_row, where)
     tokens, context, tables = _to_grid(columns, line_of, where)
     return StepProfile(
@@ -103,32 +103,32 @@ def _read_header(lines: list[str], where: str) -> tuple[dict[str, str], int]:
             continue
         key, sep, value = body.partition(":")
         if not sep or not key.strip():
-            raise SpecplanError(f"{where}:{i + 1}: header lines must read '# key: value'")
+            raise ProfileError(f"{where}:{i + 1}: header lines must read '# key: value'")
         meta[key.strip()] = value.strip()
-    raise SpecplanError(f"{where}: no table (expected a 'tokens,step_ms,...' header after the comments)")
+    raise ProfileError(f"{where}: no table (expected a 'tokens,step_ms,...' header after the comments)")
 
 
 def _read_columns(lines: list[str], first: int, where: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
     header = [h.strip() for h in lines[first].split(",")]
     for required in ("tokens", "step_ms"):
         if required not in header:
-            raise SpecplanError(f"{where}:{first + 1}: column '{required}' is missing")
+            raise ProfileError(f"{where}:{first + 1}: column '{required}' is missing")
     for h in header:
         if h not in ("tokens", "context_tokens") and not h.endswith("_ms"):
-            raise SpecplanError(f"{where}:{first + 1}: unknown column {h!r} (extra columns must end in _ms)")
+            raise ProfileError(f"{where}:{first + 1}: unknown column {h!r} (extra columns must end in _ms)")
     if len(set(header)) != len(header):
-        raise SpecplanError(f"{where}:{first + 1}: a column name is repeated")
+        raise ProfileError(f"{where}:{first + 1}: a column name is repeated")
     rows, line_no = [], []
     for i in range(first + 1, len(lines)):
         if not lines[i].strip() or lines[i].lstrip().startswith("#"):
             continue
         cells = next(csv.reader([lines[i]]))
         if len(cells) != len(header):
-            raise SpecplanError(f"{where}:{i + 1}: expected {len(header)} values, got {len(cells)}")
+            raise ProfileError(f"{where}:{i + 1}: expected {len(header)} values, got {len(cells)}")
         rows.append([_cell(c, header[j], where, i + 1) for j, c in enumerate(cells)])
         line_no.append(i + 1)
     if not rows:
-        raise SpecplanError(f"{where}: the table has no rows")
+        raise ProfileError(f"{where}: the table has no rows")
     values = np.array(rows, dtype=float)
     return {h: values[:, j] for j, h in enumerate(header)}, np.array(line_no)
 
@@ -137,15 +137,15 @@ def _cell(text: str, column: str, where: str, line: int) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise SpecplanError(f"{where}:{line}: {column} is not a number: {text.strip()!r}") from None
+        raise ProfileError(f"{where}:{line}: {column} is not a number: {text.strip()!r}") from None
     if not math.isfinite(value):
-        raise SpecplanError(f"{where}:{line}: {column} must be finite, got {text.strip()}")
+        raise ProfileError(f"{where}:{line}: {column} must be finite, got {text.strip()}")
     if column in ("tokens", "step_ms") and value <= 0:
-        raise SpecplanError(f"{where}:{line}: {column} must be positive, got {text.strip()}")
+        raise ProfileError(f"{where}:{line}: {column} must be positive, got {text.strip()}")
     if value < 0:
-        raise SpecplanError(f"{where}:{line}: {column} must not be negative, got {text.strip()}")
+        raise ProfileError(f"{where}:{line}: {column} must not be negative, got {text.strip()}")
     if column in ("tokens", "context_tokens") and value != round(value):
-        raise SpecplanError(f"{where}:{line}: {column} must be a whole number, got {text.strip()}")
+        raise ProfileError(f"{where}:{line}: {column} must be a whole number, got {text.strip()}")
     return value
 
 
@@ -159,7 +159,7 @@ def _to_grid(
     for rows in groups:
         _check_tokens(columns["tokens"][rows], line_of[rows], where)
         if not np.array_equal(columns["tokens"][rows], tokens):
-            raise SpecplanError(
+            raise ProfileError(
                 f"{where}:{line_of[rows[0]]}: every context_tokens group must list the same token counts"
             )
     names = [h for h in columns if h not in ("tokens", "context_tokens")]
@@ -176,7 +176,7 @@ def _context_groups(ctx: np.ndarray, line_of: np.ndarray, where: str) -> list[np
     bad = np.flatnonzero(np.diff(starts) <= 0)
     if bad.size:
         line = line_of[groups[bad[0] + 1][0]]
-        raise SpecplanError(
+        raise ProfileError(
             f"{where}:{line}: rows must be grouped by context_tokens in ascending order, each value once"
         )
     return groups
@@ -186,10 +186,10 @@ def _check_tokens(tokens: np.ndarray, lines: np.ndarray, where: str) -> None:
     steps = np.diff(tokens)
     if np.any(steps == 0):
         i = int(np.flatnonzero(steps == 0)[0]) + 1
-        raise SpecplanError(f"{where}:{lines[i]}: duplicate token count {tokens[i]:g}")
+        raise ProfileError(f"{where}:{lines[i]}: duplicate token count {tokens[i]:g}")
     if np.any(steps < 0):
         i = int(np.flatnonzero(steps < 0)[0]) + 1
-        raise SpecplanError(
+        raise ProfileError(
             f"{where}:{lines[i]}: token counts must be sorted ascending ({tokens[i]:g} after {tokens[i - 1]:g})"
         )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specplan.simulator.core.errors import SpecplanError
+from specplan.hwprofiles.errors import ProfileError
 
 
 def vllm_capture_sizes(max_tokens: int = 512) -> list[int]:
@@ -48,9 +48,9 @@ def parse_tokens(text: str) -> list[int]:
         else:
             grid = [int(p) for p in text.split(",")]
     except ValueError:
-        raise SpecplanError(f"--tokens: expected A:B, A:B:STEP or a list like 1,2,4,8, got {text!r}") from None
+        raise ProfileError(f"--tokens: expected A:B, A:B:STEP or a list like 1,2,4,8, got {text!r}") from None
     if not grid or min(grid) < 1 or grid != sorted(set(grid)) or (":" in text and parts[0] > parts[1]):
-        raise SpecplanError(f"--tokens: token counts must be positive, ascending and distinct: {text!r}")
+        raise ProfileError(f"--tokens: token counts must be positive, ascending and distinct: {text!r}")
     return grid
 
 

@@ -31,11 +31,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.grid import staircase
 from specplan.hwprofiles.modelshape import ModelShape, drafter_shape
 from specplan.hwprofiles.profile import StepProfile
 from specplan.hwprofiles.torch_model import DecoderModel, KVCache, MarkovHead, VerifyLayout
-from specplan.simulator.core.errors import SpecplanError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 STATS = ("p10_ms", "p90_ms", "min_ms", "max_ms")
@@ -68,21 +68,21 @@ class HarnessConfig:
 
 def check_config(cfg: HarnessConfig) -> None:
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-        raise SpecplanError("--device cuda: torch sees no CUDA device here")
+        raise ProfileError("--device cuda: torch sees no CUDA device here")
     if cfg.mode not in ("eager", "cudagraph"):
-        raise SpecplanError(f"--mode: must be eager or cudagraph, got {cfg.mode!r}")
+        raise ProfileError(f"--mode: must be eager or cudagraph, got {cfg.mode!r}")
     if cfg.mode == "cudagraph" and not cfg.device.startswith("cuda"):
-        raise SpecplanError("--mode cudagraph needs --device cuda")
+        raise ProfileError("--mode cudagraph needs --device cuda")
     if cfg.dtype not in DTYPES:
-        raise SpecplanError(f"--dtype: must be one of {', '.join(DTYPES)}")
+        raise ProfileError(f"--dtype: must be one of {', '.join(DTYPES)}")
     if not 1 <= cfg.rounds <= cfg.repeats:
-        raise SpecplanError(f"--rounds: must be in 1..repeats ({cfg.repeats}), got {cfg.rounds}")
+        raise ProfileError(f"--rounds: must be in 1..repeats ({cfg.repeats}), got {cfg.rounds}")
     if cfg.repeats < 1 or cfg.warmup < 0 or cfg.tokens_per_request < 1 or cfg.context_tokens < 0:
-        raise SpecplanError("--repeats, --tokens-per-request must be ≥ 1; --warmup, --context ≥ 0")
+        raise ProfileError("--repeats, --tokens-per-request must be ≥ 1; --warmup, --context ≥ 0")
     if cfg.requests is not None and cfg.requests > min(cfg.tokens):
-        raise SpecplanError(f"--requests {cfg.requests}: more requests than the smallest token count {min(cfg.tokens)}")
+        raise ProfileError(f"--requests {cfg.requests}: more requests than the smallest token count {min(cfg.tokens)}")
     if cfg.layers is not None and not 1 <= cfg.layers <= cfg.shape.layers:
-        raise SpecplanError(f"--layers: must be in 1..{cfg.shape.layers}")
+        raise ProfileError(f"--layers: must be in 1..{cfg.shape.layers}")
 
 
 def spread_tokens(tokens: int, requests: int) -> list[int]:

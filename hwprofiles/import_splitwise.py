@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.profile import StepProfile
-from specplan.simulator.core.errors import SpecplanError
 
 SOURCE = "Mutinifni/splitwise-sim at 8f99e7d (MIT license, Copyright (c) 2024 Pratyush Patel)"
 
@@ -27,10 +27,10 @@ def read_splitwise(path: str | Path) -> list[dict[str, str]]:
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
     except OSError as exc:
-        raise SpecplanError(f"{path}: cannot read splitwise perf model ({exc.strerror})") from None
+        raise ProfileError(f"{path}: cannot read splitwise perf model ({exc.strerror})") from None
     need = {"model", "hardware", "prompt_size", "batch_size", "token_size", "token_time", "tensor_parallel"}
     if not rows or not need <= set(rows[0]):
-        raise SpecplanError(f"{path}: not a splitwise perf_model.csv (needs columns {', '.join(sorted(need))})")
+        raise ProfileError(f"{path}: not a splitwise perf_model.csv (needs columns {', '.join(sorted(need))})")
     return rows
 
 
@@ -44,7 +44,7 @@ def splitwise_profile(
             and int(r["tensor_parallel"]) == tensor_parallel
             and int(r["prompt_size"]) == prompt_size and int(r["token_size"]) == token_size]
     if not rows:
-        raise SpecplanError(
+        raise ProfileError(
             f"{path}: no rows for {model} on {hardware} at TP {tensor_parallel}, "
             f"prompt {prompt_size}, output {token_size}"
         )

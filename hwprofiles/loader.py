@@ -11,15 +11,15 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.fileformat import load_builtin, read_profile_csv
 from specplan.hwprofiles.profile import StepProfile, linear_profile, table_profile
-from specplan.simulator.core.errors import SpecplanError
 
 INLINE_KINDS = ("linear", "table")
 
 
 def load_profile(spec: str | dict[str, Any]) -> StepProfile:
-    """Resolve a scenario's profile spec; every failure is a one-line SpecplanError."""
+    """Resolve a scenario's profile spec; every failure is a one-line ProfileError."""
     if isinstance(spec, dict):
         return inline_profile(spec)
     return _load_file_cached(spec)
@@ -37,10 +37,10 @@ def inline_profile(spec: dict[str, Any]) -> StepProfile:
     allowed = {"linear": {"kind", "base_ms", "per_token_ms", "max_tokens"},
                "table": {"kind", "tokens", "step_ms", "extrapolation"}}
     if kind not in allowed:
-        raise SpecplanError(f"kind: must be one of {', '.join(INLINE_KINDS)}, got {kind!r}")
+        raise ProfileError(f"kind: must be one of {', '.join(INLINE_KINDS)}, got {kind!r}")
     unknown = set(spec) - allowed[kind]
     if unknown:
-        raise SpecplanError(f"{sorted(unknown)[0]}: unknown key for a {kind} profile")
+        raise ProfileError(f"{sorted(unknown)[0]}: unknown key for a {kind} profile")
     try:
         if kind == "linear":
             return linear_profile(
@@ -48,28 +48,28 @@ def inline_profile(spec: dict[str, Any]) -> StepProfile:
             )
         return table_profile(_numbers(spec, "tokens"), _numbers(spec, "step_ms"), spec.get("extrapolation", "none"))
     except (TypeError, ValueError) as exc:
-        raise SpecplanError(f"bad {kind} profile: {exc}") from None
+        raise ProfileError(f"bad {kind} profile: {exc}") from None
 
 
 def _number(spec: dict[str, Any], key: str) -> float:
     if key not in spec:
-        raise SpecplanError(f"{key}: required key is missing")
+        raise ProfileError(f"{key}: required key is missing")
     value = spec[key]
     if isinstance(value, bool):
-        raise SpecplanError(f"{key}: expected a number, got {value!r}")
+        raise ProfileError(f"{key}: expected a number, got {value!r}")
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise SpecplanError(f"{key}: expected a number, got {value!r}") from None
+        raise ProfileError(f"{key}: expected a number, got {value!r}") from None
 
 
 def _numbers(spec: dict[str, Any], key: str) -> list[float]:
     if key not in spec:
-        raise SpecplanError(f"{key}: required key is missing")
+        raise ProfileError(f"{key}: required key is missing")
     values = spec[key]
     if not isinstance(values, list) or not values:
-        raise SpecplanError(f"{key}: expected a non-empty list of numbers")
+        raise ProfileError(f"{key}: expected a non-empty list of numbers")
     try:
         return [float(v) for v in values]
     except (TypeError, ValueError):
-        raise SpecplanError(f"{key}: expected a list of numbers") from None
+        raise ProfileError(f"{key}: expected a list of numbers") from None

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from specplan.simulator.core.errors import SpecplanError
+from specplan.hwprofiles.errors import ProfileError
 
 SHAPES_DIR = Path(__file__).resolve().parent / "shapes"
 DRAFTER_KINDS = ("ar", "parallel", "markov")
@@ -56,18 +56,18 @@ class ModelShape:
     def validate(self) -> None:
         for key in ("hidden", "vocab"):
             if getattr(self, key) <= 0:
-                raise SpecplanError(f"shape {self.name}: {key} must be positive")
+                raise ProfileError(f"shape {self.name}: {key} must be positive")
         if self.markov_rank:
             return
         for key in ("layers", "heads", "kv_heads", "ffn", "head_dim"):
             if getattr(self, key) <= 0:
-                raise SpecplanError(f"shape {self.name}: {key} must be positive")
+                raise ProfileError(f"shape {self.name}: {key} must be positive")
         if self.heads % self.kv_heads:
-            raise SpecplanError(f"shape {self.name}: heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+            raise ProfileError(f"shape {self.name}: heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
         if self.moe_experts and not 0 < self.moe_top_k <= self.moe_experts:
-            raise SpecplanError(f"shape {self.name}: moe_top_k must be in 1..moe_experts")
+            raise ProfileError(f"shape {self.name}: moe_top_k must be in 1..moe_experts")
         if self.rope and self.head_dim % 2:
-            raise SpecplanError(f"shape {self.name}: RoPE needs an even head_dim")
+            raise ProfileError(f"shape {self.name}: RoPE needs an even head_dim")
 
     @property
     def is_moe(self) -> bool:
@@ -109,26 +109,26 @@ def load_shape(spec: str) -> ModelShape:
     if not (path.suffix in (".yaml", ".yml") and path.is_file()):
         path = SHAPES_DIR / f"{spec}.yaml"
     if not path.is_file():
-        raise SpecplanError(f"--model: unknown shape {spec!r} (valid: {', '.join(shape_names())}, or a YAML path)")
+        raise ProfileError(f"--model: unknown shape {spec!r} (valid: {', '.join(shape_names())}, or a YAML path)")
     try:
         raw = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
-        raise SpecplanError(f"{path}: cannot read shape ({exc.__class__.__name__})") from None
+        raise ProfileError(f"{path}: cannot read shape ({exc.__class__.__name__})") from None
     return shape_from_mapping(raw, str(path))
 
 
 def shape_from_mapping(raw: Any, where: str) -> ModelShape:
     if not isinstance(raw, dict):
-        raise SpecplanError(f"{where}: a shape must be a mapping")
+        raise ProfileError(f"{where}: a shape must be a mapping")
     fields = {f.name: f for f in dataclasses.fields(ModelShape)}
     for key in raw:
         if key not in fields:
             close = difflib.get_close_matches(str(key), fields, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise SpecplanError(f"{where}: unknown key {key!r}{hint}")
+            raise ProfileError(f"{where}: unknown key {key!r}{hint}")
     missing = [f.name for f in fields.values() if f.default is dataclasses.MISSING and f.name not in raw]
     if missing:
-        raise SpecplanError(f"{where}: missing key(s): {', '.join(missing)}")
+        raise ProfileError(f"{where}: missing key(s): {', '.join(missing)}")
     return ModelShape(**raw)
 
 
@@ -144,7 +144,7 @@ def drafter_shape(target: ModelShape, kind: str, layers: int = 1, markov_rank: i
       over the target's vocabulary; γ sequential passes of R tokens.
     """
     if kind not in DRAFTER_KINDS:
-        raise SpecplanError(f"--drafter: must be one of {', '.join(DRAFTER_KINDS)}, got {kind!r}")
+        raise ProfileError(f"--drafter: must be one of {', '.join(DRAFTER_KINDS)}, got {kind!r}")
     if kind == "markov":
         return dataclasses.replace(target, name=f"{target.name}-markov-r{markov_rank}", layers=0,
                                    moe_experts=0, moe_top_k=0, markov_rank=markov_rank)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from specplan.simulator.core.errors import SpecplanError
+from specplan.hwprofiles.errors import ProfileError
 
 EXTRAPOLATIONS = ("none", "linear")
 
@@ -47,11 +47,11 @@ class StepProfile:
     def __post_init__(self) -> None:
         check_table(self.name, self.tokens, self.step_ms_table, self.context_tokens)
         if self.extrapolation not in EXTRAPOLATIONS:
-            raise SpecplanError(
+            raise ProfileError(
                 f"profile {self.name}: extrapolation must be one of {', '.join(EXTRAPOLATIONS)}"
             )
         if not self.provenance:
-            raise SpecplanError(f"profile {self.name}: provenance metadata is missing")
+            raise ProfileError(f"profile {self.name}: provenance metadata is missing")
 
     @property
     def max_tokens(self) -> int:
@@ -63,7 +63,7 @@ class StepProfile:
         b = np.asarray(tokens, dtype=float)
         if self.extrapolation == "none" and np.any(b > self.tokens[-1]):
             worst = float(np.max(b))
-            raise SpecplanError(
+            raise ProfileError(
                 f"profile {self.name}: {worst:g} tokens is beyond its last measured point "
                 f"({self.max_tokens}) and it declares no extrapolation"
             )
@@ -102,33 +102,33 @@ class StepProfile:
 
 
 def check_table(name: str, tokens: np.ndarray, step_ms: np.ndarray, context: np.ndarray | None) -> None:
-    """Raise SpecplanError unless the table is a valid step-time curve."""
+    """Raise ProfileError unless the table is a valid step-time curve."""
     if tokens.ndim != 1 or tokens.size == 0:
-        raise SpecplanError(f"profile {name}: tokens must be a non-empty list")
+        raise ProfileError(f"profile {name}: tokens must be a non-empty list")
     if np.any(tokens <= 0) or np.any(tokens != np.round(tokens)):
-        raise SpecplanError(f"profile {name}: tokens must be positive whole numbers")
+        raise ProfileError(f"profile {name}: tokens must be positive whole numbers")
     steps = np.diff(tokens)
     if np.any(steps == 0):
         dup = int(tokens[1:][steps == 0][0])
-        raise SpecplanError(f"profile {name}: duplicate token count {dup}")
+        raise ProfileError(f"profile {name}: duplicate token count {dup}")
     if np.any(steps < 0):
-        raise SpecplanError(f"profile {name}: token counts must be sorted ascending")
+        raise ProfileError(f"profile {name}: token counts must be sorted ascending")
     want = (tokens.size,) if context is None else (context.size, tokens.size)
     if step_ms.shape != want:
-        raise SpecplanError(f"profile {name}: step_ms has shape {step_ms.shape}, expected {want}")
+        raise ProfileError(f"profile {name}: step_ms has shape {step_ms.shape}, expected {want}")
     if not np.all(np.isfinite(step_ms)) or np.any(step_ms <= 0):
-        raise SpecplanError(f"profile {name}: step times must be positive and finite (ms)")
+        raise ProfileError(f"profile {name}: step times must be positive and finite (ms)")
     if context is not None and (np.any(np.diff(context) <= 0) or np.any(context < 0)):
-        raise SpecplanError(f"profile {name}: context_tokens must be sorted, unique, non-negative")
+        raise ProfileError(f"profile {name}: context_tokens must be sorted, unique, non-negative")
 
 
 def linear_profile(base_ms: float, per_token_ms: float, max_tokens: int = 16384) -> StepProfile:
     """`step_ms(B) = base_ms + per_token_ms * B`, exact at every integer B up to max_tokens."""
     for key, value in (("base_ms", base_ms), ("per_token_ms", per_token_ms)):
         if not np.isfinite(value) or value < 0:
-            raise SpecplanError(f"hardware.profile.{key}: must be a non-negative number")
+            raise ProfileError(f"hardware.profile.{key}: must be a non-negative number")
     if base_ms <= 0:
-        raise SpecplanError("hardware.profile.base_ms: must be > 0")
+        raise ProfileError("hardware.profile.base_ms: must be > 0")
     tokens = np.array([1, max_tokens], dtype=np.int64)
     return StepProfile(
         name=f"linear({base_ms:g} ms + {per_token_ms:g} ms/token)",
@@ -144,7 +144,7 @@ def table_profile(tokens: Any, step_ms: Any, extrapolation: str = "none") -> Ste
     t = np.asarray(tokens, dtype=float)
     s = np.asarray(step_ms, dtype=float)
     if t.shape != s.shape:
-        raise SpecplanError(
+        raise ProfileError(
             f"hardware.profile: tokens and step_ms differ in length ({t.size} vs {s.size})"
         )
     return StepProfile(

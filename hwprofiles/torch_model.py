@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.modelshape import ModelShape
-from specplan.simulator.core.errors import SpecplanError
 
 
 def _weight(rows: int, cols: int, generator: torch.Generator, device: torch.device, dtype: torch.dtype,
@@ -76,7 +76,7 @@ class KVCache:
     def fill_random(self, context_tokens: Sequence[int], generator: torch.Generator) -> None:
         """Give slot r `context_tokens[r]` tokens of random K/V (a stand-in for a prefill)."""
         if max(context_tokens, default=0) > self.capacity_tokens:
-            raise SpecplanError(f"context of {max(context_tokens)} tokens exceeds the cache capacity")
+            raise ProfileError(f"context of {max(context_tokens)} tokens exceeds the cache capacity")
         self.k.normal_(generator=generator)
         self.v.normal_(generator=generator)
         self.lengths.copy_(torch.as_tensor(list(context_tokens), dtype=torch.long))
@@ -155,21 +155,21 @@ class VerifyLayout:
         short verify block is then not padded to a long prompt chunk."""
         counts = [int(n) for n in tokens_per_request]
         if not counts or min(counts) < 1:
-            raise SpecplanError("verify: every request needs at least one new token")
+            raise ProfileError("verify: every request needs at least one new token")
         device = cache.lengths.device
         slots = torch.arange(len(counts), device=device) if cache_slots is None else torch.as_tensor(list(cache_slots), device=device)
         lengths = cache.lengths[slots]
         n = torch.as_tensor(counts, device=device)
         longest = int((lengths + n).max())
         if longest > cache.capacity_tokens:
-            raise SpecplanError(f"verify: {longest} tokens exceed the KV cache capacity ({cache.capacity_tokens})")
+            raise ProfileError(f"verify: {longest} tokens exceed the KV cache capacity ({cache.capacity_tokens})")
         request = torch.repeat_interleave(torch.arange(len(counts), device=device), n)
         starts = torch.cumsum(n, 0) - n
         slot = torch.arange(int(n.sum()), device=device) - starts[request]
         positions = lengths[request] + slot
         labels = torch.zeros(len(counts), dtype=torch.long, device=device) if phases is None else torch.as_tensor(list(phases), device=device)
         if len(labels) != len(counts):
-            raise SpecplanError(f"verify: {len(labels)} phase labels for {len(counts)} requests")
+            raise ProfileError(f"verify: {len(labels)} phase labels for {len(counts)} requests")
         groups = []
         for label in torch.unique(labels).tolist():
             members = labels == label
@@ -312,7 +312,7 @@ class DecoderModel(nn.Module):
                  dtype: torch.dtype = torch.float32, seed: int = 0) -> None:
         super().__init__()
         if shape.markov_rank:
-            raise SpecplanError(f"{shape.name} is a Markov head, not a decoder (use MarkovHead)")
+            raise ProfileError(f"{shape.name} is a Markov head, not a decoder (use MarkovHead)")
         self.shape, self.device, self.dtype = shape, torch.device(device), dtype
         g = torch.Generator(device=self.device).manual_seed(seed)
         self.embed = _weight(shape.vocab, shape.hidden, g, self.device, dtype)
@@ -328,7 +328,7 @@ class DecoderModel(nn.Module):
                cache_slots: Sequence[int] | None = None, phases: Sequence[int] | None = None) -> torch.Tensor:
         """Logits (T, vocab) for the flattened new tokens of R requests (cache slots 0..R-1 by default)."""
         if int(token_ids.numel()) != sum(tokens_per_request):
-            raise SpecplanError(f"verify: {token_ids.numel()} token ids for {sum(tokens_per_request)} new tokens")
+            raise ProfileError(f"verify: {token_ids.numel()} token ids for {sum(tokens_per_request)} new tokens")
         return self.forward(token_ids, VerifyLayout.build(tokens_per_request, cache, cache_slots, phases), cache)
 
     def forward(self, token_ids: torch.Tensor, layout: VerifyLayout, cache: KVCache,

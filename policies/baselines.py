@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from specplan.policies.base import FixedLengthPolicy
-from specplan.simulator.core.schema import num
+from specplan.policies.params import bounded
 
 
 class NoSpeculation(FixedLengthPolicy):
@@ -38,7 +38,7 @@ class MTP1(FixedLengthPolicy):
 
 @dataclass(frozen=True)
 class StaticParams:
-    length: int | None = num(None, ge=0)
+    length: int | None = bounded(None, ge=0)
 
 
 class Static(FixedLengthPolicy):

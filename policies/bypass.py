@@ -35,17 +35,17 @@ import numpy as np
 
 from specplan.policies.base import StepOutcome
 from specplan.policies.history import AcceptanceHistory
-from specplan.simulator.core.schema import num
+from specplan.policies.params import bounded
 
 
 @dataclass(frozen=True)
 class BypassParams:
     """`policy.params.bypass` of the DSpark policies."""
 
-    acceptance_below: float = num(0.35, gt=0, lt=1)
-    min_trials: int = num(4, ge=1)
-    skip_steps: int = num(32, ge=1)
-    window_steps: int = num(16, ge=1)
+    acceptance_below: float = bounded(0.35, gt=0, lt=1)
+    min_trials: int = bounded(4, ge=1)
+    skip_steps: int = bounded(32, ge=1)
+    window_steps: int = bounded(16, ge=1)
     scope: Literal["request", "batch"] = "batch"
 
 

@@ -53,7 +53,7 @@ from specplan.policies.admission import (
 )
 from specplan.policies.base import Policy, StepOutcome, StepView
 from specplan.policies.bypass import BypassParams, DraftingBypass
-from specplan.simulator.core.schema import num
+from specplan.policies.params import bounded
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class DSparkParams:
 class DSparkAsyncParams:
     """`policy.params` of dspark-async: cold-start length and the optional bypass."""
 
-    cold_length: int = num(1, ge=0)
+    cold_length: int = bounded(1, ge=0)
     bypass: BypassParams | None = None
 
 

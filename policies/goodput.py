@@ -20,13 +20,13 @@ import numpy as np
 
 from specplan.policies.base import Policy, StepOutcome, StepView, ThetaPlan
 from specplan.policies.history import AcceptanceHistory
-from specplan.simulator.core.schema import num
+from specplan.policies.params import bounded
 
 
 @dataclass(frozen=True)
 class GoodputParams:
-    prior_acceptance: float = num(0.7, gt=0, lt=1)
-    window_steps: int = num(16, ge=1)
+    prior_acceptance: float = bounded(0.7, gt=0, lt=1)
+    window_steps: int = bounded(16, ge=1)
 
 
 class Goodput(Policy):

@@ -1,19 +1,22 @@
-"""Policy names → classes. Adding a policy is one module plus one line here."""
+"""Policy names → classes. Adding a policy is one module plus one line here.
+
+The scenario layer checks `policy.params` against a class's `Params`
+(specplan.simulator.scenario.policy) and hands the instance to `make_policy`.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+import difflib
 from typing import Any
 
 from specplan.policies.base import Policy
 from specplan.policies.baselines import MTP1, NoSpeculation, Static
 from specplan.policies.dspark import DSparkAsync, DSparkGlobal, DSparkGreedy
+from specplan.policies.errors import PolicyKeyError
 from specplan.policies.goodput import Goodput
 from specplan.policies.oracle import Oracle
 from specplan.policies.schedule import LengthSchedule
 from specplan.policies.threshold import Threshold
-from specplan.simulator.core.errors import ScenarioError
-from specplan.simulator.core.schema import Context, build, closest
 
 POLICIES: dict[str, type[Policy]] = {
     "none": NoSpeculation,
@@ -31,25 +34,16 @@ POLICIES: dict[str, type[Policy]] = {
 
 def policy_class(name: str, path: str = "policy.name") -> type[Policy]:
     if name not in POLICIES:
-        raise ScenarioError(path, f"unknown policy '{name}'" + closest(name, POLICIES))
+        raise PolicyKeyError(path, f"unknown policy '{name}'" + closest(name, POLICIES))
     return POLICIES[name]
 
 
-def policy_params(spec: Any, path: str = "policy") -> Any:
-    cls = policy_class(spec.name, f"{path}.name")
-    return build(cls.Params, dict(spec.params), f"{path}.params", Context(Path.cwd()))
+def make_policy(name: str, params: Any, block_size: int) -> Policy:
+    """The policy `name` with its `Params` instance (validated by the scenario layer)."""
+    return policy_class(name)(params, block_size)
 
 
-def validate_policy(spec: Any, drafter: Any, path: str) -> None:
-    """Check the name and params, and that the policy can run with this drafter."""
-    cls = policy_class(spec.name, f"{path}.name")
-    policy_params(spec, path)
-    if cls.drafts and not drafter.speculates:
-        raise ScenarioError(
-            f"{path}.name", f"policy '{spec.name}' verifies drafts but drafter.family is 'none'"
-        )
-
-
-def make_policy(spec: Any, block_size: int) -> Policy:
-    cls = policy_class(spec.name)
-    return cls(policy_params(spec), block_size)
+def closest(name: str, valid: dict[str, Any]) -> str:
+    """' (did you mean 'x'?)' for the closest valid name, else the list of valid names."""
+    match = difflib.get_close_matches(name, sorted(valid), n=1, cutoff=0.5)
+    return f" (did you mean '{match[0]}'?)" if match else f" (valid: {', '.join(sorted(valid))})"

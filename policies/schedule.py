@@ -18,22 +18,22 @@ from typing import ClassVar
 import numpy as np
 
 from specplan.policies.base import FixedLengthPolicy
-from specplan.simulator.core.errors import ScenarioError
-from specplan.simulator.core.schema import num
+from specplan.policies.errors import PolicyKeyError
+from specplan.policies.params import bounded
 
 
 @dataclass(frozen=True)
 class LengthScheduleParams:
     """`schedule`: {batch-size upper bound: length}; bounds are whole numbers ≥ 1."""
 
-    schedule: dict[str, int] = num(ge=0)
+    schedule: dict[str, int] = bounded(ge=0)
 
     def validate(self, path: str) -> None:
         if not self.schedule:
-            raise ScenarioError(f"{path}.schedule", "needs at least one 'batch_size: length' entry")
+            raise PolicyKeyError(f"{path}.schedule", "needs at least one 'batch_size: length' entry")
         for key in self.schedule:
             if not key.strip().isdigit() or int(key) < 1:
-                raise ScenarioError(f"{path}.schedule.{key}", "batch-size bound must be a whole number >= 1")
+                raise PolicyKeyError(f"{path}.schedule.{key}", "batch-size bound must be a whole number >= 1")
 
 
 class LengthSchedule(FixedLengthPolicy):

@@ -20,14 +20,14 @@ import numpy as np
 
 from specplan.policies.admission import survival
 from specplan.policies.base import Policy, StepView
-from specplan.simulator.core.schema import num
+from specplan.policies.params import bounded
 
 
 @dataclass(frozen=True)
 class ThresholdParams:
     """`threshold` θ in (0, 1]; `on`: the per-position confidence c or the prefix survival a."""
 
-    threshold: float = num(0.5, gt=0, le=1)
+    threshold: float = bounded(0.5, gt=0, le=1)
     on: Literal["confidence", "survival"] = "confidence"
 
 

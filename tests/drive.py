@@ -13,11 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplan.hwprofiles import load_profile
-from specplan.policies.registry import make_policy
-from specplan.simulator.core.streams import seed_sequence, stream
-from specplan.simulator.drafters.drafter import build_drafter
-from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.core.streams import stream
+from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.decode import DecodeCore, StepPlan, StepTiming
 from specplan.simulator.engine.intake import register
 from specplan.simulator.engine.records import DONE, RequestLog, StepLog
@@ -44,12 +41,10 @@ def drive(scenario: Scenario, prompts: np.ndarray, outputs: np.ndarray, domains:
 
     `on_plan(core, plan)` sees each step before it is committed, `on_step(core)` after.
     """
-    profile = load_profile(scenario.hardware.profile)
-    drafter = build_drafter(scenario.drafter, profile, seed_sequence(scenario.seed, "calibration"))
-    config = EngineConfig.from_scenario(scenario, profile, drafter.block_size)
+    parts = assemble(scenario)
+    drafter, config = parts.drafter, parts.config
     log, steps = RequestLog(), StepLog()
-    core = DecodeCore(config, make_policy(scenario.policy, drafter.block_size), drafter, profile, log, steps,
-                      scenario.seed)
+    core = parts.core(log, steps)
     offsets = drafter.acceptance.request_offsets(len(prompts), stream(scenario.seed, "request_sigma"))
     domains = np.zeros(len(prompts), dtype=np.int64) if domains is None else domains
     for prompt, output, domain, offset in zip(prompts.tolist(), outputs.tolist(), domains.tolist(), offsets.tolist(),

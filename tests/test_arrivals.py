@@ -16,6 +16,7 @@ import simpy
 from scipy import stats
 
 from specplan.simulator.core.streams import stream
+from specplan.simulator.engine.workload import closed_loop_user
 from specplan.traces.arrivals import (
     GammaRenewal,
     Mmpp2,
@@ -25,7 +26,6 @@ from specplan.traces.arrivals import (
     arrival_process,
 )
 from specplan.traces.spec import MmppArrivals, PiecewiseArrivals, PoissonArrivals
-from specplan.simulator.engine.workload import closed_loop_user
 
 REPLICATIONS = 30
 

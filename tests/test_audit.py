@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from specplan.validation.audit import CASES, audit_policy, sample_rows
 from specplan.policies.registry import POLICIES
+from specplan.validation.audit import CASES, audit_policy, sample_rows
 
 PARAMS = {"length-schedule": {"schedule": {"2": 2, "8": 1}}}
 

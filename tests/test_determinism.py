@@ -7,7 +7,8 @@ import json
 import pytest
 import yaml
 
-from specplan.simulator.core.streams import ScalarDraws, stream
+from specplan.simulator.core.streams import stream
+from specplan.traces.draws import ScalarDraws
 from tests.conftest import BASE, merged
 
 SCENARIO = merged(BASE, {

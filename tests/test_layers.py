@@ -7,6 +7,11 @@ and never a peer package of its own layer. Function-local imports count
 like any other; they are kept only for heavy optional dependencies
 (torch, ray, matplotlib, aiconfigurator) or a project module that loads one
 when imported, each with a one-line reason on the line above.
+
+The leaf packages (hwprofiles, traces, policies) sit lowest, on nothing but
+the root's error base (specplan.errors): they import no part of
+specplan.simulator, so the simulator's core, scenario layer and engine
+build on them and never the other way round.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from tests.conftest import REPO
 
 # lowest first; packages listed together are peers (neither may import the other)
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("specplan.simulator.core",),
+    ("specplan.errors",),
     ("specplan.hwprofiles", "specplan.traces", "specplan.policies"),
+    ("specplan.simulator.core",),
     ("specplan.simulator.drafters",),
     ("specplan.simulator.scenario",),
     ("specplan.simulator.engine",),
@@ -32,6 +38,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # the repository's folders, each installed as specplan.<folder> (pyproject's package-dir)
 FOLDERS = ("simulator", "hwprofiles", "traces", "policies", "reports", "validation", "scenarios")
 ROOT = "specplan"
+# the leaf packages: each stands alone (its own errors, plain parameter declarations, generators passed in)
+LEAVES = ("hwprofiles", "traces", "policies")
 HEAVY_OPTIONAL = ("torch", "ray", "matplotlib", "aiconfigurator_core")
 
 
@@ -43,7 +51,7 @@ def module_name(path: Path) -> str:
 
 
 def project_modules() -> dict[str, Path]:
-    files = [f for p in FOLDERS for f in (REPO / p).rglob("*.py")]
+    files = [f for p in FOLDERS for f in (REPO / p).rglob("*.py")] + [REPO / ROOT / "errors.py"]
     return {module_name(f): f for f in files}
 
 
@@ -94,6 +102,13 @@ def test_no_import_points_up_or_sideways():
             if t_rank > rank or (t_rank == rank and t_package != package):
                 wrong.append(f"{source} -> {target}")
     assert not wrong, "imports against the layers:\n" + "\n".join(sorted(wrong))
+
+
+def test_leaf_packages_import_nothing_of_the_simulator():
+    wrong = [f"{source} -> {target}" for source, targets in project_edges().items()
+             if source.split(".")[1] in LEAVES
+             for target in targets if target.split(".")[1] not in (source.split(".")[1], "errors")]
+    assert not wrong, "a leaf package imports another part of specplan:\n" + "\n".join(sorted(wrong))
 
 
 def test_no_import_cycle():

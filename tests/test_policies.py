@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from specplan.policies.admission import early_stop, global_best, rank_candidates, top_k_lengths
 from specplan.policies.base import OracleView, SpsTable, StepOutcome, StepView, water_fill
-from specplan.policies.registry import POLICIES, make_policy, policy_params
+from specplan.policies.registry import POLICIES, make_policy
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.scenario import PolicySpec
+from specplan.simulator.scenario.policy import policy_params
 
 
 def view(confidences, steps_per_s, *, ids=None, reserved=0, step=0, drafted=None, accepted=None, max_tokens=None):
@@ -33,7 +34,7 @@ def view(confidences, steps_per_s, *, ids=None, reserved=0, step=0, drafted=None
 
 
 def policy(name, block_size, **params):
-    return make_policy(PolicySpec(name, params), block_size)
+    return make_policy(name, policy_params(PolicySpec(name, params)), block_size)
 
 
 # ---- DSpark Appendix A, by hand --------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import functools
 import json
 
 import numpy as np
@@ -10,6 +11,7 @@ import pandas as pd
 import pytest
 
 from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.core.streams import stream
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.traces.readers import TraceFile, TraceReader
@@ -23,7 +25,7 @@ CONV = str(AZURE / "AzureLLMInferenceTrace_conv.csv")
 
 
 def replayed(path=CONV, seed=1, **options):
-    return list(Replay(TraceArrivals(path=path, **options), seed).arrivals())
+    return list(Replay(TraceArrivals(path=path, **options), functools.partial(stream, seed)).arrivals())
 
 
 def trace_times(path):

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from specplan.simulator.core.streams import ScalarDraws
+from specplan.traces.draws import ScalarDraws
 from specplan.traces.spec import (
     ClosedLoopArrivals,
     GammaArrivals,

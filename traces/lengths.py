@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from specplan.simulator.core.errors import SpecplanError
+from specplan.traces.errors import TraceError
 from specplan.traces.readers import TraceFile, TraceReader
 from specplan.traces.spec import EmpiricalLength, FixedLength, LognormalLength, MixtureLength
 
@@ -137,7 +137,7 @@ def trace_lengths(file: TraceFile) -> tuple[np.ndarray, np.ndarray]:
     try:
         stamp = os.stat(file.path).st_mtime_ns
     except OSError as exc:
-        raise SpecplanError(f"{file.path}: cannot read trace ({exc.strerror or exc})") from None
+        raise TraceError(f"{file.path}: cannot read trace ({exc.strerror or exc})") from None
     return _read_lengths(file, stamp)
 
 
@@ -148,5 +148,5 @@ def _read_lengths(file: TraceFile, stamp: int) -> tuple[np.ndarray, np.ndarray]:
         prompt.append(row.prompt_tokens)
         output.append(row.output_tokens)
     if not prompt:
-        raise SpecplanError(f"{file.path}: no requests to resample lengths from")
+        raise TraceError(f"{file.path}: no requests to resample lengths from")
     return np.frombuffer(prompt, dtype=np.int64).copy(), np.frombuffer(output, dtype=np.int64).copy()

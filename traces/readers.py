@@ -17,7 +17,7 @@ Formats:
   (`timestamp`, `prompt_tokens`, `output_tokens`, optional `domain`) and a `time_unit`.
 
 A malformed line (missing field, not a number, negative tokens, time going
-backwards) is a `SpecplanError` naming the file and line, or, with
+backwards) is a `TraceError` naming the file and line, or, with
 `skip_bad_lines`, skipped and counted in `bad_lines`. A request with zero
 output tokens (a failed request, as BurstGPT records them) is skipped and
 counted in `failed_requests`.
@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from specplan.simulator.core.errors import SpecplanError
+from specplan.traces.errors import TraceError
 
 AZURE_COLUMNS = {"timestamp": "TIMESTAMP", "prompt_tokens": "ContextTokens", "output_tokens": "GeneratedTokens"}
 BURSTGPT_COLUMNS = {"timestamp": "Timestamp", "prompt_tokens": "Request tokens", "output_tokens": "Response tokens"}
@@ -93,7 +93,7 @@ class TraceReader:
 
     def __init__(self, file: TraceFile) -> None:
         if file.format not in ("azure", "mooncake", "burstgpt", "csv"):
-            raise SpecplanError(f"{file.path}: unknown trace format '{file.format}' (valid: azure, mooncake, burstgpt, csv)")
+            raise TraceError(f"{file.path}: unknown trace format '{file.format}' (valid: azure, mooncake, burstgpt, csv)")
         self.file = file
         self.bad_lines = 0
         self.failed_requests = 0
@@ -127,7 +127,7 @@ class TraceReader:
     def bad_line(self, line: int, exc: Exception) -> None:
         if not self.file.skip_bad_lines:
             reason = str(exc) or exc.__class__.__name__
-            raise SpecplanError(f"{self.file.path}:{line}: malformed {self.file.format} line ({reason}); "
+            raise TraceError(f"{self.file.path}:{line}: malformed {self.file.format} line ({reason}); "
                                 "fix it or set skip_bad_lines: true") from None
         self.bad_lines += 1
 
@@ -135,7 +135,7 @@ class TraceReader:
         """The first request (checks the file opens and its header fits the format)."""
         for row in self:
             return row
-        raise SpecplanError(f"{self.file.path}: no requests in the trace")
+        raise TraceError(f"{self.file.path}: no requests in the trace")
 
 
 def open_text(path: str) -> io.TextIOBase:
@@ -144,7 +144,7 @@ def open_text(path: str) -> io.TextIOBase:
             return gzip.open(path, "rt", encoding="utf-8", newline="")
         return open(path, encoding="utf-8", newline="")
     except OSError as exc:
-        raise SpecplanError(f"{path}: cannot read trace ({exc.strerror or exc})") from None
+        raise TraceError(f"{path}: cannot read trace ({exc.strerror or exc})") from None
 
 
 def jsonl_rows(handle: io.TextIOBase) -> Iterator[tuple[int, Callable[[], tuple]]]:
@@ -171,7 +171,7 @@ def csv_rows(handle: io.TextIOBase, file: TraceFile) -> Iterator[tuple[int, Call
     reader = csv.reader(handle, delimiter=file.delimiter)
     header = next(reader, None)
     if header is None:
-        raise SpecplanError(f"{file.path}: empty file (expected a header line)")
+        raise TraceError(f"{file.path}: empty file (expected a header line)")
     index = header_index(header, file)
     parse_time = time_parser(file)
     for row in reader:
@@ -187,7 +187,7 @@ def header_index(header: list[str], file: TraceFile) -> dict[str, int]:
     for role, name in file.column_map().items():
         position = names.get(name.strip().lower())
         if position is None:
-            raise SpecplanError(f"{file.path}: no column '{name}' ({role}) in the header "
+            raise TraceError(f"{file.path}: no column '{name}' ({role}) in the header "
                                 f"(columns: {', '.join(h.strip() for h in header)})")
         index[role] = position
     return index

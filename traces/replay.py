@@ -22,6 +22,8 @@ scales give exactly rate_scale × the window's requests. (Gap CV is not an
 invariant of rate scaling: the idle periods of on/off traffic keep their
 length while the mean gap shrinks.) The `Replay` object keeps the counts
 of skipped bad lines and failed (zero-output) requests for the summary.
+Its random generators are passed in (`streams(name, *index)`: the
+scenario's named streams), so it holds no seed of its own.
 """
 
 from __future__ import annotations
@@ -29,16 +31,18 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import simpy
 
-from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.core.streams import stream
+from specplan.traces.errors import TraceError
 from specplan.traces.readers import TraceFile, TraceReader, TraceRow
 from specplan.traces.spec import TraceArrivals
+
+# the named generators a replay draws from, passed in: streams("trace.thin", j), streams("trace.shift")
+Streams = Callable[..., np.random.Generator]
 
 
 def windowed(rows: Iterable[TraceRow], start_s: float, duration_s: float | None) -> Iterator[TraceRow]:
@@ -72,11 +76,11 @@ def thinned(rows: Iterable[TraceRow], keep: float, rng: np.random.Generator) -> 
 class Replay:
     """One trace replayed under a TraceArrivals spec; iterate `arrivals()` for timed requests."""
 
-    def __init__(self, spec: TraceArrivals, seed: int) -> None:
+    def __init__(self, spec: TraceArrivals, streams: Streams) -> None:
         self.spec = spec
         self.file = TraceFile.of(spec)
         self.primary = TraceReader(self.file)
-        self.seed = seed
+        self.streams = streams
 
     def check(self) -> None:
         """Open the file and parse its first request now, so errors come before the run."""
@@ -97,14 +101,14 @@ class Replay:
         copies = max(1, math.ceil(spec.rate_scale - 1e-12))
         keep = [min(1.0, spec.rate_scale - j) for j in range(copies)]
         first = windowed(self.primary, spec.start_s, spec.duration_s)
-        streams = [thinned(first, keep[0], stream(self.seed, "trace.thin", 0))]
+        streams = [thinned(first, keep[0], self.streams("trace.thin", 0))]
         if copies > 1:
             circle_s, n = self.window_extent()
             shift_s = min(circle_s, spec.superpose_shift_s or 10.0 * circle_s / n)
-            offsets = stream(self.seed, "trace.shift").uniform(0.0, shift_s, copies - 1)
+            offsets = self.streams("trace.shift").uniform(0.0, shift_s, copies - 1)
             for j, offset in enumerate(offsets, start=1):
                 rows = self.circular_copy(float(offset), circle_s)
-                streams.append(thinned(rows, keep[j], stream(self.seed, "trace.thin", j)))
+                streams.append(thinned(rows, keep[j], self.streams("trace.thin", j)))
         if len(streams) == 1:
             return streams[0]
         return heapq.merge(*streams, key=lambda row: row.time_s)
@@ -131,15 +135,15 @@ class Replay:
             if row.time_s >= spec.start_s:
                 n, last_s = n + 1, row.time_s - spec.start_s
         if n < 2 or last_s <= 0:
-            raise SpecplanError(f"{self.file.path}: rate_scale > 1 needs at least two requests at "
+            raise TraceError(f"{self.file.path}: rate_scale > 1 needs at least two requests at "
                                 f"different times in the window, found {n}")
         return last_s * n / (n - 1), n
 
 
-def start_replay(env: simpy.Environment, scenario: Any, spec: TraceArrivals, submit: Any,
+def start_replay(env: simpy.Environment, streams: Streams, spec: TraceArrivals, submit: Any,
                  budget: Any, source: Any) -> Replay:
     """Start the SimPy process replaying `spec`; the budget keeps the Replay for the summary."""
-    replay = Replay(spec, scenario.seed)
+    replay = Replay(spec, streams)
     replay.check()
     budget.replay = replay
     env.process(replay_process(env, replay, source, submit, budget))
@@ -179,6 +183,6 @@ class DomainMap:
             return int(self.source.next_domain())
         found = self.index.get(row.domain)
         if found is None:
-            raise SpecplanError(f"{self.path}:{row.line}: domain '{row.domain}' is not in "
+            raise TraceError(f"{self.path}:{row.line}: domain '{row.domain}' is not in "
                                 f"drafter.acceptance.domains (active: {', '.join(self.names)})")
         return found

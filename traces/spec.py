@@ -9,18 +9,18 @@ Each arrival or length kind is one dataclass whose `KIND` is the value of
 
 Domains: a request's domain (math / code / chat) is drawn from
 `drafter.acceptance.domains` unless a trace names it; a length mixture picks
-the length distribution by that domain. `validate_domains` checks, at load
-time, that every domain a workload names is one the acceptance model knows.
+the length distribution by that domain. The scenario layer checks, at load
+time, that every domain a workload names is one the acceptance model knows
+(specplan.simulator.scenario.spec.validate_domains).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from specplan.simulator.core.domains import DOMAINS
-from specplan.simulator.core.errors import ScenarioError
-from specplan.simulator.core.schema import Tagged, num
+from specplan.traces.errors import WorkloadKeyError
+from specplan.traces.params import bounded
 
 TRACE_FORMATS = ("azure", "mooncake", "burstgpt", "csv")
 CSV_COLUMNS = ("timestamp", "prompt_tokens", "output_tokens", "domain")
@@ -32,7 +32,7 @@ class PoissonArrivals:
     """Open loop: exponential inter-arrival gaps at `rate_per_s`."""
 
     KIND: ClassVar[str] = "poisson"
-    rate_per_s: float = num(gt=0)
+    rate_per_s: float = bounded(gt=0)
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,8 @@ class GammaArrivals:
     """
 
     KIND: ClassVar[str] = "gamma"
-    rate_per_s: float = num(gt=0)
-    cv: float = num(gt=0)
+    rate_per_s: float = bounded(gt=0)
+    cv: float = bounded(gt=0)
 
 
 @dataclass(frozen=True)
@@ -57,10 +57,10 @@ class MmppArrivals:
     """
 
     KIND: ClassVar[str] = "mmpp"
-    rate_on_per_s: float = num(gt=0)
-    mean_on_s: float = num(gt=0)
-    mean_off_s: float = num(gt=0)
-    rate_off_per_s: float = num(0.0, ge=0)
+    rate_on_per_s: float = bounded(gt=0)
+    mean_on_s: float = bounded(gt=0)
+    mean_off_s: float = bounded(gt=0)
+    rate_off_per_s: float = bounded(0.0, ge=0)
 
 
 @dataclass(frozen=True)
@@ -73,22 +73,22 @@ class PiecewiseArrivals:
     """
 
     KIND: ClassVar[str] = "piecewise"
-    times_s: tuple[float, ...] = num(ge=0)
-    rates_per_s: tuple[float, ...] = num(ge=0)
-    period_s: float = num(gt=0)
+    times_s: tuple[float, ...] = bounded(ge=0)
+    rates_per_s: tuple[float, ...] = bounded(ge=0)
+    period_s: float = bounded(gt=0)
 
     def validate(self, path: str) -> None:
         if len(self.times_s) != len(self.rates_per_s) or not self.times_s:
-            raise ScenarioError(path, "times_s and rates_per_s need the same, non-zero number of entries")
+            raise WorkloadKeyError(path, "times_s and rates_per_s need the same, non-zero number of entries")
         if self.times_s[0] != 0:
-            raise ScenarioError(f"{path}.times_s[0]", f"the first segment starts at 0, got {self.times_s[0]:g}")
+            raise WorkloadKeyError(f"{path}.times_s[0]", f"the first segment starts at 0, got {self.times_s[0]:g}")
         for i in range(1, len(self.times_s)):
             if self.times_s[i] <= self.times_s[i - 1]:
-                raise ScenarioError(f"{path}.times_s[{i}]", "segment starts must increase")
+                raise WorkloadKeyError(f"{path}.times_s[{i}]", "segment starts must increase")
         if self.times_s[-1] >= self.period_s:
-            raise ScenarioError(f"{path}.period_s", f"must exceed the last segment start ({self.times_s[-1]:g})")
+            raise WorkloadKeyError(f"{path}.period_s", f"must exceed the last segment start ({self.times_s[-1]:g})")
         if max(self.rates_per_s) <= 0:
-            raise ScenarioError(f"{path}.rates_per_s", "at least one rate must be positive")
+            raise WorkloadKeyError(f"{path}.rates_per_s", "at least one rate must be positive")
 
 
 @dataclass(frozen=True)
@@ -100,9 +100,9 @@ class ClosedLoopArrivals:
     """
 
     KIND: ClassVar[str] = "closed_loop"
-    users: int = num(ge=1)
-    think_s: float = num(0.0, ge=0)
-    think_cv: float = num(1.0, ge=0)
+    users: int = bounded(ge=1)
+    think_s: float = bounded(0.0, ge=0)
+    think_cv: float = bounded(1.0, ge=0)
 
 
 @dataclass(frozen=True)
@@ -120,17 +120,17 @@ class TraceArrivals:
     """
 
     KIND: ClassVar[str] = "trace"
-    path: str = num(path=True)
+    path: str = bounded(path=True)
     format: Literal["azure", "mooncake", "burstgpt", "csv"] = "azure"
-    time_scale: float = num(1.0, gt=0)
-    rate_scale: float = num(1.0, gt=0)
-    superpose_shift_s: float | None = num(None, gt=0)
-    start_s: float = num(0.0, ge=0)
-    duration_s: float | None = num(None, gt=0)
+    time_scale: float = bounded(1.0, gt=0)
+    rate_scale: float = bounded(1.0, gt=0)
+    superpose_shift_s: float | None = bounded(None, gt=0)
+    start_s: float = bounded(0.0, ge=0)
+    duration_s: float | None = bounded(None, gt=0)
     skip_bad_lines: bool = False
     domain: str | None = None
     use_lengths: bool = True
-    columns: dict[str, str] = num({})
+    columns: dict[str, str] = bounded({})
     time_unit: Literal["s", "ms", "us", "ns", "datetime"] = "s"
     delimiter: str = ","
 
@@ -141,7 +141,7 @@ class TraceArrivals:
 @dataclass(frozen=True)
 class FixedLength:
     KIND: ClassVar[str] = "fixed"
-    value: int = num(ge=1)
+    value: int = bounded(ge=1)
 
 
 @dataclass(frozen=True)
@@ -149,14 +149,14 @@ class LognormalLength:
     """Lognormal with the given median and log-space sigma, rounded, clipped to [min, max]."""
 
     KIND: ClassVar[str] = "lognormal"
-    median: float = num(gt=0)
-    sigma: float = num(ge=0)
-    max: int = num(1_000_000, ge=1)
-    min: int = num(1, ge=1)
+    median: float = bounded(gt=0)
+    sigma: float = bounded(ge=0)
+    max: int = bounded(1_000_000, ge=1)
+    min: int = bounded(1, ge=1)
 
     def validate(self, path: str) -> None:
         if self.min > self.max:
-            raise ScenarioError(f"{path}.min", f"must be <= max ({self.max}), got {self.min}")
+            raise WorkloadKeyError(f"{path}.min", f"must be <= max ({self.max}), got {self.min}")
 
 
 @dataclass(frozen=True)
@@ -169,22 +169,22 @@ class EmpiricalLength:
     """
 
     KIND: ClassVar[str] = "empirical"
-    path: str = num("", path=True)
+    path: str = bounded("", path=True)
     format: Literal["azure", "mooncake", "burstgpt", "csv"] = "azure"
     field: Literal["prompt", "output"] | None = None
-    values: tuple[int, ...] = num((), ge=1)
+    values: tuple[int, ...] = bounded((), ge=1)
     skip_bad_lines: bool = False
-    columns: dict[str, str] = num({})
+    columns: dict[str, str] = bounded({})
     time_unit: Literal["s", "ms", "us", "ns", "datetime"] = "s"
     delimiter: str = ","
 
     def validate(self, path: str) -> None:
         if bool(self.path) == bool(self.values):
-            raise ScenarioError(path, "give either a trace 'path' or a list of 'values'")
+            raise WorkloadKeyError(path, "give either a trace 'path' or a list of 'values'")
         validate_file_options(self, path)
 
 
-BaseLengths = Annotated[FixedLength | LognormalLength | EmpiricalLength, Tagged("kind")]
+BaseLengths = FixedLength | LognormalLength | EmpiricalLength
 
 
 @dataclass(frozen=True)
@@ -196,22 +196,16 @@ class MixtureLength:
     """
 
     KIND: ClassVar[str] = "mixture"
-    components: dict[str, BaseLengths] = num({})
+    components: dict[str, BaseLengths] = bounded({})
 
     def validate(self, path: str) -> None:
         if not self.components:
-            raise ScenarioError(f"{path}.components", "needs one length distribution per domain")
-        for name in self.components:
-            if name not in DOMAINS:
-                raise ScenarioError(f"{path}.components.{name}", f"unknown domain (valid: {', '.join(DOMAINS)})")
+            raise WorkloadKeyError(f"{path}.components", "needs one length distribution per domain")
 
 
-Lengths = Annotated[FixedLength | LognormalLength | EmpiricalLength | MixtureLength, Tagged("kind")]
+Lengths = FixedLength | LognormalLength | EmpiricalLength | MixtureLength
 
-Arrivals = Annotated[
-    PoissonArrivals | GammaArrivals | MmppArrivals | PiecewiseArrivals | ClosedLoopArrivals | TraceArrivals,
-    Tagged("kind"),
-]
+Arrivals = PoissonArrivals | GammaArrivals | MmppArrivals | PiecewiseArrivals | ClosedLoopArrivals | TraceArrivals
 
 
 @dataclass(frozen=True)
@@ -225,7 +219,7 @@ class WorkloadSpec:
             return
         for key in ("prompt_tokens", "output_tokens"):
             if getattr(self, key) is None:
-                raise ScenarioError(f"{path}.{key}", "required key is missing")
+                raise WorkloadKeyError(f"{path}.{key}", "required key is missing")
 
 
 def validate_file_options(spec: Any, path: str) -> None:
@@ -233,29 +227,9 @@ def validate_file_options(spec: Any, path: str) -> None:
     if spec.format != "csv":
         for key, default in (("columns", {}), ("time_unit", "s"), ("delimiter", ",")):
             if getattr(spec, key) != default:
-                raise ScenarioError(f"{path}.{key}", f"only for format csv (this trace is '{spec.format}')")
+                raise WorkloadKeyError(f"{path}.{key}", f"only for format csv (this trace is '{spec.format}')")
     for key in spec.columns:
         if key not in CSV_COLUMNS:
-            raise ScenarioError(f"{path}.columns.{key}", f"unknown column role (valid: {', '.join(CSV_COLUMNS)})")
+            raise WorkloadKeyError(f"{path}.columns.{key}", f"unknown column role (valid: {', '.join(CSV_COLUMNS)})")
     if len(spec.delimiter) != 1:
-        raise ScenarioError(f"{path}.delimiter", f"must be one character, got {spec.delimiter!r}")
-
-
-def validate_domains(workload: WorkloadSpec, mix: dict[str, float], path: str) -> None:
-    """Every domain the workload names must be in drafter.acceptance.domains (load-time check)."""
-    active = [d for d, share in mix.items() if share > 0]
-    arrivals = workload.arrivals
-    if isinstance(arrivals, TraceArrivals) and arrivals.domain is not None and arrivals.domain not in active:
-        raise ScenarioError(f"{path}.arrivals.domain",
-                            f"'{arrivals.domain}' is not in drafter.acceptance.domains (active: {', '.join(active)})")
-    for key in ("prompt_tokens", "output_tokens"):
-        spec = getattr(workload, key)
-        if not isinstance(spec, MixtureLength):
-            continue
-        for name in spec.components:
-            if name not in mix:
-                raise ScenarioError(f"{path}.{key}.components.{name}",
-                                    f"domain not in drafter.acceptance.domains (active: {', '.join(active)})")
-        for name in active:
-            if name not in spec.components:
-                raise ScenarioError(f"{path}.{key}.components", f"no length distribution for domain '{name}' of the mix")
+        raise WorkloadKeyError(f"{path}.delimiter", f"must be one character, got {spec.delimiter!r}")

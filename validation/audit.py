@@ -29,17 +29,18 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from specplan.policies.base import OracleView, Policy, SpsTable, StepOutcome, StepView
+from specplan.policies.errors import PolicyKeyError
 from specplan.policies.registry import policy_class
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
-from specplan.simulator.core.schema import Context, build
 from specplan.simulator.core.streams import stream
+from specplan.simulator.scenario import PolicySpec
+from specplan.simulator.scenario.policy import policy_params
 
 
 @dataclass(frozen=True, eq=False)
@@ -264,7 +265,7 @@ def audit_policy(name: str, params: dict | None = None, case: str = "appendix-a"
     the_case = CASES[case]()
     try:
         cls = policy_class(name, "policy")
-        values = build(cls.Params, dict(params or {}), "policy.params", Context(Path.cwd()))
-    except ScenarioError as exc:
+        values = policy_params(PolicySpec(name, dict(params or {})))
+    except (PolicyKeyError, ScenarioError) as exc:
         raise SpecplanError(str(exc)) from None
     return run_audit(cls(values, the_case.block_size), the_case, trials, seed, alpha)

@@ -47,18 +47,16 @@ import pandas as pd
 import simpy
 import simpy.rt
 
-from specplan.policies.registry import make_policy
 from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.core.streams import seed_sequence
-from specplan.simulator.drafters.drafter import Drafter, build_drafter
+from specplan.simulator.drafters.drafter import Drafter
+from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.batch import PREFILL_LEFT, RID
-from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.decode import DecodeCore, StepPlan, StepTiming
+from specplan.simulator.engine.decode import StepPlan, StepTiming
 from specplan.simulator.engine.intake import FrontDoor
-from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.records import DONE, QUEUED, RequestLog, StepLog
-from specplan.simulator.scenario import ChunkedPrefill, Scenario
+from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.workload import start_workload
+from specplan.simulator.scenario import ChunkedPrefill, Scenario
 from specplan.validation.runner import ModelRunner
 
 
@@ -122,12 +120,11 @@ class ReferenceEngine:
         self.scenario, self.runner = scenario, runner
         self.env = PollingRealtimeEnvironment(strict=False)
         self.clock = WallClock(self.env)
-        self.drafter: Drafter = build_drafter(scenario.drafter, profile,
-                                              seed_sequence(scenario.seed, "calibration"))
-        self.config = EngineConfig.from_scenario(scenario, profile, self.drafter.block_size)
+        parts = assemble(scenario, profile)
+        self.drafter: Drafter = parts.drafter
+        self.config = parts.config
         self.log, self.steps = RequestLog(), StepLog()
-        self.core = DecodeCore(self.config, make_policy(scenario.policy, self.drafter.block_size), self.drafter,
-                               profile, self.log, self.steps, scenario.seed)
+        self.core = parts.core(self.log, self.steps)
         self.front = FrontDoor(scenario, self.drafter, self.log)
         self.wake: simpy.Event | None = None
 

@@ -9,9 +9,13 @@ returns an instance or raises `ScenarioError` naming the key path. Rules:
   `40_000`), although PyYAML reads some of those as strings;
 - `Literal[...]` fields list the valid choices in their error;
 - a field annotated `Annotated[A | B, Tagged("kind")]` is a tagged union:
-  the mapping's `kind` key picks the dataclass (each has `KIND`);
-- per-field bounds come from `num(...)` metadata; cross-field rules from
-  an optional `validate(self, path)` method, called after construction;
+  the mapping's `kind` key picks the dataclass (each has `KIND`); so is a
+  plain union of dataclasses that all have `KIND` (keyed by their `TAG`,
+  default `kind`), how the leaf packages declare theirs;
+- per-field bounds come from field metadata (`gt`, `ge`, `lt`, `le`: what
+  `num(...)` and the leaf packages' `bounded(...)` write); cross-field
+  rules from an optional `validate(self, path)` method, called after
+  construction (a leaf package's `KeyedError` becomes a `ScenarioError`);
 - fields marked `path=True` are resolved against the scenario's folder
   (except `builtin:NAME`, a file shipped with the project).
 
@@ -30,6 +34,7 @@ from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from specplan.errors import KeyedError
 from specplan.simulator.core.errors import ScenarioError
 
 BUILTIN_PREFIX = "builtin:"
@@ -101,7 +106,12 @@ def build(cls: type, raw: Any, path: str, ctx: Context) -> Any:
     obj = cls(**values)
     validate = getattr(obj, "validate", None)
     if validate is not None:
-        validate(path)
+        try:
+            validate(path)
+        except ScenarioError:
+            raise
+        except KeyedError as exc:  # a leaf package's own error for a bad key
+            raise ScenarioError(exc.path, exc.detail) from None
     return obj
 
 
@@ -151,6 +161,10 @@ def coerce_union(value: Any, options: tuple, path: str, ctx: Context, meta: Any)
     kinds = [o for o in options if o is not type(None)]
     if len(kinds) == 1:
         return coerce(value, kinds[0], path, ctx, meta)
+    if all(dataclasses.is_dataclass(o) and hasattr(o, "KIND") for o in kinds):
+        tag = {getattr(o, "TAG", "kind") for o in kinds}
+        if len(tag) == 1:
+            return build_tagged(value, Union[tuple(kinds)], tag.pop(), path, ctx)  # noqa: UP007
     for option in kinds:
         if matches_shape(value, option):
             return coerce(value, option, path, ctx, meta)

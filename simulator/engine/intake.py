@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import simpy
 
-from specplan.simulator.core.streams import ScalarDraws, stream
+from specplan.simulator.core.streams import stream
 from specplan.simulator.engine.records import RUNNING, RequestLog
+from specplan.traces.draws import ScalarDraws
 
 
 class FrontDoor:

@@ -20,20 +20,18 @@ from typing import Any
 import numpy as np
 import simpy
 
-from specplan.policies.base import Policy
-from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.decode import DecodeCore, StepTiming
-from specplan.simulator.engine.records import DONE, PREFILL, QUEUED, RequestLog, StepLog
+from specplan.simulator.engine.records import DONE, PREFILL, QUEUED, RequestLog
 
 
 class Replica:
     """A decode engine in simulated time; `submit(rid)` hands it a routed request."""
 
-    def __init__(self, env: simpy.Environment, index: int, config: EngineConfig, policy: Policy, drafter: Any,
-                 profile: Any, seed: int, log: RequestLog, steps: StepLog, on_done: Callable[[int], None]) -> None:
-        self.env, self.index, self.log, self.on_done = env, index, log, on_done
-        self.config = config
-        self.core = DecodeCore(config, policy, drafter, profile, log, steps, seed, index)
+    def __init__(self, env: simpy.Environment, core: DecodeCore, log: RequestLog,
+                 on_done: Callable[[int], None]) -> None:
+        self.env, self.index, self.log, self.on_done = env, core.index, log, on_done
+        self.config = core.config
+        self.core = core
         self.prefill_free_at = 0.0
         self.in_prefill = 0
         self.wake: simpy.Event | None = None

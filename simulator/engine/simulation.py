@@ -19,18 +19,16 @@ from typing import Any
 import pandas as pd
 import simpy
 
-from specplan.hwprofiles import load_profile
-from specplan.policies.registry import make_policy
-from specplan.simulator.core.streams import seed_sequence, stream
-from specplan.simulator.drafters.drafter import Drafter, build_drafter
-from specplan.simulator.engine.router import Router
-from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.core.streams import stream
+from specplan.simulator.drafters.drafter import Drafter
+from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.intake import FrontDoor
-from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.records import RequestLog, SpecCounters, StepLog
 from specplan.simulator.engine.replica import Replica
-from specplan.simulator.scenario import Scenario
+from specplan.simulator.engine.router import Router
+from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.workload import ArrivalBudget, start_workload
+from specplan.simulator.scenario import Scenario
 
 
 @dataclass
@@ -48,21 +46,16 @@ class Simulation:
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.env = simpy.Environment()
-        self.profile = load_profile(scenario.hardware.profile)
-        self.drafter: Drafter = build_drafter(
-            scenario.drafter, self.profile, seed_sequence(scenario.seed, "calibration")
-        )
+        parts = assemble(scenario)
+        self.profile, self.config = parts.profile, parts.config
+        self.drafter: Drafter = parts.drafter
         self.log = RequestLog()
         self.steps = StepLog()
         self.finished = 0
         self.all_done = self.env.event()
         self.front = FrontDoor(scenario, self.drafter, self.log)
-        self.config = EngineConfig.from_scenario(scenario, self.profile, self.drafter.block_size)
-        self.replicas = [
-            Replica(self.env, i, self.config, make_policy(scenario.policy, self.drafter.block_size), self.drafter,
-                    self.profile, scenario.seed, self.log, self.steps, self.on_done)
-            for i in range(scenario.cluster.replicas)
-        ]
+        self.replicas = [Replica(self.env, parts.core(self.log, self.steps, i), self.log, self.on_done)
+                         for i in range(scenario.cluster.replicas)]
         self.router = Router(scenario.cluster.router, self.replicas, stream(scenario.seed, "router"))
         self.budget: ArrivalBudget = start_workload(self.env, scenario, self.submit, self.front.domain_mix)
 

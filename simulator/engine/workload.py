@@ -17,6 +17,7 @@ a positive share, in order.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -24,8 +25,9 @@ import numpy as np
 import simpy
 
 from specplan.simulator.core.domains import DOMAINS
-from specplan.simulator.core.streams import ScalarDraws, stream
+from specplan.simulator.core.streams import stream
 from specplan.traces.arrivals import ThinkTime, arrival_process
+from specplan.traces.draws import ScalarDraws
 from specplan.traces.lengths import LengthPair
 from specplan.traces.replay import start_replay
 from specplan.traces.spec import ClosedLoopArrivals, MixtureLength, TraceArrivals
@@ -121,7 +123,7 @@ def start_workload(
             think_rng = stream(scenario.seed, "think", user)
             env.process(closed_loop_user(env, think_rng, think, source, submit, budget))
     elif isinstance(arrivals, TraceArrivals):
-        start_replay(env, scenario, arrivals, submit, budget, source)
+        start_replay(env, functools.partial(stream, scenario.seed), arrivals, submit, budget, source)
     else:
         times = arrival_process(arrivals).times(stream(scenario.seed, "arrivals"))
         env.process(open_loop(env, times, source, submit, budget))

@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal
 
-from specplan.policies.registry import validate_policy
+from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.schema import Tagged, num
 from specplan.simulator.drafters.spec import DrafterSpec
+from specplan.simulator.scenario.policy import validate_policy
 from specplan.simulator.scenario.study import SlaSpec, SweepSpec
-from specplan.traces.spec import WorkloadSpec, validate_domains
+from specplan.traces.spec import MixtureLength, TraceArrivals, WorkloadSpec
 
 
 @dataclass(frozen=True)
@@ -112,3 +113,25 @@ class Scenario:
     def validate(self, path: str) -> None:
         validate_policy(self.policy, self.drafter, "policy")
         validate_domains(self.workload, self.drafter.acceptance.domains, "workload")
+
+
+def validate_domains(workload: WorkloadSpec, mix: dict[str, float], path: str) -> None:
+    """Every domain the workload names must be in drafter.acceptance.domains (load-time check)."""
+    active = [d for d, share in mix.items() if share > 0]
+    arrivals = workload.arrivals
+    if isinstance(arrivals, TraceArrivals) and arrivals.domain is not None and arrivals.domain not in active:
+        raise ScenarioError(f"{path}.arrivals.domain",
+                            f"'{arrivals.domain}' is not in drafter.acceptance.domains (active: {', '.join(active)})")
+    for key in ("prompt_tokens", "output_tokens"):
+        spec = getattr(workload, key)
+        if not isinstance(spec, MixtureLength):
+            continue
+        for name in spec.components:
+            if name not in DOMAINS:
+                raise ScenarioError(f"{path}.{key}.components.{name}", f"unknown domain (valid: {', '.join(DOMAINS)})")
+            if name not in mix:
+                raise ScenarioError(f"{path}.{key}.components.{name}",
+                                    f"domain not in drafter.acceptance.domains (active: {', '.join(active)})")
+        for name in active:
+            if name not in spec.components:
+                raise ScenarioError(f"{path}.{key}.components", f"no length distribution for domain '{name}' of the mix")

@@ -13,8 +13,8 @@ import sys
 
 import yaml
 
-from specplan.validation.audit import CASES, AuditResult, audit_policy
 from specplan.simulator.core.errors import SpecplanError
+from specplan.validation.audit import CASES, AuditResult, audit_policy
 
 
 def register(sub: argparse._SubParsersAction) -> None:
