@@ -1,7 +1,8 @@
 """`hardware.profile` of a scenario → a `StepProfile`.
 
-Accepted forms: an inline mapping (`{kind: linear, ...}` or
-`{kind: table, ...}`), `builtin:NAME` (a file shipped in `hwprofiles/data/`),
+Accepted forms: an inline profile (`{kind: linear, ...}` or
+`{kind: table, ...}`, validated by the scenario layer into
+`specplan.hwprofiles.inline` dataclasses), `builtin:NAME` (a file shipped in `hwprofiles/data/`),
 or a path to a profile CSV file (already resolved against the scenario's
 folder by the scenario loader).
 """
@@ -9,18 +10,15 @@ folder by the scenario loader).
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
 
-from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.fileformat import load_builtin, read_profile_csv
+from specplan.hwprofiles.inline import InlineProfile, LinearProfile, TableProfile
 from specplan.hwprofiles.profile import StepProfile, linear_profile, table_profile
 
-INLINE_KINDS = ("linear", "table")
 
-
-def load_profile(spec: str | dict[str, Any]) -> StepProfile:
+def load_profile(spec: str | InlineProfile) -> StepProfile:
     """Resolve a scenario's profile spec; every failure is a one-line ProfileError."""
-    if isinstance(spec, dict):
+    if isinstance(spec, (LinearProfile, TableProfile)):
         return inline_profile(spec)
     return _load_file_cached(spec)
 
@@ -32,44 +30,7 @@ def _load_file_cached(spec: str) -> StepProfile:
     return read_profile_csv(spec)
 
 
-def inline_profile(spec: dict[str, Any]) -> StepProfile:
-    kind = spec.get("kind")
-    allowed = {"linear": {"kind", "base_ms", "per_token_ms", "max_tokens"},
-               "table": {"kind", "tokens", "step_ms", "extrapolation"}}
-    if kind not in allowed:
-        raise ProfileError(f"kind: must be one of {', '.join(INLINE_KINDS)}, got {kind!r}")
-    unknown = set(spec) - allowed[kind]
-    if unknown:
-        raise ProfileError(f"{sorted(unknown)[0]}: unknown key for a {kind} profile")
-    try:
-        if kind == "linear":
-            return linear_profile(
-                _number(spec, "base_ms"), _number(spec, "per_token_ms"), int(spec.get("max_tokens", 16384))
-            )
-        return table_profile(_numbers(spec, "tokens"), _numbers(spec, "step_ms"), spec.get("extrapolation", "none"))
-    except (TypeError, ValueError) as exc:
-        raise ProfileError(f"bad {kind} profile: {exc}") from None
-
-
-def _number(spec: dict[str, Any], key: str) -> float:
-    if key not in spec:
-        raise ProfileError(f"{key}: required key is missing")
-    value = spec[key]
-    if isinstance(value, bool):
-        raise ProfileError(f"{key}: expected a number, got {value!r}")
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ProfileError(f"{key}: expected a number, got {value!r}") from None
-
-
-def _numbers(spec: dict[str, Any], key: str) -> list[float]:
-    if key not in spec:
-        raise ProfileError(f"{key}: required key is missing")
-    values = spec[key]
-    if not isinstance(values, list) or not values:
-        raise ProfileError(f"{key}: expected a non-empty list of numbers")
-    try:
-        return [float(v) for v in values]
-    except (TypeError, ValueError):
-        raise ProfileError(f"{key}: expected a list of numbers") from None
+def inline_profile(spec: InlineProfile) -> StepProfile:
+    if isinstance(spec, LinearProfile):
+        return linear_profile(spec.base_ms, spec.per_token_ms, spec.max_tokens)
+    return table_profile(list(spec.tokens), list(spec.step_ms), spec.extrapolation)

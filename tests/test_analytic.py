@@ -24,7 +24,7 @@ def test_closed_loop_linear_matches_formula():
     length = scenario.policy.params["length"]
     profile = scenario.hardware.profile
     tau = 1 + np.cumprod(curve[:length]).sum()
-    step_s = (profile["base_ms"] + profile["per_token_ms"] * users * (1 + length)) / 1000
+    step_s = (profile.base_ms + profile.per_token_ms * users * (1 + length)) / 1000
     expected = users * tau / step_s
     runs = [simulate(load_scenario(path, seed=seed)).summary for seed in range(5)]
     lo, hi = ci99(np.array([r["throughput_tokens_per_s"] for r in runs]))

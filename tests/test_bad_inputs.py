@@ -44,6 +44,14 @@ CASES = [
     ("warmup longer than run", merged(BASE, {"horizon": {"warmup_s": 50}}), "horizon.warmup_s"),
     ("unsorted profile table", merged(BASE, {"hardware": {"profile": "x"}}) | {"hardware": {"profile": {
         "kind": "table", "tokens": [1, 64, 32], "step_ms": [8, 9, 10]}}}, "sorted"),
+    ("unknown inline profile key", merged(BASE, {"hardware": {"profile": {"per_tokn_ms": 0.1}}}),
+     "hardware.profile.per_tokn_ms: unknown key (did you mean 'per_token_ms'?)"),
+    ("unknown inline profile kind", merged(BASE, {"hardware": {"profile": "x"}}) | {"hardware": {"profile": {
+        "kind": "tabel", "tokens": [1], "step_ms": [8]}}}, "did you mean 'table'"),
+    ("bad workload rule across keys", merged(BASE, {"workload": {"prompt_tokens": {
+        "kind": "lognormal", "median": 100, "sigma": 1, "min": 50, "max": 10}}}), "workload.prompt_tokens.min"),
+    ("bad policy param across keys", merged(BASE, {"policy": {"name": "length-schedule", "params": {
+        "schedule": {}}}}), "policy.params.schedule"),
     ("profile file missing", merged(BASE, {"hardware": {"profile": "no-such-profile.csv"}}), "hardware.profile"),
     ("fractional block size", merged(BASE, {"drafter": {"block_size": 2.5}}), "drafter.block_size"),
     ("boolean as number", merged(BASE, {"engine": {"kv_capacity_tokens": True}}), "engine.kv_capacity_tokens"),

@@ -56,6 +56,7 @@ def test_resolved_mapping_fills_defaults_and_reloads(tmp_path):
     resolved = resolved_mapping(s)
     assert resolved["engine"]["scheduling_overhead_ms"] == 0.0
     assert resolved["engine"]["prefill"]["mode"] == "disaggregated"
+    assert resolved["engine"]["max_step_tokens"] == 16384  # the linear profile's largest B, filled in once
     again = load_scenario(write(tmp_path, resolved, "again.yaml"))
     assert again == s
 

@@ -1,6 +1,6 @@
 """The engine's settings, read once from a scenario: what every decode core runs by.
 
-`EngineConfig.from_scenario(scenario, profile, block_size)` is shared by the
+`EngineConfig.from_scenario(scenario, block_size)` is shared by the
 simulator's replicas and the reference engine (validation/), so both take
 the same limits from the same keys:
 
@@ -8,7 +8,8 @@ the same limits from the same keys:
     kv_capacity_tokens   KV-cache tokens at most (the KV rule: specplan.simulator.engine.decode)
     chunk_tokens         chunked prefill: prompt tokens per step at most (None: disaggregated)
     prefill_tokens_per_s disaggregated prefill: the prefill stage's rate (None: chunked)
-    max_step_tokens      tokens one forward may hold (default: the profile's largest measured B)
+    max_step_tokens      tokens one forward may hold (the scenario layer fills in the default:
+                         the profile's largest measured B)
     block_size           γ, the drafter's block (0 without speculation)
     scheduling_overhead_ms, host_overhead_ms, host_overhead_per_request_ms, padded_attention
 """
@@ -16,7 +17,6 @@ the same limits from the same keys:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from specplan.simulator.scenario import ChunkedPrefill, Scenario
 
@@ -41,7 +41,7 @@ class EngineConfig:
         return self.chunk_tokens is not None
 
     @classmethod
-    def from_scenario(cls, scenario: Scenario, profile: Any, block_size: int) -> EngineConfig:
+    def from_scenario(cls, scenario: Scenario, block_size: int) -> EngineConfig:
         engine = scenario.engine
         prefill = engine.prefill
         chunked = isinstance(prefill, ChunkedPrefill)
@@ -50,10 +50,17 @@ class EngineConfig:
             kv_capacity_tokens=engine.kv_capacity_tokens,
             chunk_tokens=prefill.chunk_tokens if isinstance(prefill, ChunkedPrefill) else None,
             prefill_tokens_per_s=None if chunked else getattr(prefill, "tokens_per_s", None),
-            max_step_tokens=engine.max_step_tokens or profile.max_tokens,
+            max_step_tokens=resolved(engine.max_step_tokens, "engine.max_step_tokens"),
             block_size=block_size,
             scheduling_overhead_ms=engine.scheduling_overhead_ms,
             host_overhead_ms=engine.host_overhead_ms,
             host_overhead_per_request_ms=engine.host_overhead_per_request_ms,
             padded_attention=engine.attention == "padded",
         )
+
+
+def resolved(value: int | None, key: str) -> int:
+    """A value the scenario layer fills in when it loads a scenario (a Scenario built otherwise lacks it)."""
+    if value is None:
+        raise ValueError(f"{key} is not resolved: build the Scenario with scenario_from_mapping")
+    return value

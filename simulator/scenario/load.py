@@ -39,8 +39,7 @@ def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -
     scenario = build(Scenario, raw, "", Context(base_dir))
     scenario = _with_source(scenario, source)
     scenario = _with_profile_path(scenario, base_dir)
-    check_profile(scenario)
-    return scenario
+    return with_step_budget(scenario)
 
 
 def _with_profile_path(scenario: Scenario, base_dir: Path) -> Scenario:
@@ -56,8 +55,12 @@ def _with_source(scenario: Scenario, source: str) -> Scenario:
     return dataclasses.replace(scenario, source=source)
 
 
-def check_profile(scenario: Scenario) -> None:
-    """The profile loads, and the step's token budget fits both the profile and one draft block."""
+def with_step_budget(scenario: Scenario) -> Scenario:
+    """The profile loads; `engine.max_step_tokens` resolved (default: the profile's largest B) and checked.
+
+    The default is filled in here, once, so the engine reads it and the
+    resolved scenario written next to every result records it.
+    """
     try:
         profile = load_profile(scenario.hardware.profile)
     except ScenarioError:
@@ -73,6 +76,8 @@ def check_profile(scenario: Scenario) -> None:
     if budget < block + 1:
         raise ScenarioError("engine.max_step_tokens", f"{budget} tokens cannot hold one request's anchor and "
                             f"draft block ({block + 1} tokens)")
+    engine = dataclasses.replace(scenario.engine, max_step_tokens=budget)
+    return dataclasses.replace(scenario, engine=engine)
 
 
 def read_yaml(path: Path) -> Any:

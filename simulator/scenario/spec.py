@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal
 
+from specplan.hwprofiles.inline import LinearProfile, TableProfile
 from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.schema import Tagged, num
@@ -39,7 +40,7 @@ class Horizon:
 
 @dataclass(frozen=True)
 class Hardware:
-    profile: str | dict[str, Any]
+    profile: str | Annotated[LinearProfile | TableProfile, Tagged("kind")]
     gpus_per_replica: int = num(1, ge=1)
 
 
