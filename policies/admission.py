@@ -22,20 +22,20 @@ no per-candidate Python loop.
     n = global_best(ranked.theta)       argmax over every prefix (lossy when synchronous)
     ℓ = top_lengths(ranked, n)          per-request lengths of the top-n set
     ℓ = top_k_lengths(survivals, k)     the same for a given k, by selection instead of a sort
+    plan = theta_plan(view, ranked, n)  B, expected tokens and Θ of the choice (the Decision's plan)
 
 Candidates with zero survival are never admitted (they cannot add a token),
 and at most `view.verify_capacity` candidates are ranked, so every length
-vector produced here respects Σ(1 + ℓ) + reserved ≤ max_step_tokens.
+choice made here respects Σ(1 + ℓ) + reserved ≤ max_step_tokens.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import numpy as np
 
-from specplan.policies.base import Policy, StepView, ThetaPlan, water_fill
+from specplan.policies.base import StepView, ThetaPlan, water_fill
 
 
 class Ranked(NamedTuple):
@@ -80,9 +80,9 @@ def rank_candidates(view: StepView, survivals: np.ndarray | None = None) -> Rank
     return Ranked(a, descending[1:limit + 1], tau, tau * view.price.steps_per_s_range(base, base + limit + 1))
 
 
-def record_plan(policy: Policy, view: StepView, ranked: Ranked, n: int) -> None:
-    """Leave Θ_n, its B and expected tokens in `policy.last_plan` (what the policy optimised)."""
-    policy.last_plan = ThetaPlan(view.base_tokens + n, float(ranked.tau[n]), float(ranked.theta[n]))
+def theta_plan(view: StepView, ranked: Ranked, n: int) -> ThetaPlan:
+    """Θ_n with its B and expected tokens: what the policy optimised, for its Decision."""
+    return ThetaPlan(view.base_tokens + n, float(ranked.tau[n]), float(ranked.theta[n]))
 
 
 def early_stop(theta: np.ndarray) -> int:
@@ -107,12 +107,16 @@ def top_lengths(ranked: Ranked, n: int) -> np.ndarray:
     return lengths_above(ranked.survival, n, ranked.gains[n - 1])
 
 
-def top_k_lengths(survivals: np.ndarray, k: int) -> np.ndarray:
-    """ℓ_r for the top k candidates with positive survival, found by selection (no full sort)."""
+def top_k_lengths(survivals: np.ndarray, k: int) -> np.ndarray | int:
+    """ℓ_r for the top k candidates with positive survival, found by selection (no full sort).
+
+    When every candidate fits and none has zero survival, every request
+    verifies its whole block: the answer is that one int (the idle-GPU case).
+    """
     flat = survivals.ravel()
     if k >= flat.size:  # every candidate fits: all that can add a token (a prefix of each row)
-        if flat.size == 0 or flat[flat.argmin()] > 0.0:  # no zero survival (an argmin costs less than a count)
-            return whole_blocks(*survivals.shape)
+        if flat.size and flat[flat.argmin()] > 0.0:  # no zero survival (an argmin costs less than a count)
+            return survivals.shape[1]
         return np.add.reduce(survivals > 0.0, axis=1)
     if k <= 0:
         return np.zeros(survivals.shape[0], dtype=np.int64)
@@ -120,19 +124,8 @@ def top_k_lengths(survivals: np.ndarray, k: int) -> np.ndarray:
     selected = flat.copy()
     selected.partition(where)
     if selected[where] <= 0.0:  # fewer than k candidates can add a token: all of those
-        return top_k_lengths(survivals, flat.size)
+        return np.add.reduce(survivals > 0.0, axis=1)
     return lengths_above(survivals, k, selected[where])
-
-
-@functools.cache
-def whole_blocks(requests: int, block_size: int) -> np.ndarray:
-    """ℓ = γ for each of `requests` rows: one shared, read-only array per shape (the idle-GPU answer).
-
-    The decode core recognises it by identity: a fixed-length step, with no lengths to sum or cut.
-    """
-    lengths = np.full(requests, block_size, dtype=np.int64)
-    lengths.flags.writeable = False
-    return lengths
 
 
 def lengths_above(a: np.ndarray, n: int, cut: float) -> np.ndarray:

@@ -2,10 +2,12 @@
 
 Per engine step the decode core builds a `StepView` (calibrated confidences
 of the running requests, the step's price, the step's capacity) and asks
-its policy for verification lengths `ℓ` (R integers in [0, γ]). After the
-step, `observe(StepOutcome)` tells the policy what was accepted, for
-policies that learn. This is the vLLM v1 split between "what I decided from
-what I could see" and "what happened".
+its policy to `decide`: the policy returns one `Decision`, its verification
+lengths `ℓ` (R integers in [0, γ], or one integer for every row:
+`Decision.uniform(n)`) together with the Θ plan it optimised, if any.
+After the step, `observe(StepOutcome)` tells the policy what was accepted,
+for policies that learn. This is the vLLM v1 split between "what I decided
+from what I could see" and "what happened".
 
 The price in the view (`StepView.price`, a `specplan.simulator.engine.price`
 quote for this batch) is the function the engine's clock charges: the
@@ -16,19 +18,21 @@ what the step costs.
 
 What a policy declares to the engine (class attributes):
 
-- `scheduling`: `none` (lengths need no per-step decision: none, mtp-1,
-  static, length-schedule; they pay no scheduling overhead, as production
-  MTP-1 runs with zero-overhead scheduling), `per-step` (decided from the
-  current step's drafts or outcomes, synchronously: pays
-  `engine.scheduling_overhead_ms`), `hidden` (decided ahead, the overhead
-  overlaps the previous step: dspark-async; and the oracle, an upper bound).
-- `planned_length(R)`: the length every request verifies, known before
-  drafting (None when it depends on the drafts).
+- `length_setting`, how its lengths are set: `fixed` (before drafting, by
+  `planned_length(R)`: none, mtp-1, static, length-schedule; no per-step
+  decision, so no scheduling overhead, as production MTP-1 runs with
+  zero-overhead scheduling), `per_step` (decided from the current step's
+  drafts or outcomes, synchronously: pays `engine.scheduling_overhead_ms`),
+  `hidden` (decided per step but ahead, the overhead overlapping the
+  previous step: dspark-async; and the oracle, an upper bound).
 - `fits_budget`: the policy chooses within `view.verify_capacity` itself.
   For the others the engine reserves `planned_length` (or the whole block)
-  per request before drafting, and requests beyond the step's token budget
-  wait for the next step, oldest first (vLLM's token budget); it counts
-  them (`request_steps_deferred`) and never shortens a policy's lengths.
+  per request before drafting; the requests beyond the step's token budget
+  (the youngest) wait for the next step and are counted
+  (`request_steps_deferred`); the engine never shortens a policy's lengths.
+  Deferring whole requests is this project's rule; vLLM's scheduler
+  instead gives each request min(its new tokens, the token budget left)
+  and drops the draft tokens past the budget's edge.
 
 A `StepView` carries no true acceptance probabilities: a policy cannot reach
 them. Only the oracle receives an `OracleView`, which adds the number of
@@ -42,7 +46,7 @@ dataclass for its `policy.params`), plus one line in `specplan.policies.registry
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple, Protocol
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 
 import numpy as np
 
@@ -143,6 +147,33 @@ class ThetaPlan(NamedTuple):
     theta: float
 
 
+class Decision(NamedTuple):
+    """What a policy hands the engine for one step: its lengths and the Θ plan it optimised (if any).
+
+    lengths  ℓ per request (R,), or one int: every request verifies that many (`Decision.uniform`)
+    plan     the ThetaPlan behind the lengths; None for policies that do not maximise Θ
+    """
+
+    lengths: np.ndarray | int
+    plan: ThetaPlan | None = None
+
+    @classmethod
+    def uniform(cls, length: int, plan: ThetaPlan | None = None) -> Decision:
+        """Every request verifies `length` drafts."""
+        return cls(int(length), plan)
+
+    def per_request(self, requests: int) -> np.ndarray:
+        """ℓ as an (R,) array, whichever form the policy gave."""
+        if isinstance(self.lengths, int):
+            return np.full(requests, self.lengths, dtype=np.int64)
+        return np.asarray(self.lengths, dtype=np.int64)
+
+
+LengthSetting = Literal["fixed", "per_step", "hidden"]
+# the summary's and the reports' word for who pays engine.scheduling_overhead_ms
+SCHEDULING_OVERHEAD: dict[str, str] = {"fixed": "none", "per_step": "per-step", "hidden": "hidden"}
+
+
 @dataclass(frozen=True)
 class NoParams:
     """A policy without parameters."""
@@ -153,30 +184,30 @@ class Policy:
 
     Class attributes describe the policy to the engine and to reports:
     `lossless` (False for the synchronous global search), `oracle` (sees the
-    truth), `scheduling` (`none` | `per-step` | `hidden`: who pays the
-    scheduling overhead), `fits_budget` (chooses within the step's token
-    capacity itself), `drafts` (False for no speculation). Policies that
-    maximise Θ = expected tokens · SPS(B) leave their choice in `last_plan`.
+    truth), `length_setting` (`fixed` | `per_step` | `hidden`: how its
+    lengths are set, and so who pays the scheduling overhead),
+    `fits_budget` (chooses within the step's token capacity itself),
+    `drafts` (False for no speculation). Policies that maximise
+    Θ = expected tokens · SPS(B) return their plan in the Decision.
     """
 
     name: ClassVar[str] = ""
     Params: ClassVar[type] = NoParams
     lossless: ClassVar[bool] = True
     oracle: ClassVar[bool] = False
-    scheduling: ClassVar[str] = "per-step"
+    length_setting: ClassVar[LengthSetting] = "per_step"
     fits_budget: ClassVar[bool] = False
     drafts: ClassVar[bool] = True
 
     def __init__(self, params: Any, block_size: int) -> None:
         self.params = params
         self.block_size = block_size
-        self.last_plan: ThetaPlan | None = None
 
     def planned_length(self, batch_requests: int) -> int | None:
         """The length every request verifies in a step of R requests, if known before drafting."""
         return None
 
-    def decide(self, view: StepView) -> np.ndarray:
+    def decide(self, view: StepView) -> Decision:
         raise NotImplementedError
 
     def observe(self, outcome: StepOutcome) -> None:
@@ -193,7 +224,12 @@ class Policy:
 
     @classmethod
     def pays_scheduling(cls) -> bool:
-        return cls.scheduling == "per-step"
+        return cls.length_setting == "per_step"
+
+    @classmethod
+    def scheduling_overhead(cls) -> str:
+        """Who pays the scheduling overhead, in the summary's words: none, per-step or hidden."""
+        return SCHEDULING_OVERHEAD[cls.length_setting]
 
     @classmethod
     def label(cls) -> str:
@@ -208,14 +244,14 @@ class Policy:
 class FixedLengthPolicy(Policy):
     """A policy whose lengths are set before drafting: no decision per step, no overhead."""
 
-    scheduling: ClassVar[str] = "none"
+    length_setting: ClassVar[LengthSetting] = "fixed"
 
     def planned_length(self, batch_requests: int) -> int | None:
         raise NotImplementedError
 
-    def decide(self, view: StepView) -> np.ndarray:
-        length = self.planned_length(view.batch_requests)
-        return np.full(view.batch_requests, length, dtype=np.int64)
+    def decide(self, view: StepView) -> Decision:
+        """The planned length for every request (the engine asks `planned_length` before drafting)."""
+        return Decision.uniform(self.planned_length(view.batch_requests) or 0)
 
 
 def water_fill(lengths: np.ndarray, budget: int) -> np.ndarray:

@@ -15,7 +15,7 @@ they differ in how many (DESIGN.md §1):
   before the previous step ends, so K comes from a global search over the
   confidences of two steps earlier; the step then admits its top-K
   candidates by current survival. Scheduling latency is hidden
-  (`scheduling = "hidden"`).
+  (`length_setting = "hidden"`).
 
 How `dspark-async` plans K for the current batch: it keeps, per step, the
 survival rows of the drafting requests. At step t it takes the snapshot of
@@ -46,12 +46,12 @@ from specplan.policies.admission import (
     early_stop,
     global_best,
     rank_candidates,
-    record_plan,
     survival,
+    theta_plan,
     top_k_lengths,
     top_lengths,
 )
-from specplan.policies.base import Policy, StepOutcome, StepView
+from specplan.policies.base import Decision, LengthSetting, Policy, StepOutcome, StepView, ThetaPlan
 from specplan.policies.bypass import BypassParams, DraftingBypass
 from specplan.policies.params import bounded
 
@@ -81,11 +81,10 @@ class DSparkPolicy(Policy):
         super().__init__(params, block_size)
         self.bypass = DraftingBypass(params.bypass) if params.bypass is not None else None
 
-    def decide(self, view: StepView) -> np.ndarray:
+    def decide(self, view: StepView) -> Decision:
         ranked = rank_candidates(view)
         n = self.admit_count(view, ranked)
-        record_plan(self, view, ranked, n)
-        return top_lengths(ranked, n)
+        return Decision(top_lengths(ranked, n), theta_plan(view, ranked, n))
 
     def admit_count(self, view: StepView, ranked: Ranked) -> int:
         raise NotImplementedError
@@ -135,7 +134,7 @@ class DSparkAsync(DSparkPolicy):
 
     name: ClassVar[str] = "dspark-async"
     Params: ClassVar[type] = DSparkAsyncParams
-    scheduling: ClassVar[str] = "hidden"
+    length_setting: ClassVar[LengthSetting] = "hidden"
     LAG_STEPS: ClassVar[int] = 2
 
     def __init__(self, params: DSparkAsyncParams, block_size: int) -> None:
@@ -143,13 +142,13 @@ class DSparkAsync(DSparkPolicy):
         self.cold_length = params.cold_length
         self.snapshots: deque[Snapshot] = deque(maxlen=self.LAG_STEPS + 1)
 
-    def decide(self, view: StepView) -> np.ndarray:
+    def decide(self, view: StepView) -> Decision:
         current = survival(view.confidences)
         drafted = view.drafted
         all_drafted = view.drafting == view.batch_requests
-        capacity = self.lagged_capacity(view, drafted, all_drafted)
+        capacity, plan = self.lagged_capacity(view, drafted, all_drafted)
         self.remember(view, current, drafted, all_drafted)
-        return top_k_lengths(current, min(capacity, view.verify_capacity))
+        return Decision(top_k_lengths(current, min(capacity, view.verify_capacity)), plan)
 
     def remember(self, view: StepView, current: np.ndarray, drafted: np.ndarray, all_drafted: bool) -> None:
         if all_drafted:
@@ -164,20 +163,19 @@ class DSparkAsync(DSparkPolicy):
                 return snapshot
         return None
 
-    def lagged_capacity(self, view: StepView, drafted: np.ndarray, all_drafted: bool) -> int:
-        """K: the global argmax of Θ for this batch, planned with survivals two steps old."""
+    def lagged_capacity(self, view: StepView, drafted: np.ndarray,
+                        all_drafted: bool) -> tuple[int, ThetaPlan | None]:
+        """K and its plan: the global argmax of Θ for this batch, planned with survivals two steps old."""
         past = self.lagged(view.step_index)
         if past is None or past.request_ids.size == 0:
-            self.last_plan = None
-            return self.cold_length * int(np.count_nonzero(drafted))
+            return self.cold_length * int(np.count_nonzero(drafted)), None
         if all_drafted and past.request_ids is view.request_ids:
             planned = past.survivals  # the same batch as two steps ago (the engine's same ids object)
         else:
             planned = lagged_survivals(past, view.request_ids, None if all_drafted else drafted)
         ranked = rank_candidates(view, planned)
         k = global_best(ranked.theta)
-        record_plan(self, view, ranked, k)
-        return k
+        return k, theta_plan(view, ranked, k)
 
 
 def lagged_survivals(past: Snapshot, request_ids: np.ndarray, drafted: np.ndarray | None) -> np.ndarray:

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from specplan.policies.base import Policy, StepOutcome, StepView, ThetaPlan
+from specplan.policies.base import Decision, Policy, StepOutcome, StepView, ThetaPlan
 from specplan.policies.history import AcceptanceHistory
 from specplan.policies.params import bounded
 
@@ -41,16 +41,17 @@ class Goodput(Policy):
         self.history = AcceptanceHistory(params.window_steps)
         self.positions = np.arange(1, block_size + 1)
 
-    def decide(self, view: StepView) -> np.ndarray:
+    def decide(self, view: StepView) -> Decision:
         drafted = np.asarray(view.drafted, dtype=bool)
         drafting = int(np.count_nonzero(drafted))
         lengths = np.zeros(view.batch_requests, dtype=np.int64)
         if drafting == 0 or view.verify_capacity == 0:
-            return lengths
-        lengths[drafted] = self.best_length(view, drafted, drafting)
-        return lengths
+            return Decision(lengths)
+        best, plan = self.best_length(view, drafted, drafting)
+        lengths[drafted] = best
+        return Decision(lengths, plan)
 
-    def best_length(self, view: StepView, drafted: np.ndarray, drafting: int) -> int:
+    def best_length(self, view: StepView, drafted: np.ndarray, drafting: int) -> tuple[int, ThetaPlan]:
         rates = self.history.rate(view.request_ids[drafted], self.params.prior_acceptance)
         gain = (rates[:, None] ** self.positions[: view.block_size]).sum(axis=0).cumsum()
         longest = min(view.block_size, view.verify_capacity // drafting)
@@ -58,8 +59,7 @@ class Goodput(Policy):
         tau = view.batch_requests + np.concatenate(([0.0], gain[:longest]))
         theta = tau * view.price.steps_per_s(tokens)
         best = int(np.argmax(theta))
-        self.last_plan = ThetaPlan(int(tokens[best]), float(tau[best]), float(theta[best]))
-        return best
+        return best, ThetaPlan(int(tokens[best]), float(tau[best]), float(theta[best]))
 
     def observe(self, outcome: StepOutcome) -> None:
         self.history.record(outcome.request_ids, outcome.verify_lengths, outcome.accepted)

@@ -19,7 +19,15 @@ from typing import ClassVar
 
 import numpy as np
 
-from specplan.policies.base import OracleView, Policy, StepView, ThetaPlan, water_fill
+from specplan.policies.base import (
+    Decision,
+    LengthSetting,
+    OracleView,
+    Policy,
+    StepView,
+    ThetaPlan,
+    water_fill,
+)
 
 
 class Oracle(Policy):
@@ -28,19 +36,18 @@ class Oracle(Policy):
     name: ClassVar[str] = "oracle"
     oracle: ClassVar[bool] = True
     lossless: ClassVar[bool] = False
-    scheduling: ClassVar[str] = "hidden"  # an upper bound pays no scheduling overhead
+    length_setting: ClassVar[LengthSetting] = "hidden"  # an upper bound pays no scheduling overhead
     fits_budget: ClassVar[bool] = True
 
-    def decide(self, view: StepView) -> np.ndarray:
+    def decide(self, view: StepView) -> Decision:
         if not isinstance(view, OracleView):
             raise TypeError("the oracle needs an OracleView (the engine builds one for oracle policies)")
         accepted = np.asarray(view.accepted_prefix, dtype=np.int64)
         total = min(int(accepted.sum()), view.verify_capacity)
         if total == 0:
-            return np.zeros_like(accepted)
+            return Decision(np.zeros_like(accepted))
         base = view.base_tokens
         tau = view.batch_requests + np.arange(total + 1, dtype=float)
         theta = tau * view.price.steps_per_s_range(base, base + total + 1)
         best = int(np.argmax(theta))
-        self.last_plan = ThetaPlan(base + best, float(tau[best]), float(theta[best]))
-        return water_fill(accepted, best)
+        return Decision(water_fill(accepted, best), ThetaPlan(base + best, float(tau[best]), float(theta[best])))

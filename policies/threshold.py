@@ -19,7 +19,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from specplan.policies.admission import survival
-from specplan.policies.base import Policy, StepView
+from specplan.policies.base import Decision, Policy, StepView
 from specplan.policies.params import bounded
 
 
@@ -37,10 +37,10 @@ class Threshold(Policy):
     name: ClassVar[str] = "threshold"
     Params: ClassVar[type] = ThresholdParams
 
-    def decide(self, view: StepView) -> np.ndarray:
+    def decide(self, view: StepView) -> Decision:
         theta = self.params.threshold
         if self.params.on == "survival":
             passing = survival(view.confidences) >= theta
         else:
             passing = np.cumprod(view.confidences >= theta, axis=1, dtype=bool)
-        return np.count_nonzero(passing, axis=1).astype(np.int64)
+        return Decision(np.count_nonzero(passing, axis=1).astype(np.int64))

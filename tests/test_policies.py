@@ -10,7 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specplan.policies.admission import early_stop, global_best, rank_candidates, top_k_lengths
-from specplan.policies.base import OracleView, SpsTable, StepOutcome, StepView, water_fill
+from specplan.policies.base import (
+    Decision,
+    OracleView,
+    SpsTable,
+    StepOutcome,
+    StepView,
+    ThetaPlan,
+    water_fill,
+)
 from specplan.policies.registry import POLICIES, make_policy
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.scenario import PolicySpec
@@ -37,6 +45,13 @@ def policy(name, block_size, **params):
     return make_policy(name, policy_params(PolicySpec(name, params)), block_size)
 
 
+def decided(p, v):
+    """ℓ per request of the policy's Decision for the view (whichever form it returned)."""
+    decision = p.decide(v)
+    assert isinstance(decision, Decision)
+    return decision.per_request(v.batch_requests)
+
+
 # ---- DSpark Appendix A, by hand --------------------------------------------------------------
 APPENDIX_SPS = [1.0, 1.0, 0.5, 0.45]  # SPS(B) for B = 0..3 (B = 0 unused)
 
@@ -52,14 +67,14 @@ def test_appendix_a_throughput_curve_by_hand():
 @pytest.mark.parametrize(("c2", "greedy", "global_"), [(0.9, 0, 2), (0.0, 0, 0)])
 def test_appendix_a_choices(c2, greedy, global_):
     v = view([[0.8, c2]], APPENDIX_SPS)
-    assert policy("dspark-greedy", 2).decide(v).tolist() == [greedy]
-    assert policy("dspark-global", 2).decide(v).tolist() == [global_]
+    assert decided(policy("dspark-greedy", 2), v).tolist() == [greedy]
+    assert decided(policy("dspark-global", 2), v).tolist() == [global_]
 
 
 def test_async_capacity_comes_from_two_steps_earlier():
     p = policy("dspark-async", 2)
     rows = [[0.8, 0.9], [0.8, 0.0], [0.8, 0.9], [0.8, 0.0], [0.8, 0.0]]
-    got = [int(p.decide(view([c], APPENDIX_SPS, step=i))[0]) for i, c in enumerate(rows)]
+    got = [int(decided(p, view([c], APPENDIX_SPS, step=i))[0]) for i, c in enumerate(rows)]
     # steps 0, 1: no history, cold_length 1; step 2: K = 2 planned from step 0's row;
     # step 3: K = 0 from step 1's row; step 4: K = 2 from step 2, but a_2 = 0 now, so ℓ = 1.
     assert got == [1, 1, 2, 0, 1]
@@ -75,22 +90,22 @@ def cliff_view(step=0):
 
 def test_greedy_stops_at_the_first_cliff_global_crosses_it():
     # 4 requests: anchors take B = 4; one draft each reaches B = 8, the next candidate hits 12 ms.
-    assert policy("dspark-greedy", 4).decide(cliff_view()).tolist() == [1, 1, 1, 1]
-    assert policy("dspark-global", 4).decide(cliff_view()).tolist() == [4, 4, 4, 4]
+    assert decided(policy("dspark-greedy", 4), cliff_view()).tolist() == [1, 1, 1, 1]
+    assert decided(policy("dspark-global", 4), cliff_view()).tolist() == [4, 4, 4, 4]
 
 
 def test_async_crosses_the_cliff_once_it_has_history():
     p = policy("dspark-async", 4)
-    got = [p.decide(cliff_view(step)).tolist() for step in range(3)]
+    got = [decided(p, cliff_view(step)).tolist() for step in range(3)]
     assert got == [[1, 1, 1, 1], [1, 1, 1, 1], [4, 4, 4, 4]]
 
 
 def test_async_plans_newcomers_with_the_mean_survival_row():
     p = policy("dspark-async", 4)
     for step in range(2):
-        p.decide(view(np.full((2, 4), 0.95), CLIFF_SPS, ids=[10, 11], step=step))
+        decided(p, view(np.full((2, 4), 0.95), CLIFF_SPS, ids=[10, 11], step=step))
     # Two newcomers (ids 12, 13) join: planned like the old rows, so the search still crosses the cliff.
-    lengths = p.decide(view(np.full((4, 4), 0.95), CLIFF_SPS, ids=[10, 11, 12, 13], step=2))
+    lengths = decided(p, view(np.full((4, 4), 0.95), CLIFF_SPS, ids=[10, 11, 12, 13], step=2))
     assert lengths.tolist() == [4, 4, 4, 4]
 
 
@@ -114,9 +129,9 @@ def test_global_choice_equals_the_closed_form_optimum(p, r, gamma, base_ms, per_
     assert margin > 1e-9
     sps = 1000.0 / (base_ms + per_ms * np.maximum(np.arange(r * (gamma + 1) + 1), 1))
     v = view(np.full((r, gamma), p), sps)
-    assert policy("dspark-global", gamma).decide(v).tolist() == [best] * r
+    assert decided(policy("dspark-global", gamma), v).tolist() == [best] * r
     # Θ is unimodal on a linear profile, so early stop finds the same optimum.
-    assert policy("dspark-greedy", gamma).decide(v).tolist() == [best] * r
+    assert decided(policy("dspark-greedy", gamma), v).tolist() == [best] * r
 
 
 # ---- admission core -------------------------------------------------------------------------
@@ -129,21 +144,29 @@ def test_ties_at_the_cut_are_shared_level_by_level():
     assert top_k_lengths(equal, 7).tolist() == [3, 2, 2]
 
 
-def test_whole_blocks_when_every_candidate_fits_are_shared_read_only():
+def test_whole_blocks_when_every_candidate_fits_are_one_length_for_every_row():
     a = np.array([[0.9, 0.5, 0.5], [0.9, 0.5, 0.1]])
-    assert top_k_lengths(a, 6).tolist() == [3, 3]
-    assert top_k_lengths(a, 6) is top_k_lengths(a * 0.5, 9)  # one array per shape, not one per step
-    with pytest.raises(ValueError, match="read-only"):
-        top_k_lengths(a, 6)[0] = 1
+    assert top_k_lengths(a, 6) == 3 and top_k_lengths(a * 0.5, 9) == 3  # one int, no array per step
     assert top_k_lengths(np.array([[0.9, 0.0], [0.5, 0.4]]), 4).tolist() == [1, 2]  # zero survival: not whole
     assert top_k_lengths(np.zeros((0, 3)), 5).tolist() == []
+
+
+def test_a_decision_carries_its_lengths_and_its_theta_plan():
+    greedy = policy("dspark-greedy", 4).decide(cliff_view())
+    assert greedy.lengths.tolist() == [1, 1, 1, 1]
+    assert greedy.plan == ThetaPlan(8, pytest.approx(4 + 4 * 0.95), pytest.approx((4 + 4 * 0.95) * 125.0))
+    assert policy("static", 4, length=2).decide(cliff_view()) == Decision.uniform(2)  # fixed: no Θ plan
+    assert Decision.uniform(3).per_request(2).tolist() == [3, 3]
+    p = policy("dspark-async", 4)
+    assert [p.decide(cliff_view(step)).plan is None for step in range(3)] == [True, True, False]
+    assert p.decide(cliff_view(3)).lengths == 4  # every candidate fits: uniform, the whole block
 
 
 def test_zero_survival_candidates_are_never_admitted():
     flat = np.full(11, 1000.0)  # a flat profile: every admission improves Θ unless it adds nothing
     v = view([[0.9, 0.0, 0.9], [1.0, 1.0, 1.0]], flat)
-    assert policy("dspark-greedy", 3).decide(v).tolist() == [1, 3]
-    assert policy("dspark-global", 3).decide(v).tolist() == [1, 3]
+    assert decided(policy("dspark-greedy", 3), v).tolist() == [1, 3]
+    assert decided(policy("dspark-global", 3), v).tolist() == [1, 3]
 
 
 def test_water_fill_takes_from_the_longest_first():
@@ -155,35 +178,35 @@ def test_water_fill_takes_from_the_longest_first():
 # ---- baselines ------------------------------------------------------------------------------
 def test_threshold_on_confidence_and_on_survival():
     v = view([[0.9, 0.4, 0.9], [0.6, 0.6, 0.6]], np.full(13, 100.0))
-    assert policy("threshold", 3, threshold=0.5).decide(v).tolist() == [1, 3]
+    assert decided(policy("threshold", 3, threshold=0.5), v).tolist() == [1, 3]
     # survivals: [0.9, 0.36, 0.324] and [0.6, 0.36, 0.216]
-    assert policy("threshold", 3, threshold=0.33, on="survival").decide(v).tolist() == [2, 2]
+    assert decided(policy("threshold", 3, threshold=0.33, on="survival"), v).tolist() == [2, 2]
 
 
 def test_length_schedule_follows_the_tensorrt_llm_convention():
     p = policy("length-schedule", 3, schedule={4: 4, 8: 2, 32: 1})
     assert [p.planned_length(r) for r in (1, 4, 5, 8, 9, 32, 33)] == [3, 3, 2, 2, 1, 1, 0]
     v = view(np.full((6, 3), 0.9), np.full(25, 100.0))
-    assert p.decide(v).tolist() == [2] * 6
+    assert decided(p, v).tolist() == [2] * 6
 
 
 def test_goodput_picks_one_length_and_learns_from_outcomes():
     p = policy("goodput", 4, prior_acceptance=0.9)
     sps = 1000.0 / (10.0 + 0.5 * np.maximum(np.arange(21), 1))
     v = view(np.full((4, 4), 0.5), sps, ids=[1, 2, 3, 4])
-    first = p.decide(v)
+    first = decided(p, v)
     assert len(set(first.tolist())) == 1 and first[0] > 1
     for _ in range(20):  # every verified draft is rejected
         p.observe(StepOutcome(np.array([1, 2, 3, 4]), first, np.zeros(4, dtype=np.int64), 0.0))
-    assert p.decide(v).tolist() == [0, 0, 0, 0]
+    assert decided(p, v).tolist() == [0, 0, 0, 0]
 
 
 def test_oracle_verifies_the_accepted_prefix_trimmed_at_a_cliff():
     o = policy("oracle", 4)
     flat = np.full(21, 100.0)
-    assert o.decide(view(np.full((3, 4), 0.5), flat, accepted=[4, 0, 2])).tolist() == [4, 0, 2]
+    assert decided(o, view(np.full((3, 4), 0.5), flat, accepted=[4, 0, 2])).tolist() == [4, 0, 2]
     cliff = 1000.0 / np.where(np.arange(21) <= 5, 8.0, 20.0)  # 6+ tokens cost 2.5x: not worth it
-    assert o.decide(view(np.full((3, 4), 0.5), cliff, accepted=[4, 0, 2])).tolist() == [1, 0, 1]
+    assert decided(o, view(np.full((3, 4), 0.5), cliff, accepted=[4, 0, 2])).tolist() == [1, 0, 1]
 
 
 # ---- every policy respects the block; budget-fitting ones the engine's capacity ----------------
@@ -220,7 +243,7 @@ def test_lengths_stay_within_the_block_and_the_step_capacity(name, episode):
         accepted = np.where(drafted, accepted, 0)
         v = view(np.where(drafted[:, None], conf, 0.0), sps, ids=ids, reserved=reserved, step=i,
                  drafted=drafted, accepted=accepted if p.oracle else None)
-        lengths = p.decide(v)
+        lengths = decided(p, v)
         assert lengths.shape == (conf.shape[0],) and lengths.dtype.kind == "i"
         assert lengths.min() >= 0 and lengths.max() <= gamma
         if p.fits_budget:
@@ -240,7 +263,7 @@ def test_only_the_oracle_view_carries_the_truth():
     assert truth == {"accepted_prefix"}
     assert not any("accept" in name or name in {"p", "probabilities"} for name in plain)
     with pytest.raises(TypeError, match="OracleView"):
-        policy("oracle", 2).decide(view([[0.5, 0.5]], APPENDIX_SPS))
+        decided(policy("oracle", 2), view([[0.5, 0.5]], APPENDIX_SPS))
 
 
 def test_only_the_oracle_is_labelled_oracle_and_global_lossy():
@@ -250,10 +273,12 @@ def test_only_the_oracle_is_labelled_oracle_and_global_lossy():
 
 def test_who_pays_the_scheduling_overhead():
     """Fixed lengths need no per-step decision; synchronous decisions pay; async hides it."""
-    scheduling = {n: cls.scheduling for n, cls in POLICIES.items()}
-    assert scheduling == {"none": "none", "mtp-1": "none", "static": "none", "length-schedule": "none",
-                          "threshold": "per-step", "goodput": "per-step", "dspark-greedy": "per-step",
-                          "dspark-global": "per-step", "dspark-async": "hidden", "oracle": "hidden"}
+    setting = {n: cls.length_setting for n, cls in POLICIES.items()}
+    assert setting == {"none": "fixed", "mtp-1": "fixed", "static": "fixed", "length-schedule": "fixed",
+                       "threshold": "per_step", "goodput": "per_step", "dspark-greedy": "per_step",
+                       "dspark-global": "per_step", "dspark-async": "hidden", "oracle": "hidden"}
+    assert {n: cls.scheduling_overhead() for n, cls in POLICIES.items()} == {
+        n: {"fixed": "none", "per_step": "per-step"}.get(s, s) for n, s in setting.items()}
     assert [n for n, cls in POLICIES.items() if cls.pays_scheduling()] == [
         "threshold", "dspark-greedy", "dspark-global", "goodput"]
 

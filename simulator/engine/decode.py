@@ -51,8 +51,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from specplan.policies.admission import whole_blocks
-from specplan.policies.base import OracleView, Policy, StepOutcome, StepView
+from specplan.policies.base import Decision, OracleView, Policy, StepOutcome, StepView, ThetaPlan
 from specplan.simulator.core.streams import stream
 from specplan.simulator.engine.batch import (
     ACCEPTED,
@@ -89,6 +88,7 @@ class StepPlan(NamedTuple):
     context_tokens: int              # KV context the profile lookup uses
     deferred_requests: int           # decoding rows the token budget left out
     quote: StepQuote
+    theta_plan: ThetaPlan | None     # what the policy's Decision said it optimised (None: no Θ plan)
 
     @property
     def step_ms(self) -> float:
@@ -115,7 +115,7 @@ class DecodeCore:
         self.gamma = config.block_size
         self.speculates = policy.drafts and self.gamma > 0
         self.learns = policy.learns
-        self.fixed = type(policy).planned_length is not Policy.planned_length
+        self.fixed = policy.length_setting == "fixed"
         self.row_acceptance = drafter.row_probabilities if self.fixed else drafter.row_logits  # Batch.acceptance
         self.reserve = 0 if policy.fits_budget or not self.speculates else self.gamma
         self.pricer = StepPricer(profile, drafter.draft_ms, config, policy.pays_scheduling())
@@ -186,19 +186,10 @@ class DecodeCore:
             rows = self.decoding_rows(decode, kept)
             take, prefill_tokens = self.prefill_chunks(kept * per_request)
         context = self.context_tokens(rows, take) if self.uses_context else 0
-        lengths, accepted, drafting, quote = self.speculate(rows, kept, planned, prefill_tokens, context, now)
-        if lengths is whole_blocks(kept, self.gamma):  # the policies' shared every-block-whole answer: no sum
-            lengths = self.gamma
-        if isinstance(lengths, int):
-            drafts = lengths * kept
-        else:
-            drafts = int(np.add.reduce(lengths))
-            if drafts == kept * self.gamma:  # every row verifies its whole block: a fixed-length step
-                lengths = self.gamma
-            else:
-                accepted = np.minimum(accepted, lengths)  # the block's accepted prefix, cut at ℓ
+        lengths, accepted, drafts, drafting, quote, theta = self.speculate(rows, kept, planned, prefill_tokens,
+                                                                           context, now)
         return StepPlan(rows, kept, lengths, accepted, take, prefill_tokens, drafting, kept + drafts + prefill_tokens,
-                        context, r - kept, quote)
+                        context, r - kept, quote, theta)
 
     def decoding_rows(self, decode: np.ndarray | None, kept: int) -> Any:
         """The oldest `kept` decoding rows (every row decodes when `decode` is None)."""
@@ -225,17 +216,18 @@ class DecodeCore:
         return attention_context(kv, running, take, self.config.padded_attention)
 
     def speculate(self, rows: Any, r: int, planned: int | None, reserved: int, context: int,
-                  now: float) -> tuple[np.ndarray | int, np.ndarray, int, StepQuote]:
-        """ℓ, accepted drafts, drafting requests and the quote, for the decoding rows that run.
+                  now: float) -> tuple[np.ndarray | int, np.ndarray, int, int, StepQuote, ThetaPlan | None]:
+        """ℓ, accepted drafts, Σℓ, drafting requests, the quote and the Θ plan, for the decoding rows that run.
 
-        For a policy that reads the drafts, the accepted drafts are those of the whole block
-        (its accepted prefix); `plan` cuts them at ℓ.
+        A fixed-length policy's ℓ is its planned length, known before drafting, and its outcomes
+        are drawn for that many positions; a policy that reads the drafts decides (`decide`).
         """
         n = self.batch.n
         if not self.speculates or r == 0 or planned == 0:
-            return 0, np.zeros(r, dtype=np.int64), 0, self.quote(n, r, 0, context, 0)
+            return 0, np.zeros(r, dtype=np.int64), 0, 0, self.quote(n, r, 0, context, 0), None
         if planned is not None:
-            return planned, self.accepted_drafts(rows, r, planned), r, self.quote(n, r, r, context, planned)
+            quote = self.quote(n, r, r, context, planned)
+            return planned, self.accepted_drafts(rows, r, planned), planned * r, r, quote, None
         x, prefix = self.draw_drafts(rows)
         return self.decide(x, prefix, rows, r, reserved, context, now)
 
@@ -250,8 +242,8 @@ class DecodeCore:
         return x, self.first_rejected(self.rng_u.logistic(size=x.shape), x)
 
     def decide(self, x: np.ndarray, prefix: np.ndarray, rows: Any, r: int, reserved: int, context: int,
-               now: float) -> tuple[np.ndarray, np.ndarray, int, StepQuote]:
-        """A policy that reads the drafts: confidences, drafting mask, the view; ℓ and the accepted prefixes."""
+               now: float) -> tuple[np.ndarray | int, np.ndarray, int, int, StepQuote, ThetaPlan | None]:
+        """A policy that reads the drafts: confidences, drafting mask, the view, its Decision; ℓ and what it accepts."""
         ids = self.batch.rids if rows is ALL else self.batch.rids[rows]
         c = self.confidence.observe(x, self.rng_c)
         mask = self.policy.drafting_mask(ids)
@@ -264,11 +256,28 @@ class DecodeCore:
             drafting = int(np.count_nonzero(drafted))
         quote = self.quote(self.batch.n, r, drafting, context, self.gamma)
         view = self.view(c, ids, quote, reserved, drafted, drafting, prefix, now)
-        self.policy.last_plan = None
-        lengths = np.asarray(self.policy.decide(view), dtype=np.int64)
+        decision: Decision = self.policy.decide(view)
+        lengths = decision.lengths
         if mask is not None:
             lengths = np.where(drafted, lengths, 0)
-        return lengths, prefix, drafting, quote
+        lengths, accepted, drafts = self.settle(lengths, prefix, r)
+        return lengths, accepted, drafts, drafting, quote, decision.plan
+
+    def settle(self, lengths: np.ndarray | int, prefix: np.ndarray, r: int) -> tuple[np.ndarray | int, np.ndarray, int]:
+        """A decision's ℓ in its cheapest form, the accepted drafts cut at ℓ, and Σℓ: the engine's fast paths.
+
+        One ℓ for every row (`Decision.uniform`, or per-row lengths that all
+        verify the whole block) stays one int: nothing to sum per step, and
+        at ℓ = γ nothing to cut. Otherwise the block's accepted prefixes are
+        cut at each row's ℓ.
+        """
+        if isinstance(lengths, int):
+            return lengths, prefix if lengths >= self.gamma else np.minimum(prefix, lengths), lengths * r
+        lengths = np.asarray(lengths, dtype=np.int64)
+        drafts = int(np.add.reduce(lengths))
+        if drafts == r * self.gamma:  # every row verifies its whole block
+            return self.gamma, prefix, drafts
+        return lengths, np.minimum(prefix, lengths), drafts
 
     def quote(self, n: int, r: int, drafting: int, context: int, draft_length: int) -> StepQuote:
         """The step's price; without a context axis it depends on the batch's shape alone, so it is reused."""

@@ -83,7 +83,7 @@ def summarize(scenario: Any, requests: pd.DataFrame, steps: pd.DataFrame, end_s:
 def policy_fields(name: str) -> dict[str, Any]:
     cls = policy_class(name)
     return {"policy": name, "policy_label": cls.label(), "lossless": cls.lossless, "oracle": cls.oracle,
-            "scheduling_overhead": cls.scheduling}
+            "scheduling_overhead": cls.scheduling_overhead()}
 
 
 def throughput_fields(requests: pd.DataFrame, in_window: pd.DataFrame, window: Window, gpus: int,
