@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 from matplotlib.figure import Figure
 
+from specplan.policies.dspark import DSparkAsync
 from specplan.reports.document import (
     Block,
     Bullets,
@@ -31,14 +32,14 @@ from specplan.reports.document import (
 )
 from specplan.reports.figures import DPI, acceptance_figure, colours, frontier_axes, profile_figure
 from specplan.reports.report import report_blocks
+from specplan.simulator.study.export import policy_block, trtllm_block
 from specplan.simulator.study.tune import (
+    KEY_ROLES,
     TUNED,
     TUNED_ROLE,
     TunedSchedule,
     key_rows,
-    policy_block,
     static_label,
-    trtllm_block,
 )
 
 
@@ -150,7 +151,7 @@ def head_worth_items(rows: Any, at_sla: bool) -> tuple[str, ...]:
     items = []
     for level, group in rows.groupby("level", sort=False):
         tuned = group[group["role"] == TUNED_ROLE]["value"].iloc[0]
-        for r in group[group["role"] == "dspark-async"].itertuples():
+        for r in group[group["role"] == DSparkAsync.name].itertuples():
             lead = r.value / tuned - 1 if math.isfinite(r.value) and math.isfinite(tuned) and tuned else math.nan
             where = f"at tokens/s/user ≥ {fmt(level)}" if at_sla else f"at {fmt(level)} tok/s/GPU"
             items.append(f"{where}: {r.label} {fmt(r.value)} against the tuned schedule's {fmt(tuned)}: {pct(lead)}")
@@ -190,7 +191,8 @@ def every_label_table(tuned: TunedSchedule, at_sla: bool) -> Table:
 def featured_labels(tuned: TunedSchedule) -> list[str]:
     """The tuned schedule, the best static length at each SLA level, the scenario's MTP-1 and dspark-async."""
     rows = key_rows(tuned.comparison)
-    ranked = rows.assign(_rank=rows["role"].map(lambda role: {TUNED_ROLE: 0, "mtp-1": 2, "dspark-async": 3}.get(role, 1)))
+    order = {TUNED_ROLE: 0, **{role: 2 + i for i, role in enumerate(KEY_ROLES)}}
+    ranked = rows.assign(_rank=rows["role"].map(lambda role: order.get(role, 1)))
     ordered = ranked.sort_values("_rank", kind="stable")["label"]
     return list(dict.fromkeys([TUNED, *ordered]))
 

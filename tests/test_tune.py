@@ -17,14 +17,16 @@ import pytest
 import yaml
 
 from specplan.policies.schedule import LengthSchedule, LengthScheduleParams
+from specplan.simulator.app.commands.tune import parse_buckets, parse_lengths, parse_loads
 from specplan.simulator.scenario.merge import deep_merge
+from specplan.simulator.study.export import write_schedule_files
 from specplan.simulator.study.tune import (
     BucketChoice,
     LengthFigures,
     Objective,
+    bucket_bounds,
+    candidate_lengths,
     merged_schedule,
-    parse_buckets,
-    parse_lengths,
     pick,
     tune_schedule,
 )
@@ -63,7 +65,9 @@ def tuned(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tune")
     (folder / "small.yaml").write_text(yaml.safe_dump(SMALL))
     out = folder / "out"
-    return folder, out, tune_schedule(folder / "small.yaml", out, workers=2, progress=False)
+    result = tune_schedule(folder / "small.yaml", out, workers=2, progress=False)
+    write_schedule_files(result, out)
+    return folder, out, result
 
 
 def test_schedule_follows_the_analytic_best_length_where_it_is_clear(tuned):
@@ -156,17 +160,20 @@ def test_merged_schedule_uses_upper_bounds_and_drops_a_trailing_zero():
     assert merged_schedule([bucket(1, 0), bucket(2, 0)]) == {2: 0}
 
 
-def test_argument_parsing():
-    assert parse_lengths(None, 3) == (0, 1, 2, 3)
-    assert parse_lengths("1:2", 3) == (1, 2) and parse_lengths("3,1", 3) == (1, 3)
-    assert parse_buckets(None, 128) == (1, 2, 4, 8, 16, 32, 64, 128)
-    assert parse_buckets(None, 48) == (1, 2, 4, 8, 16, 32, 48)
-    assert parse_buckets("4,8", 16) == (4, 8, 16)
+def test_argument_parsing_and_the_search_space():
+    assert parse_lengths(None) is None and parse_lengths("1:2") == (1, 2) and parse_lengths("3,1") == (3, 1)
+    assert parse_buckets("8,4") == (8, 4) and parse_loads("16,8") == (8.0, 16.0)
+    assert candidate_lengths(None, 3) == (0, 1, 2, 3) and candidate_lengths((3, 1), 3) == (1, 3)
+    assert bucket_bounds(None, 128) == (1, 2, 4, 8, 16, 32, 64, 128)
+    assert bucket_bounds(None, 48) == (1, 2, 4, 8, 16, 32, 48)
+    assert bucket_bounds((8, 4), 16) == (4, 8, 16)
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--lengths", "0:5"), "--lengths: lengths must lie in 0..3"),
-    (("--buckets", "4,32"), "--buckets: 32 is above engine.max_batch_requests (16)"),
+    (("--lengths", "0:5"), "lengths: must lie in 0..3"),
+    (("--lengths", "0:x"), "--lengths: expected 'LOW:HIGH'"),
+    (("--buckets", "4,32"), "buckets: 32 is above engine.max_batch_requests (16)"),
+    (("--loads", "8"), "--loads: give at least two positive load values"),
     (("--loads", "1.5,3"), "give whole numbers"),
     (("--set", "sweep.load=null"), "tune needs a load axis of at least two values"),
     (("--set", "drafter.family=none", "--set", "policy={name: none}", "--set", "sweep.variants=[]"),

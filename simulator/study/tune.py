@@ -6,7 +6,12 @@
     tuned.verification   SweepResult over the scenario's load axis: its variants, every static length
                          and the tuned schedule (points.csv, frontier.csv, comparisons.csv in out_dir)
     tuned.comparison     the tuned schedule against every label, per SLA (or matched throughput)
-    write_schedule_files(tuned, out_dir)   schedule.yaml, trtllm.yaml, schedule.json, tune.json
+
+The search space comes in as values (`lengths`, `buckets`, `loads`:
+tuples; `specplan tune` parses its command-line strings into them); the
+engine files that export a schedule are written by
+`specplan.simulator.study.export` (schedule.yaml, trtllm.yaml, schedule.json,
+tune.json).
 
 A length schedule decides from the step's decoding requests alone, so it is
 tuned per bucket of batch sizes (b_{i−1}, b_i]. Search: every static length
@@ -42,7 +47,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,10 +54,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
+from specplan.policies.baselines import MTP1, Static
+from specplan.policies.dspark import DSparkAsync
+from specplan.policies.schedule import LengthSchedule
 from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import strip_study_blocks
 from specplan.simulator.scenario.study import tps_column
@@ -143,7 +148,6 @@ class TunedSchedule:
     verification: SweepResult
     comparison: pd.DataFrame
     out_dir: Path | None = None
-    files: dict[str, Path] = dataclasses.field(default_factory=dict)
 
     @property
     def block_size(self) -> int:
@@ -159,52 +163,29 @@ class TunedSchedule:
         return out
 
 
-# ---- arguments ----------------------------------------------------------------------------------
-def parse_lengths(text: str | None, block_size: int) -> tuple[int, ...]:
-    """'0:7' (inclusive range) or '0,1,3' → candidate lengths within 0..γ (default 0..γ)."""
-    if text is None:
+# ---- the search space --------------------------------------------------------------------------
+def candidate_lengths(values: tuple[int, ...] | None, block_size: int) -> tuple[int, ...]:
+    """The static lengths to search: `values` (each within 0..γ), default every length 0..γ."""
+    if values is None:
         return tuple(range(block_size + 1))
-    try:
-        if ":" in text:
-            start, _, stop = text.partition(":")
-            values = list(range(int(start), int(stop) + 1))
-        else:
-            values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise SpecplanError(f"--lengths: expected 'LOW:HIGH' or a comma list of whole numbers, got {text!r}") from None
     bad = [v for v in values if not 0 <= v <= block_size]
     if bad or not values:
-        raise SpecplanError(f"--lengths: lengths must lie in 0..{block_size} (the drafter's block size), got {text!r}")
+        raise SpecplanError(f"lengths: must lie in 0..{block_size} (the drafter's block size), got {list(values)}")
     return tuple(sorted(set(values)))
 
 
-def parse_buckets(text: str | None, max_batch: int) -> tuple[int, ...]:
+def bucket_bounds(values: tuple[int, ...] | None, max_batch: int) -> tuple[int, ...]:
     """Batch-size upper bounds (default 1, 2, 4, ... up to engine.max_batch_requests, which ends the list)."""
-    if text is None:
-        values = [1 << i for i in range(max_batch.bit_length()) if 1 << i < max_batch]
+    if values is None:
+        values = tuple(1 << i for i in range(max_batch.bit_length()) if 1 << i < max_batch)
     else:
-        try:
-            values = sorted({int(v) for v in text.split(",") if v.strip()})
-        except ValueError:
-            raise SpecplanError(f"--buckets: expected a comma list of whole numbers, got {text!r}") from None
+        values = tuple(sorted(set(values)))
         if not values or values[0] < 1:
-            raise SpecplanError(f"--buckets: batch-size bounds must be whole numbers >= 1, got {text!r}")
+            raise SpecplanError(f"buckets: batch-size bounds must be whole numbers >= 1, got {list(values)}")
         if values[-1] > max_batch:
-            raise SpecplanError(f"--buckets: {values[-1]} is above engine.max_batch_requests ({max_batch}); "
+            raise SpecplanError(f"buckets: {values[-1]} is above engine.max_batch_requests ({max_batch}); "
                                 "no step has more decoding requests")
     return (*(v for v in values if v < max_batch), max_batch)
-
-
-def parse_loads(text: str | None) -> tuple[float, ...] | None:
-    if text is None:
-        return None
-    try:
-        values = sorted({float(v) for v in text.split(",") if v.strip()})
-    except ValueError:
-        raise SpecplanError(f"--loads: expected a comma list of numbers, got {text!r}") from None
-    if len(values) < 2 or values[0] <= 0:
-        raise SpecplanError(f"--loads: give at least two positive load values, got {text!r}")
-    return tuple(values)
 
 
 def objective_of(base: Scenario, sla_tps: float | None) -> Objective:
@@ -228,11 +209,16 @@ def base_variants(base: Scenario) -> list[dict[str, Any]]:
 
 
 def static_variants(lengths: tuple[int, ...]) -> list[dict[str, Any]]:
-    return [{"label": static_label(n), "policy": {"name": "static", "params": {"length": n}}} for n in lengths]
+    return [{"label": static_label(n), "policy": {"name": Static.name, "params": {"length": n}}} for n in lengths]
+
+
+def schedule_policy(schedule: dict[int, int]) -> dict[str, Any]:
+    """The `policy:` block that runs a schedule (what schedule.yaml holds)."""
+    return {"name": LengthSchedule.name, "params": {"schedule": dict(schedule)}}
 
 
 def schedule_variant(schedule: dict[int, int]) -> dict[str, Any]:
-    return {"label": TUNED, "policy": {"name": "length-schedule", "params": {"schedule": dict(schedule)}}}
+    return {"label": TUNED, "policy": schedule_policy(schedule)}
 
 
 def sweep_mapping(raw: dict, variants: list[dict[str, Any]], load_kind: str, loads: tuple[float, ...],
@@ -359,7 +345,8 @@ def comparison_rows(measure: str, level: float, values: dict[str, float], roles:
              "tuned_gain": gain(tuned, value), "best_static": label == best} for label, value in values.items()]
 
 
-KEY_ROLES = ("mtp-1", "dspark-async")
+# the scenario variants every comparison shows beside the tuned schedule: the MTP-1 baseline, production DSpark
+KEY_ROLES = (MTP1.name, DSparkAsync.name)
 
 
 def key_rows(comparison: pd.DataFrame) -> pd.DataFrame:
@@ -394,22 +381,23 @@ class TuneInputs:
     objective: Objective
 
 
-def tune_inputs(source: str | Path | Scenario | dict, lengths: str | None, buckets: str | None,
-                loads: str | None, sla_tps: float | None, overrides: tuple[str, ...] | list[str]) -> TuneInputs:
+def tune_inputs(source: str | Path | Scenario | dict, lengths: tuple[int, ...] | None,
+                buckets: tuple[int, ...] | None, loads: tuple[float, ...] | None, sla_tps: float | None,
+                overrides: tuple[str, ...] | list[str]) -> TuneInputs:
     base = plan_sweep(source, overrides).base
     raw, folder, name = read_source(source, overrides)
     if not base.drafter.speculates:
         raise SpecplanError(f"{name}: tune needs a drafter that speculates (drafter.family is '{base.drafter.family}')")
     load = base.sweep.load if base.sweep else None
     own = tuple(load.values) if load else ()
-    search = parse_loads(loads) or own
-    if len(search) < 2:
-        raise SpecplanError(f"{name}: tune needs a load axis of at least two values (sweep.load, or --loads)")
+    search = tuple(sorted(set(loads))) if loads else own
+    if len(search) < 2 or search[0] <= 0:
+        raise SpecplanError(f"{name}: tune needs a load axis of at least two values, all positive (sweep.load, or loads)")
     kind = load.kind if load else ("users" if base.workload.arrivals.KIND == "closed_loop" else "rate_per_s")
     if kind == "users" and any(v != int(v) for v in search):
-        raise SpecplanError(f"--loads: the load axis counts closed-loop users; give whole numbers, got {loads!r}")
-    return TuneInputs(raw, folder, name, base, parse_lengths(lengths, base.drafter.block_size),
-                      parse_buckets(buckets, base.engine.max_batch_requests), kind, search, own or search,
+        raise SpecplanError(f"loads: the load axis counts closed-loop users; give whole numbers, got {list(search)}")
+    return TuneInputs(raw, folder, name, base, candidate_lengths(lengths, base.drafter.block_size),
+                      bucket_bounds(buckets, base.engine.max_batch_requests), kind, search, own or search,
                       objective_of(base, sla_tps))
 
 
@@ -425,10 +413,14 @@ def planned(inputs: TuneInputs, variants: list[dict[str, Any]], loads: tuple[flo
 
 
 def tune_schedule(source: str | Path | Scenario | dict, out_dir: str | Path | None = None,
-                  lengths: str | None = None, buckets: str | None = None, loads: str | None = None,
-                  sla_tps: float | None = None, workers: int | None = None, progress: bool | None = None,
-                  overrides: tuple[str, ...] | list[str] = ()) -> TunedSchedule:
-    """Search, pick and verify a per-batch-size length schedule; with out_dir, store points and CSVs there."""
+                  lengths: tuple[int, ...] | None = None, buckets: tuple[int, ...] | None = None,
+                  loads: tuple[float, ...] | None = None, sla_tps: float | None = None, workers: int | None = None,
+                  progress: bool | None = None, overrides: tuple[str, ...] | list[str] = ()) -> TunedSchedule:
+    """Search, pick and verify a per-batch-size length schedule; with out_dir, store points and CSVs there.
+
+    The engine files (schedule.yaml, trtllm.yaml, ...) are written by
+    `specplan.simulator.study.export.write_schedule_files`.
+    """
     inputs = tune_inputs(source, lengths, buckets, loads, sla_tps, overrides)
     out = Path(out_dir) if out_dir is not None else None
     points_dir = out / "points" if out is not None else None
@@ -448,61 +440,5 @@ def tune_schedule(source: str | Path | Scenario | dict, out_dir: str | Path | No
     sla = inputs.base.sla
     sla_values = sorted({*(sla.tps_user if sla else ()), *([inputs.objective.sla_tps] if inputs.objective.sla_tps else [])})
     comparison = comparison_frame(verification, inputs.objective, [v["label"] for v in statics], sla_values)
-    tuned = TunedSchedule(inputs.base, inputs.name, inputs.objective, inputs.lengths, choices, schedule, search,
-                          verification, comparison, out)
-    if out is not None:
-        tuned.files = write_schedule_files(tuned, out)
-    return tuned
-
-
-# ---- exports ------------------------------------------------------------------------------------
-def policy_block(tuned: TunedSchedule) -> dict[str, Any]:
-    return {"policy": {"name": "length-schedule", "params": {"schedule": dict(tuned.schedule)}}}
-
-
-def trtllm_block(tuned: TunedSchedule) -> dict[str, Any]:
-    """TensorRT-LLM's speculative_config fragment: max_draft_len = the first (largest) length."""
-    first = tuned.schedule[min(tuned.schedule)]
-    if first == 0:
-        return {"speculative_config": None}
-    return {"speculative_config": {"max_draft_len": first, "draft_len_schedule": dict(tuned.schedule)}}
-
-
-def bucket_records(tuned: TunedSchedule) -> list[dict[str, Any]]:
-    return [{"batch_sizes": [c.low + 1, c.high], "read_at_batch": c.batch, "length": c.length,
-             "candidates": {str(n): dataclasses.asdict(f) for n, f in c.figures.items()}} for c in tuned.buckets]
-
-
-def tune_record(tuned: TunedSchedule) -> dict[str, Any]:
-    """Everything the tune decided and measured, as plain JSON data (tune.json, `--json`)."""
-    return clean({
-        "scenario": tuned.base.name, "source": tuned.source, "drafter": tuned.base.drafter.family,
-        "block_size": tuned.block_size, "objective": tuned.objective.describe(),
-        "statistic": tuned.objective.statistic, "sla_tps_user": tuned.objective.sla_tps,
-        "lengths": list(tuned.lengths), "schedule": {str(k): v for k, v in tuned.schedule.items()},
-        "buckets": bucket_records(tuned), "comparison": tuned.comparison.to_dict(orient="records"),
-        "points": {"search": len(tuned.search.points), "verification": len(tuned.verification.points),
-                   "simulated": tuned.search.computed + tuned.verification.computed},
-    })
-
-
-TRTLLM_HEADER = (
-    "# TensorRT-LLM LLM API options (trtllm-serve --extra_llm_api_options FILE, or LLM(speculative_config=...)).\n"
-    "# draft_len_schedule: {batch-size upper bound: draft length}; batch sizes above the last key run with\n"
-    "# draft length 0 (speculation off). TensorRT-LLM requires max_draft_len to equal the smallest key's\n"
-    "# length and every length to be <= it. Keep your own decoding_type and speculative_model.\n")
-
-
-def write_schedule_files(tuned: TunedSchedule, out: Path) -> dict[str, Path]:
-    """schedule.yaml (specplan policy), trtllm.yaml, schedule.json (batch size → length), tune.json."""
-    out.mkdir(parents=True, exist_ok=True)
-    files = {name: out / name for name in ("schedule.yaml", "trtllm.yaml", "schedule.json", "tune.json")}
-    head = f"# Tuned by `specplan tune` for {tuned.base.name}: {tuned.objective.describe()}.\n"
-    files["schedule.yaml"].write_text(head + yaml.safe_dump(policy_block(tuned), sort_keys=False))
-    files["trtllm.yaml"].write_text(head + TRTLLM_HEADER + yaml.safe_dump(trtllm_block(tuned), sort_keys=False))
-    table = {"scenario": tuned.base.name, "block_size": tuned.block_size,
-             "convention": "draft length for a step with exactly this many decoding requests",
-             "batch_size_to_length": {str(k): v for k, v in tuned.per_batch().items()}}
-    files["schedule.json"].write_text(json.dumps(table, indent=1) + "\n")
-    files["tune.json"].write_text(json.dumps(tune_record(tuned), indent=1) + "\n")
-    return files
+    return TunedSchedule(inputs.base, inputs.name, inputs.objective, inputs.lengths, choices, schedule, search,
+                         verification, comparison, out)

@@ -2,10 +2,12 @@
 
     specplan tune scenarios/default.yaml --out out/tune [--lengths 0:7] [--buckets 1,2,4,...] [--workers 2]
 
-The search and verification are specplan.simulator.study.tune; this module writes
-the schedule three ways (specplan policy block, TensorRT-LLM
-`draft_len_schedule`, a plain batch-size → length table), the report, and
-prints the schedule and how it compares.
+The search and verification are specplan.simulator.study.tune, the engine
+files specplan.simulator.study.export (the schedule three ways: specplan
+policy block, TensorRT-LLM `draft_len_schedule`, a plain batch-size →
+length table; and tune.json). This module parses the command line's
+strings into the search space, writes the files and the report, and prints
+the schedule and how it compares.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ import pandas as pd
 
 from specplan.reports.tune import write_tune_report
 from specplan.simulator.app.commands.run import add_override_args
+from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
+from specplan.simulator.study.export import tune_record, write_schedule_files
 from specplan.simulator.study.tune import (
     TUNED_ROLE,
     TunedSchedule,
     key_rows,
-    tune_record,
     tune_schedule,
 )
 
@@ -48,10 +51,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    tuned = tune_schedule(args.scenario, out, lengths=args.lengths, buckets=args.buckets, loads=args.loads,
+    tuned = tune_schedule(args.scenario, out, lengths=parse_lengths(args.lengths),
+                          buckets=parse_buckets(args.buckets), loads=parse_loads(args.loads),
                           sla_tps=args.sla_tps, workers=args.workers,
                           progress=False if (args.quiet or args.json) else None, overrides=args.overrides)
-    files = dict(tuned.files)
+    files = write_schedule_files(tuned, out)
     if args.report:
         files["report.html"] = write_tune_report(tuned, out)
     if args.json:
@@ -64,6 +68,44 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- arguments ----------------------------------------------------------------------------------
+def parse_lengths(text: str | None) -> tuple[int, ...] | None:
+    """--lengths: 'LOW:HIGH' (inclusive) or '0,1,3' → the lengths (None: the tune's default, 0..γ)."""
+    if text is None:
+        return None
+    try:
+        if ":" in text:
+            start, _, stop = text.partition(":")
+            return tuple(range(int(start), int(stop) + 1))
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise SpecplanError(f"--lengths: expected 'LOW:HIGH' or a comma list of whole numbers, got {text!r}") from None
+
+
+def parse_buckets(text: str | None) -> tuple[int, ...] | None:
+    """--buckets: '1,4,16' → batch-size upper bounds (None: the tune's default, powers of two)."""
+    if text is None:
+        return None
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise SpecplanError(f"--buckets: expected a comma list of whole numbers, got {text!r}") from None
+
+
+def parse_loads(text: str | None) -> tuple[float, ...] | None:
+    """--loads: '8,16,32' → the load values to search at (None: the scenario's sweep.load axis)."""
+    if text is None:
+        return None
+    try:
+        values = sorted({float(v) for v in text.split(",") if v.strip()})
+    except ValueError:
+        raise SpecplanError(f"--loads: expected a comma list of numbers, got {text!r}") from None
+    if len(values) < 2 or values[0] <= 0:
+        raise SpecplanError(f"--loads: give at least two positive load values, got {text!r}")
+    return tuple(values)
+
+
+# ---- output -------------------------------------------------------------------------------------
 def schedule_text(tuned: TunedSchedule) -> str:
     """The tuned schedule, one line per bucket with the candidates it beat."""
     base = tuned.base
