@@ -71,7 +71,7 @@ def time_reading_draws(core: DecodeCore, steps: int) -> float:
 def time_fixed_draws(core: DecodeCore, steps: int) -> float:
     start = time.perf_counter()
     for _ in range(steps):
-        core.accepted_drafts(ALL, core.batch.n, core.gamma)
+        core.accepted_drafts(ALL, core.batch.n, core.block_size)
     return (time.perf_counter() - start) / steps * 1e6
 
 

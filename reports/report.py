@@ -172,10 +172,10 @@ def variants_table(result: Any) -> Table:
     return Table(header, tuple(rows))
 
 
-def scheduling_text(cls: Any, overhead_ms: float) -> str:
+def scheduling_text(cls: Any, scheduling_ms: float) -> str:
     """Who pays engine.scheduling_overhead_ms: per-step policies do, fixed and hidden ones do not."""
     if cls.length_setting == "per_step":
-        return f"{overhead_ms:g} ms per step (decides from the current drafts, synchronously)"
+        return f"{scheduling_ms:g} ms per step (decides from the current drafts, synchronously)"
     if cls.length_setting == "hidden":
         return "none (decided ahead, overlapped with the previous step)"
     return "none (lengths fixed before drafting)"

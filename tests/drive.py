@@ -67,7 +67,7 @@ def drive(scenario: Scenario, prompts: np.ndarray, outputs: np.ndarray, domains:
             on_plan(core, plan)
         quote = plan.quote
         now += plan.step_ms / 1000.0
-        timing = StepTiming(quote.draft_ms, quote.verify_ms(plan.verify_tokens), quote.host_ms + quote.overhead_ms)
+        timing = StepTiming(quote.draft_ms, quote.verify_ms(plan.verify_tokens), quote.host_ms + quote.scheduling_ms)
         done, evicted = core.commit(plan, timing, now)
         log["status"][done] = DONE
         finished += done.size

@@ -229,7 +229,7 @@ def test_the_kv_rule_holds_after_every_step(case):
         rid = ints[RID]
         prompt, generated = log["prompt_tokens"][rid], log["output_tokens"][rid] - ints[REMAINING]
         kv = core.batch.kv_tokens()
-        assert core.footprint == int((prompt + generated).sum()) + core.gamma * core.batch.n
+        assert core.footprint == int((prompt + generated).sum()) + core.block_size * core.batch.n
         assert core.footprint <= capacity or core.batch.n == 1
         np.testing.assert_array_equal(kv, prompt - ints[PREFILL_LEFT] + generated)
         assert (kv >= 0).all() and (ints[REMAINING] > 0).all() and (ints[PREFILL_LEFT] >= 0).all()

@@ -170,11 +170,11 @@ class Sequences:
 
 def draft_block(case: AuditCase, last: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Drafts x (R, γ), the tokens before each draft (R, γ) and the confidences c (R, γ)."""
-    r, gamma = last.size, case.block_size
-    x = np.empty((r, gamma), dtype=np.int64)
-    before = np.empty((r, gamma), dtype=np.int64)
+    r, block_size = last.size, case.block_size
+    x = np.empty((r, block_size), dtype=np.int64)
+    before = np.empty((r, block_size), dtype=np.int64)
     prev = last
-    for k in range(gamma):
+    for k in range(block_size):
         before[:, k] = prev
         x[:, k] = sample_rows(case.draft[prev], rng.random(r))
         prev = x[:, k]

@@ -246,10 +246,10 @@ class Fidelity:
         from specplan.validation.engine import ReferenceEngine
         from specplan.validation.runner import TorchRunner
 
-        gamma = scenario.drafter.block_size if scenario.drafter.speculates else 0
+        block_size = scenario.drafter.block_size if scenario.drafter.speculates else 0
         runner = TorchRunner(self.shape, scenario.engine.max_batch_requests,
-                             longest_request_tokens(scenario, gamma), self.settings.drafter_layers,
-                             gamma, seed=scenario.seed, threads=self.settings.threads)
+                             longest_request_tokens(scenario, block_size), self.settings.drafter_layers,
+                             block_size, seed=scenario.seed, threads=self.settings.threads)
         result = ReferenceEngine(scenario, runner, load_profile(scenario.hardware.profile)).run()
         return result.summary, result.steps
 

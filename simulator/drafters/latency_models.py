@@ -93,12 +93,12 @@ class FamilyDraftLatency:
             self.cache[key] = self.compute(drafting_requests, block_size, 0.0)
         return self.cache[key]
 
-    def compute(self, r: int, gamma: int, context_tokens: float) -> float:
+    def compute(self, r: int, block_size: int, context_tokens: float) -> float:
         if self.family in SEQUENTIAL_FAMILIES:
-            return gamma * self.forward(r, context_tokens)
-        backbone = self.forward(r * (gamma + 1), context_tokens)
+            return block_size * self.forward(r, context_tokens)
+        backbone = self.forward(r * (block_size + 1), context_tokens)
         if self.family == "dspark":
-            return backbone + gamma * self.head(r)
+            return backbone + block_size * self.head(r)
         return backbone
 
 

@@ -97,7 +97,12 @@ class StepPlan(NamedTuple):
 
 
 class StepTiming(NamedTuple):
-    """How long the step's parts took (priced or measured), in ms."""
+    """How long the step's parts took (priced or measured), in ms.
+
+    `overhead_ms` is everything outside drafting and the verify forward: host
+    time plus the scheduling overhead the policy pays (a quote's `host_ms +
+    scheduling_ms`), as the step records keep it.
+    """
 
     draft_ms: float
     verify_ms: float
@@ -112,19 +117,19 @@ class DecodeCore:
         self.config, self.policy, self.drafter, self.log, self.steps = config, policy, drafter, log, steps
         self.acceptance, self.confidence = drafter.acceptance, drafter.confidence
         self.index = index
-        self.gamma = config.block_size
-        self.speculates = policy.drafts and self.gamma > 0
+        self.block_size = config.block_size
+        self.speculates = policy.drafts and self.block_size > 0
         self.learns = policy.learns
         self.fixed = policy.length_setting == "fixed"
         self.row_acceptance = drafter.row_probabilities if self.fixed else drafter.row_logits  # Batch.acceptance
-        self.reserve = 0 if policy.fits_budget or not self.speculates else self.gamma
+        self.reserve = 0 if policy.fits_budget or not self.speculates else self.block_size
         self.pricer = StepPricer(profile, drafter.draft_ms, config, policy.pays_scheduling())
         self.uses_context = self.pricer.uses_context or drafter.latency.uses_context
         self.rng_p = stream(seed, "acceptance", index)
         self.rng_c = stream(seed, "confidence", index)
         self.rng_u = stream(seed, "outcomes", index)
         self.queue: deque[int] = deque()
-        self.batch = Batch(self.gamma, config.max_batch_requests)
+        self.batch = Batch(self.block_size, config.max_batch_requests)
         self.footprint = 0
         self.prefilling = 0
         self.step_index = 0
@@ -132,7 +137,7 @@ class DecodeCore:
         # finished rows not yet in the log (`write_retired`): their columns, then the ledger's steps and verified
         self.retired = np.zeros((len(COLUMNS) + 2, RETIRED_ROWS), dtype=np.int64)
         self.retired_rows = 0
-        self.spec = SpecCounters(self.gamma)
+        self.spec = SpecCounters(self.block_size)
         self.outcomes: dict[int, np.ndarray] = {}
         self.drafted_all = np.ones(config.max_batch_requests, dtype=bool)
         self.quotes: dict[tuple[int, int, int, int], StepQuote] = {}
@@ -149,7 +154,7 @@ class DecodeCore:
         if not self.queue or free <= 0:
             return 0
         admitted = admit_fifo(self.queue, self.log, now, free, self.footprint, self.config.kv_capacity_tokens,
-                              self.gamma)
+                              self.block_size)
         if admitted:
             self.add_rows(admitted)
         return len(admitted)
@@ -167,7 +172,7 @@ class DecodeCore:
         block = np.array(rows, dtype=np.int64).T
         rid = block[RID]
         self.batch.append(block, self.row_acceptance(log["domain"][rid], log["acceptance_offset"][rid]))
-        self.footprint += footprint + self.gamma * len(rows)
+        self.footprint += footprint + self.block_size * len(rows)
 
     # ---- plan -------------------------------------------------------------------------------
     def plan(self, now: float) -> StepPlan:
@@ -233,7 +238,7 @@ class DecodeCore:
 
     def accepted_drafts(self, rows: Any, r: int, planned: int) -> np.ndarray:
         """A fixed-length step's outcomes: drafts accepted out of `planned` per row (no logits needed)."""
-        bounds = self.batch.acceptance if planned == self.gamma else self.batch.acceptance[:, :planned]
+        bounds = self.batch.acceptance if planned == self.block_size else self.batch.acceptance[:, :planned]
         return self.first_rejected(self.rng_u.random((r, planned)), bounds if rows is ALL else bounds[rows])
 
     def draw_drafts(self, rows: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -254,7 +259,7 @@ class DecodeCore:
             c = np.where(drafted[:, None], c, 0.0)
             prefix = np.where(drafted, prefix, 0)
             drafting = int(np.count_nonzero(drafted))
-        quote = self.quote(self.batch.n, r, drafting, context, self.gamma)
+        quote = self.quote(self.batch.n, r, drafting, context, self.block_size)
         view = self.view(c, ids, quote, reserved, drafted, drafting, prefix, now)
         decision: Decision = self.policy.decide(view)
         lengths = decision.lengths
@@ -272,11 +277,11 @@ class DecodeCore:
         cut at each row's ℓ.
         """
         if isinstance(lengths, int):
-            return lengths, prefix if lengths >= self.gamma else np.minimum(prefix, lengths), lengths * r
+            return lengths, prefix if lengths >= self.block_size else np.minimum(prefix, lengths), lengths * r
         lengths = np.asarray(lengths, dtype=np.int64)
         drafts = int(np.add.reduce(lengths))
-        if drafts == r * self.gamma:  # every row verifies its whole block
-            return self.gamma, prefix, drafts
+        if drafts == r * self.block_size:  # every row verifies its whole block
+            return self.block_size, prefix, drafts
         return lengths, np.minimum(prefix, lengths), drafts
 
     def quote(self, n: int, r: int, drafting: int, context: int, draft_length: int) -> StepQuote:
@@ -293,7 +298,7 @@ class DecodeCore:
              drafting: int, prefix: np.ndarray, now: float) -> StepView:
         """The step's view; the oracle's adds the truth (how many drafts each request will have accepted)."""
         cfg = self.config
-        fields = (c, ids, quote, cfg.max_step_tokens, reserved, cfg.max_batch_requests, self.gamma,
+        fields = (c, ids, quote, cfg.max_step_tokens, reserved, cfg.max_batch_requests, self.block_size,
                   self.step_index, now, drafted, drafting)
         return OracleView(*fields, accepted_prefix=prefix) if self.policy.oracle else StepView(*fields)
 
@@ -421,7 +426,7 @@ class DecodeCore:
         else:
             self.flush(gone)
         kept = gone[TOTAL] if finished else gone[TOTAL] - gone[REMAINING]  # a finished row has nothing left
-        self.footprint -= int(np.add.reduce(kept)) + self.gamma * index.size
+        self.footprint -= int(np.add.reduce(kept)) + self.block_size * index.size
         if self.prefilling:
             self.prefilling -= int(np.count_nonzero(gone[PREFILL_LEFT]))
         self.batch.drop(index)
@@ -441,7 +446,7 @@ class DecodeCore:
     def footprints(self, rows: Any) -> np.ndarray:
         """KV tokens the rows reserve: prompt (computed or not) + generated + the draft block."""
         ints = self.batch.ints
-        return ints[TOTAL][rows] - ints[REMAINING][rows] + self.gamma
+        return ints[TOTAL][rows] - ints[REMAINING][rows] + self.block_size
 
     def drain(self) -> None:
         """Write every request's counters to the log (at the end of a run, or before reading them)."""

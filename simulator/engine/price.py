@@ -6,7 +6,7 @@ the batch at hand,
     step_ms(B) = draft_ms(drafting requests)                the drafter's forwards
                + verify_ms(B, KV context of the batch)      the target's forward (profile lookup)
                + host_ms = host_overhead_ms + host_overhead_per_request_ms · requests
-               + overhead_ms = scheduling_overhead_ms       when the policy decides per step
+               + scheduling_ms = scheduling_overhead_ms     when the policy decides per step
                                                             synchronously (and the step decodes)
 
 Everything but verify_ms is fixed once the batch is known (drafting comes
@@ -38,12 +38,12 @@ from specplan.simulator.engine.config import EngineConfig
 class StepQuote:
     """The price of one step of a known batch, as a function of its verify tokens B."""
 
-    __slots__ = ("draft_ms", "fixed_ms", "high", "host_ms", "low", "overhead_ms", "sps", "weight")
+    __slots__ = ("draft_ms", "fixed_ms", "high", "host_ms", "low", "scheduling_ms", "sps", "weight")
 
-    def __init__(self, draft_ms: float, host_ms: float, overhead_ms: float, low: np.ndarray,
+    def __init__(self, draft_ms: float, host_ms: float, scheduling_ms: float, low: np.ndarray,
                  high: np.ndarray, weight: float) -> None:
-        self.draft_ms, self.host_ms, self.overhead_ms = draft_ms, host_ms, overhead_ms
-        self.fixed_ms = draft_ms + host_ms + overhead_ms
+        self.draft_ms, self.host_ms, self.scheduling_ms = draft_ms, host_ms, scheduling_ms
+        self.fixed_ms = draft_ms + host_ms + scheduling_ms
         self.low, self.high, self.weight = low, high, weight
         self.sps: np.ndarray | None = None  # SPS at every B, made on first use (a quote is reused per batch shape)
 
@@ -85,7 +85,7 @@ class StepPricer:
                  pays_scheduling: bool) -> None:
         self.draft_ms = draft_ms
         self.host = (config.host_overhead_ms, config.host_overhead_per_request_ms)
-        self.overhead_ms = config.scheduling_overhead_ms if pays_scheduling else 0.0
+        self.scheduling_ms = config.scheduling_overhead_ms if pays_scheduling else 0.0
         self.verify = DenseCurve(profile, config.max_step_tokens)
 
     @property
@@ -101,8 +101,8 @@ class StepPricer:
         of the decoding rows' context.
         """
         host_ms = self.host[0] + self.host[1] * batch_requests
-        overhead_ms = self.overhead_ms if decode_requests else 0.0
+        scheduling_ms = self.scheduling_ms if decode_requests else 0.0
         share = context_tokens * drafting / decode_requests if drafting else 0.0
         draft_ms = self.draft_ms(drafting, share, draft_length) if drafting else 0.0
         low, high, weight = self.verify.around(context_tokens)
-        return StepQuote(draft_ms, host_ms, overhead_ms, low, high, weight)
+        return StepQuote(draft_ms, host_ms, scheduling_ms, low, high, weight)

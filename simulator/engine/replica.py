@@ -97,7 +97,7 @@ class Replica:
             quote = plan.quote
             verify_ms = quote.verify_ms(plan.verify_tokens)
             yield env.timeout((quote.fixed_ms + verify_ms) / 1000.0)
-            timing = StepTiming(quote.draft_ms, verify_ms, quote.host_ms + quote.overhead_ms)
+            timing = StepTiming(quote.draft_ms, verify_ms, quote.host_ms + quote.scheduling_ms)
             finished, evicted = core.commit(plan, timing, env.now)
             if finished.size:
                 self.finish(finished)
