@@ -161,7 +161,7 @@ def variants_table(result: Any) -> Table:
     for label, scenario in result.plan.variant_scenarios.items():
         drafter = scenario.drafter
         cls = policy_class(scenario.policy.name)
-        params = ", ".join(f"{k}={v}" for k, v in scenario.policy.params.items())
+        params = ", ".join(f"{k}={v}" for k, v in scenario.policy.params.items() if v is not None)
         rows.append((label, f"{drafter.family}" + (f", γ = {drafter.block_size}" if drafter.speculates else ""),
                      acceptance_text(scenario), confidence_text(scenario),
                      compact(drafter.latency) if drafter.speculates else "—",

@@ -57,8 +57,14 @@ def test_resolved_mapping_fills_defaults_and_reloads(tmp_path):
     assert resolved["engine"]["scheduling_overhead_ms"] == 0.0
     assert resolved["engine"]["prefill"]["mode"] == "disaggregated"
     assert resolved["engine"]["max_step_tokens"] == 16384  # the linear profile's largest B, filled in once
+    assert resolved["hardware"]["profile"]["max_tokens"] == 16384  # the inline profile's default
     again = load_scenario(write(tmp_path, resolved, "again.yaml"))
     assert again == s
+
+
+def test_resolved_policy_params_carry_every_default(tmp_path):
+    s = load_scenario(write(tmp_path, BASE), ["policy={name: dspark-async}"])
+    assert resolved_mapping(s)["policy"] == {"name": "dspark-async", "params": {"cold_length": 1, "bypass": None}}
 
 
 def test_merge_deep_merges_a_fragment_in_order_with_set(cli, tmp_path):

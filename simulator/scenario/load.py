@@ -28,6 +28,7 @@ from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.schema import Context, build, to_plain
 from specplan.simulator.scenario.merge import deep_merge
+from specplan.simulator.scenario.policy import policy_params
 from specplan.simulator.scenario.spec import Scenario
 
 
@@ -39,7 +40,13 @@ def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -
     scenario = build(Scenario, raw, "", Context(base_dir))
     scenario = _with_source(scenario, source)
     scenario = _with_profile_path(scenario, base_dir)
-    return with_step_budget(scenario)
+    return with_policy_params(with_step_budget(scenario))
+
+
+def with_policy_params(scenario: Scenario) -> Scenario:
+    """`policy.params` with every default of the policy's `Params` filled in (as the resolved scenario records it)."""
+    params = to_plain(policy_params(scenario.policy))
+    return dataclasses.replace(scenario, policy=dataclasses.replace(scenario.policy, params=params))
 
 
 def _with_profile_path(scenario: Scenario, base_dir: Path) -> Scenario:

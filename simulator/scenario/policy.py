@@ -3,7 +3,9 @@
 The policies declare their parameters as plain dataclasses
 (specplan.policies.params); this is where a mapping is checked against
 them, with the key path and the closest valid key in every error, like
-every other section of a scenario.
+every other section of a scenario. Loading a scenario builds the params
+once and writes them back with every default filled in
+(specplan.simulator.scenario.load.with_policy_params).
 """
 
 from __future__ import annotations
@@ -27,9 +29,12 @@ def policy_params(spec: Any, path: str = "policy") -> Any:
 
 
 def validate_policy(spec: Any, drafter: Any, path: str) -> None:
-    """Check the name and params, and that the policy can run with this drafter."""
-    policy_params(spec, path)
-    if policy_class(spec.name).drafts and not drafter.speculates:
+    """Check the name, and that the policy can run with this drafter (`policy_params` checks the params)."""
+    try:
+        cls = policy_class(spec.name, f"{path}.name")
+    except PolicyKeyError as exc:
+        raise ScenarioError(exc.path, exc.detail) from None
+    if cls.drafts and not drafter.speculates:
         raise ScenarioError(
             f"{path}.name", f"policy '{spec.name}' verifies drafts but drafter.family is 'none'"
         )
