@@ -1,7 +1,11 @@
 """Step-time curves (DESIGN.md §4): format, lookup, built-in profiles, the torch harness.
 
+A leaf package: it imports no part of specplan.simulator (tests/test_layers.py).
+
     profile.py          StepProfile: the table and its vectorised lookup (cliffs kept)
-    loader.py           load_profile(spec): inline mapping, builtin:NAME, or a CSV path
+    loader.py           load_profile(spec): inline profile, builtin:NAME, or a CSV path
+    inline.py           the inline profiles' plain declarations ({kind: linear | table, ...})
+    errors.py           ProfileError: the package's own error (the CLI prints it as one line, exit 2)
     fileformat.py       the profile CSV (provenance header), built-ins in data/
     grid.py             token grids, CUDA-graph capture sizes and padding staircases
     modelshape.py       model shapes (shapes/*.yaml) and drafter shapes

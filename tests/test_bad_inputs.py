@@ -8,6 +8,10 @@ import sys
 import pytest
 import yaml
 
+from specplan.errors import SpecplanError
+from specplan.hwprofiles.errors import ProfileError
+from specplan.policies.errors import PolicyError
+from specplan.traces.errors import TraceError
 from tests.conftest import BASE, REPO, merged
 
 
@@ -111,3 +115,15 @@ def test_real_process_prints_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.startswith("specplan: error:") and "Traceback" not in proc.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_the_leaf_packages_errors_are_one_line_and_status_2(cli, tmp_path):
+    """ProfileError, TraceError and PolicyError are the leaf packages' own; the CLI prints each as one line."""
+    assert all(issubclass(e, SpecplanError) for e in (ProfileError, TraceError, PolicyError))
+    trace = tmp_path / "bad.csv"
+    trace.write_text("a,b\n1,2\n")
+    for args, expected in ((("profile-plot", tmp_path / "none.csv", "--out", tmp_path / "x.png"), "none.csv"),
+                           (("trace-stats", trace, "--format", "azure"), "no column 'TIMESTAMP'"),
+                           (("audit", "dspark-asinc"), "did you mean 'dspark-async'")):
+        status, _, err = cli(*args)
+        assert status == 2 and err.count("\n") == 1 and "Traceback" not in err and expected in err, err

@@ -1,0 +1,14 @@
+"""Workloads: arrival processes, length distributions, trace readers and replay, trace statistics.
+
+A leaf package: it imports no part of specplan.simulator (tests/test_layers.py).
+The engine wires these into SimPy processes (specplan.simulator.engine.workload).
+
+    spec.py      the `workload:` section as plain dataclasses (params.py: bounds as field metadata)
+    arrivals.py  open-loop arrival processes and think times, with their analytic moments
+    lengths.py   prompt / output length distributions
+    readers.py   trace files (azure, mooncake, burstgpt, csv), streamed
+    replay.py    a trace replayed as timed arrivals (generators passed in)
+    draws.py     one generator's values one at a time, drawn in blocks
+    stats.py     trace statistics (`specplan trace-stats`); plots.py draws them
+    errors.py    TraceError: the package's own error (the CLI prints it as one line, exit 2)
+"""

@@ -1,7 +1,10 @@
 """The `specplan` command: a thin face over the Python API.
 
-Every user error (SpecplanError) becomes one line on stderr and exit status
-2, with no traceback. Subcommands live in `specplan.simulator.app.commands`.
+Every user error becomes one line on stderr and exit status 2, with no
+traceback: the CLI catches the root's base `specplan.errors.SpecplanError`,
+which the scenario layer's ScenarioError and the leaf packages' own errors
+(ProfileError, TraceError, PolicyError) all derive from. Subcommands live in
+`specplan.simulator.app.commands`.
 """
 
 from __future__ import annotations
@@ -11,8 +14,8 @@ import importlib
 import os
 import sys
 
+from specplan.errors import SpecplanError
 from specplan.simulator.app.commands import COMMANDS
-from specplan.simulator.core.errors import SpecplanError
 
 
 class Parser(argparse.ArgumentParser):
