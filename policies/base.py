@@ -39,8 +39,10 @@ them. Only the oracle receives an `OracleView`, which adds the number of
 drafts each request's target will accept; its class says `oracle = True`
 and every report labels it.
 
-Adding a policy: one module defining a `Policy` subclass (with a `Params`
-dataclass for its `policy.params`), plus one line in `specplan.policies.registry`.
+Adding a policy: one module defining a `Policy` subclass (its
+`length_setting`, a `decide` that returns a `Decision`, and a `Params`
+dataclass for its `policy.params`, bounds declared with
+`specplan.policies.params.bounded`), plus one line in `specplan.policies.registry`.
 """
 
 from __future__ import annotations

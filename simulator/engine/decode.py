@@ -79,7 +79,7 @@ class StepPlan(NamedTuple):
 
     rows: Any                        # decoding rows that run: ALL, or an index array
     decode_requests: int             # R: rows that decode this step
-    lengths: np.ndarray | int        # ℓ per decoding row (R,), or one ℓ for all (fixed-length policies)
+    lengths: np.ndarray | int        # ℓ per decoding row (R,), or one ℓ for all (fixed lengths, uniform decisions)
     accepted: np.ndarray             # drafts the target accepts per decoding row (R,), ≤ ℓ
     prefill_take: np.ndarray | None  # prompt tokens per batch row this step (chunked prefill)
     prefill_tokens: int
