@@ -169,13 +169,18 @@ class DSparkAsync(DSparkPolicy):
         past = self.lagged(view.step_index)
         if past is None or past.request_ids.size == 0:
             return self.cold_length * int(np.count_nonzero(drafted)), None
-        if all_drafted and past.request_ids is view.request_ids:
-            planned = past.survivals  # the same batch as two steps ago (the engine's same ids object)
+        if all_drafted and same_requests(past.request_ids, view.request_ids):
+            planned = past.survivals  # the same requests as two steps ago: their rows as they were
         else:
             planned = lagged_survivals(past, view.request_ids, None if all_drafted else drafted)
         ranked = rank_candidates(view, planned)
         k = global_best(ranked.theta)
         return k, theta_plan(view, ranked, k)
+
+
+def same_requests(before: np.ndarray, now: np.ndarray) -> bool:
+    """Whether two steps ran the same requests (ids compared by value, not by array identity)."""
+    return before.size == now.size and bool((before == now).all())
 
 
 def lagged_survivals(past: Snapshot, request_ids: np.ndarray, drafted: np.ndarray | None) -> np.ndarray:

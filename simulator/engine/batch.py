@@ -79,9 +79,8 @@ class Batch:
 
     Rows live in preallocated storage (`capacity` rows, grown when needed):
     `ints` and `acceptance` are views of its first `n` rows, so admitting a
-    request writes in place. `rids` is a copy made at each change of rows:
-    a new object per batch composition, which callers may keep (the
-    asynchronous policy matches batches by it).
+    request writes in place. `rids` is a copy made at each change of rows,
+    so callers may keep it (the asynchronous policy keeps a step's ids).
     """
 
     def __init__(self, block_size: int, capacity: int = 64) -> None:
