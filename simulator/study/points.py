@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from specplan.simulator.scenario import (
     scenario_from_mapping,
 )
 from specplan.simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
+from specplan.simulator.scenario.scaling import SWEEP_NAMES
 from specplan.simulator.scenario.study import SlaSpec
 
 
@@ -111,10 +113,11 @@ def plan_sweep(source: str | Path | Scenario | dict, overrides: tuple[str, ...] 
     points = []
     for index, variant in enumerate(variants):
         merged = apply_variant(body, variant)
+        where = f"sweep.variants[{index}] ({variant['label']})" if sweep and sweep.variants else ""
+        own = validated(merged, folder, name, where)
         for load_kind, value in loads:
-            point_raw = apply_load(merged, load_kind, value) if load_kind and value is not None \
-                else copy.deepcopy(merged)
-            where = f"sweep.variants[{index}] ({variant['label']})" if sweep and sweep.variants else ""
+            point_raw = loaded(merged, own, load_kind, value, name, where) \
+                if load_kind and value is not None else copy.deepcopy(merged)
             scenario = validated(point_raw, folder, name, where)
             for seed in seeds:
                 seeded = dataclasses.replace(scenario, seed=seed)
@@ -128,8 +131,24 @@ def validated(raw: dict, folder: Path, name: str, where: str) -> Scenario:
     try:
         return scenario_from_mapping(raw, folder, source=name)
     except ScenarioError as exc:
-        prefix = f"{name}: {where}: " if where else f"{name}: "
-        raise SpecplanError(prefix + str(exc)) from None
+        raise SpecplanError(prefix(name, where) + str(exc)) from None
+
+
+def loaded(raw: dict, scenario: Scenario, load_kind: str, value: float, name: str, where: str,
+           names: Mapping[str, str] = SWEEP_NAMES) -> dict:
+    """`raw` (validated as `scenario`) with its own workload scaled to one load value (sweeps and plans).
+
+    `names` shows the load axes in the refusal when one does not fit the
+    workload (`sweep.load.users`, or the planner's `--rate`, ...).
+    """
+    try:
+        return apply_load(raw, scenario.workload.arrivals, load_kind, value, names)
+    except ScenarioError as exc:
+        raise SpecplanError(prefix(name, where) + str(exc)) from None
+
+
+def prefix(name: str, where: str) -> str:
+    return f"{name}: {where}: " if where else f"{name}: "
 
 
 def normalise(summary: dict[str, Any]) -> dict[str, Any]:

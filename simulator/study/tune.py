@@ -56,6 +56,7 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import strip_study_blocks
+from specplan.simulator.scenario.scaling import natural_axis
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.frontier import (
     THROUGHPUT,
@@ -405,7 +406,7 @@ def tune_inputs(source: str | Path | Scenario | dict, lengths: str | None, bucke
     search = parse_loads(loads) or own
     if len(search) < 2:
         raise SpecplanError(f"{name}: tune needs a load axis of at least two values (sweep.load, or --loads)")
-    kind = load.kind if load else ("users" if base.workload.arrivals.KIND == "closed_loop" else "rate_per_s")
+    kind = load.kind if load else natural_axis(base.workload.arrivals)
     if kind == "users" and any(v != int(v) for v in search):
         raise SpecplanError(f"--loads: the load axis counts closed-loop users; give whole numbers, got {loads!r}")
     return TuneInputs(raw, folder, name, base, parse_lengths(lengths, base.drafter.block_size),
