@@ -1,7 +1,7 @@
 """Step-time curves (DESIGN.md §4): format, lookup, built-in profiles, the torch harness.
 
     profile.py          StepProfile: the table and its vectorised lookup (cliffs kept)
-    loader.py           load_profile(spec): inline mapping, builtin:NAME, or a CSV path
+    loader.py           load_profile(spec): inline mapping, builtin:NAME, or a CSV path; profile_file(spec)
     fileformat.py       the profile CSV (provenance header), built-ins in data/
     grid.py             token grids, CUDA-graph capture sizes and padding staircases
     modelshape.py       model shapes (shapes/*.yaml) and drafter shapes
@@ -15,7 +15,7 @@
     plot.py             step time and steps/s vs tokens: `specplan profile-plot`
 """
 
-from specplan.hwprofiles.loader import load_profile
+from specplan.hwprofiles.loader import load_profile, profile_file
 from specplan.hwprofiles.profile import StepProfile
 
-__all__ = ["StepProfile", "load_profile"]
+__all__ = ["StepProfile", "load_profile", "profile_file"]

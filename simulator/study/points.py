@@ -2,8 +2,11 @@
 
 Each point is one validated plain scenario. Its cache key is the sha256 of
 the canonical JSON of its resolved mapping (every default filled in, paths
-absolute, without the `sweep`/`sla` blocks): two points with the same key
-are the same simulation, whatever label or order produced them. A finished
+absolute, without the `sweep`/`sla` blocks) together with the digests of
+every file it reads and of specplan's code (`specplan.simulator.study.inputs`):
+two points with the same key are the same simulation, whatever label or
+order produced them, and a profile or trace edited in place, or another
+specplan, gives a new key. A finished
 point is stored as `points/<key>.json` (written to a temporary file, then
 renamed: a reader never sees half a file), so a sweep killed at any moment
 and started again recomputes only what never finished.
@@ -34,6 +37,7 @@ from specplan.simulator.scenario import (
 from specplan.simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
 from specplan.simulator.scenario.scaling import SWEEP_NAMES
 from specplan.simulator.scenario.study import SlaSpec
+from specplan.simulator.study.inputs import key_inputs
 
 
 @dataclass(frozen=True)
@@ -77,9 +81,14 @@ class SweepPlan:
 
 
 def point_key(scenario: Scenario) -> str:
-    """sha256 of the canonical JSON of the resolved scenario, without `sweep`/`sla`."""
+    """sha256 of the canonical JSON of the resolved scenario (without `sweep`/`sla`) and its inputs.
+
+    The inputs (specplan.simulator.study.inputs) are the digests of every file
+    the scenario reads and specplan's version and code digest.
+    """
     mapping = {k: v for k, v in resolved_mapping(scenario).items() if k not in ("sweep", "sla")}
-    text = json.dumps(clean(mapping), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    material = {"scenario": mapping, "inputs": key_inputs(scenario)}
+    text = json.dumps(clean(material), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -163,7 +172,8 @@ def point_path(points_dir: Path, key: str) -> Path:
 def store_point(points_dir: Path, key: str, summary: dict[str, Any], scenario: Scenario) -> None:
     """Write points/<key>.json atomically (temporary file in the same folder, then os.replace)."""
     points_dir.mkdir(parents=True, exist_ok=True)
-    record = {"key": key, "summary": summary, "scenario": clean(resolved_mapping(scenario))}
+    record = {"key": key, "summary": summary, "scenario": clean(resolved_mapping(scenario)),
+              "inputs": key_inputs(scenario)}
     fd, tmp = tempfile.mkstemp(prefix=f".{key[:12]}.", suffix=".tmp", dir=points_dir)
     try:
         with os.fdopen(fd, "w") as handle:
