@@ -43,7 +43,7 @@ from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import apply_variant, strip_study_blocks
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.backends import default_workers
-from specplan.simulator.study.points import loaded, read_source, validated
+from specplan.simulator.study.points import fits, loaded, read_source, validated
 
 KEEP_UP = 0.95
 DEFAULT_MAX_REPLICAS = 256
@@ -216,6 +216,7 @@ def variant_mappings(source: str | Path | Scenario | dict, load: tuple[str, floa
     body = strip_study_blocks(raw)
     variants = list(base.sweep.variants) if base.sweep and base.sweep.variants else [{"label": base.policy.name}]
     axis, value = load
+    fits(base, axis, name, "", LOAD_FLAGS)
     out = []
     for i, variant in enumerate(variants):
         where = f"sweep.variants[{i}] ({variant['label']})" if base.sweep and base.sweep.variants else ""

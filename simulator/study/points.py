@@ -35,7 +35,7 @@ from specplan.simulator.scenario import (
     scenario_from_mapping,
 )
 from specplan.simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
-from specplan.simulator.scenario.scaling import SWEEP_NAMES
+from specplan.simulator.scenario.scaling import SWEEP_NAMES, check_fits
 from specplan.simulator.scenario.study import SlaSpec
 from specplan.simulator.study.inputs import key_inputs
 
@@ -118,6 +118,8 @@ def plan_sweep(source: str | Path | Scenario | dict, overrides: tuple[str, ...] 
     loads: list[tuple[str | None, float | None]] = (
         [(load.kind, v) for v in load.values] if load else [(None, None)])
     seeds = list(sweep.seeds) if sweep and sweep.seeds else [base.seed]
+    if load:
+        fits(base, load.kind, name, "")
     body = strip_study_blocks(raw)
     points = []
     for index, variant in enumerate(variants):
@@ -152,6 +154,14 @@ def loaded(raw: dict, scenario: Scenario, load_kind: str, value: float, name: st
     """
     try:
         return apply_load(raw, scenario.workload.arrivals, load_kind, value, names)
+    except ScenarioError as exc:
+        raise SpecplanError(prefix(name, where) + str(exc)) from None
+
+
+def fits(scenario: Scenario, load_kind: str, name: str, where: str, names: Mapping[str, str] = SWEEP_NAMES) -> None:
+    """The refusal of `loaded`, before any mapping is built (the base's workload first, then each variant's)."""
+    try:
+        check_fits(scenario.workload.arrivals, load_kind, names)
     except ScenarioError as exc:
         raise SpecplanError(prefix(name, where) + str(exc)) from None
 
