@@ -47,8 +47,6 @@ from specplan.simulator.study.points import fits, loaded, read_source, validated
 
 KEEP_UP = 0.95
 DEFAULT_MAX_REPLICAS = 256
-
-
 LOAD_FLAGS = {"rate_per_s": "--rate", "rate_scale": "--rate-scale", "users": "--users"}
 
 
