@@ -35,7 +35,7 @@ import numpy as np
 
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.progress import format_duration
-from specplan.simulator.scenario.scaling import mean_rate_per_s
+from specplan.simulator.scenario.scaling import OPEN_LOOP, mean_rate_per_s
 from specplan.traces.lengths import trace_lengths
 from specplan.traces.readers import TraceFile
 from specplan.traces.spec import (
@@ -105,11 +105,13 @@ def run_size(scenario: Any, profile: Any, read_files: bool) -> RunSize:
     duration = scenario.horizon.duration_s
     busy = math.inf if duration is None else scenario.cluster.replicas * duration / step_s
     arrivals = expected_arrivals(scenario, step_s, read_files)
+    if arrivals is None:  # an arrival kind this estimate does not know: only the busy bound
+        return RunSize(busy, 0.0, step_s * 1000.0)
     steps = min(busy, arrivals * steps_per_request(scenario, read_files))
     return RunSize(steps, arrivals, step_s * 1000.0)
 
 
-def expected_arrivals(scenario: Any, step_s: float, read_files: bool) -> float:
+def expected_arrivals(scenario: Any, step_s: float, read_files: bool) -> float | None:
     arrivals = scenario.workload.arrivals
     duration = scenario.horizon.duration_s
     cap = math.inf if scenario.horizon.requests is None else float(scenario.horizon.requests)
@@ -119,6 +121,8 @@ def expected_arrivals(scenario: Any, step_s: float, read_files: bool) -> float:
         return cap
     if isinstance(arrivals, ClosedLoopArrivals):
         return min(cap, arrivals.users * (1.0 + duration / (arrivals.think_s + service_s(scenario, step_s, read_files))))
+    if arrivals.KIND not in OPEN_LOOP:
+        return None
     return min(cap, mean_rate_per_s(arrivals) * duration)
 
 
