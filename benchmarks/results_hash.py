@@ -38,7 +38,7 @@ def sweep_cases(path: Path, loads: tuple[int, ...], duration_s: float) -> dict[s
     for variant in raw["sweep"]["variants"]:
         merged = apply_variant(base, {k: v for k, v in variant.items() if k != "label"})
         for users in loads:
-            cases[f"{path.stem}/{variant['label']}/{users}"] = apply_load(merged, "users", users)
+            cases[f"{path.stem}/{variant['label']}/{users}"] = with_users(merged, users, path.parent)
     return cases
 
 
@@ -46,12 +46,17 @@ def extra_cases(path: Path, duration_s: float) -> dict[str, dict]:
     base = strip_study_blocks(yaml.safe_load(path.read_text()))
     base["horizon"] = {"duration_s": duration_s, "warmup_s": 1.0}
     cases = {f"{path.stem}/{p['name']}{'+bypass' if 'params' in p and 'bypass' in p['params'] else ''}":
-             apply_load(apply_variant(base, {"policy": p}), "users", 32) for p in EXTRA_POLICIES}
+             with_users(apply_variant(base, {"policy": p}), 32, path.parent) for p in EXTRA_POLICIES}
     chunked = apply_variant(base, {"engine": {"prefill": {"mode": "chunked", "chunk_tokens": 512}}})
-    cases[f"{path.stem}/chunked"] = apply_load(chunked, "users", 16)
+    cases[f"{path.stem}/chunked"] = with_users(chunked, 16, path.parent)
     tight = apply_variant(base, {"engine": {"kv_capacity_tokens": 20_000}})
-    cases[f"{path.stem}/tight-kv"] = apply_load(tight, "users", 64)
+    cases[f"{path.stem}/tight-kv"] = with_users(tight, 64, path.parent)
     return cases
+
+
+def with_users(raw: dict, users: int, folder: Path) -> dict:
+    """The mapping at `users` closed-loop users (as a sweep's load axis sets them)."""
+    return apply_load(raw, scenario_from_mapping(raw, folder).workload.arrivals, "users", users)
 
 
 def contract_cases() -> dict[str, dict]:

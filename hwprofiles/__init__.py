@@ -3,7 +3,7 @@
 A leaf package: it imports no part of specplan.simulator (tests/test_layers.py).
 
     profile.py          StepProfile: the table and its vectorised lookup (cliffs kept)
-    loader.py           load_profile(spec): inline profile, builtin:NAME, or a CSV path
+    loader.py           load_profile(spec): inline profile, builtin:NAME, or a CSV path; profile_file(spec)
     inline.py           the inline profiles' plain declarations ({kind: linear | table, ...})
     errors.py           ProfileError: the package's own error (the CLI prints it as one line, exit 2)
     fileformat.py       the profile CSV (provenance header), built-ins in data/
@@ -19,7 +19,7 @@ A leaf package: it imports no part of specplan.simulator (tests/test_layers.py).
     plot.py             step time and steps/s vs tokens: `specplan profile-plot`
 """
 
-from specplan.hwprofiles.loader import load_profile
+from specplan.hwprofiles.loader import load_profile, profile_file
 from specplan.hwprofiles.profile import StepProfile
 
-__all__ = ["StepProfile", "load_profile"]
+__all__ = ["StepProfile", "load_profile", "profile_file"]

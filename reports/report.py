@@ -32,6 +32,7 @@ from specplan.reports.fidelity import fidelity_blocks
 from specplan.reports.figures import write_figures
 from specplan.simulator.core.schema import to_plain
 from specplan.simulator.scenario import Scenario
+from specplan.traces.spec import TraceArrivals
 
 
 def copied_fidelity_blocks(results_dir: Path, figures_dir: Path) -> list[Block]:
@@ -99,8 +100,12 @@ def simulated_items(result: Any) -> list[str]:
                  f"{engine.kv_capacity_tokens:,} tokens, prefill {compact(engine.prefill)}, "
                  f"scheduling overhead {engine.scheduling_overhead_ms:g} ms/step (synchronous policies)")
     workload = base.workload
-    items.append(f"Workload: prompt tokens {compact(workload.prompt_tokens)}; "
-                 f"output tokens {compact(workload.output_tokens)}")
+    arrivals = workload.arrivals
+    if isinstance(arrivals, TraceArrivals) and arrivals.use_lengths:
+        items.append(f"Workload: prompt and output tokens from the trace {arrivals.path}")
+    else:
+        items.append(f"Workload: prompt tokens {compact(workload.prompt_tokens)}; "
+                     f"output tokens {compact(workload.output_tokens)}")
     items.append(f"SLA: {sla_text(result)}")
     return items
 
@@ -111,15 +116,19 @@ def horizon_text(scenario: Scenario) -> str:
     return f"{span}, first {h.warmup_s:g} s excluded as warm-up"
 
 
+LOAD_WORDS = {"users": "closed-loop users", "rate_per_s": "mean arrival rate (requests/s)",
+              "rate_scale": "the workload's own rate times"}
+
+
 def load_text(result: Any) -> str:
+    """The load axis and the workload it scales (its kind and parameters, as the first point has them)."""
     point = result.plan.points[0]
     values = sorted({p.load for p in result.plan.points if p.load is not None})
-    if point.load_kind == "users":
-        think = getattr(point.scenario.workload.arrivals, "think_s", 0.0)
-        return f"closed loop, users {', '.join(f'{v:g}' for v in values)} (think {think:g} s)"
-    if point.load_kind == "rate_per_s":
-        return f"Poisson arrivals, {', '.join(f'{v:g}' for v in values)} requests/s"
-    return f"the scenario's own arrivals: {compact(result.plan.base.workload.arrivals)}"
+    arrivals = compact(point.scenario.workload.arrivals)
+    if point.load_kind is None:
+        return f"the scenario's own arrivals: {arrivals}"
+    return (f"{LOAD_WORDS[point.load_kind]} {', '.join(f'{v:g}' for v in values)}, scaling the scenario's "
+            f"own arrivals ({arrivals} at the first load)")
 
 
 def profile_items(plan: Any) -> list[str]:

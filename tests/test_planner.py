@@ -125,5 +125,12 @@ def test_bad_plan_inputs_are_one_line_errors(cli, tmp_path):
     trace = copy.deepcopy(KNOWN)
     trace["workload"] = {"arrivals": {"kind": "trace", "path": str(tmp_path / "t.csv"), "format": "csv"}}
     (tmp_path / "t.csv").write_text("timestamp_s,prompt_tokens,output_tokens\n0.0,10,10\n")
-    with pytest.raises(SpecplanError, match="replays a trace"):
+    with pytest.raises(SpecplanError, match=r"--rate: a 'rate_per_s' load does not fit .*'trace'.*--rate-scale"):
         plan_capacity(trace, 1.0, 50.0)
+    status, _, err = cli("plan", path, "--users", "4", "--sla-tps", "50")
+    assert status == 2 and err.count("\n") == 1
+    assert "--users: a 'users' load does not fit workload.arrivals kind 'poisson'" in err
+    status, _, err = cli("plan", path, "--rate", "1", "--users", "4", "--sla-tps", "50")
+    assert status == 2 and "not allowed with" in err
+    with pytest.raises(SpecplanError, match="give exactly one demand"):
+        plan_capacity(path, None, 50.0)

@@ -107,13 +107,13 @@ def test_a_different_policy_name_drops_the_base_params():
         "policy": {"name": "static", "params": {"length": 2}}}
 
 
-def test_load_axis_sets_closed_loop_users_keeping_think_or_poisson_rate():
-    users = apply_load(BASE, "users", 16)
-    assert users["workload"]["arrivals"] == {"kind": "closed_loop", "users": 16, "think_s": 0.1}
-    rate = apply_load(BASE, "rate_per_s", 2.5)
-    assert rate["workload"]["arrivals"] == {"kind": "poisson", "rate_per_s": 2.5}
-    from_poisson = apply_load(rate, "users", 3)
-    assert from_poisson["workload"]["arrivals"] == {"kind": "closed_loop", "users": 3, "think_s": 0.0}
+def test_load_axis_sets_the_closed_loop_users_keeping_its_think_time():
+    base = plan_sweep(tiny()).base
+    users = apply_load(BASE, base.workload.arrivals, "users", 16)
+    assert users["workload"]["arrivals"] == {"kind": "closed_loop", "users": 16, "think_s": 0.1, "think_cv": 1.0}
+    assert users["workload"]["prompt_tokens"] == BASE["workload"]["prompt_tokens"]
+    with pytest.raises(SpecplanError, match=r"'rate_per_s' load does not fit workload\.arrivals kind 'closed_loop'"):
+        apply_load(BASE, base.workload.arrivals, "rate_per_s", 2.5)
 
 
 # ---- points ---------------------------------------------------------------------------------

@@ -55,6 +55,13 @@ table). Static MTP-k (k modules, or one module reused k times) is an
 assumption, not a publication: each further position loses 0.5 in logit,
 p_k = σ(logit p_1 − 0.5 (k − 1)), i.e. 0.90, 0.85, 0.77, 0.67, ... on math.
 
+Fitted range: the tail rule is fitted at γ = 15, the longest block any
+published figure behind these presets covers, so every preset is fitted
+for γ ≤ FITTED_BLOCK (15). A scenario with a longer block on a preset is
+refused (`check_block_size`) unless it sets `drafter.acceptance.extrapolate:
+true`, which continues the same rules past 15 and says so in the
+resolved scenario.
+
 `weak-dspark`: prefix survival 60.5/34.1/18.6/9.9/5.2/2.7/1.4% (τ ≈ 2.33)
 turned into conditional acceptance p_k = S_k / S_{k−1}, the same curve for
 every domain, continued past 7 by the rule above.
@@ -118,6 +125,9 @@ MTP_POSITION1 = {"math": 0.90, "code": 0.88, "chat": 0.85}
 MTP_LOGIT_DECAY = 0.5
 WEAK_DSPARK_SURVIVAL = (0.605, 0.341, 0.186, 0.099, 0.052, 0.027, 0.014)
 
+FITTED_BLOCK = 15  # the tail rule is fitted at γ = 15 (DSPARK_GAIN_AT_15)
+PRESET_FITTED_BLOCK: dict[str, int] = {}  # presets fitted to a shorter block than FITTED_BLOCK
+
 PRESET_FAMILIES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(TARGETS, TARGET_FAMILIES),
     "deepseek-v3": ("mtp",),
@@ -135,6 +145,20 @@ def check_preset(preset: str, family: str, path: str = "drafter.acceptance.prese
         raise ScenarioError(
             path, f"preset '{preset}' has no data for drafter family '{family}' (valid for {family}: {shown})"
         )
+
+
+def fitted_block(preset: str) -> int:
+    """The longest block a preset's curves were fitted for."""
+    return PRESET_FITTED_BLOCK.get(preset, FITTED_BLOCK)
+
+
+def check_block_size(preset: str, block_size: int, extrapolate: bool, path: str = "drafter.block_size") -> None:
+    """Raise ScenarioError for a block beyond the preset's fitted range, unless extrapolation is asked for."""
+    limit = fitted_block(preset)
+    if block_size > limit and not extrapolate:
+        raise ScenarioError(path, f"{block_size} is beyond what preset '{preset}' was fitted to (block size <= "
+                                  f"{limit}); set drafter.acceptance.extrapolate: true to extrapolate its curves, "
+                                  "or give per_position curves")
 
 
 def preset_curves(preset: str, family: str, block_size: int) -> dict[str, np.ndarray]:

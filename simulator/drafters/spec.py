@@ -14,7 +14,7 @@ from specplan.hwprofiles import load_profile
 from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.schema import Tagged, num
-from specplan.simulator.drafters.presets import check_preset
+from specplan.simulator.drafters.presets import check_block_size, check_preset
 
 FAMILIES = ("none", "mtp", "eagle3", "dflash", "dspark")
 
@@ -38,6 +38,7 @@ class AcceptanceSpec:
     domains: dict[str, float] = num({"chat": 1.0}, ge=0, le=1)
     request_sigma: float = num(0.7, ge=0)
     token_sigma: float = num(2.0, ge=0)
+    extrapolate: bool = False  # allow a block_size beyond the preset's fitted range (presets.check_block_size)
 
     def validate(self, path: str) -> None:
         if self.preset is not None and self.per_position is not None:
@@ -152,6 +153,8 @@ class DrafterSpec:
             raise ScenarioError(f"{path}.acceptance", "give a 'preset' or 'per_position' curves")
         if self.family != "none" and self.acceptance.preset is not None:
             check_preset(self.acceptance.preset, self.family, f"{path}.acceptance.preset")
+            check_block_size(self.acceptance.preset, self.block_size, self.acceptance.extrapolate,
+                             f"{path}.block_size")
         curves = self.acceptance.per_position or {}
         for name, curve in curves.items():
             if len(curve) < self.block_size:

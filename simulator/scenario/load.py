@@ -12,7 +12,8 @@ scenario the way a sweep merges a variant (`specplan.simulator.scenario.merge`);
 CLI's `--merge FILE` passes it. Overrides apply in order. Relative paths
 resolve against the scenario file's folder. Loading also resolves the
 hardware profile and the policy name, so `specplan check` catches a missing
-profile file or an unknown policy before anything runs.
+profile file or an unknown policy before anything runs, and refuses a
+horizon too large to run (`specplan.simulator.scenario.size`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.schema import Context, build, to_plain
 from specplan.simulator.scenario.merge import deep_merge
 from specplan.simulator.scenario.policy import policy_params
+from specplan.simulator.scenario.size import check_run_size
 from specplan.simulator.scenario.spec import Scenario
 
 
@@ -40,7 +42,9 @@ def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -
     scenario = build(Scenario, raw, "", Context(base_dir))
     scenario = _with_source(scenario, source)
     scenario = _with_profile_path(scenario, base_dir)
-    return with_policy_params(with_step_budget(scenario))
+    scenario = with_policy_params(with_step_budget(scenario))
+    check_run_size(scenario, load_profile(scenario.hardware.profile))
+    return scenario
 
 
 def with_policy_params(scenario: Scenario) -> Scenario:

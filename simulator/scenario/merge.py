@@ -14,14 +14,20 @@ with no leftovers from the other alternative:
 - `drafter.acceptance.domains` is a request mix: a variant's mix replaces
   the base's (merging two mixes would not sum to 1).
 
-The load axis is applied after the merge: `users` sets a closed loop
-(keeping the base's `think_s`), `rate_per_s` sets Poisson arrivals.
+The load axis is applied after the merge, to the validated variant's own
+arrivals (specplan.simulator.scenario.scaling): it scales the workload the
+user wrote (users of a closed loop, the rate of an arrival process, a
+trace's rate_scale) and never substitutes another kind.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
+
+from specplan.simulator.core.schema import to_plain
+from specplan.simulator.scenario.scaling import SWEEP_NAMES, scaled_arrivals
 
 TAG_KEYS = ("kind", "mode")
 NAME_TAGGED = (("policy",),)
@@ -65,19 +71,14 @@ def apply_variant(base: dict, variant: dict) -> dict:
     return deep_merge(base, body)
 
 
-def apply_load(raw: dict, load_kind: str, value: float) -> dict:
-    """Set the workload's arrivals for one load value (`users` or `rate_per_s`)."""
+def apply_load(raw: dict, arrivals: Any, load_kind: str, value: float,
+               names: Mapping[str, str] = SWEEP_NAMES) -> dict:
+    """`raw` with its workload's arrivals (`arrivals`, the validated spec of `raw`) scaled to one load value.
+
+    `names` shows each load axis in a refusal (sweep.load.users, or a command-line flag).
+    """
     out = copy.deepcopy(raw)
-    workload = out.setdefault("workload", {})
-    if not isinstance(workload, dict):
-        return out
-    before = workload.get("arrivals")
-    before = before if isinstance(before, dict) else {}
-    if load_kind == "users":
-        think_s = before.get("think_s", 0.0) if before.get("kind") == "closed_loop" else 0.0
-        workload["arrivals"] = {"kind": "closed_loop", "users": int(value), "think_s": think_s}
-    else:
-        workload["arrivals"] = {"kind": "poisson", "rate_per_s": float(value)}
+    out["workload"]["arrivals"] = to_plain(scaled_arrivals(arrivals, load_kind, value, names))
     return out
 
 

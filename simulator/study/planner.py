@@ -1,13 +1,19 @@
 """Capacity planning: for each variant, the fewest replicas that serve a demand at an SLA.
 
-    plan = plan_capacity("scenarios/default.yaml", rate_per_s=40, sla_tps=80, statistic="p10")
+    plan = plan_capacity("poisson.yaml", rate_per_s=40, sla_tps=80, statistic="p10")
+    plan = plan_capacity("scenarios/default.yaml", None, sla_tps=80, users=64)     # a closed loop
+    plan = plan_capacity("mooncake.yaml", None, sla_tps=80, rate_scale=3)          # a trace, 3x its rate
     plan.variants[i].replicas, .gpus, .meets_sla, .cost_per_hour
     plan.to_json()     {"variants": [{"label", "replicas", "gpus", "meets_sla", "tps_user",
                                       "throughput_per_gpu", "cost_per_hour"}]}
 
-The demand is Poisson arrivals at `rate_per_s` with the scenario's length
-distributions; the variants are the scenario's `sweep.variants` (or the
-scenario itself). A cluster of n replicas meets the SLA when, simulated
+The demand is the scenario's own workload at one load, scaled the way a
+sweep's load axis scales it (specplan.simulator.scenario.scaling): a mean
+arrival rate `rate_per_s` (poisson, gamma, mmpp, piecewise: the kind, its
+burstiness and the lengths kept), a `rate_scale` of the workload's own
+rate (also traces), or closed-loop `users`; a load that does not fit the
+workload is refused. The variants are the scenario's `sweep.variants` (or
+the scenario itself). A cluster of n replicas meets the SLA when, simulated
 whole (router included), the tokens/s/user statistic reaches `sla_tps`, the
 p99 TTFT stays under `ttft_s` when given, and it keeps up with the demand:
 tokens emitted in the measurement window are at least `KEEP_UP` of the
@@ -34,33 +40,52 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.progress import Progress
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import Scenario
-from specplan.simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
+from specplan.simulator.scenario.merge import apply_variant, strip_study_blocks
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.backends import default_workers
-from specplan.simulator.study.points import read_source, validated
+from specplan.simulator.study.points import fits, loaded, read_source, validated
 
 KEEP_UP = 0.95
 DEFAULT_MAX_REPLICAS = 256
+LOAD_FLAGS = {"rate_per_s": "--rate", "rate_scale": "--rate-scale", "users": "--users"}
 
 
 @dataclass(frozen=True)
 class Target:
-    """The demand and the SLA a plan must meet."""
+    """The demand (exactly one of rate_per_s, rate_scale, users) and the SLA a plan must meet."""
 
-    rate_per_s: float
+    rate_per_s: float | None
     sla_tps: float
     statistic: str = "p10"
     ttft_s: float | None = None
     gpu_hour_usd: float | None = None
+    rate_scale: float | None = None
+    users: int | None = None
 
     def check(self) -> None:
         tps_column(self.statistic)
-        flags = {"rate_per_s": "--rate", "sla_tps": "--sla-tps", "ttft_s": "--ttft-s",
-                 "gpu_hour_usd": "--gpu-hour-usd"}
+        given = [flag for name, flag in LOAD_FLAGS.items() if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise SpecplanError(f"give exactly one demand: {', '.join(LOAD_FLAGS.values())}"
+                                + (f" (got {', '.join(given)})" if given else ""))
+        flags = {**LOAD_FLAGS, "sla_tps": "--sla-tps", "ttft_s": "--ttft-s", "gpu_hour_usd": "--gpu-hour-usd"}
         for name, flag in flags.items():
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise SpecplanError(f"{flag} must be a positive number, got {value:g}")
+        if self.users is not None and self.users != int(self.users):
+            raise SpecplanError(f"--users must be a whole number, got {self.users:g}")
+
+    @property
+    def load(self) -> tuple[str, float]:
+        """(load axis, value) of the demand."""
+        name = next(name for name in LOAD_FLAGS if getattr(self, name) is not None)
+        return name, float(getattr(self, name))
+
+    def demand_text(self) -> str:
+        axis, value = self.load
+        return {"rate_per_s": f"demand {value:g} req/s", "rate_scale": f"demand the workload's rate x {value:g}",
+                "users": f"demand {value:g} closed-loop users"}[axis]
 
 
 @dataclass(frozen=True)
@@ -177,33 +202,42 @@ def plan_variant(raw: dict, label: str, folder: Path, source: str, where: str,
     return VariantPlan(label, replicas, base.hardware.gpus_per_replica, [probes[n] for n in sorted(probes)])
 
 
-def variant_mappings(source: str | Path | Scenario | dict, rate_per_s: float,
+def variant_mappings(source: str | Path | Scenario | dict, load: tuple[str, float],
                      overrides: tuple[str, ...] | list[str] = ()) -> tuple[list[tuple[str, dict, str]], Path, str]:
-    """(label, raw mapping at Poisson rate R, where) per variant, the folder and the source name."""
+    """(label, raw mapping at the demand, where) per variant, the folder and the source name.
+
+    The demand scales each variant's own workload as a sweep's load axis does
+    (specplan.simulator.study.points.loaded).
+    """
     raw, folder, name = read_source(source, overrides)
     base = validated(raw, folder, name, "")
-    if base.workload.arrivals.KIND == "trace":
-        raise SpecplanError(f"{name}: plan needs Poisson or closed-loop arrivals with length "
-                            "distributions; this workload replays a trace")
     body = strip_study_blocks(raw)
     variants = list(base.sweep.variants) if base.sweep and base.sweep.variants else [{"label": base.policy.name}]
+    axis, value = load
+    fits(base, axis, name, "", LOAD_FLAGS)
     out = []
     for i, variant in enumerate(variants):
         where = f"sweep.variants[{i}] ({variant['label']})" if base.sweep and base.sweep.variants else ""
-        out.append((variant["label"], apply_load(apply_variant(body, variant), "rate_per_s", rate_per_s), where))
+        merged = apply_variant(body, variant)
+        own = validated(merged, folder, name, where)
+        out.append((variant["label"], loaded(merged, own, axis, value, name, where, LOAD_FLAGS), where))
     return out, folder, name
 
 
-def plan_capacity(scenario_or_path: str | Path | Scenario | dict, rate_per_s: float, sla_tps: float,
+def plan_capacity(scenario_or_path: str | Path | Scenario | dict, rate_per_s: float | None, sla_tps: float,
                   statistic: str = "p10", ttft_s: float | None = None, gpu_hour_usd: float | None = None,
                   max_replicas: int = DEFAULT_MAX_REPLICAS, workers: int | None = None,
-                  progress: bool | None = None, overrides: tuple[str, ...] | list[str] = ()) -> CapacityPlan:
-    """Fewest replicas (and GPUs, cost) per variant serving `rate_per_s` at the SLA."""
-    target = Target(rate_per_s, sla_tps, statistic, ttft_s, gpu_hour_usd)
+                  progress: bool | None = None, overrides: tuple[str, ...] | list[str] = (),
+                  rate_scale: float | None = None, users: int | None = None) -> CapacityPlan:
+    """Fewest replicas (and GPUs, cost) per variant serving the demand at the SLA.
+
+    The demand is exactly one of `rate_per_s`, `rate_scale`, `users` (see the module docstring).
+    """
+    target = Target(rate_per_s, sla_tps, statistic, ttft_s, gpu_hour_usd, rate_scale, users)
     target.check()
     if max_replicas < 1:
         raise SpecplanError(f"max-replicas must be >= 1, got {max_replicas}")
-    variants, folder, name = variant_mappings(scenario_or_path, rate_per_s, overrides)
+    variants, folder, name = variant_mappings(scenario_or_path, target.load, overrides)
     for _label, raw, where in variants:
         cluster_scenario(raw, 1, folder, name, where)  # fail fast on a bad variant
     jobs = [(raw, label, folder, name, where, target, max_replicas) for label, raw, where in variants]
@@ -230,7 +264,7 @@ def plan_table(plan: CapacityPlan) -> str:
     """The terminal table: replicas, GPUs, SLA, cost per hour, savings against the first variant."""
     t = plan.target
     price = t.gpu_hour_usd
-    head = (f"demand {t.rate_per_s:g} req/s; SLA tokens/s/user {t.statistic} >= {t.sla_tps:g}"
+    head = (f"{t.demand_text()}; SLA tokens/s/user {t.statistic} >= {t.sla_tps:g}"
             + (f", TTFT p99 <= {t.ttft_s:g} s" if t.ttft_s is not None else "")
             + (f"; GPU at ${price:g}/hour" if price is not None else ""))
     cols = ("variant", "replicas", "GPUs", f"tok/s/user {t.statistic}", "tok/s/GPU", "$/hour", "savings")

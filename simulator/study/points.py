@@ -2,8 +2,11 @@
 
 Each point is one validated plain scenario. Its cache key is the sha256 of
 the canonical JSON of its resolved mapping (every default filled in, paths
-absolute, without the `sweep`/`sla` blocks): two points with the same key
-are the same simulation, whatever label or order produced them. A finished
+absolute, without the `sweep`/`sla` blocks) together with the digests of
+every file it reads and of specplan's code (`specplan.simulator.study.inputs`):
+two points with the same key are the same simulation, whatever label or
+order produced them, and a profile or trace edited in place, or another
+specplan, gives a new key. A finished
 point is stored as `points/<key>.json` (written to a temporary file, then
 renamed: a reader never sees half a file), so a sweep killed at any moment
 and started again recomputes only what never finished.
@@ -17,6 +20,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +35,9 @@ from specplan.simulator.scenario import (
     scenario_from_mapping,
 )
 from specplan.simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
+from specplan.simulator.scenario.scaling import SWEEP_NAMES, check_fits
 from specplan.simulator.scenario.study import SlaSpec
+from specplan.simulator.study.inputs import key_inputs
 
 
 @dataclass(frozen=True)
@@ -75,9 +81,14 @@ class SweepPlan:
 
 
 def point_key(scenario: Scenario) -> str:
-    """sha256 of the canonical JSON of the resolved scenario, without `sweep`/`sla`."""
+    """sha256 of the canonical JSON of the resolved scenario (without `sweep`/`sla`) and its inputs.
+
+    The inputs (specplan.simulator.study.inputs) are the digests of every file
+    the scenario reads and specplan's version and code digest.
+    """
     mapping = {k: v for k, v in resolved_mapping(scenario).items() if k not in ("sweep", "sla")}
-    text = json.dumps(clean(mapping), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    material = {"scenario": mapping, "inputs": key_inputs(scenario)}
+    text = json.dumps(clean(material), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -107,14 +118,17 @@ def plan_sweep(source: str | Path | Scenario | dict, overrides: tuple[str, ...] 
     loads: list[tuple[str | None, float | None]] = (
         [(load.kind, v) for v in load.values] if load else [(None, None)])
     seeds = list(sweep.seeds) if sweep and sweep.seeds else [base.seed]
+    if load:
+        fits(base, load.kind, name, "")
     body = strip_study_blocks(raw)
     points = []
     for index, variant in enumerate(variants):
         merged = apply_variant(body, variant)
+        where = f"sweep.variants[{index}] ({variant['label']})" if sweep and sweep.variants else ""
+        own = validated(merged, folder, name, where)
         for load_kind, value in loads:
-            point_raw = apply_load(merged, load_kind, value) if load_kind and value is not None \
-                else copy.deepcopy(merged)
-            where = f"sweep.variants[{index}] ({variant['label']})" if sweep and sweep.variants else ""
+            point_raw = loaded(merged, own, load_kind, value, name, where) \
+                if load_kind and value is not None else copy.deepcopy(merged)
             scenario = validated(point_raw, folder, name, where)
             for seed in seeds:
                 seeded = dataclasses.replace(scenario, seed=seed)
@@ -128,8 +142,32 @@ def validated(raw: dict, folder: Path, name: str, where: str) -> Scenario:
     try:
         return scenario_from_mapping(raw, folder, source=name)
     except ScenarioError as exc:
-        prefix = f"{name}: {where}: " if where else f"{name}: "
-        raise SpecplanError(prefix + str(exc)) from None
+        raise SpecplanError(prefix(name, where) + str(exc)) from None
+
+
+def loaded(raw: dict, scenario: Scenario, load_kind: str, value: float, name: str, where: str,
+           names: Mapping[str, str] = SWEEP_NAMES) -> dict:
+    """`raw` (validated as `scenario`) with its own workload scaled to one load value (sweeps and plans).
+
+    `names` shows the load axes in the refusal when one does not fit the
+    workload (`sweep.load.users`, or the planner's `--rate`, ...).
+    """
+    try:
+        return apply_load(raw, scenario.workload.arrivals, load_kind, value, names)
+    except ScenarioError as exc:
+        raise SpecplanError(prefix(name, where) + str(exc)) from None
+
+
+def fits(scenario: Scenario, load_kind: str, name: str, where: str, names: Mapping[str, str] = SWEEP_NAMES) -> None:
+    """The refusal of `loaded`, before any mapping is built (the base's workload first, then each variant's)."""
+    try:
+        check_fits(scenario.workload.arrivals, load_kind, names)
+    except ScenarioError as exc:
+        raise SpecplanError(prefix(name, where) + str(exc)) from None
+
+
+def prefix(name: str, where: str) -> str:
+    return f"{name}: {where}: " if where else f"{name}: "
 
 
 def normalise(summary: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +182,8 @@ def point_path(points_dir: Path, key: str) -> Path:
 def store_point(points_dir: Path, key: str, summary: dict[str, Any], scenario: Scenario) -> None:
     """Write points/<key>.json atomically (temporary file in the same folder, then os.replace)."""
     points_dir.mkdir(parents=True, exist_ok=True)
-    record = {"key": key, "summary": summary, "scenario": clean(resolved_mapping(scenario))}
+    record = {"key": key, "summary": summary, "scenario": clean(resolved_mapping(scenario)),
+              "inputs": key_inputs(scenario)}
     fd, tmp = tempfile.mkstemp(prefix=f".{key[:12]}.", suffix=".tmp", dir=points_dir)
     try:
         with os.fdopen(fd, "w") as handle:

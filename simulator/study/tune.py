@@ -61,6 +61,7 @@ from specplan.policies.schedule import LengthSchedule
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import strip_study_blocks
+from specplan.simulator.scenario.scaling import natural_axis
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.frontier import (
     THROUGHPUT,
@@ -393,7 +394,7 @@ def tune_inputs(source: str | Path | Scenario | dict, lengths: tuple[int, ...] |
     search = tuple(sorted(set(loads))) if loads else own
     if len(search) < 2 or search[0] <= 0:
         raise SpecplanError(f"{name}: tune needs a load axis of at least two values, all positive (sweep.load, or loads)")
-    kind = load.kind if load else ("users" if base.workload.arrivals.KIND == "closed_loop" else "rate_per_s")
+    kind = load.kind if load else natural_axis(base.workload.arrivals)
     if kind == "users" and any(v != int(v) for v in search):
         raise SpecplanError(f"loads: the load axis counts closed-loop users; give whole numbers, got {list(search)}")
     return TuneInputs(raw, folder, name, base, candidate_lengths(lengths, base.drafter.block_size),

@@ -10,6 +10,7 @@ from specplan.simulator.app.output import summary_table, write_run
 from specplan.simulator.app.progress import simulate_with_progress
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.scenario import load_scenario
+from specplan.simulator.study.points import plan_sweep
 
 
 def add_scenario_args(p: argparse.ArgumentParser) -> None:
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="print nothing")
     p.set_defaults(func=run)
 
-    c = sub.add_parser("check", help="validate a scenario without running it")
+    c = sub.add_parser("check", help="validate a scenario and every point of its sweep without running them")
     add_scenario_args(c)
     c.set_defaults(func=check)
 
@@ -54,7 +55,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
+    """Validate the scenario, then every sweep point exactly as `specplan sweep` expands them."""
     scenario = load_scenario(args.scenario, args.overrides, args.seed)
+    seed = [] if args.seed is None else [f"seed={args.seed}"]
+    plan = plan_sweep(args.scenario, [*args.overrides, *seed])
+    study = f", {len(plan.points)} sweep points over {len(plan.labels)} variant(s)" if scenario.sweep else ""
     print(f"{args.scenario}: ok ({scenario.name}, policy {scenario.policy.name}, "
-          f"{scenario.cluster.replicas} replica(s))")
+          f"{scenario.cluster.replicas} replica(s){study})")
     return 0
