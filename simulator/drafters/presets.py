@@ -86,6 +86,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from itertools import pairwise
 
 import numpy as np
 from scipy.optimize import brentq
@@ -306,15 +307,16 @@ def survival_from_al(al: dict[int, float]) -> np.ndarray:
     """Prefix survival S_1..S_K from AL(k) at some k (AL(0) = 1); gaps share one conditional rate."""
     known = {0: 1.0, **al}
     survival: list[float] = []
-    ks = sorted(known)
-    for lo, hi in zip(ks, ks[1:], strict=False):
+    for lo, hi in pairwise(sorted(known)):
         start = survival[-1] if survival else 1.0
-        gain = known[hi] - known[lo]          # Σ_{j=lo+1..hi} S_j = start · Σ_{i=1..n} r^i
-        n = hi - lo
-        rate = brentq(lambda r, n=n, start=start, gain=gain: start * sum(r**i for i in range(1, n + 1)) - gain,
-                      0.0, 1.5, xtol=1e-14)
-        survival += [start * rate**i for i in range(1, n + 1)]
+        rate = gap_rate(start, hi - lo, known[hi] - known[lo])
+        survival += [start * rate**i for i in range(1, hi - lo + 1)]
     return np.array(survival)
+
+
+def gap_rate(start: float, n: int, gain: float) -> float:
+    """The conditional rate r with start · (r + r² + … + rⁿ) = gain (n = 1: r = gain / start)."""
+    return float(brentq(lambda r: start * sum(r**i for i in range(1, n + 1)) - gain, 0.0, 1.5, xtol=1e-14))
 
 
 def conditional_from_survival(survival: np.ndarray) -> np.ndarray:
