@@ -150,7 +150,7 @@ def test_every_builtin_names_its_source() -> None:
     for name in AIC_BUILTINS:
         meta = load_profile(f"builtin:{name}").provenance
         assert "NVIDIA AIConfigurator" in meta["source"] and "aiconfigurator-core 0.12.0" in meta["package"]
-        assert meta["license"].startswith("Apache-2.0") and meta["backend"] == "vllm 0.24.0"
+        assert meta["license"].startswith("Apache-2.0") and meta["backend"] in ("vllm 0.24.0", "sglang 0.5.14")
     for name in ("synthetic-h200-llama3-8b", "synthetic-b200-llama3-8b"):
         assert load_profile(f"builtin:{name}").provenance["synthetic"] == "yes"
     assert "h200-llama3-8b" not in builtin_names() and "b200-llama3-8b" not in builtin_names()
