@@ -750,6 +750,25 @@ def gemm_samples(system: str, backend: str, version: str) -> dict[str, frozenset
     return {getattr(mode, "name", str(mode)): frozenset(int(m) for m in by_m) for mode, by_m in view.items()}
 
 
+def replica_grid(samples: set[int], q: int, plain: np.ndarray, dp: int) -> np.ndarray:
+    """The B grid of a replica: `token_grid` on one attention rank's tokens, times dp.
+
+    With dp ranks the step at B is the rank's at ceil(B / dp) tokens, a
+    staircase in B; the grid holds B = dp x (the rank's grid), every rank
+    holding the same share (and B = 1), so lookups between two multiples of
+    dp interpolate the rank's curve rather than reproduce the staircase.
+    """
+    if dp == 1:
+        return token_grid(samples, q, plain)
+    ranks = token_grid(samples, q, plain[dp - 1::dp])
+    return np.unique(np.r_[1, ranks * dp]).astype(np.int64)
+
+
+def grid_points(tokens: np.ndarray, dp: int) -> np.ndarray:
+    """The B at which the grid must reproduce the step: every B (dp = 1), or every multiple of dp."""
+    return np.arange(dp, int(tokens[-1]) + 1, dp)
+
+
 def token_grid(samples: set[int], q: int, curve_ms: np.ndarray) -> np.ndarray:
     """Sampled token counts ∪ q·2^k ∪ refinement until linear lookup matches `curve_ms` within tolerance.
 
@@ -806,7 +825,7 @@ def build_profile(target: AicTarget, layout: AicLayout, name: str, command: str,
     ops = list(compiled.ops) if drafter is None else drafter_ops(compiled, drafter)
     pricer = VerifyPricer(compiled, ops, layout.query_tokens, 0 if drafter is None else attention_window(ops))
     plain = np.array([pricer.plain_ms(b) for b in range(1, layout.max_tokens + 1)])
-    tokens = token_grid(gemm_sample_tokens(compiled, ops), layout.query_tokens, plain)
+    tokens = replica_grid(gemm_sample_tokens(compiled, ops), layout.query_tokens, plain, target.dp)
     contexts = context_rows(compiled.kv_capacity_tokens, layout.context_tokens)
     attention = np.array([[pricer.attention_ms(int(b), c) for b in tokens] for c in contexts])
     return StepProfile(
@@ -823,7 +842,8 @@ def provenance(compiled: CompiledTarget, layout: AicLayout, pricer: VerifyPricer
     version = package_version()
     hidden = next(op["Embedding"]["hidden_size"] for op in walk(list(compiled.ops)) if kind_of(op) == "Embedding")
     forward = "verify step of the target" if drafter is None else f"drafter forward: {drafter.describe(hidden)}"
-    grid_error = np.max(np.abs(np.interp(np.arange(1, plain.size + 1), tokens, plain[tokens - 1]) - plain) / plain)
+    b = grid_points(tokens, target.dp)
+    grid_error = np.max(np.abs(np.interp(b, tokens, plain[tokens - 1]) - plain[b - 1]) / plain[b - 1])
     meta = {
         "device": f"{DEVICE_NAMES.get(target.system, target.system)} x {target.gpus} ({target.parallelism()}); "
                   f"AIConfigurator system {target.system}",
@@ -859,7 +879,12 @@ def provenance(compiled: CompiledTarget, layout: AicLayout, pricer: VerifyPricer
         "token_grid": f"{tokens.size} token counts: every m the GEMM tables sample up to {int(tokens[-1])} "
                       f"(both sides of each tile edge), q x 2^k, and refinement until linear lookup matches "
                       f"the estimator's non-attention time at every integer B within {GRID_TOLERANCE:.1%} "
-                      f"(max {grid_error:.2%})",
+                      f"(max {grid_error:.2%})" if target.dp == 1 else
+                      f"{tokens.size} token counts: B = 1 and {target.dp} x the attention rank's grid (every m "
+                      f"the GEMM tables sample, both sides of each tile edge, q x 2^k, refined until linear "
+                      f"lookup matches the rank's non-attention time at every integer rank share within "
+                      f"{GRID_TOLERANCE:.1%}; max {grid_error:.2%} at the multiples of {target.dp}); between "
+                      f"them the rank's curve is interpolated, not the ceil(B/{target.dp}) staircase",
         "context_axis": "total KV context tokens of the batch (cached; the B being verified not counted); "
                         "the last row is the replica's KV capacity",
         "capture_mode": "per-operator GPU kernel latencies summed as the estimator composes them",
