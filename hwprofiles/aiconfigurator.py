@@ -124,6 +124,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.interpolate import RegularGridInterpolator
 
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import SpecplanError
@@ -662,9 +663,6 @@ class MqaTable:
             for i, by_b in by_isl.items():
                 for bt, cell in by_b.items():
                     grid[steps.index(int(s)), isls.index(int(i)), batches.index(int(bt))] = float(cell["latency"])
-        # scipy is a core dependency
-        from scipy.interpolate import RegularGridInterpolator
-
         self.axes = (np.array(steps, float), np.array(isls, float), np.array(batches, float))
         self.lookup = RegularGridInterpolator(self.axes, fill_along_first_axis(grid))
 
