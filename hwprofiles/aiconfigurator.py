@@ -51,6 +51,27 @@ Attention, by the operator the database has for it:
   cache read of R requests, module(R, q·h, C/R + q) − module(R, q·h, q),
   floored at 0 (FlashMLA folds a request's q query tokens into its heads the
   same way).
+- DeepSeek-V4 attention modules (`Dsv4Generation`: CSA, compress ratio 4,
+  with its lightning indexer; HCA, compress ratio 128; the package prices
+  pure sliding-window layers as HCA): the database measures the whole
+  decode module per layer like MLA's, so the same split applies, with the
+  q query tokens folded into the heads (FlashMLA's sparse decode folds them
+  the same way). The module table's head axis is the TP degree's local
+  heads (native / TP, up to the native count at TP1); where q·h exceeds
+  the native count (TP1, data-parallel attention) the cache read is scaled
+  linearly from the native count, module(R, q·h) read = q·h / native ×
+  module(R, native) read (the kernel runs q·h / 64 head tiles, each reading
+  the request's cache; the estimator's own extrapolation beyond the table
+  falls with more heads). CSA's indexer scores the q query tokens of a
+  request against its compressed keys in one paged-MQA-logits call whose
+  cost the module's head axis does not carry (the indexer has its own 64
+  heads at every TP), so CSA layers add mqa(R, q, C/R + q) − mqa(R, 1,
+  C/R + q) from the database's `dsv4_paged_mqa_logits_module` table (batch
+  R, q query tokens, C/R + q cached; linear interpolation on its grid,
+  clamped at its edges). Approximated: CSA selects top-k keys per query
+  token, so a verify's q tokens read up to q different top-k sets where the
+  fold counts one (an under-estimate of at most (q − 1) top-k reads per
+  request and layer).
 - any other operator whose time depends on the KV length (DSA, linear
   attention, Mamba, ...) is refused with an error rather than priced wrong.
 
@@ -75,7 +96,16 @@ Drafter forwards (`AicDrafter`) reuse the target's operators: N of its
 decoder layers (dense, or its MoE layers with `moe`), an optional
 K·hidden → hidden fuse projection (MTP's eh_proj: K = 2; Eagle3: K = 3),
 the final norm and LM head, priced over T tokens = R = ceil(T / q) requests
-of q positions with the same context axis.
+of q positions with the same context axis. For DeepSeek-V4 the drafter's
+layers (the MTP module's, DSpark's) use sliding-window attention: one
+module per layer, priced as the package prices SWA layers (HCA) with the
+KV length capped at the window (128 tokens), with the target's mHC pre/post
+per layer. DSpark's sequential Markov head is not in the forward: the
+simulator prices it per draft position (`markov_head_fraction`).
+
+Every file states how much of its step at a reference point (B = 128
+tokens, 1,024 cached tokens per request) the database measured on silicon,
+and how much came from its empirical or mixed rules, per operator.
 """
 
 from __future__ import annotations
@@ -94,12 +124,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.interpolate import RegularGridInterpolator
 
 from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.profile import StepProfile
 
 INSTALL_HINT = "pip install 'specplan[aic]'"
 CONTEXT_GRID_TOKENS = (0, 16384, 65536, 262144)
+MODULE_KINDS = ("MlaModuleGeneration", "Dsv4Generation")
+REFERENCE_TOKENS = 128           # the reference point of each file's provenance split
+REFERENCE_CACHED = 1024          # cached tokens per request there
 GRID_TOLERANCE = 0.005
 DEVICE_NAMES = {
     "h100_sxm": "NVIDIA H100 SXM 80GB", "h200_sxm": "NVIDIA H200 SXM 141GB", "b200_sxm": "NVIDIA B200 180GB",
@@ -348,10 +382,21 @@ def summarize_model(model: Any, ops: list[dict[str, Any]]) -> str:
         elif kind == "MlaModuleGeneration" and not attention:
             attention = f"MLA, {body['num_heads']} heads per GPU"
             parts.append(attention)
+        elif kind == "Dsv4Generation" and not attention:
+            attention = dsv4_summary(ops)
+            parts.append(attention)
         elif kind == "Moe":
             parts.append(f"MoE {body['num_experts']} experts top-{body['topk']}, expert ffn {body['inter_size']}")
     parts.append(f"aiconfigurator-core model class {type(model).__name__}, nextn {getattr(cfg, 'nextn', 0)}")
     return ", ".join(dict.fromkeys(parts))
+
+
+def dsv4_summary(ops: list[dict[str, Any]]) -> str:
+    bodies = [inner["Dsv4Generation"] for inner in walk(ops) if kind_of(inner) == "Dsv4Generation"]
+    layers = " + ".join(f"{b['attn_kind'].upper()} x {b['scale_factor']:g}" for b in bodies)
+    first = bodies[0]
+    return (f"DeepSeek-V4 attention ({layers} layers; sliding window {first['window_size']}, top-k "
+            f"{first['index_topk']}, indexer {first['index_n_heads']} heads), {first['num_heads']} heads per GPU, mHC")
 
 
 def where(target: AicTarget) -> str:
@@ -384,15 +429,19 @@ def walk(ops: Any) -> Iterator[dict[str, Any]]:
 
 
 def is_module(op: dict[str, Any]) -> bool:
-    """An MLA module (or a Fallback whose primary is one): projections and attention in one table."""
+    """An MLA or DeepSeek-V4 attention module (or a Fallback whose primary is one): one table each."""
     kind = kind_of(op)
     if kind == "Fallback":
-        return kind_of(op[kind]["primary"]) == "MlaModuleGeneration"
-    return kind == "MlaModuleGeneration"
+        return kind_of(op[kind]["primary"]) in MODULE_KINDS
+    return kind in MODULE_KINDS
 
 
 def with_query_heads(op: dict[str, Any], q: int) -> dict[str, Any]:
-    """The same attention operator with q times the query heads (q query tokens per request)."""
+    """The same attention operator with q times the query heads (q query tokens per request).
+
+    A DeepSeek-V4 module stops at its native head count (the table's largest);
+    `head_overflow` gives the linear factor for the rest.
+    """
     out = copy.deepcopy(op)
     for inner in walk(out):
         body = inner[kind_of(inner)]
@@ -400,12 +449,43 @@ def with_query_heads(op: dict[str, Any], q: int) -> dict[str, Any]:
             body["n"] = body["n"] * q
         elif kind_of(inner) == "MlaModuleGeneration":
             body["num_heads"] = body["num_heads"] * q
+        elif kind_of(inner) == "Dsv4Generation":
+            body["num_heads"] = min(body["num_heads"] * q, body["native_heads"])
     return out
 
 
+def head_overflow(op: dict[str, Any], q: int) -> float:
+    """q·h / native for a DeepSeek-V4 module asked for more heads than its native count, else 1."""
+    for inner in walk(op):
+        body = inner[kind_of(inner)]
+        if kind_of(inner) == "Dsv4Generation" and body["num_heads"] * q > body["native_heads"]:
+            return body["num_heads"] * q / body["native_heads"]
+    return 1.0
+
+
+def dsv4_body(op: dict[str, Any]) -> dict[str, Any] | None:
+    """The DeepSeek-V4 module inside `op` (itself or a Fallback's primary), or None."""
+    return next((inner["Dsv4Generation"] for inner in walk(op) if kind_of(inner) == "Dsv4Generation"), None)
+
+
+def is_csa(op: dict[str, Any]) -> bool:
+    body = dsv4_body(op)
+    return body is not None and body["attn_kind"] == "Csa"
+
+
+def csa_layers(op: dict[str, Any]) -> float:
+    """How many CSA layers this module stands for (its scale factor), else 0."""
+    body = dsv4_body(op)
+    return float(body["scale_factor"]) if body is not None and body["attn_kind"] == "Csa" else 0.0
+
+
 def drafter_ops(compiled: CompiledTarget, drafter: AicDrafter) -> list[dict[str, Any]]:
-    """The target's operators cut to `drafter.layers` layers (+ fuse projection); LM head kept."""
-    ops = [copy.deepcopy(op) for op in compiled.ops]
+    """The target's operators cut to `drafter.layers` layers (+ fuse projection); LM head kept.
+
+    DeepSeek-V4's attention modules become one sliding-window module per
+    drafter layer (`swa_modules`); its KV is capped at the window by the pricer.
+    """
+    ops = swa_modules([copy.deepcopy(op) for op in compiled.ops], drafter.layers)
     has_moe = any(kind_of(op) == "Moe" for op in walk(ops))
     if drafter.moe and not has_moe:
         raise ProfileError(f"--drafter-moe: {compiled.target.model} has no MoE layers")
@@ -421,6 +501,26 @@ def drafter_ops(compiled: CompiledTarget, drafter: AicDrafter) -> list[dict[str,
     if drafter.fuse_inputs:
         ops.insert(1, fuse_gemm(ops, drafter.fuse_inputs))
     return ops
+
+
+def swa_modules(ops: list[dict[str, Any]], layers: int) -> list[dict[str, Any]]:
+    """DeepSeek-V4 CSA/HCA modules → one HCA-priced sliding-window module × `layers` (as the package prices SWA)."""
+    modules = [op for op in ops if dsv4_body(op) is not None]
+    if not modules:
+        return ops
+    swa = copy.deepcopy(modules[0])
+    body = dsv4_body(swa)
+    assert body is not None
+    body["attn_kind"], body["scale_factor"] = "Hca", float(layers)
+    at = ops.index(modules[0])
+    rest = [op for op in ops if dsv4_body(op) is None]
+    return [*rest[:at], swa, *rest[at:]]
+
+
+def attention_window(ops: list[dict[str, Any]]) -> int:
+    """The sliding window a DeepSeek-V4 drafter's attention reads (0: none)."""
+    body = next((dsv4_body(op) for op in ops if dsv4_body(op) is not None), None)
+    return int(body["window_size"]) if body is not None else 0
 
 
 def fuse_gemm(ops: list[dict[str, Any]], inputs: int) -> dict[str, Any]:
@@ -444,18 +544,24 @@ class VerifyPricer:
     q·h heads; then evaluates slices of it at the shapes the layout gives.
     """
 
-    def __init__(self, compiled: CompiledTarget, ops: list[dict[str, Any]], q: int) -> None:
+    def __init__(self, compiled: CompiledTarget, ops: list[dict[str, Any]], q: int, window: int = 0) -> None:
         self.q = q
         self.dp = compiled.target.dp
+        self.window = window
         self.where = f"{compiled.target.model} on {where(compiled.target)}"
         plain = [op for op in ops if kind_of(op) != "GenerationAttention" and not is_module(op)]
         direct = [with_query_heads(op, q) for op in ops if kind_of(op) == "GenerationAttention"]
         modules = [op for op in ops if is_module(op)]
-        wide = [with_query_heads(op, q) for op in modules]
-        groups = (plain, direct, modules, wide)
+        folded = [op for op in modules if head_overflow(op, q) == 1.0]
+        overflow = [op for op in modules if head_overflow(op, q) > 1.0]
+        groups = (plain, direct, modules, [with_query_heads(op, q) for op in folded + overflow])
         starts = np.cumsum([0, *(len(g) for g in groups)])
-        self.plain, self.direct, self.modules, self.wide = (
+        self.plain, self.direct, self.modules, wide = (
             list(range(starts[i], starts[i + 1])) for i in range(4))
+        scales = [head_overflow(op, q) for op in overflow]
+        self.wide, self.overflow = wide[:len(folded)], list(zip(wide[len(folded):], scales, strict=True))
+        self.csa_layers = sum(csa_layers(op) for op in modules)
+        self.indexer = mqa_table(compiled, ops) if self.csa_layers and q > 1 else None
         try:
             self.handle = engine_handle(compiled, [op for group in groups for op in group])
         except Exception as exc:  # the package raises many kinds; the user needs one line
@@ -485,10 +591,11 @@ class VerifyPricer:
                 )
 
     def rank_shape(self, tokens: int, context: float) -> tuple[int, int, int]:
-        """(tokens, requests, cached tokens per request) on one attention rank."""
+        """(tokens, requests, cached tokens per request read) on one attention rank."""
         b = math.ceil(tokens / self.dp)
         requests = math.ceil(b / self.q)
-        return b, requests, round(context / self.dp / requests)
+        cached = round(context / self.dp / requests)
+        return b, requests, min(cached, self.window) if self.window else cached
 
     def plain_ms(self, tokens: int) -> float:
         b = math.ceil(tokens / self.dp)
@@ -500,8 +607,21 @@ class VerifyPricer:
         if not self.modules:
             return direct
         base = self.ms(self.modules, b, self.q)
+        return direct + base + max(self.read_ms(requests, cached), 0.0) + self.indexer_ms(requests, cached)
+
+    def read_ms(self, requests: int, cached: int) -> float:
+        """The modules' cache read for R requests of q folded query tokens (scaled past the native heads)."""
         read = self.ms(self.wide, requests, cached + self.q) - self.ms(self.wide, requests, self.q)
-        return direct + base + max(read, 0.0)
+        for index, scale in self.overflow:
+            read += scale * (self.ms([index], requests, cached + self.q) - self.ms([index], requests, self.q))
+        return read
+
+    def indexer_ms(self, requests: int, cached: int) -> float:
+        """CSA's indexer scoring q query tokens instead of the module's one, over the CSA layers."""
+        if self.indexer is None:
+            return 0.0
+        extra = self.indexer.ms(requests, self.q, cached + self.q) - self.indexer.ms(requests, 1, cached + self.q)
+        return self.csa_layers * max(extra, 0.0)
 
     def op_sources(self, tokens: int, context: float) -> str:
         """`name source` per operator at one point: silicon (measured), empirical, mixed, ..."""
@@ -510,6 +630,79 @@ class VerifyPricer:
             self.direct + self.modules, requests, cached + self.q)
         seen = {name.removeprefix("generation_"): source for name, _, _, source, *_ in entries}
         return ", ".join(f"{name} {source}" for name, source in seen.items())
+
+    def op_split(self, tokens: int, context: float) -> list[tuple[str, float, str]]:
+        """(operator, ms, source) at one point; the sum is step_ms(tokens, context)."""
+        b, requests, cached = self.rank_shape(tokens, context)
+        split: dict[str, list] = {}
+        for name, ms, _, source, *_ in self.evaluate(self.plain, requests, self.q, b):
+            split.setdefault(name.removeprefix("generation_"), [0.0, source])[0] += ms
+        attention = self.attention_ms(tokens, context) - self.indexer_ms(requests, cached)
+        sources = {entry[3] for entry in self.evaluate(self.direct + self.modules, requests, cached + self.q)}
+        if self.direct or self.modules:
+            split["attention"] = [attention, "/".join(sorted(sources))]
+        if self.indexer is not None:
+            split["indexer_mqa_logits"] = [self.indexer_ms(requests, cached), "silicon"]
+        return [(name, float(ms), source) for name, (ms, source) in split.items()]
+
+
+class MqaTable:
+    """The database's paged-MQA-logits table (DeepSeek-V4's indexer): ms at (batch, query tokens, cached).
+
+    Linear interpolation on its (cached, query tokens, batch) grid, inputs
+    clamped to the grid's edges; cells it did not sample take the nearest
+    sampled KV length of the same batch and query count.
+    """
+
+    def __init__(self, view: dict[Any, Any]) -> None:
+        steps = sorted(int(k) for k in view)
+        isls = sorted({int(i) for by_isl in view.values() for i in by_isl})
+        batches = sorted({int(b) for by_isl in view.values() for by_b in by_isl.values() for b in by_b})
+        grid = np.full((len(steps), len(isls), len(batches)), np.nan)
+        for s, by_isl in view.items():
+            for i, by_b in by_isl.items():
+                for bt, cell in by_b.items():
+                    grid[steps.index(int(s)), isls.index(int(i)), batches.index(int(bt))] = float(cell["latency"])
+        self.axes = (np.array(steps, float), np.array(isls, float), np.array(batches, float))
+        self.lookup = RegularGridInterpolator(self.axes, fill_along_first_axis(grid))
+
+    def ms(self, batch: int, query_tokens: int, cached: int) -> float:
+        point = [float(np.clip(v, a[0], a[-1])) for v, a in zip((cached, query_tokens, batch), self.axes, strict=True)]
+        value = float(self.lookup(point)[0])
+        if math.isnan(value):
+            raise ProfileError(f"the paged-MQA-logits table has no sample near batch {batch}, "
+                                f"{query_tokens} query tokens")
+        return value
+
+
+def fill_along_first_axis(grid: np.ndarray) -> np.ndarray:
+    """NaN cells take the nearest sampled value along axis 0 (the KV length); all-NaN lines stay NaN."""
+    out = grid.copy()
+    index = np.arange(grid.shape[0])
+    for j in range(grid.shape[1]):
+        for k in range(grid.shape[2]):
+            known = ~np.isnan(grid[:, j, k])
+            if known.any():
+                nearest = index[known][np.abs(index[:, None] - index[known][None, :]).argmin(axis=1)]
+                out[:, j, k] = grid[nearest, j, k]
+    return out
+
+
+def mqa_table(compiled: CompiledTarget, ops: list[dict[str, Any]]) -> MqaTable:
+    """The indexer's table for these CSA modules' indexer heads, or a one-line error."""
+    target = compiled.target
+    db = database(target.system, target.backend, target.backend_version)
+    heads = next(int(body["index_n_heads"]) for op in ops if is_csa(op) and (body := dsv4_body(op)) is not None)
+    # aiconfigurator-core is the optional 'aic' extra
+    from aiconfigurator_core.sdk.engine_table_view import fetch_table_view
+
+    with quiet():
+        view = fetch_table_view(db, "_dsv4_sparse_kernel_data.paged_mqa_logits") or {}
+    by_tp = view.get(heads) or {}
+    if not by_tp:
+        raise ProfileError(f"{target.model} on {where(target)}: the database has no paged-MQA-logits table for "
+                            f"{heads} indexer heads, so CSA layers cannot be priced for multi-token queries")
+    return MqaTable(by_tp[min(by_tp)])
 
 
 def engine_handle(compiled: CompiledTarget, ops: list[dict[str, Any]]) -> Any:
@@ -553,6 +746,25 @@ def gemm_samples(system: str, backend: str, version: str) -> dict[str, frozenset
     with quiet():
         view = fetch_table_view(db, "_gemm_data") or {}
     return {getattr(mode, "name", str(mode)): frozenset(int(m) for m in by_m) for mode, by_m in view.items()}
+
+
+def replica_grid(samples: set[int], q: int, plain: np.ndarray, dp: int) -> np.ndarray:
+    """The B grid of a replica: `token_grid` on one attention rank's tokens, times dp.
+
+    With dp ranks the step at B is the rank's at ceil(B / dp) tokens, a
+    staircase in B; the grid holds B = dp x (the rank's grid), every rank
+    holding the same share (and B = 1), so lookups between two multiples of
+    dp interpolate the rank's curve rather than reproduce the staircase.
+    """
+    if dp == 1:
+        return token_grid(samples, q, plain)
+    ranks = token_grid(samples, q, plain[dp - 1::dp])
+    return np.unique(np.r_[1, ranks * dp]).astype(np.int64)
+
+
+def grid_points(tokens: np.ndarray, dp: int) -> np.ndarray:
+    """The B at which the grid must reproduce the step: every B (dp = 1), or every multiple of dp."""
+    return np.arange(dp, int(tokens[-1]) + 1, dp)
 
 
 def token_grid(samples: set[int], q: int, curve_ms: np.ndarray) -> np.ndarray:
@@ -609,9 +821,9 @@ def build_profile(target: AicTarget, layout: AicLayout, name: str, command: str,
                   drafter: AicDrafter | None) -> StepProfile:
     compiled = compile_target(target, layout.max_tokens, layout.query_tokens, layout.memory_fraction)
     ops = list(compiled.ops) if drafter is None else drafter_ops(compiled, drafter)
-    pricer = VerifyPricer(compiled, ops, layout.query_tokens)
+    pricer = VerifyPricer(compiled, ops, layout.query_tokens, 0 if drafter is None else attention_window(ops))
     plain = np.array([pricer.plain_ms(b) for b in range(1, layout.max_tokens + 1)])
-    tokens = token_grid(gemm_sample_tokens(compiled, ops), layout.query_tokens, plain)
+    tokens = replica_grid(gemm_sample_tokens(compiled, ops), layout.query_tokens, plain, target.dp)
     contexts = context_rows(compiled.kv_capacity_tokens, layout.context_tokens)
     attention = np.array([[pricer.attention_ms(int(b), c) for b in tokens] for c in contexts])
     return StepProfile(
@@ -628,8 +840,9 @@ def provenance(compiled: CompiledTarget, layout: AicLayout, pricer: VerifyPricer
     version = package_version()
     hidden = next(op["Embedding"]["hidden_size"] for op in walk(list(compiled.ops)) if kind_of(op) == "Embedding")
     forward = "verify step of the target" if drafter is None else f"drafter forward: {drafter.describe(hidden)}"
-    grid_error = np.max(np.abs(np.interp(np.arange(1, plain.size + 1), tokens, plain[tokens - 1]) - plain) / plain)
-    return {
+    b = grid_points(tokens, target.dp)
+    grid_error = np.max(np.abs(np.interp(b, tokens, plain[tokens - 1]) - plain[b - 1]) / plain[b - 1])
+    meta = {
         "device": f"{DEVICE_NAMES.get(target.system, target.system)} x {target.gpus} ({target.parallelism()}); "
                   f"AIConfigurator system {target.system}",
         "model": f"{target.model} ({compiled.model_summary})",
@@ -664,10 +877,57 @@ def provenance(compiled: CompiledTarget, layout: AicLayout, pricer: VerifyPricer
         "token_grid": f"{tokens.size} token counts: every m the GEMM tables sample up to {int(tokens[-1])} "
                       f"(both sides of each tile edge), q x 2^k, and refinement until linear lookup matches "
                       f"the estimator's non-attention time at every integer B within {GRID_TOLERANCE:.1%} "
-                      f"(max {grid_error:.2%})",
+                      f"(max {grid_error:.2%})" if target.dp == 1 else
+                      f"{tokens.size} token counts: B = 1 and {target.dp} x the attention rank's grid (every m "
+                      f"the GEMM tables sample, both sides of each tile edge, q x 2^k, refined until linear "
+                      f"lookup matches the rank's non-attention time at every integer rank share within "
+                      f"{GRID_TOLERANCE:.1%}; max {grid_error:.2%} at the multiples of {target.dp}); between "
+                      f"them the rank's curve is interpolated, not the ceil(B/{target.dp}) staircase",
         "context_axis": "total KV context tokens of the batch (cached; the B being verified not counted); "
                         "the last row is the replica's KV capacity",
         "capture_mode": "per-operator GPU kernel latencies summed as the estimator composes them",
         "statistic": "the database's per-operator latency (one value per shape, no spread); attention_ms "
                      "is the attention part of step_ms",
     }
+    if any(dsv4_body(op) is not None for op in pricer_ops(compiled, drafter)):
+        meta["composition"] += DSV4_COMPOSITION
+        meta["approximations"] += DSV4_APPROXIMATIONS
+    return {**meta, **source_split(pricer, min(int(tokens[-1]), REFERENCE_TOKENS))}
+
+
+DSV4_COMPOSITION = (
+    "; DeepSeek-V4 modules (CSA, HCA): as MLA modules, heads capped at the native count and the cache read "
+    "scaled linearly beyond it, + CSA layers x max(0, mqa(R, q, C/R+q) - mqa(R, 1, C/R+q)) from the "
+    "paged-MQA-logits table (the indexer's extra query tokens); a V4 drafter's layers: one sliding-window "
+    "module per layer, priced as HCA with KV capped at the window"
+)
+DSV4_APPROXIMATIONS = (
+    "; CSA's per-token top-k reads folded into one read per request (under-estimates by up to q-1 top-k reads "
+    "per request and layer); beyond the native head count the read is scaled linearly; DSpark's Markov head "
+    "not in a drafter forward (the simulator prices it per position)"
+)
+
+
+def pricer_ops(compiled: CompiledTarget, drafter: AicDrafter | None) -> list[dict[str, Any]]:
+    return list(compiled.ops) if drafter is None else drafter_ops(compiled, drafter)
+
+
+def source_split(pricer: VerifyPricer, tokens: int) -> dict[str, str]:
+    """`provenance` (silicon / empirical / mixed shares of the step) and one `op.NAME` line per operator."""
+    requests = math.ceil(math.ceil(tokens / pricer.dp) / pricer.q)
+    context = requests * REFERENCE_CACHED * pricer.dp
+    split = pricer.op_split(tokens, context)
+    total = sum(ms for _, ms, _ in split)
+    shares: dict[str, float] = {}
+    for _, ms, source in split:
+        for part in source.split("/"):
+            shares[part] = shares.get(part, 0.0) + ms / len(source.split("/"))
+    where_at = f"at B = {tokens}, C = {context} ({REFERENCE_CACHED} cached tokens per request), {total:.3f} ms"
+    others = [f"{name} {source} {100 * ms / total:.0f}%" for name, ms, source in split
+              if source != "silicon" and ms >= 0.005 * total]
+    ranked = sorted(shares.items(), key=lambda kv: -kv[1])
+    meta = {"provenance": ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in ranked) + f" of the step {where_at}"
+            + (f" (not silicon: {', '.join(others)})" if others else "")}
+    for name, ms, source in split:
+        meta[f"op.{name}"] = f"{ms:.4f} ms, {100 * ms / total:.1f}%, {source}"
+    return meta

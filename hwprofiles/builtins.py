@@ -11,7 +11,8 @@ reproduces the committed CSVs byte for byte (tests check it):
 - synthetic rooflines (`synthetic-*`, `hwprofiles/roofline.py`);
 - imported from NVIDIA AIConfigurator's database (`aiconfigurator.py`; needs
   the `aic` extra, not ../shared): verify-step profiles and drafter-forward
-  profiles built from the same operators (`*-mtp`, `*-drafter-*`).
+  profiles built from the same operators (`*-mtp`, `*-drafter-*`,
+  `*-dspark`), DeepSeek-V4 included (`v4_builtins`).
 
 The profiles measured on a machine (`cpu-*`, `h200-*-measured`) are written
 by `specplan profile` instead and are not touched here.
@@ -67,6 +68,47 @@ AIC_BUILTINS: dict[str, tuple[AicTarget, AicLayout, AicDrafter | None]] = {
     "h200-deepseek-v3-tp8ep8-vllm-drafter-3moe": (DEEPSEEK_V3, AicLayout(query_tokens=5),
                                                   AicDrafter(layers=3, moe=True)),
 }
+
+# DeepSeek-V4 (aiconfigurator-core 0.12.0's V4 configs and tables). Checkpoints: the released FP4-expert
+# ones under vLLM on Blackwell; the FP8 ones (sgl-project/*-FP8) on the H200 (no FP4 MoE tables there) and
+# under SGLang (its tables hold FP8 MoE only). Topologies: TP8/EP8, and data-parallel attention (TP1 x DP8)
+# with EP8. Left out, with the reason: V4-Pro on 8 x H200 (FP8 weights do not fit), V4-Pro DP8 on B200 and
+# under SGLang (the package's memory model leaves no KV cache), GB300 (same GPU as the B300; its vLLM MoE
+# term is twice the B300's at one token).
+V4_FLASH, V4_PRO = "deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4-Pro"
+V4_FLASH_FP8, V4_PRO_FP8 = "sgl-project/DeepSeek-V4-Flash-FP8", "sgl-project/DeepSeek-V4-Pro-FP8"
+BACKENDS = {"vllm": "0.24.0", "sglang": "0.5.14"}
+TOPOLOGIES = {"tp8ep8": (8, 1), "dp8ep8": (1, 8)}
+V4_TARGETS = [  # (system, model family, topology, backend, checkpoint)
+    *((s, "flash", t, "vllm", V4_FLASH_FP8 if s == "h200_sxm" else V4_FLASH)
+      for s in ("h200_sxm", "b200_sxm", "b300_sxm") for t in TOPOLOGIES),
+    *((s, "flash", t, "sglang", V4_FLASH_FP8) for s in ("h200_sxm", "b200_sxm", "b300_sxm") for t in TOPOLOGIES),
+    ("b200_sxm", "pro", "tp8ep8", "vllm", V4_PRO), ("b300_sxm", "pro", "tp8ep8", "vllm", V4_PRO),
+    ("b300_sxm", "pro", "dp8ep8", "vllm", V4_PRO), ("b300_sxm", "pro", "tp8ep8", "sglang", V4_PRO_FP8),
+]
+# the verify step (4 query tokens per request); DeepSeek-V4's MTP module (eh_proj + 1 MoE layer with
+# sliding-window attention and mHC + LM head, one position per request); DSpark-5's drafter (3 MoE layers
+# + mHC + sliding-window attention + LM head over the anchor and 5 mask positions; the Markov head is
+# priced by the simulator)
+V4_FORWARDS: dict[str, tuple[AicLayout, AicDrafter | None]] = {
+    "": (AicLayout(), None),
+    "-mtp": (AicLayout(query_tokens=1), AicDrafter(layers=1, moe=True, fuse_inputs=2)),
+    "-dspark": (AicLayout(query_tokens=6), AicDrafter(layers=3, moe=True)),
+}
+
+
+def v4_builtins() -> dict[str, tuple[AicTarget, AicLayout, AicDrafter | None]]:
+    out = {}
+    for system, family, topology, backend, model in V4_TARGETS:
+        tp, dp = TOPOLOGIES[topology]
+        target = AicTarget(model, system, backend, BACKENDS[backend], tp=tp, ep=8, dp=dp)
+        for suffix, (layout, drafter) in V4_FORWARDS.items():
+            name = f"{system.removesuffix('_sxm')}-deepseek-v4-{family}-{topology}-{backend}{suffix}"
+            out[name] = (target, layout, drafter)
+    return out
+
+
+AIC_BUILTINS.update(v4_builtins())
 
 
 def synthetic_builtins() -> dict[str, Callable[[], StepProfile]]:

@@ -131,15 +131,33 @@ def test_without_the_package_the_command_says_how_to_install_it(cli, tmp_path, m
 # --- the built-ins -----------------------------------------------------------------------------
 
 
+# DeepSeek-V4 files regenerated here: one per code path (folded heads + indexer, heads past the native
+# count on a DP8 grid, SGLang's sliding-window DSpark drafter over 6 positions, a DP8 MTP module); all 48
+# regenerate byte for byte with `python -m specplan.hwprofiles.builtins` (~30 s), and every one's recorded
+# command is checked against its entry below.
+V4_REGENERATED = ("b200-deepseek-v4-flash-tp8ep8-vllm", "b300-deepseek-v4-pro-dp8ep8-vllm",
+                  "h200-deepseek-v4-flash-tp8ep8-sglang-dspark", "b300-deepseek-v4-flash-dp8ep8-sglang-mtp")
+
+
 @needs_aic
 def test_aic_builtins_regenerate_byte_for_byte(tmp_path) -> None:
     from specplan.hwprofiles.builtins import regenerate_aic
 
-    written = regenerate_aic(tmp_path)
-    assert {p.stem for p in written} == set(AIC_BUILTINS) and set(AIC_BUILTINS) <= set(builtin_names())
+    names = [n for n in AIC_BUILTINS if "deepseek-v4" not in n] + list(V4_REGENERATED)
+    written = regenerate_aic(tmp_path, names)
+    assert {p.stem for p in written} == set(names) and set(AIC_BUILTINS) <= set(builtin_names())
     for path in written:
         assert path.read_bytes() == (DATA_DIR / path.name).read_bytes(), path.name
         assert path.stat().st_size < 40_000, path.name
+
+
+def test_every_aic_builtin_records_the_command_of_its_entry() -> None:
+    from specplan.hwprofiles.aiconfigurator import aic_command
+
+    for name, (target, layout, drafter) in AIC_BUILTINS.items():
+        assert (DATA_DIR / f"{name}.csv").stat().st_size < 40_000, name
+        source = load_profile(f"builtin:{name}").provenance["source"]
+        assert source.endswith(f"({aic_command(target, layout, drafter)})"), name
 
 
 def test_every_builtin_names_its_source() -> None:
@@ -150,19 +168,23 @@ def test_every_builtin_names_its_source() -> None:
     for name in AIC_BUILTINS:
         meta = load_profile(f"builtin:{name}").provenance
         assert "NVIDIA AIConfigurator" in meta["source"] and "aiconfigurator-core 0.12.0" in meta["package"]
-        assert meta["license"].startswith("Apache-2.0") and meta["backend"] == "vllm 0.24.0"
+        assert meta["license"].startswith("Apache-2.0") and meta["backend"] in ("vllm 0.24.0", "sglang 0.5.14")
     for name in ("synthetic-h200-llama3-8b", "synthetic-b200-llama3-8b"):
         assert load_profile(f"builtin:{name}").provenance["synthetic"] == "yes"
     assert "h200-llama3-8b" not in builtin_names() and "b200-llama3-8b" not in builtin_names()
 
 
 def test_aic_builtins_reach_a_production_token_budget_and_keep_the_cliffs() -> None:
-    for name, (_, layout, _) in AIC_BUILTINS.items():
+    for name, (target, layout, _) in AIC_BUILTINS.items():
         profile = load_profile(f"builtin:{name}")
         assert profile.max_tokens == 8192 and profile.context_tokens[0] == 0, name
-        assert {64, 65, 128, 129, 512, 513, 4096, 4097} <= set(profile.tokens.tolist()), name
-        powers = {layout.query_tokens * 2**k for k in range(12)}
+        dp = target.dp     # data-parallel attention: the edges are the rank's, at dp x its tokens
+        edges = {dp * m for m in (64, 65, 128, 129, 512, 513, 4096, 4097) if dp * m <= 8192}
+        assert edges <= set(profile.tokens.tolist()), name
+        powers = {dp * layout.query_tokens * 2**k for k in range(12)}
         assert {p for p in powers if p <= 8192} <= set(profile.tokens.tolist()), name
+        if dp > 1:
+            assert set(profile.tokens.tolist()) - {1} <= set(range(dp, 8193, dp)), name
     llama = load_profile("builtin:h200-llama3.1-8b-vllm")
     assert llama.step_ms(513, 0) > 1.03 * llama.step_ms(512, 0)     # a measured tile edge, not smoothed
 

@@ -8,7 +8,15 @@ runs. Valid names:
 - targets `qwen3-4b`, `qwen3-8b`, `qwen3-14b`, `gemma4-12b` with families
   `eagle3`, `dflash`, `dspark` (DSpark paper Table 1, DESIGN.md §1);
 - `deepseek-v3` with family `mtp` (multi-token prediction modules);
-- `weak-dspark` with family `dspark` (a public under-trained drafter).
+- `weak-dspark` with family `dspark` (a public under-trained drafter);
+- measured DeepSeek-V4 curves (below): `deepseek-v4-pro` with `dspark`
+  and `mtp` (thinking on), `deepseek-v4-pro-nothink` with `mtp`,
+  `deepseek-v4.1-flash` with `dspark`.
+
+`PRESET_INFO[(preset, family)]` states each curve's source, its basis
+(published per-position, derived from measured accepted lengths, fitted,
+or assumed) and `max_block`, the largest block size its data covers
+(`fitted_max_block`); beyond it a curve is continued by an assumed rule.
 
 How the target curves are fitted (block 7, the published block):
 
@@ -65,11 +73,27 @@ resolved scenario.
 `weak-dspark`: prefix survival 60.5/34.1/18.6/9.9/5.2/2.7/1.4% (τ ≈ 2.33)
 turned into conditional acceptance p_k = S_k / S_{k−1}, the same curve for
 every domain, continued past 7 by the rule above.
+
+Measured DeepSeek-V4 curves (SemiAnalysis InferenceX `golden_al_distribution`:
+accepted length AL(k), bonus included, with k drafted tokens, SPEED-Bench
+coding, B300, vLLM). Derived, not fitted: the prefix survival S_k = AL(k) −
+AL(k−1) (AL(0) = 1), so p_k = S_k / S_{k−1}, and τ of the first k positions
+is AL(k) exactly. Where only some k are measured (MTP thinking off: k = 1,
+3, 5) the positions between two measured k share one conditional rate
+(geometric survival), solved so both measured AL are reproduced:
+interpolated, stated as such. One mix was measured, so every domain gets
+the same curve. `deepseek-v4.1-flash` publishes one point (DSpark-5 AL 3.51):
+the V4-Pro DSpark shape shifted by one logit offset solved to it (fitted).
+Past a curve's last measured k it continues by the assumed rule of its
+family: DSpark by the per-domain tail decay above, MTP by the 0.5-per-
+position logit decay; `specplan` labels both as assumed.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
+from itertools import pairwise
 
 import numpy as np
 from scipy.optimize import brentq
@@ -125,14 +149,65 @@ MTP_POSITION1 = {"math": 0.90, "code": 0.88, "chat": 0.85}
 MTP_LOGIT_DECAY = 0.5
 WEAK_DSPARK_SURVIVAL = (0.605, 0.341, 0.186, 0.099, 0.052, 0.027, 0.014)
 
-FITTED_BLOCK = 15  # the tail rule is fitted at γ = 15 (DSPARK_GAIN_AT_15)
+# Refusal bound (drafter.acceptance.extrapolate lifts it): the tail rule is fitted at
+# γ = 15 (DSPARK_GAIN_AT_15). PRESET_INFO below says, per preset, the range its data
+# covers (max_block) and how positions past it are continued (labelled "assumed").
+FITTED_BLOCK = 15
 PRESET_FITTED_BLOCK: dict[str, int] = {}  # presets fitted to a shorter block than FITTED_BLOCK
+INFERENCEX = ("SemiAnalysis InferenceX golden_al_distribution (SPEED-Bench coding, B300, vLLM), "
+              "as quoted in issue 22")
+# measured accepted lengths AL(k), k drafted tokens -> AL (bonus included)
+MEASURED_AL: dict[tuple[str, str], dict[int, float]] = {
+    ("deepseek-v4-pro", "dspark"): {1: 1.84, 2: 2.51, 3: 3.01, 4: 3.36, 5: 3.61, 6: 3.77},
+    ("deepseek-v4-pro", "mtp"): {1: 1.79, 2: 2.27, 3: 2.49, 4: 2.54, 5: 2.55},          # thinking on
+    ("deepseek-v4-pro-nothink", "mtp"): {1: 1.92, 3: 2.97, 5: 3.10},                     # thinking off
+}
+V41_FLASH_DSPARK_AL5 = 3.51      # DeepSeek-V4.1-Flash, DSpark-5
+
+
+@dataclass(frozen=True)
+class PresetInfo:
+    """Where a preset's curve comes from and the block sizes its data covers."""
+
+    source: str
+    basis: str              # "published" | "derived" | "derived, interpolated" | "fitted" | "assumed"
+    max_block: int | None   # largest γ the data covers (None: no bound published)
+    beyond: str             # how positions past max_block are continued
+
+
+PRESET_INFO: dict[tuple[str, str], PresetInfo] = {
+    **{(t, f): PresetInfo("DSpark paper Table 1 (domain means), Fig. 2 end points", "fitted", PUBLISHED_BLOCK,
+                          "assumed: per-domain logit tail decay fitted to DSpark's gain at γ = 15")
+       for t in TARGETS for f in TARGET_FAMILIES},
+    ("deepseek-v3", "mtp"): PresetInfo("DeepSeek-V3 report (85-90% second-token acceptance), SGLang AL ~1.9",
+                                       "published position 1; positions > 1 assumed", 1,
+                                       "assumed: 0.5-per-position logit decay (static MTP-k)"),
+    ("weak-dspark", "dspark"): PresetInfo("public under-trained drafter's prefix survival", "derived",
+                                          PUBLISHED_BLOCK, "assumed: per-domain logit tail decay"),
+    ("deepseek-v4-pro", "dspark"): PresetInfo(INFERENCEX, "derived", 6, "assumed: per-domain logit tail decay"),
+    ("deepseek-v4-pro", "mtp"): PresetInfo(INFERENCEX + ", thinking on", "derived", 5,
+                                           "assumed: 0.5-per-position logit decay"),
+    ("deepseek-v4-pro-nothink", "mtp"): PresetInfo(
+        INFERENCEX + ", thinking off (k = 1, 3, 5 measured)", "derived, interpolated (k = 2, 4)", 5,
+        "assumed: 0.5-per-position logit decay"),
+    ("deepseek-v4.1-flash", "dspark"): PresetInfo(
+        INFERENCEX + " (DSpark-5 AL 3.51 only)", "fitted: the V4-Pro DSpark shape, one logit offset", 5,
+        "assumed: per-domain logit tail decay"),
+}
 
 PRESET_FAMILIES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(TARGETS, TARGET_FAMILIES),
     "deepseek-v3": ("mtp",),
     "weak-dspark": ("dspark",),
+    "deepseek-v4-pro": ("dspark", "mtp"),
+    "deepseek-v4-pro-nothink": ("mtp",),
+    "deepseek-v4.1-flash": ("dspark",),
 }
+
+
+def fitted_max_block(preset: str, family: str) -> int | None:
+    """The largest block size the preset's data covers (beyond it the curve is assumed)."""
+    return PRESET_INFO[(preset, family)].max_block
 
 
 def check_preset(preset: str, family: str, path: str = "drafter.acceptance.preset") -> None:
@@ -172,6 +247,10 @@ def preset_curves(preset: str, family: str, block_size: int) -> dict[str, np.nda
     if preset == "weak-dspark":
         base = weak_dspark_curve()
         return {d: extend(base, block_size, tail_slope(d)) for d in DOMAINS}
+    if (preset, family) in MEASURED_AL or preset == "deepseek-v4.1-flash":
+        base = v4_curve(preset, family)
+        return {d: extend(base, block_size, tail_slope(d) if family == "dspark" else -MTP_LOGIT_DECAY)
+                for d in DOMAINS}
     return {d: extend(target_curve(preset, family, d), block_size, tail_slope(d)) for d in DOMAINS}
 
 
@@ -248,3 +327,34 @@ def weak_dspark_curve() -> np.ndarray:
     """Conditional acceptance from the public weak drafter's prefix survival."""
     survival = np.asarray(WEAK_DSPARK_SURVIVAL)
     return survival / np.r_[1.0, survival[:-1]]
+
+
+def survival_from_al(al: dict[int, float]) -> np.ndarray:
+    """Prefix survival S_1..S_K from AL(k) at some k (AL(0) = 1); gaps share one conditional rate."""
+    known = {0: 1.0, **al}
+    survival: list[float] = []
+    for lo, hi in pairwise(sorted(known)):
+        start = survival[-1] if survival else 1.0
+        rate = gap_rate(start, hi - lo, known[hi] - known[lo])
+        survival += [start * rate**i for i in range(1, hi - lo + 1)]
+    return np.array(survival)
+
+
+def gap_rate(start: float, n: int, gain: float) -> float:
+    """The conditional rate r with start · (r + r² + … + rⁿ) = gain (n = 1: r = gain / start)."""
+    return float(brentq(lambda r: start * sum(r**i for i in range(1, n + 1)) - gain, 0.0, 1.5, xtol=1e-14))
+
+
+def conditional_from_survival(survival: np.ndarray) -> np.ndarray:
+    """p_k = S_k / S_{k-1} (S_0 = 1)."""
+    return survival / np.r_[1.0, survival[:-1]]
+
+
+@cache
+def v4_curve(preset: str, family: str) -> np.ndarray:
+    """A measured DeepSeek-V4 curve (derived from AL(k)), or V4.1-Flash's fitted one."""
+    if preset == "deepseek-v4.1-flash":
+        shape = logit(v4_curve("deepseek-v4-pro", "dspark")[:5])
+        shift = brentq(lambda x: expected_tau(sigmoid(shape + x)) - V41_FLASH_DSPARK_AL5, -10.0, 10.0, xtol=1e-12)
+        return sigmoid(shape + shift)
+    return conditional_from_survival(survival_from_al(MEASURED_AL[(preset, family)]))

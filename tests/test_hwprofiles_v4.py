@@ -1,0 +1,182 @@
+"""DeepSeek-V4 built-ins from AIConfigurator's tables: verify-shaped rules, drafters, provenance, limits.
+
+The V4 attention modules (CSA with its indexer, HCA) get the MLA split with
+the query tokens folded into heads, the indexer's extra query tokens from
+its own table, and a linear head scale past the native count; drafters read
+a sliding window. Figures written out below come from the models' configs
+(hidden sizes, ranks, expert counts) and the GPUs' HBM bandwidths.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import numpy as np
+import pytest
+
+from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.builtins import AIC_BUILTINS
+
+needs_aic = pytest.mark.skipif(importlib.util.find_spec("aiconfigurator_core") is None,
+                               reason="aiconfigurator-core (the 'aic' extra) is not installed")
+V4 = sorted(name for name in AIC_BUILTINS if "deepseek-v4" in name)
+PRO, FLASH = "deepseek-ai/DeepSeek-V4-Pro", "deepseek-ai/DeepSeek-V4-Flash"
+
+
+def pricer(model: str, system: str, q: int, tp: int = 8, dp: int = 1, drafter=None):
+    from specplan.hwprofiles.aiconfigurator import (
+        AicTarget,
+        VerifyPricer,
+        attention_window,
+        compile_target,
+        drafter_ops,
+    )
+
+    compiled = compile_target(AicTarget(model, system, tp=tp, ep=8, dp=dp), 512, q, 0.9)
+    ops = list(compiled.ops) if drafter is None else drafter_ops(compiled, drafter)
+    return compiled, VerifyPricer(compiled, ops, q, attention_window(ops) if drafter else 0)
+
+
+@needs_aic
+def test_the_issue_command_now_writes_a_v4_pro_profile(cli, tmp_path) -> None:
+    status, _out, err = cli("profile", "--source", "aiconfigurator", "--model", PRO, "--system", "b300_sxm",
+                           "--tp", "8", "--ep", "8", "--max-tokens", "64", "--total-context", "0,65536",
+                           "--out", tmp_path / "p.csv")
+    assert status == 0, err
+    text = (tmp_path / "p.csv").read_text()
+    assert "DeepSeek-V4 attention (HCA x 31 + CSA x 30 layers" in text and "# op.moe_overlap:" in text
+
+
+@needs_aic
+def test_one_token_per_request_is_the_estimators_own_v4_decode() -> None:
+    from specplan.hwprofiles.aiconfigurator import engine_handle
+
+    compiled, one = pricer(FLASH, "b200_sxm", 1)
+    assert one.indexer is None                    # one query token: the module's own indexer call
+    handle = engine_handle(compiled, list(compiled.ops))
+    everything = list(range(len(compiled.ops)))
+    for b in (1, 16, 128):
+        estimator = sum(e[1] for e in handle.evaluate_generation_ops(everything, batch_size=b, s=1025, x=None))
+        assert one.plain_ms(b) + one.attention_ms(b, b * 1024) == pytest.approx(estimator, rel=1e-9)
+
+
+@needs_aic
+def test_a_v4_verify_reads_each_cache_once_and_adds_the_indexers_query_tokens() -> None:
+    _, verify = pricer(FLASH, "b200_sxm", 4)      # 32 requests x 4 query tokens
+    _, decodes = pricer(FLASH, "b200_sxm", 1)     # 128 one-token requests, each its own cache
+    assert verify.csa_layers == 21 and verify.indexer is not None
+    assert verify.attention_ms(128, 32 * 16384) < decodes.attention_ms(128, 128 * 16384)
+    extra = verify.indexer.ms(32, 4, 16388) - verify.indexer.ms(32, 1, 16388)
+    assert extra > 0 and verify.indexer_ms(32, 16384) == pytest.approx(21 * extra)
+    # the indexer's table: 4 query rows per request cost more than 1, batch 1024 more than 1
+    assert verify.indexer.ms(1024, 4, 0) > verify.indexer.ms(1024, 1, 0)
+
+
+@needs_aic
+def test_heads_past_the_native_count_scale_the_read_linearly() -> None:
+    """TP1 (data-parallel attention): 128 local heads x 4 query tokens > 128 native heads."""
+    _, dp = pricer(PRO, "b300_sxm", 4, tp=1, dp=8)
+    assert dp.wide == [] and [scale for _, scale in dp.overflow] == [4.0, 4.0]
+    _, tp = pricer(PRO, "b300_sxm", 4)
+    assert tp.overflow == [] and len(tp.wide) == 2  # 16 heads x 4 = 64 <= 128: inside the table
+    index, _ = dp.overflow[0]
+    native = dp.ms([index], 8, 4100) - dp.ms([index], 8, 4)
+    assert native > 0
+    assert dp.read_ms(8, 4096) == pytest.approx(
+        sum(4.0 * (dp.ms([i], 8, 4100) - dp.ms([i], 8, 4)) for i, _ in dp.overflow))
+
+
+@needs_aic
+def test_a_v4_drafter_reads_a_sliding_window_of_its_own_layers() -> None:
+    from specplan.hwprofiles.aiconfigurator import AicDrafter
+
+    _, dspark = pricer(PRO, "b300_sxm", 6, drafter=AicDrafter(layers=3, moe=True))
+    assert dspark.window == 128 and dspark.csa_layers == 0 and dspark.indexer is None
+    assert dspark.attention_ms(60, 10 * 200) == pytest.approx(dspark.attention_ms(60, 10 * 100_000))
+    assert dspark.attention_ms(60, 10 * 16) < dspark.attention_ms(60, 10 * 128)
+
+
+@pytest.mark.parametrize("name", [n for n in V4 if n.endswith(("-dspark", "-mtp"))][:6])
+def test_committed_drafters_stop_growing_with_context_past_the_window(name: str) -> None:
+    profile = load_profile(f"builtin:{name}")
+    q = 6 if name.endswith("-dspark") else 1
+    dp = 8 if "-dp8ep8-" in name else 1
+    requests = np.ceil(np.ceil(profile.tokens / dp) / q)
+    deep = profile.context_tokens[1:-1]               # 16k and 64k rows
+    wide = (deep[0] / dp / requests) >= 128           # both rows past the window
+    np.testing.assert_allclose(profile.step_ms_table[1][wide], profile.step_ms_table[2][wide], rtol=1e-6)
+
+
+# weights a GPU must read every step, whatever the batch (a lower bound): per layer the attention
+# projections it cannot skip (wq_a, wq_b, wkv; FP8), the shared expert (FP8) and top-6 of the routed
+# experts spread over the 8 EP ranks, + the bf16 LM head; tensor-parallel parts divided by TP.
+CONFIG = {"pro": dict(layers=61, hidden=7168, q_lora=1536, heads=128, inter=3072),
+          "flash": dict(layers=43, hidden=4096, q_lora=1024, heads=64, inter=2048)}
+HBM_BYTES_PER_S = {"h200": 4.8e12, "b200": 8.0e12, "b300": 8.0e12}
+
+
+def weight_floor_ms(name: str) -> float:
+    c = CONFIG["pro" if "-v4-pro-" in name else "flash"]
+    tp = 1 if "-dp8ep8-" in name else 8
+    layers = 1 if name.endswith("-mtp") else 3 if name.endswith("-dspark") else c["layers"]
+    attention = c["hidden"] * c["q_lora"] + c["q_lora"] * c["heads"] * 512 + c["hidden"] * 512
+    expert = 3 * c["hidden"] * c["inter"]
+    expert_bytes = 0.5 if ("-vllm" in name and not name.startswith("h200")) else 1.0   # FP4 experts
+    per_layer = attention / tp + expert / tp + 6 / 8 * expert * expert_bytes
+    lm_head = 129280 * c["hidden"] * 2 / tp
+    return (layers * per_layer + lm_head) / HBM_BYTES_PER_S[name.split("-")[0]] * 1e3
+
+
+@pytest.mark.parametrize("name", V4)
+def test_no_v4_step_beats_the_weights_it_must_read(name: str) -> None:
+    profile = load_profile(f"builtin:{name}")
+    assert profile.step_ms_table.min() >= weight_floor_ms(name), name
+
+
+@pytest.mark.parametrize("name", V4)
+def test_every_v4_file_states_each_operators_source(name: str) -> None:
+    meta = load_profile(f"builtin:{name}").provenance
+    shares = {s: float(v) for s, v in re.findall(r"(silicon|empirical|mixed) (\d+)%", meta["provenance"]
+                                                     .split(" of the step")[0])}
+    assert set(shares) <= {"silicon", "empirical", "mixed"} and abs(sum(shares.values()) - 100) <= 2
+    assert "moe_overlap mixed" in meta["provenance"]       # the database's MoE term is of mixed source
+    ops = {k: v for k, v in meta.items() if k.startswith("op.")}
+    assert {"op.attention", "op.moe_overlap", "op.mhc_pre", "op.mhc_post"} <= set(ops)
+    total = float(re.search(r", ([\d.]+) ms", meta["provenance"]).group(1))
+    assert sum(float(v.split(" ms")[0]) for v in ops.values()) == pytest.approx(total, abs=0.01)
+
+
+@needs_aic
+def test_the_split_sums_to_the_priced_step() -> None:
+    _, verify = pricer(PRO, "b300_sxm", 4)
+    split = verify.op_split(128, 32 * 1024)
+    assert sum(ms for _, ms, _ in split) == pytest.approx(
+        verify.plain_ms(128) + verify.attention_ms(128, 32 * 1024), rel=1e-12)
+    assert {source for _, _, source in split} <= {"silicon", "empirical", "mixed"}
+
+
+def test_a_v4_pro_scenario_runs_on_the_built_ins_and_the_measured_preset() -> None:
+    """End to end: DP8/EP8 on B300, DSpark-5 priced by its drafter file, acceptance from InferenceX."""
+    from specplan.simulator.engine.simulation import simulate
+    from tests.conftest import make_scenario
+
+    base = "builtin:b300-deepseek-v4-pro-dp8ep8-vllm"
+    runs = {}
+    for family, block, drafter in (("dspark", 5, "-dspark"), ("mtp", 1, "-mtp")):
+        scenario = make_scenario(
+            seed=3, horizon={"duration_s": 10, "warmup_s": 1},
+            hardware={"profile": base, "gpus_per_replica": 8},
+            engine={"max_batch_requests": 64, "kv_capacity_tokens": 1_000_000},
+            drafter={"family": family, "block_size": block,
+                     "latency": {"kind": "profile", "path": base + drafter},
+                     "acceptance": {"preset": "deepseek-v4-pro", "domains": {"code": 1.0}}},
+            policy={"name": "static", "params": {"length": block}},
+            workload={"arrivals": {"kind": "closed_loop", "users": 16, "think_s": 0.2}})
+        runs[family] = simulate(scenario).summary
+    for family, summary in runs.items():
+        assert summary["tokens_generated"] > 0 and summary["gpus"] == 8, family
+        assert 0 < summary["draft_share_of_step"] < 0.2, family
+    # tokens per verify step: InferenceX's AL 3.61 at k = 5 (DSpark) and 1.79 at k = 1 (MTP), with spread
+    assert runs["dspark"]["mean_accepted_per_step"] == pytest.approx(3.61, rel=0.05)
+    assert runs["mtp"]["mean_accepted_per_step"] == pytest.approx(1.79, rel=0.05)
