@@ -15,6 +15,7 @@ from specplan.policies.registry import validate_policy
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.schema import Tagged, num
 from specplan.simulator.drafters.spec import DrafterSpec
+from specplan.simulator.scenario.deployment import PrefillPoolSpec
 from specplan.simulator.scenario.study import SlaSpec, SweepSpec
 from specplan.traces.spec import WorkloadSpec, validate_domains
 
@@ -46,6 +47,7 @@ class Hardware:
 class Cluster:
     replicas: int = num(1, ge=1)
     router: Literal["round_robin", "least_loaded", "random"] = "round_robin"
+    prefill: PrefillPoolSpec | None = None   # a prefill pool of GPUs (specplan.simulator.scenario.deployment)
 
 
 @dataclass(frozen=True)
@@ -67,13 +69,14 @@ class ChunkedPrefill:
 
 
 Prefill = Annotated[DisaggregatedPrefill | ChunkedPrefill, Tagged("mode")]
+NO_PREFILL_STAGE = DisaggregatedPrefill(tokens_per_s=1e12)   # the default: prefill costs no time
 
 
 @dataclass(frozen=True)
 class Engine:
     max_batch_requests: int = num(ge=1)
     kv_capacity_tokens: int = num(ge=1)
-    prefill: Prefill = DisaggregatedPrefill(tokens_per_s=1e12)
+    prefill: Prefill = NO_PREFILL_STAGE
     scheduling_overhead_ms: float = num(0.0, ge=0)
     max_step_tokens: int | None = num(None, ge=1)
     # host work every step pays whatever the policy (nothing overlaps it): a + b·requests
@@ -112,3 +115,16 @@ class Scenario:
     def validate(self, path: str) -> None:
         validate_policy(self.policy, self.drafter, "policy")
         validate_domains(self.workload, self.drafter.acceptance.domains, "workload")
+        if self.cluster.prefill is not None:
+            validate_pool_engine(self.engine)
+
+
+def validate_pool_engine(engine: Engine) -> None:
+    """A prefill pool replaces the fixed-rate prefill stage: engine.prefill must not say otherwise."""
+    prefill = engine.prefill
+    if isinstance(prefill, ChunkedPrefill):
+        raise ScenarioError("engine.prefill", "chunked prefill runs inside the decode replicas; with a "
+                            "cluster.prefill pool remove engine.prefill")
+    if prefill.tokens_per_s != NO_PREFILL_STAGE.tokens_per_s:
+        raise ScenarioError("engine.prefill.tokens_per_s", "the fixed-rate prefill stage and a cluster.prefill "
+                            "pool exclude each other; remove engine.prefill")
