@@ -24,7 +24,9 @@ model's shape), time = bytes / bandwidth + latency.
 Routing within the pool: round_robin, least_loaded (fewest queued prompt
 tokens), random (its own named stream), cache_aware (the longest cached
 prefix, ties to the least loaded, then the lowest index: Dynamo's KV router
-and llm-d's prefix scorer without their load weights).
+and llm-d's prefix scorer without their load weights), or pull: one shared
+FIFO queue that idle replicas take from (Dynamo's prefill queue; with a
+fixed step time and one prompt per step the pool is then an M/D/c queue).
 """
 
 from __future__ import annotations
@@ -51,19 +53,22 @@ NO_BLOCKS: tuple[int, ...] = ()
 class PrefillJob:
     """A prompt in a prefill replica: tokens left to compute and tokens its cache holds already."""
 
-    __slots__ = ("blocks", "computed", "first", "left", "opened", "rid")
+    __slots__ = ("blocks", "computed", "first", "left", "rid")
 
     def __init__(self, rid: int, tokens: int, blocks: Sequence[int], first: bool) -> None:
         self.rid, self.left, self.computed, self.blocks, self.first = rid, tokens, 0, blocks, first
-        self.opened = False
 
 
 class PrefillReplica:
-    """One prefill engine in simulated time; `submit(job)` queues a prompt."""
+    """One prefill engine in simulated time, taking prompts from `queue` (its own, or the pool's shared one).
 
-    def __init__(self, env: simpy.Environment, index: int, pool: PrefillPool) -> None:
-        self.env, self.index, self.pool = env, index, pool
-        self.queue: deque[PrefillJob] = deque()
+    A prompt cut at the batch's token budget is carried to this replica's next
+    step (`carry`) and finishes there; it is never split across replicas.
+    """
+
+    def __init__(self, env: simpy.Environment, index: int, pool: PrefillPool, queue: deque[PrefillJob]) -> None:
+        self.env, self.index, self.pool, self.queue = env, index, pool, queue
+        self.carry: PrefillJob | None = None
         self.queued_tokens = 0
         self.link_free_at = 0.0
         self.cache = pool.new_cache()
@@ -73,14 +78,16 @@ class PrefillReplica:
     def submit(self, job: PrefillJob) -> None:
         self.queue.append(job)
         self.queued_tokens += job.left
-        self.pool.log["status"][job.rid] = PREFILL
+        self.notify()
+
+    def notify(self) -> None:
         if self.wake is not None and not self.wake.triggered:
             self.wake.succeed()
 
     def run(self) -> Generator[simpy.Event, Any, None]:
         env = self.env
         while True:
-            if not self.queue:
+            if self.carry is None and not self.queue:
                 self.wake = env.event()
                 yield self.wake
                 self.wake = None
@@ -93,24 +100,26 @@ class PrefillReplica:
             self.commit(jobs, new)
 
     def take_batch(self) -> tuple[list[PrefillJob], np.ndarray, np.ndarray]:
-        """Prompts from the head, FIFO, up to max_batch_tokens new tokens (the last one may be a chunk)."""
+        """The carried chunk, then prompts from the queue's head, FIFO, up to max_batch_tokens new tokens."""
         budget = self.pool.max_batch_tokens
         jobs, new, cached = [], [], []
-        for job in self.queue:
-            if not job.opened:
+        job, self.carry = self.carry, None
+        while budget > 0 and (job is not None or self.queue):
+            if job is None:
+                job = self.queue.popleft()
                 self.open(job)
             take = min(job.left, budget)
             jobs.append(job)
             new.append(take)
             cached.append(job.computed)
             budget -= take
-            if budget == 0:
-                break
+            job = None
         return jobs, np.array(new, dtype=np.int64), np.array(cached, dtype=np.int64)
 
     def open(self, job: PrefillJob) -> None:
         """A prompt's first chunk: the tokens its prefix cache holds are not computed again."""
-        job.opened = True
+        self.pool.log["status"][job.rid] = PREFILL
+        self.pool.prefill_replica[job.rid] = self.index
         if self.cache is None or not job.blocks:
             return
         hit = self.cache.lookup(job.blocks, job.left)
@@ -125,8 +134,10 @@ class PrefillReplica:
             job.computed += take
             job.left -= take
             self.queued_tokens -= take
-        while self.queue and self.queue[0].left == 0:
-            self.finish(self.queue.popleft())
+            if job.left:
+                self.carry = job
+            else:
+                self.finish(job)
 
     def finish(self, job: PrefillJob) -> None:
         """A complete prompt: its blocks join the cache, its KV starts for the decode pool."""
@@ -160,7 +171,9 @@ class PrefillPool:
         self.kv_ready_s: dict[int, float] = {}
         self.cached_tokens: dict[int, int] = {}
         self.looked_up_tokens = self.saved_tokens = 0
-        self.replicas = [PrefillReplica(env, i, self) for i in range(spec.replicas)]
+        self.shared: deque[PrefillJob] = deque()   # the `pull` router's one queue
+        self.replicas = [PrefillReplica(env, i, self, self.shared if spec.router == "pull" else deque())
+                         for i in range(spec.replicas)]
         self.rng = stream(seed, "prefill_router")
         self.next_index = 0
 
@@ -176,9 +189,14 @@ class PrefillPool:
         if blocks:
             self.blocks[rid] = blocks
         blocks = self.blocks.get(rid, NO_BLOCKS)
-        replica = self.replicas[self.choose(blocks)]
-        self.prefill_replica[rid] = replica.index
-        replica.submit(PrefillJob(rid, tokens, blocks, first))
+        job = PrefillJob(rid, tokens, blocks, first)
+        self.log["status"][rid] = PREFILL
+        if self.spec.router == "pull":
+            self.shared.append(job)
+            for replica in self.replicas:
+                replica.notify()
+            return
+        self.replicas[self.choose(blocks)].submit(job)
 
     def choose(self, blocks: Sequence[int]) -> int:
         kind, n = self.spec.router, len(self.replicas)

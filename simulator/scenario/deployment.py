@@ -7,7 +7,7 @@
         gpus_per_replica: 1
         profile: builtin:h200-llama3.1-8b-vllm-prefill   # a prefill-step profile (phase: prefill)
         max_batch_tokens: 8192                     # new prompt tokens one prefill step computes at most
-        router: cache_aware                        # round_robin | least_loaded | random | cache_aware
+        router: cache_aware                        # round_robin | least_loaded | random | cache_aware | pull
         link: {gbps: 400, latency_ms: 0.5}         # each prefill replica's link to the decode pool
         model: llama3-8b                           # KV bytes per token from the model's shape (or kv_bytes_per_token)
         prefix_cache: {block_tokens: 512}          # optional: an LRU block cache per prefill replica
@@ -51,7 +51,7 @@ class PrefillPoolSpec:
     profile: str | dict[str, Any] = "builtin:h200-llama3.1-8b-vllm-prefill"
     gpus_per_replica: int = num(1, ge=1)
     max_batch_tokens: int = num(8192, ge=1)
-    router: Literal["round_robin", "least_loaded", "random", "cache_aware"] = "round_robin"
+    router: Literal["round_robin", "least_loaded", "random", "cache_aware", "pull"] = "round_robin"
     model: str | None = None
     kv_bytes_per_token: int | None = num(None, ge=1)
     kv_value_bytes: int = num(2, ge=1)
