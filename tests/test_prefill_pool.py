@@ -132,3 +132,16 @@ def test_bad_prefill_pools_are_refused_in_one_line(pool: dict, changes: dict, me
     with pytest.raises(ScenarioError, match=message) as err:
         pool_scenario(pool, **changes)
     assert "\n" not in str(err.value)
+
+
+def test_a_plan_counts_the_prefill_pool_in_its_gpus() -> None:
+    from specplan.simulator.study.planner import plan_capacity
+
+    raw = copy.deepcopy(BASE)
+    del raw["engine"]["prefill"]
+    raw["horizon"] = {"duration_s": 10, "warmup_s": 1}
+    raw["cluster"]["prefill"] = {"replicas": 2, "gpus_per_replica": 1, "link": LINK, "kv_bytes_per_token": 131072,
+                                 "profile": {"kind": "linear", "base_ms": 5.0, "per_token_ms": 0.01}}
+    plan = plan_capacity(raw, rate_per_s=4.0, sla_tps=1.0, workers=1, progress=False)
+    row = plan.to_json()["variants"][0]
+    assert row["meets_sla"] and row["gpus"] == row["replicas"] + 2

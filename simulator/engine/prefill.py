@@ -241,7 +241,7 @@ class PrefillPool:
 
 
 def column(values: dict[int, Any], n: int, fill: Any, kind: type) -> np.ndarray:
-    out = np.full(n, fill, dtype=kind)
+    out: np.ndarray = np.full(n, fill, dtype=kind)
     if values:
         out[np.fromiter(values.keys(), dtype=np.int64)] = np.fromiter(values.values(), dtype=kind)
     return out
@@ -263,7 +263,7 @@ def prefill_summary(pool: PrefillPool, steps: pd.DataFrame, warmup_s: float, win
     ready = np.array([pool.kv_ready_s[r] - pool.prefill_end_s[r] for r in pool.kv_ready_s])
     return {
         "prefill_replicas": spec.replicas,
-        "prefill_steps": int(len(steps)),
+        "prefill_steps": len(steps),
         "mean_prefill_step_ms": float(busy["step_ms"].mean()) if len(busy) else float("nan"),
         "mean_prefill_batch_tokens": float(busy["prompt_tokens"].mean()) if len(busy) else float("nan"),
         "prefill_busy_share": float(busy["step_ms"].sum()) / 1000.0 / window_s / spec.replicas,

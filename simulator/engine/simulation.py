@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
