@@ -30,7 +30,12 @@ def test_prefill_builtins_regenerate_byte_for_byte(tmp_path) -> None:
 @needs_aic
 def test_uniform_batches_match_the_estimators_own_prefill() -> None:
     """At measured (T, C) points of a uniform batch the table is the estimator's context phase (LM head aside)."""
-    from specplan.hwprofiles.aiconfigurator import AicTarget, PrefillPricer, compile_target, context_op_list
+    from specplan.hwprofiles.aiconfigurator import (
+        AicTarget,
+        PrefillPricer,
+        compile_target,
+        context_op_list,
+    )
 
     target = AicTarget("meta-llama/Meta-Llama-3.1-8B", "h200_sxm")
     compiled = compile_target(target, 16384, 1, 0.9)
