@@ -38,6 +38,7 @@ from specplan.simulator.engine.metrics import summarize
 from specplan.simulator.engine.records import SpecCounters
 from specplan.simulator.engine.simulation import SimResult, simulate
 from specplan.simulator.scenario import Scenario
+from specplan.traces.spec import PoissonArrivals
 
 
 def check_splittable(scenario: Scenario) -> None:
@@ -60,7 +61,9 @@ def split_scenarios(scenario: Scenario) -> list[Scenario]:
     """One one-replica scenario per replica, at λ/N, each with its own seed."""
     check_splittable(scenario)
     n = scenario.cluster.replicas
-    arrivals = dataclasses.replace(scenario.workload.arrivals, rate_per_s=scenario.workload.arrivals.rate_per_s / n)
+    poisson = scenario.workload.arrivals
+    assert isinstance(poisson, PoissonArrivals)
+    arrivals = dataclasses.replace(poisson, rate_per_s=poisson.rate_per_s / n)
     workload = dataclasses.replace(scenario.workload, arrivals=arrivals)
     cluster = dataclasses.replace(scenario.cluster, replicas=1, router="round_robin")
     return [dataclasses.replace(scenario, seed=replica_seed(scenario.seed, i), workload=workload, cluster=cluster)
