@@ -73,3 +73,28 @@ def test_block_cache_unit() -> None:
     assert cache.lookup((1, 2), 8) == 7          # a whole-prompt hit still computes the last token
     cache.insert((7,))                            # evicts block 2 (a prefix's tail goes first)
     assert cache.match((1, 2)) == 1 and cache.match((7,)) == 1
+
+
+def test_an_aggregated_replica_skips_its_cached_prefix(tmp_path) -> None:
+    """Chunked prefill inside the decode replica: the same reuse pattern, the same hits, fewer chunk tokens."""
+    from tests.conftest import make_scenario
+
+    trace = write_trace(tmp_path / "trace.jsonl")
+    scenario = make_scenario(
+        horizon={"duration_s": 10, "warmup_s": 0},
+        engine={"prefill": {"mode": "chunked", "chunk_tokens": 512},
+                "prefix_cache": {"block_tokens": 512, "capacity_tokens": 1 << 20}},
+        workload={"arrivals": {"kind": "trace", "path": trace, "format": "mooncake"}})
+    result = simulate(scenario)
+    s = result.summary
+    assert s["prefill_tokens_saved"] == 1024 + 1535 and s["prefix_cache_hit_rate"] == pytest.approx(2559 / 5120)
+    assert int(result.steps["prefill_tokens"].sum()) == 3 * 1536 + 512 - 2559
+    assert s["requests_completed"] == 4
+
+
+def test_a_cache_on_disaggregated_replicas_is_refused() -> None:
+    from specplan.simulator.core.errors import ScenarioError
+    from tests.conftest import make_scenario
+
+    with pytest.raises(ScenarioError, match="needs chunked prefill"):
+        make_scenario(engine={"prefix_cache": {"block_tokens": 512}})

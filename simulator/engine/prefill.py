@@ -43,7 +43,7 @@ from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.modelshape import load_shape
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.streams import stream
-from specplan.simulator.engine.prefix_cache import BlockCache
+from specplan.simulator.engine.prefix_cache import BlockCache, cache_fields
 from specplan.simulator.engine.records import PREFILL, TRANSFER, RequestLog
 
 PREFILL_STEP_FIELDS = ("end_s", "prefill_replica", "requests", "prompt_tokens", "pairs", "step_ms")
@@ -229,15 +229,7 @@ class PrefillPool:
 
     def cache_fields(self) -> dict[str, Any]:
         caches = [r.cache for r in self.replicas if r.cache is not None]
-        if not caches:
-            return {}
-        looked, hits = sum(c.looked_up_blocks for c in caches), sum(c.hit_blocks for c in caches)
-        return {"prefix_cache_hit_rate": self.saved_tokens / self.looked_up_tokens if self.looked_up_tokens
-                else float("nan"),
-                "prefix_cache_block_hit_rate": hits / looked if looked else float("nan"),
-                "prefill_tokens_saved": int(self.saved_tokens),
-                "prefill_tokens_looked_up": int(self.looked_up_tokens),
-                "prefix_cache_capacity_blocks": int(caches[0].capacity_blocks)}
+        return cache_fields(caches, self.looked_up_tokens, self.saved_tokens) if caches else {}
 
 
 def column(values: dict[int, Any], n: int, fill: Any, kind: type) -> np.ndarray:

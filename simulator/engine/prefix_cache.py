@@ -20,6 +20,13 @@ its tail, the order vLLM's free-block queue frees them in: a cache never
 keeps a block whose predecessors are gone longer than the predecessors.
 Python-level work is per block (512 tokens in Mooncake's trace), never per
 token.
+
+In aggregated serving (chunked prefill inside the decode replicas,
+`engine.prefix_cache`) each replica's `ReplicaPromptCache` is asked at
+admission, so a request's prompt chunks start after its cached prefix; its
+blocks are inserted when its prompt completes. The cache is bounded on its
+own (`capacity_tokens`, default the replica's KV capacity): an approximation
+of vLLM, where cached blocks live in the free part of the one KV pool.
 """
 
 from __future__ import annotations
@@ -67,3 +74,47 @@ class BlockCache:
                 held[block] = None
         while len(held) > self.capacity_blocks:
             held.popitem(last=False)
+
+
+class ReplicaPromptCache:
+    """A replica's cache in aggregated serving (chunked prefill): what the decode core asks at admission.
+
+    `remember(rid, blocks)` keeps an arrival's block hashes; the core asks
+    `cached_tokens(rid, tokens)` when it admits a request (its prompt chunks
+    then start after the cached prefix) and reports `prompts_done(ids)` when
+    prompts complete, whose blocks are inserted then.
+    """
+
+    def __init__(self, capacity_tokens: int, block_tokens: int) -> None:
+        self.cache = BlockCache(capacity_tokens // block_tokens, block_tokens)
+        self.blocks: dict[int, Sequence[int]] = {}
+        self.looked_up_tokens = 0
+        self.saved_tokens = 0
+
+    def remember(self, rid: int, blocks: Sequence[int]) -> None:
+        self.blocks[rid] = blocks
+
+    def cached_tokens(self, rid: int, tokens: int) -> int:
+        blocks = self.blocks.get(rid)
+        if not blocks:
+            return 0
+        hit = self.cache.lookup(blocks, tokens)
+        self.looked_up_tokens += tokens
+        self.saved_tokens += hit
+        return hit
+
+    def prompts_done(self, ids: Sequence[int]) -> None:
+        for rid in ids:
+            blocks = self.blocks.get(int(rid))
+            if blocks:
+                self.cache.insert(blocks)
+
+
+def cache_fields(caches: Sequence[BlockCache], looked_up_tokens: int, saved_tokens: int) -> dict[str, float | int]:
+    """The summary's prefix-cache figures over a set of caches."""
+    looked, hits = sum(c.looked_up_blocks for c in caches), sum(c.hit_blocks for c in caches)
+    return {"prefix_cache_hit_rate": saved_tokens / looked_up_tokens if looked_up_tokens else float("nan"),
+            "prefix_cache_block_hit_rate": hits / looked if looked else float("nan"),
+            "prefill_tokens_saved": int(saved_tokens),
+            "prefill_tokens_looked_up": int(looked_up_tokens),
+            "prefix_cache_capacity_blocks": int(caches[0].capacity_blocks) if caches else 0}

@@ -19,7 +19,7 @@ request goes back through the pool (`prefill_pool`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,7 +51,9 @@ class Replica:
         """Requests this replica holds: in prefill, queued, or running."""
         return self.in_prefill + len(self.core.queue) + self.core.batch.n
 
-    def submit(self, rid: int) -> None:
+    def submit(self, rid: int, blocks: Sequence[int] | None = None) -> None:
+        if blocks and self.core.prompt_cache is not None:
+            self.core.prompt_cache.remember(rid, blocks)
         log = self.log
         log["replica"][rid] = self.index
         need = int(log["prompt_tokens"][rid] + log["output_tokens"][rid]) + self.config.block_size

@@ -30,6 +30,7 @@ from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.intake import FrontDoor
 from specplan.simulator.engine.metrics import summarize
 from specplan.simulator.engine.prefill import PrefillPool, prefill_summary
+from specplan.simulator.engine.prefix_cache import ReplicaPromptCache, cache_fields
 from specplan.simulator.engine.records import RequestLog, SpecCounters, StepLog
 from specplan.simulator.engine.replica import Replica
 from specplan.simulator.scenario import Scenario
@@ -69,6 +70,7 @@ class Simulation:
         ]
         self.router = Router(scenario.cluster.router, self.replicas, stream(scenario.seed, "router"))
         self.pool = self.prefill_pool(scenario)
+        self.prompt_caches = self.replica_caches(scenario)
         self.budget: ArrivalBudget = start_workload(self.env, scenario, self.submit, self.front.domain_mix)
 
     def prefill_pool(self, scenario: Scenario) -> PrefillPool | None:
@@ -80,10 +82,21 @@ class Simulation:
             replica.prefill_pool = pool
         return pool
 
+    def replica_caches(self, scenario: Scenario) -> list[ReplicaPromptCache]:
+        """Aggregated serving with engine.prefix_cache: one cache per replica, asked at admission."""
+        spec = scenario.engine.prefix_cache
+        if spec is None:
+            return []
+        capacity = spec.capacity_tokens or scenario.engine.kv_capacity_tokens
+        caches = [ReplicaPromptCache(capacity, spec.block_tokens) for _ in self.replicas]
+        for replica, cache in zip(self.replicas, caches, strict=True):
+            replica.core.prompt_cache = cache
+        return caches
+
     def submit(self, prompt: int, output: int, domain: int, blocks: Sequence[int] | None = None) -> simpy.Event:
         rid, event = self.front.arrive(self.env, prompt, output, domain)
         if self.pool is None:
-            self.replicas[self.router.choose()].submit(rid)
+            self.replicas[self.router.choose()].submit(rid, blocks)
         elif prompt + output + self.config.block_size > self.config.kv_capacity_tokens:
             self.log.reject(rid, "kv_capacity: prompt + output + block exceed kv_capacity_tokens")
             self.on_done(rid)
@@ -119,6 +132,10 @@ class Simulation:
             requests = requests.assign(**self.pool.request_columns(len(requests)))
             warmup = self.scenario.horizon.warmup_s
             counts.update(prefill_summary(self.pool, prefill_steps, warmup, max(self.env.now - warmup, 1e-12)))
+        if self.prompt_caches:
+            counts.update(cache_fields([c.cache for c in self.prompt_caches],
+                                       sum(c.looked_up_tokens for c in self.prompt_caches),
+                                       sum(c.saved_tokens for c in self.prompt_caches)))
         summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile, counts)
         spec = functools.reduce(SpecCounters.merge, (r.core.spec for r in self.replicas))
         return SimResult(self.scenario, summary, requests, steps, spec, prefill_steps)

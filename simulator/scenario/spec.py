@@ -15,7 +15,7 @@ from specplan.policies.registry import validate_policy
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.schema import Tagged, num
 from specplan.simulator.drafters.spec import DrafterSpec
-from specplan.simulator.scenario.deployment import PrefillPoolSpec
+from specplan.simulator.scenario.deployment import PrefillPoolSpec, PrefixCacheSpec
 from specplan.simulator.scenario.study import SlaSpec, SweepSpec
 from specplan.traces.spec import WorkloadSpec, validate_domains
 
@@ -86,6 +86,13 @@ class Engine:
     # per phase (decode, prompt chunks) requests × the phase's longest KV (attention padded to the
     # longest sequence within separate decode and prefill kernels); specplan.simulator.engine.batch.attention_context
     attention: Literal["varlen", "padded"] = "varlen"
+    # aggregated serving (chunked prefill): an LRU prefix cache per replica (capacity default: kv_capacity_tokens)
+    prefix_cache: PrefixCacheSpec | None = None
+
+    def validate(self, path: str) -> None:
+        if self.prefix_cache is not None and not isinstance(self.prefill, ChunkedPrefill):
+            raise ScenarioError(f"{path}.prefix_cache", "a replica's prefix cache needs chunked prefill (aggregated "
+                                "serving); for disaggregated serving put it in cluster.prefill.prefix_cache")
 
 
 @dataclass(frozen=True)
