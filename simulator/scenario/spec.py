@@ -16,6 +16,7 @@ from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.schema import Tagged, num
 from specplan.simulator.drafters.spec import DrafterSpec
 from specplan.simulator.scenario.deployment import PrefillPoolSpec, PrefixCacheSpec
+from specplan.simulator.scenario.search import SearchSpec
 from specplan.simulator.scenario.study import SlaSpec, SweepSpec
 from specplan.traces.spec import WorkloadSpec, validate_domains
 
@@ -117,6 +118,7 @@ class Scenario:
     description: str = ""
     sweep: SweepSpec | None = None
     sla: SlaSpec | None = None
+    search: SearchSpec | None = None     # a deployment space for plans (specplan.simulator.scenario.search)
     source: str = field(default="<mapping>", compare=False)
 
     def validate(self, path: str) -> None:
