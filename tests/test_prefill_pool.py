@@ -79,6 +79,8 @@ def test_every_request_is_in_exactly_one_place_across_the_two_pools() -> None:
     req = result.requests
     done = req[req["status"] == "completed"]
     assert (done["generated_tokens"] == done["output_tokens"]).all()
+    assert (done["ttft_s"] > 0).all()     # preempted ones included: each got its first token once
+    assert (done["first_token_s"] <= done["finish_s"]).all()
     steps = result.prefill_steps
     assert steps["prompt_tokens"].max() <= 256
     assert (steps["prompt_tokens"].sum() >= done["prompt_tokens"].sum())

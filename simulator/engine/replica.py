@@ -145,7 +145,9 @@ class Replica:
             self.enqueue(rid, front=True)
             return
         tokens = int(self.log["prompt_tokens"][rid] + self.log["generated_tokens"][rid])
-        if self.prefill_pool is not None:
-            self.prefill_pool.submit(rid, tokens, None, first=False)
+        if self.prefill_pool is not None:  # a request evicted before its first token still awaits it
+            first = bool(np.isnan(self.log["first_token_s"][rid]))
+            self.awaiting_first -= first
+            self.prefill_pool.submit(rid, tokens, None, first=first)
             return
         self.start_prefill(rid, tokens, first=False)
