@@ -12,7 +12,8 @@ reproduces the committed CSVs byte for byte (tests check it):
 - imported from NVIDIA AIConfigurator's database (`aiconfigurator.py`; needs
   the `aic` extra, not ../shared): verify-step profiles and drafter-forward
   profiles built from the same operators (`*-mtp`, `*-drafter-*`,
-  `*-dspark`), DeepSeek-V4 included (`v4_builtins`).
+  `*-dspark`), DeepSeek-V4 included (`v4_builtins`), and prefill-step profiles
+  from its context-phase tables (`*-prefill`, `aiconfigurator.prefill_profile`).
 
 The profiles measured on a machine (`cpu-*`, `h200-*-measured`) are written
 by `specplan profile` instead and are not touched here.
@@ -30,6 +31,8 @@ from specplan.hwprofiles.aiconfigurator import (
     AicTarget,
     aic_command,
     aic_profile,
+    prefill_command,
+    prefill_profile,
 )
 from specplan.hwprofiles.derive_vidur import vidur_profile
 from specplan.hwprofiles.errors import ProfileError
@@ -110,6 +113,12 @@ def v4_builtins() -> dict[str, tuple[AicTarget, AicLayout, AicDrafter | None]]:
 
 AIC_BUILTINS.update(v4_builtins())
 
+# name -> target: prefill (context-phase) step profiles over (new prompt tokens, Σ n(n + 2p))
+PREFILL_BUILTINS: dict[str, AicTarget] = {
+    "h200-llama3.1-8b-vllm-prefill": AicTarget(LLAMA31_8B, "h200_sxm"),
+    "b200-llama3.1-8b-vllm-prefill": AicTarget(LLAMA31_8B, "b200_sxm"),
+}
+
 
 def synthetic_builtins() -> dict[str, Callable[[], StepProfile]]:
     """The labelled synthetic rooflines (no input files)."""
@@ -143,6 +152,15 @@ def aic_builtins() -> dict[str, Callable[[], StepProfile]]:
     return {name: make(name) for name in AIC_BUILTINS}
 
 
+def prefill_builtins() -> dict[str, Callable[[], StepProfile]]:
+    """Built-in name → a function that builds the prefill profile from aiconfigurator-core."""
+    def make(name: str) -> Callable[[], StepProfile]:
+        target = PREFILL_BUILTINS[name]
+        return lambda: prefill_profile(target, name, command=prefill_command(target))
+
+    return {name: make(name) for name in PREFILL_BUILTINS}
+
+
 def write_all(makers: dict[str, Callable[[], StepProfile]], out_dir: Path) -> list[Path]:
     return [write_profile_csv(make(), out_dir / f"{name}.csv") for name, make in makers.items()]
 
@@ -154,7 +172,7 @@ def regenerate(shared: Path, out_dir: Path = DATA_DIR) -> list[Path]:
 
 def regenerate_aic(out_dir: Path = DATA_DIR, names: list[str] | None = None) -> list[Path]:
     """Write the AIConfigurator built-ins (all, or `names`) into `out_dir`."""
-    makers = aic_builtins()
+    makers = {**aic_builtins(), **prefill_builtins()} if names else aic_builtins()
     return write_all({n: makers[n] for n in (names or makers)}, out_dir)
 
 
@@ -167,6 +185,7 @@ def main(argv: list[str]) -> int:
         written = write_all(synthetic_builtins(), DATA_DIR)
     try:
         written += regenerate_aic()
+        written += write_all(prefill_builtins(), DATA_DIR)
     except ProfileError as exc:
         print(f"skipped the AIConfigurator built-ins: {exc}")
     for path in written:

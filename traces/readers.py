@@ -46,13 +46,15 @@ UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 
 class TraceRow(NamedTuple):
-    """One request of a trace: seconds from the trace's first request, lengths, domain, line number."""
+    """One request of a trace: seconds from the trace's first request, lengths, domain, line number,
+    and its prompt's block hashes where the format has them (Mooncake's `hash_ids`)."""
 
     time_s: float
     prompt_tokens: int
     output_tokens: int
     domain: str | None
     line: int
+    blocks: tuple[int, ...] | None = None
 
 
 class BadLine(ValueError):
@@ -106,7 +108,7 @@ class TraceReader:
         with open_text(self.file.path) as handle:
             for line, parse in self.raw_rows(handle):
                 try:
-                    time_raw, prompt, output, domain = parse()
+                    time_raw, prompt, output, domain, *blocks = parse()
                     if time_raw < previous:
                         raise BadLine(f"time goes backwards ({time_raw - previous:.6g} s); sort the trace by time")
                 except (BadLine, ValueError, KeyError, IndexError, TypeError) as exc:
@@ -117,7 +119,7 @@ class TraceReader:
                     self.failed_requests += 1
                     continue
                 origin = time_raw if origin is None else origin
-                yield TraceRow(time_raw - origin, prompt, output, domain, line)
+                yield TraceRow(time_raw - origin, prompt, output, domain, line, blocks[0] if blocks else None)
 
     def raw_rows(self, handle: io.TextIOBase) -> Iterator[tuple[int, Callable[[], tuple]]]:
         if self.file.format == "mooncake":
@@ -153,7 +155,7 @@ def jsonl_rows(handle: io.TextIOBase) -> Iterator[tuple[int, Callable[[], tuple]
             yield number, functools.partial(parse_mooncake, text)
 
 
-def parse_mooncake(text: str) -> tuple[float, int, int, None]:
+def parse_mooncake(text: str) -> tuple[float, int, int, None, tuple[int, ...] | None]:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -164,7 +166,16 @@ def parse_mooncake(text: str) -> tuple[float, int, int, None]:
         if key not in obj:
             raise BadLine(f"no '{key}'")
     return (to_float(obj["timestamp"], "timestamp") * 1e-3, to_tokens(obj["input_length"], "input_length"),
-            to_tokens(obj["output_length"], "output_length"), None)
+            to_tokens(obj["output_length"], "output_length"), None, block_hashes(obj.get("hash_ids")))
+
+
+def block_hashes(value: Any) -> tuple[int, ...] | None:
+    """Mooncake's `hash_ids`: the prompt's block hashes, in order (None when the line has none)."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise BadLine("'hash_ids' must be a list of integers")
+    return tuple(value)
 
 
 def csv_rows(handle: io.TextIOBase, file: TraceFile) -> Iterator[tuple[int, Callable[[], tuple]]]:

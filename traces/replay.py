@@ -163,7 +163,10 @@ def replay_process(env: simpy.Environment, replay: Replay, source: Any, submit: 
         domain = domain_of(row)
         prompt, output = (max(row.prompt_tokens, 1), row.output_tokens) if use_lengths else source.lengths(domain)
         budget.arrived += 1
-        submit(prompt, output, domain)
+        if row.blocks is None:
+            submit(prompt, output, domain)
+        else:
+            submit(prompt, output, domain, row.blocks)
 
 
 class DomainMap:

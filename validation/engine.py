@@ -129,7 +129,8 @@ class ReferenceEngine:
         self.wake: simpy.Event | None = None
 
     # ---- arrivals (the simulator's workload processes call this) ----------------
-    def submit(self, prompt: int, output: int, domain: int) -> simpy.Event:
+    def submit(self, prompt: int, output: int, domain: int, blocks: tuple[int, ...] | None = None) -> simpy.Event:
+        """One arrival (prompt block hashes, if the trace has them, are not used: no prefix cache here)."""
         rid, event = self.front.arrive(self.env, prompt, output, domain)
         self.log["replica"][rid] = 0
         if prompt + output + self.config.block_size > self.config.kv_capacity_tokens:

@@ -12,11 +12,14 @@ from specplan.simulator.scenario import write_resolved
 
 
 def write_run(result: Any, out_dir: Path) -> None:
-    """summary.json, requests.csv, steps.csv, scenario.resolved.yaml and metrics.prom in `out_dir`."""
+    """summary.json, requests.csv, steps.csv (prefill_steps.csv with a prefill pool), scenario.resolved.yaml
+    and metrics.prom in `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(dumps(result.summary))
     result.requests.to_csv(out_dir / "requests.csv", index=False, float_format="%.9g")
     result.steps.to_csv(out_dir / "steps.csv", index=False, float_format="%.9g")
+    if getattr(result, "prefill_steps", None) is not None:   # a prefill pool's steps
+        result.prefill_steps.to_csv(out_dir / "prefill_steps.csv", index=False, float_format="%.9g")
     write_resolved(result.scenario, out_dir / "scenario.resolved.yaml")
     write_metrics(result, out_dir)
 

@@ -143,6 +143,7 @@ class DecodeCore:
         self.quotes: dict[tuple[int, int, int, int], StepQuote] = {}
         self.max_step_tokens = config.max_step_tokens
         self.finishing = False  # a row may have emitted its last token this step (commit retires it)
+        self.prompt_cache: Any = None  # chunked prefill with a prefix cache: cached_tokens(rid, n), prompts_done(ids)
 
     # ---- intake -----------------------------------------------------------------------------
     def enqueue(self, rid: int, front: bool = False) -> None:
@@ -164,9 +165,13 @@ class DecodeCore:
         log, chunked, opening = self.log, self.config.chunked, self.ledger.opening
         output = log["output_tokens"]
         rows, footprint = [], 0
+        cache = self.prompt_cache
         for rid, generated, tokens in admitted:
             left = int(output[rid]) - generated
-            rows.append((rid, left, tokens + left, tokens if chunked else 0, *opening(left)))
+            prefill = 0
+            if chunked:  # tokens a prefix cache holds are not computed again (their KV still counts)
+                prefill = tokens if cache is None else tokens - cache.cached_tokens(rid, tokens)
+            rows.append((rid, left, tokens + left, prefill, *opening(left)))
             footprint += tokens
         self.prefilling += len(rows) if chunked else 0
         block = np.array(rows, dtype=np.int64).T
@@ -381,6 +386,8 @@ class DecodeCore:
         done = was & (ints[PREFILL_LEFT] == 0)
         self.prefilling -= int(np.count_nonzero(done))
         ids = ints[RID][done]
+        if self.prompt_cache is not None and ids.size:
+            self.prompt_cache.prompts_done(ids)
         first = ids[np.isnan(log["first_token_s"][ids])]
         if first.size == 0:
             return 0

@@ -13,8 +13,8 @@ from typing import NamedTuple, get_type_hints
 import numpy as np
 import pandas as pd
 
-QUEUED, PREFILL, RUNNING, DONE, REJECTED = range(5)
-STATUS_NAMES = ("queued", "prefill", "running", "completed", "rejected")
+QUEUED, PREFILL, RUNNING, DONE, REJECTED, TRANSFER = range(6)
+STATUS_NAMES = ("queued", "prefill", "running", "completed", "rejected", "transfer")  # transfer: KV on its way to decode
 
 REQUEST_FIELDS: dict[str, type] = {
     "arrival_s": float, "prompt_tokens": np.int64, "output_tokens": np.int64, "domain": np.int64,

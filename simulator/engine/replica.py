@@ -10,11 +10,16 @@ queue; the first token comes from prefill) or chunked (prompt chunks share
 the decode step's token budget, in the core). Preempted requests go back
 to the head of the queue (chunked) or through the prefill stage again to
 recompute their prompt and generated tokens (disaggregated).
+
+With a prefill pool (specplan.simulator.engine.prefill) a replica is a decode
+replica only: `receive` takes a request whose KV has arrived, with no token
+yet, and the end of its first decode step is its first token; a preempted
+request goes back through the pool (`prefill_pool`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +39,8 @@ class Replica:
         self.core = core
         self.prefill_free_at = 0.0
         self.in_prefill = 0
+        self.awaiting_first = 0    # received from a prefill pool, first token not yet emitted
+        self.prefill_pool: Any = None
         self.wake: simpy.Event | None = None
         env.process(self.run())
 
@@ -42,7 +49,9 @@ class Replica:
         """Requests this replica holds: in prefill, queued, or running."""
         return self.in_prefill + len(self.core.queue) + self.core.batch.n
 
-    def submit(self, rid: int) -> None:
+    def submit(self, rid: int, blocks: Sequence[int] | None = None) -> None:
+        if blocks and self.core.prompt_cache is not None:
+            self.core.prompt_cache.remember(rid, blocks)
         log = self.log
         log["replica"][rid] = self.index
         need = int(log["prompt_tokens"][rid] + log["output_tokens"][rid]) + self.config.block_size
@@ -76,6 +85,12 @@ class Replica:
                 return
         self.enqueue(rid)
 
+    def receive(self, rid: int, first: bool) -> None:
+        """A request whose KV a prefill pool has delivered; its first token comes from its first step."""
+        self.log["replica"][rid] = self.index
+        self.awaiting_first += first
+        self.enqueue(rid)
+
     def enqueue(self, rid: int, front: bool = False) -> None:
         self.log["status"][rid] = QUEUED
         self.core.enqueue(rid, front)
@@ -96,14 +111,24 @@ class Replica:
             plan = core.plan(env.now)
             quote = plan.quote
             verify_ms = quote.verify_ms(plan.verify_tokens)
+            decoding = core.batch.rids[plan.rows].copy() if self.awaiting_first else None
             yield env.timeout((quote.fixed_ms + verify_ms) / 1000.0)
             timing = StepTiming(quote.draft_ms, verify_ms, quote.host_ms + quote.scheduling_ms)
             finished, evicted = core.commit(plan, timing, env.now)
+            if decoding is not None:
+                self.first_tokens(decoding)
             if finished.size:
                 self.finish(finished)
             if evicted.size:
                 for rid in evicted[::-1].tolist():
                     self.requeue(rid)
+
+    def first_tokens(self, ids: np.ndarray) -> None:
+        """Requests from a prefill pool that decoded their first step: their first token is now."""
+        first = self.log["first_token_s"]
+        fresh = ids[np.isnan(first[ids])]
+        first[fresh] = self.env.now
+        self.awaiting_first -= fresh.size
 
     def finish(self, ids: np.ndarray) -> None:
         finish_s, status, now = self.log["finish_s"], self.log["status"], self.env.now
@@ -118,4 +143,9 @@ class Replica:
             self.enqueue(rid, front=True)
             return
         tokens = int(self.log["prompt_tokens"][rid] + self.log["generated_tokens"][rid])
+        if self.prefill_pool is not None:  # a request evicted before its first token still awaits it
+            first = bool(np.isnan(self.log["first_token_s"][rid]))
+            self.awaiting_first -= first
+            self.prefill_pool.submit(rid, tokens, None, first=first)
+            return
         self.start_prefill(rid, tokens, first=False)

@@ -5,6 +5,7 @@
     result.requests     pandas DataFrame, one row per arrived request
     result.steps        pandas DataFrame, one row per engine step
     result.spec         speculative-decoding counters of the whole run, vLLM's meaning (SpecCounters)
+    result.prefill_steps pandas DataFrame, one row per prefill step of a prefill pool (None without one)
 
 This is the notebook API; `specplan run` is a thin face over it.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +25,8 @@ from specplan.simulator.core.streams import stream
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.intake import FrontDoor
+from specplan.simulator.engine.prefill import PrefillPool, prefill_summary
+from specplan.simulator.engine.prefix_cache import ReplicaPromptCache, cache_fields
 from specplan.simulator.engine.records import RequestLog, SpecCounters, StepLog
 from specplan.simulator.engine.replica import Replica
 from specplan.simulator.engine.router import Router
@@ -38,6 +42,7 @@ class SimResult:
     requests: pd.DataFrame
     steps: pd.DataFrame
     spec: SpecCounters
+    prefill_steps: pd.DataFrame | None = None
 
 
 class Simulation:
@@ -57,12 +62,44 @@ class Simulation:
         self.replicas = [Replica(self.env, parts.core(self.log, self.steps, i), self.log, self.on_done)
                          for i in range(scenario.cluster.replicas)]
         self.router = Router(scenario.cluster.router, self.replicas, stream(scenario.seed, "router"))
+        self.pool = self.prefill_pool(scenario)
+        self.prompt_caches = self.replica_caches(scenario)
         self.budget: ArrivalBudget = start_workload(self.env, scenario, self.submit, self.front.domain_mix)
 
-    def submit(self, prompt: int, output: int, domain: int) -> simpy.Event:
+    def prefill_pool(self, scenario: Scenario) -> PrefillPool | None:
+        """With cluster.prefill: the pool every arrival goes through, feeding the decode replicas."""
+        if scenario.cluster.prefill is None:
+            return None
+        pool = PrefillPool(self.env, scenario.cluster.prefill, scenario.seed, self.log, self.kv_ready)
+        for replica in self.replicas:
+            replica.prefill_pool = pool
+        return pool
+
+    def replica_caches(self, scenario: Scenario) -> list[ReplicaPromptCache]:
+        """Aggregated serving with engine.prefix_cache: one cache per replica, asked at admission."""
+        spec = scenario.engine.prefix_cache
+        if spec is None:
+            return []
+        capacity = spec.capacity_tokens or scenario.engine.kv_capacity_tokens
+        caches = [ReplicaPromptCache(capacity, spec.block_tokens) for _ in self.replicas]
+        for replica, cache in zip(self.replicas, caches, strict=True):
+            replica.core.prompt_cache = cache
+        return caches
+
+    def submit(self, prompt: int, output: int, domain: int, blocks: Sequence[int] | None = None) -> simpy.Event:
         rid, event = self.front.arrive(self.env, prompt, output, domain)
-        self.replicas[self.router.choose()].submit(rid)
+        if self.pool is None:
+            self.replicas[self.router.choose()].submit(rid, blocks)
+        elif prompt + output + self.config.block_size > self.config.kv_capacity_tokens:
+            self.log.reject(rid, "kv_capacity: prompt + output + block exceed kv_capacity_tokens")
+            self.on_done(rid)
+        else:
+            self.pool.submit(rid, prompt, blocks, first=True)
         return event
+
+    def kv_ready(self, rid: int, first: bool) -> None:
+        """A request's KV has reached the decode pool: to a decode replica by the cluster's router."""
+        self.replicas[self.router.choose()].receive(rid, first)
 
     def on_done(self, rid: int) -> None:
         self.finished += 1
@@ -81,10 +118,20 @@ class Simulation:
             replica.core.drain()
         requests = self.log.frame(self.front.domains)
         steps = self.steps.frame()
-        summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile,
-                            self.budget.summary_counts())
+        counts: dict[str, Any] = dict(self.budget.summary_counts())
+        prefill_steps = None
+        if self.pool is not None:
+            prefill_steps = self.pool.step_frame()
+            requests = requests.assign(**self.pool.request_columns(len(requests)))
+            warmup = self.scenario.horizon.warmup_s
+            counts.update(prefill_summary(self.pool, prefill_steps, warmup, max(self.env.now - warmup, 1e-12)))
+        if self.prompt_caches:
+            counts.update(cache_fields([c.cache for c in self.prompt_caches],
+                                       sum(c.looked_up_tokens for c in self.prompt_caches),
+                                       sum(c.saved_tokens for c in self.prompt_caches)))
+        summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile, counts)
         spec = functools.reduce(SpecCounters.merge, (r.core.spec for r in self.replicas))
-        return SimResult(self.scenario, summary, requests, steps, spec)
+        return SimResult(self.scenario, summary, requests, steps, spec, prefill_steps)
 
 
 def simulate(scenario: Scenario) -> SimResult:

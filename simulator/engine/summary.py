@@ -60,8 +60,11 @@ def summarize(scenario: Any, requests: pd.DataFrame, steps: pd.DataFrame, end_s:
     window = Window(scenario.horizon.warmup_s, end_s)
     in_window = steps[steps["end_s"] > window.warmup_s]
     replicas = scenario.cluster.replicas
-    gpus = replicas * scenario.hardware.gpus_per_replica
-    disaggregated = scenario.engine.prefill.KIND == "disaggregated"
+    gpus_decode = replicas * scenario.hardware.gpus_per_replica
+    pool = scenario.cluster.prefill
+    gpus = gpus_decode + (pool.gpus if pool is not None else 0)
+    # the fixed-rate prefill stage emits first tokens; a prefill pool leaves them to the first decode step
+    disaggregated = scenario.engine.prefill.KIND == "disaggregated" and pool is None
     summary = {
         **policy_fields(scenario.policy.name),
         **throughput_fields(requests, in_window, window, gpus, disaggregated),
@@ -76,8 +79,19 @@ def summarize(scenario: Any, requests: pd.DataFrame, steps: pd.DataFrame, end_s:
         "simulated_s": float(end_s),
         "wall_s": float(wall_s),
     }
+    if pool is not None:
+        summary.update(gpus_prefill=pool.gpus, gpus_decode=gpus_decode, gpus_total=gpus)
+        summary.update(pool_counts(requests))
     summary.update(extra_counts or {})
     return summary
+
+
+def pool_counts(requests: pd.DataFrame) -> dict[str, int]:
+    """Where the requests of a prefill-pool run are: every arrived one is in exactly one place."""
+    status = requests["status"]
+    return {"requests_in_prefill": int((status == "prefill").sum()),
+            "requests_in_transfer": int((status == "transfer").sum()),
+            "requests_at_decode": int(status.isin(["queued", "running"]).sum())}
 
 
 def policy_fields(name: str) -> dict[str, Any]:
@@ -118,7 +132,7 @@ def request_counts(requests: pd.DataFrame) -> dict[str, int]:
     status = requests["status"]
     return {"requests_arrived": len(requests),
             "requests_completed": int((status == "completed").sum()),
-            "requests_running": int(status.isin(["queued", "prefill", "running"]).sum()),
+            "requests_running": int(status.isin(["queued", "prefill", "transfer", "running"]).sum()),
             "requests_rejected": int((status == "rejected").sum())}
 
 

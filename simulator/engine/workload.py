@@ -32,7 +32,7 @@ from specplan.traces.lengths import LengthPair
 from specplan.traces.replay import start_replay
 from specplan.traces.spec import ClosedLoopArrivals, MixtureLength, TraceArrivals
 
-Submit = Callable[[int, int, int], simpy.Event]
+Submit = Callable[..., simpy.Event]  # (prompt, output, domain[, prompt block hashes]) -> done event
 
 
 def active_domains(scenario: Any) -> tuple[str, ...]:

@@ -44,6 +44,8 @@ def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -
     scenario = _with_profile_path(scenario, base_dir)
     scenario = with_policy_params(with_step_budget(scenario))
     check_run_size(scenario, load_profile(scenario.hardware.profile))
+    if scenario.cluster.prefill is not None:
+        scenario = _with_prefill_pool(scenario, base_dir)
     return scenario
 
 
@@ -51,6 +53,32 @@ def with_policy_params(scenario: Scenario) -> Scenario:
     """`policy.params` with every default of the policy's `Params` filled in (as the resolved scenario records it)."""
     params = to_plain(policy_params(scenario.policy))
     return dataclasses.replace(scenario, policy=dataclasses.replace(scenario.policy, params=params))
+
+
+def _with_prefill_pool(scenario: Scenario, base_dir: Path) -> Scenario:
+    """cluster.prefill: its profile path resolved and checked (a prefill-phase profile holding a batch)."""
+    pool = scenario.cluster.prefill
+    assert pool is not None
+    profile = pool.profile
+    if isinstance(profile, str) and not profile.startswith("builtin:") and not Path(profile).is_absolute():
+        pool = dataclasses.replace(pool, profile=str((base_dir / profile).resolve()))
+    check_prefill_profile(pool)
+    cluster = dataclasses.replace(scenario.cluster, prefill=pool)
+    return dataclasses.replace(scenario, cluster=cluster)
+
+
+def check_prefill_profile(pool: Any) -> None:
+    where = "cluster.prefill.profile"
+    try:
+        profile = load_profile(pool.profile)
+    except SpecplanError as exc:
+        raise ScenarioError(where, str(exc)) from None
+    if isinstance(pool.profile, str) and profile.provenance.get("phase") != "prefill":
+        raise ScenarioError(where, f"{profile.name} is not a prefill-step profile (its header has no "
+                            "'phase: prefill'); use e.g. builtin:h200-llama3.1-8b-vllm-prefill")
+    if pool.max_batch_tokens > profile.max_tokens and profile.extrapolation == "none":
+        raise ScenarioError("cluster.prefill.max_batch_tokens", f"{pool.max_batch_tokens} tokens is beyond the "
+                            f"profile's last measured point ({profile.max_tokens})")
 
 
 def _with_profile_path(scenario: Scenario, base_dir: Path) -> Scenario:

@@ -83,5 +83,5 @@ def apply_load(raw: dict, arrivals: Any, load_kind: str, value: float,
 
 
 def strip_study_blocks(raw: dict) -> dict:
-    """The mapping without `sweep:` and `sla:` (a point is one plain scenario)."""
-    return {k: v for k, v in raw.items() if k not in ("sweep", "sla", "source")}
+    """The mapping without `sweep:`, `sla:` and `search:` (a point is one plain scenario)."""
+    return {k: v for k, v in raw.items() if k not in ("sweep", "sla", "search", "source")}

@@ -16,7 +16,9 @@ from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.schema import Tagged, num
 from specplan.simulator.drafters.spec import DrafterSpec
+from specplan.simulator.scenario.deployment import PrefillPoolSpec, PrefixCacheSpec
 from specplan.simulator.scenario.policy import validate_policy
+from specplan.simulator.scenario.search import SearchSpec
 from specplan.simulator.scenario.study import SlaSpec, SweepSpec
 from specplan.traces.spec import MixtureLength, TraceArrivals, WorkloadSpec
 
@@ -48,6 +50,7 @@ class Hardware:
 class Cluster:
     replicas: int = num(1, ge=1)
     router: Literal["round_robin", "least_loaded", "random"] = "round_robin"
+    prefill: PrefillPoolSpec | None = None   # a prefill pool of GPUs (specplan.simulator.scenario.deployment)
 
 
 @dataclass(frozen=True)
@@ -69,13 +72,14 @@ class ChunkedPrefill:
 
 
 Prefill = Annotated[DisaggregatedPrefill | ChunkedPrefill, Tagged("mode")]
+NO_PREFILL_STAGE = DisaggregatedPrefill(tokens_per_s=1e12)   # the default: prefill costs no time
 
 
 @dataclass(frozen=True)
 class Engine:
     max_batch_requests: int = num(ge=1)
     kv_capacity_tokens: int = num(ge=1)
-    prefill: Prefill = DisaggregatedPrefill(tokens_per_s=1e12)
+    prefill: Prefill = NO_PREFILL_STAGE
     scheduling_overhead_ms: float = num(0.0, ge=0)
     max_step_tokens: int | None = num(None, ge=1)
     # host work every step pays whatever the policy (nothing overlaps it): a + b·requests
@@ -85,6 +89,13 @@ class Engine:
     # per phase (decode, prompt chunks) requests × the phase's longest KV (attention padded to the
     # longest sequence within separate decode and prefill kernels); specplan.simulator.engine.batch.attention_context
     attention: Literal["varlen", "padded"] = "varlen"
+    # aggregated serving (chunked prefill): an LRU prefix cache per replica (capacity default: kv_capacity_tokens)
+    prefix_cache: PrefixCacheSpec | None = None
+
+    def validate(self, path: str) -> None:
+        if self.prefix_cache is not None and not isinstance(self.prefill, ChunkedPrefill):
+            raise ScenarioError(f"{path}.prefix_cache", "a replica's prefix cache needs chunked prefill (aggregated "
+                                "serving); for disaggregated serving put it in cluster.prefill.prefix_cache")
 
 
 @dataclass(frozen=True)
@@ -109,11 +120,14 @@ class Scenario:
     description: str = ""
     sweep: SweepSpec | None = None
     sla: SlaSpec | None = None
+    search: SearchSpec | None = None     # a deployment space for plans (specplan.simulator.scenario.search)
     source: str = field(default="<mapping>", compare=False)
 
     def validate(self, path: str) -> None:
         validate_policy(self.policy, self.drafter, "policy")
         validate_domains(self.workload, self.drafter.acceptance.domains, "workload")
+        if self.cluster.prefill is not None:
+            validate_pool_engine(self.engine)
 
 
 def validate_domains(workload: WorkloadSpec, mix: dict[str, float], path: str) -> None:
@@ -136,3 +150,14 @@ def validate_domains(workload: WorkloadSpec, mix: dict[str, float], path: str) -
         for name in active:
             if name not in spec.components:
                 raise ScenarioError(f"{path}.{key}.components", f"no length distribution for domain '{name}' of the mix")
+
+
+def validate_pool_engine(engine: Engine) -> None:
+    """A prefill pool replaces the fixed-rate prefill stage: engine.prefill must not say otherwise."""
+    prefill = engine.prefill
+    if isinstance(prefill, ChunkedPrefill):
+        raise ScenarioError("engine.prefill", "chunked prefill runs inside the decode replicas; with a "
+                            "cluster.prefill pool remove engine.prefill")
+    if prefill.tokens_per_s != NO_PREFILL_STAGE.tokens_per_s:
+        raise ScenarioError("engine.prefill.tokens_per_s", "the fixed-rate prefill stage and a cluster.prefill "
+                            "pool exclude each other; remove engine.prefill")

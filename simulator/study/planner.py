@@ -116,7 +116,9 @@ class VariantPlan:
 
     @property
     def gpus(self) -> int | None:
-        return None if self.replicas is None else self.replicas * self.gpus_per_replica
+        """Every GPU of the chosen cluster, a prefill pool's included (the probe's summary counts them)."""
+        chosen = self.chosen
+        return None if self.replicas is None or chosen is None else chosen.gpus
 
     def cost_per_hour(self, gpu_hour_usd: float | None) -> float | None:
         return None if gpu_hour_usd is None or self.gpus is None else self.gpus * gpu_hour_usd

@@ -11,6 +11,7 @@ from specplan.simulator.app.progress import simulate_with_progress
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.study.points import plan_sweep
+from specplan.simulator.study.split import simulate_split
 
 
 def add_scenario_args(p: argparse.ArgumentParser) -> None:
@@ -34,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="results folder (created)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="print nothing")
+    p.add_argument("--split-replicas", type=int, metavar="WORKERS", default=None,
+                   help="simulate the replicas independently on WORKERS processes (exact for random routing "
+                        "of Poisson arrivals; see specplan.simulator.study.split)")
     p.set_defaults(func=run)
 
     c = sub.add_parser("check", help="validate a scenario and every point of its sweep without running them")
@@ -43,7 +47,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.overrides, args.seed)
-    result = simulate_with_progress(scenario, enabled=False if (args.quiet or args.json) else None)
+    if args.split_replicas is not None:
+        result = simulate_split(scenario, workers=args.split_replicas)
+    else:
+        result = simulate_with_progress(scenario, enabled=False if (args.quiet or args.json) else None)
     out = Path(args.out)
     write_run(result, out)
     if args.json:

@@ -1,0 +1,120 @@
+"""A prefix cache of KV blocks, keyed by block hashes, least recently used out first.
+
+Place in the data flow: a prefill replica (specplan.simulator.engine.prefill)
+asks it, when a prompt's first chunk is scheduled, how many leading blocks of
+the prompt it holds, computes only the rest, and adds the prompt's blocks
+when its prefill ends. The cache-aware router asks every replica's cache the
+same question (`match`, which changes nothing) and sends the request to the
+longest match.
+
+A request's blocks are the hashes of its prompt's consecutive blocks of
+`block_tokens` tokens (Mooncake's `hash_ids`: block i's hash covers the
+whole prefix up to it, so equal hashes mean equal prefixes). A hit is a run
+of leading blocks that are all held; the first miss ends it. Cached tokens
+are min(hit blocks × block_tokens, prompt − 1): as in vLLM, the last prompt
+token is always computed (its logits give the first output token).
+
+Eviction: LRU over blocks. A prompt's blocks are (re)inserted last block
+first, so its first blocks are the most recent and a prefix is evicted from
+its tail, the order vLLM's free-block queue frees them in: a cache never
+keeps a block whose predecessors are gone longer than the predecessors.
+Python-level work is per block (512 tokens in Mooncake's trace), never per
+token.
+
+In aggregated serving (chunked prefill inside the decode replicas,
+`engine.prefix_cache`) each replica's `ReplicaPromptCache` is asked at
+admission, so a request's prompt chunks start after its cached prefix; its
+blocks are inserted when its prompt completes. The cache is bounded on its
+own (`capacity_tokens`, default the replica's KV capacity): an approximation
+of vLLM, where cached blocks live in the free part of the one KV pool.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+
+class BlockCache:
+    """LRU set of block hashes holding at most `capacity_blocks` blocks."""
+
+    def __init__(self, capacity_blocks: int, block_tokens: int) -> None:
+        self.capacity_blocks = capacity_blocks
+        self.block_tokens = block_tokens
+        self.blocks: OrderedDict[int, None] = OrderedDict()
+        self.looked_up_blocks = 0
+        self.hit_blocks = 0
+
+    def match(self, blocks: Sequence[int]) -> int:
+        """Leading blocks of `blocks` the cache holds (no side effect)."""
+        held = self.blocks
+        n = 0
+        for block in blocks:
+            if block not in held:
+                break
+            n += 1
+        return n
+
+    def lookup(self, blocks: Sequence[int], prompt_tokens: int) -> int:
+        """Cached prompt tokens for a prompt about to be prefilled; the hit blocks become recent."""
+        hits = self.match(blocks)
+        self.looked_up_blocks += len(blocks)
+        self.hit_blocks += hits
+        for block in reversed(blocks[:hits]):
+            self.blocks.move_to_end(block)
+        return max(0, min(hits * self.block_tokens, prompt_tokens - 1))
+
+    def insert(self, blocks: Sequence[int]) -> None:
+        """A prefilled prompt's blocks: held from now on, its first block the most recent."""
+        held = self.blocks
+        for block in reversed(blocks):
+            if block in held:
+                held.move_to_end(block)
+            else:
+                held[block] = None
+        while len(held) > self.capacity_blocks:
+            held.popitem(last=False)
+
+
+class ReplicaPromptCache:
+    """A replica's cache in aggregated serving (chunked prefill): what the decode core asks at admission.
+
+    `remember(rid, blocks)` keeps an arrival's block hashes; the core asks
+    `cached_tokens(rid, tokens)` when it admits a request (its prompt chunks
+    then start after the cached prefix) and reports `prompts_done(ids)` when
+    prompts complete, whose blocks are inserted then.
+    """
+
+    def __init__(self, capacity_tokens: int, block_tokens: int) -> None:
+        self.cache = BlockCache(capacity_tokens // block_tokens, block_tokens)
+        self.blocks: dict[int, Sequence[int]] = {}
+        self.looked_up_tokens = 0
+        self.saved_tokens = 0
+
+    def remember(self, rid: int, blocks: Sequence[int]) -> None:
+        self.blocks[rid] = blocks
+
+    def cached_tokens(self, rid: int, tokens: int) -> int:
+        blocks = self.blocks.get(rid)
+        if not blocks:
+            return 0
+        hit = self.cache.lookup(blocks, tokens)
+        self.looked_up_tokens += tokens
+        self.saved_tokens += hit
+        return hit
+
+    def prompts_done(self, ids: Sequence[int]) -> None:
+        for rid in ids:
+            blocks = self.blocks.get(int(rid))
+            if blocks:
+                self.cache.insert(blocks)
+
+
+def cache_fields(caches: Sequence[BlockCache], looked_up_tokens: int, saved_tokens: int) -> dict[str, float | int]:
+    """The summary's prefix-cache figures over a set of caches."""
+    looked, hits = sum(c.looked_up_blocks for c in caches), sum(c.hit_blocks for c in caches)
+    return {"prefix_cache_hit_rate": saved_tokens / looked_up_tokens if looked_up_tokens else float("nan"),
+            "prefix_cache_block_hit_rate": hits / looked if looked else float("nan"),
+            "prefill_tokens_saved": int(saved_tokens),
+            "prefill_tokens_looked_up": int(looked_up_tokens),
+            "prefix_cache_capacity_blocks": int(caches[0].capacity_blocks) if caches else 0}

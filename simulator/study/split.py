@@ -1,0 +1,100 @@
+"""A cluster simulated as independent one-replica runs, in parallel: exact for random routing of Poisson arrivals.
+
+    result = simulate_split(scenario, workers=4)      # a SimResult, as simulate(scenario) returns
+
+Random routing of a Poisson stream of rate λ over N replicas gives each
+replica a Poisson stream of rate λ/N, independent of the others (thinning),
+and replicas that share nothing else never interact. So the cluster's run is,
+in distribution, N one-replica runs at λ/N, each with its own seed: replica
+i's is drawn from `seed_sequence(seed, "replica_split", i)`, a named child of
+the scenario's seed, so every draw still flows from it. The runs go to a
+process pool (`workers`), their records are merged (requests in arrival
+order, the replica index set), and the summary is computed once over the
+merged records with the whole cluster's scenario, so every figure (per GPU,
+percentiles over all requests) means what it means for `simulate`.
+
+Not a sample-path copy of a whole-cluster run (the draws differ), and exact
+only for `router: random` with Poisson arrivals; for round_robin or
+least_loaded a split run stands in for what random routing would give, and
+what that costs in accuracy is measured by `benchmarks/replica_split.py`.
+Refused (one line): other arrival kinds (a modulated or closed-loop stream
+does not split into independent streams), a `requests` horizon, and a
+prefill pool (shared by every decode replica).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import pandas as pd
+
+from specplan.hwprofiles import load_profile
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.core.streams import seed_sequence
+from specplan.simulator.engine.records import SpecCounters
+from specplan.simulator.engine.simulation import SimResult, simulate
+from specplan.simulator.engine.summary import summarize
+from specplan.simulator.scenario import Scenario
+from specplan.traces.spec import PoissonArrivals
+
+
+def check_splittable(scenario: Scenario) -> None:
+    arrivals = scenario.workload.arrivals
+    if arrivals.KIND != "poisson":
+        raise SpecplanError(f"split replicas: needs Poisson arrivals (got {arrivals.KIND}); only a Poisson "
+                            "stream splits into independent streams")
+    if scenario.horizon.duration_s is None:
+        raise SpecplanError("split replicas: needs horizon.duration_s (a 'requests' horizon couples the replicas)")
+    if scenario.cluster.prefill is not None:
+        raise SpecplanError("split replicas: a cluster.prefill pool is shared by every decode replica")
+
+
+def replica_seed(seed: int, index: int) -> int:
+    """Replica `index`'s seed: a named SeedSequence child of the scenario's seed."""
+    return int(seed_sequence(seed, "replica_split", index).generate_state(1, dtype="uint32")[0])
+
+
+def split_scenarios(scenario: Scenario) -> list[Scenario]:
+    """One one-replica scenario per replica, at λ/N, each with its own seed."""
+    check_splittable(scenario)
+    n = scenario.cluster.replicas
+    poisson = scenario.workload.arrivals
+    assert isinstance(poisson, PoissonArrivals)
+    arrivals = dataclasses.replace(poisson, rate_per_s=poisson.rate_per_s / n)
+    workload = dataclasses.replace(scenario.workload, arrivals=arrivals)
+    cluster = dataclasses.replace(scenario.cluster, replicas=1, router="round_robin")
+    return [dataclasses.replace(scenario, seed=replica_seed(scenario.seed, i), workload=workload, cluster=cluster)
+            for i in range(n)]
+
+
+def run_all(scenarios: list[Scenario], workers: int) -> list[SimResult]:
+    if workers <= 1 or len(scenarios) == 1:
+        return [simulate(s) for s in scenarios]
+    with ProcessPoolExecutor(max_workers=min(workers, len(scenarios))) as pool:
+        return list(pool.map(simulate, scenarios))
+
+
+def merged_frame(frames: list[pd.DataFrame], order: str) -> pd.DataFrame:
+    """The replicas' frames as one, each row's replica set, sorted by `order` (stable)."""
+    parts = [f.assign(replica=i) for i, f in enumerate(frames)]
+    return pd.concat(parts, ignore_index=True).sort_values(order, kind="stable", ignore_index=True)
+
+
+def simulate_split(scenario: Scenario, workers: int = 1) -> SimResult:
+    """The cluster of `scenario` as independent one-replica runs (see the module docstring)."""
+    if workers < 1:
+        raise SpecplanError(f"--workers must be >= 1, got {workers}")
+    start = time.perf_counter()
+    results = run_all(split_scenarios(scenario), workers)
+    requests = merged_frame([r.requests for r in results], "arrival_s")
+    requests["request_id"] = range(len(requests))
+    steps = merged_frame([r.steps for r in results], "end_s")
+    end_s = max(r.summary["simulated_s"] for r in results)
+    summary = summarize(scenario, requests, steps, end_s, time.perf_counter() - start,
+                        load_profile(scenario.hardware.profile))
+    summary["split_replicas"] = len(results)
+    spec = functools.reduce(SpecCounters.merge, (r.spec for r in results))
+    return SimResult(scenario, summary, requests, steps, spec)
