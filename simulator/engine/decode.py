@@ -70,7 +70,13 @@ from specplan.simulator.engine.batch import (
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.intake import admit_fifo
 from specplan.simulator.engine.price import StepPricer, StepQuote
-from specplan.simulator.engine.records import RequestLog, SpecCounters, StepLog, StepRecord
+from specplan.simulator.engine.records import (
+    ChunkLog,
+    RequestLog,
+    SpecCounters,
+    StepLog,
+    StepRecord,
+)
 
 ALL = slice(None)
 
@@ -138,6 +144,7 @@ class DecodeCore:
         self.quotes: dict[tuple[int, int, int, int], StepQuote] = {}
         self.max_step_tokens = config.max_step_tokens
         self.finishing = False  # a row may have emitted its last token this step (commit retires it)
+        self.chunks: ChunkLog | None = None  # per-request tokens per step, kept for a benchmark client's ITL
 
     # ---- intake -----------------------------------------------------------------------------
     def enqueue(self, rid: int, front: bool = False) -> None:
@@ -353,6 +360,9 @@ class DecodeCore:
             ints[VERIFIED, rows] += plan.lengths
             if over is not None:
                 ints[ACCEPTED, rows] -= over
+        if self.chunks is not None:
+            ids = self.batch.rids if rows is ALL else self.batch.rids[rows]
+            self.chunks.add(now, ids, accepted + 1 if over is None else accepted + 1 + over)
         if self.learns:
             lengths = np.broadcast_to(plan.lengths, accepted.shape)
             self.policy.observe(StepOutcome(ints[RID][rows], lengths, accepted, now))

@@ -23,11 +23,12 @@ from specplan.hwprofiles import load_profile
 from specplan.policies.registry import make_policy
 from specplan.simulator.core.streams import seed_sequence, stream
 from specplan.simulator.drafters.drafter import Drafter, build_drafter
+from specplan.simulator.engine.bench_metrics import bench_summary
 from specplan.simulator.engine.cluster import Router
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.intake import FrontDoor
 from specplan.simulator.engine.metrics import summarize
-from specplan.simulator.engine.records import RequestLog, SpecCounters, StepLog
+from specplan.simulator.engine.records import ChunkLog, RequestLog, SpecCounters, StepLog
 from specplan.simulator.engine.replica import Replica
 from specplan.simulator.scenario import Scenario
 from specplan.traces.workload import ArrivalBudget, start_workload
@@ -65,6 +66,9 @@ class Simulation:
         ]
         self.router = Router(scenario.cluster.router, self.replicas, stream(scenario.seed, "router"))
         self.budget: ArrivalBudget = start_workload(self.env, scenario, self.submit, self.front.domain_mix)
+        if self.budget.bench is not None:  # a benchmark client reads every step's chunks (its ITL)
+            for replica in self.replicas:
+                replica.core.chunks = ChunkLog()
 
     def submit(self, prompt: int, output: int, domain: int) -> simpy.Event:
         rid, event = self.front.arrive(self.env, prompt, output, domain)
@@ -80,8 +84,8 @@ class Simulation:
 
     def run(self) -> SimResult:
         start = time.perf_counter()
-        horizon = self.scenario.horizon
-        until = self.all_done if horizon.duration_s is None else horizon.duration_s
+        duration_s = self.budget.duration_s  # the horizon's, or None (a benchmark client runs to its last prompt)
+        until = self.all_done if duration_s is None else duration_s
         self.env.run(until=until)
         wall_s = time.perf_counter() - start
         for replica in self.replicas:
@@ -90,6 +94,10 @@ class Simulation:
         steps = self.steps.frame()
         summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile,
                             self.budget.summary_counts())
+        if self.budget.bench is not None:
+            chunks = ChunkLog.merge([r.core.chunks for r in self.replicas if r.core.chunks is not None])
+            gpus = self.scenario.cluster.replicas * self.scenario.hardware.gpus_per_replica
+            summary.update(bench_summary(requests, chunks, self.budget.bench, gpus))
         spec = functools.reduce(SpecCounters.merge, (r.core.spec for r in self.replicas))
         return SimResult(self.scenario, summary, requests, steps, spec)
 
