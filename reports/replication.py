@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from specplan.simulator.study.replicate import Replication, error_statistics
 
@@ -100,13 +101,8 @@ def write_replication(result: Replication, out_dir: str | Path) -> str:
 
 def plot_replication(rows: pd.DataFrame, path: Path) -> Path:
     """Predicted against published, log axes, a point per figure coloured by source (best mode shown)."""
-    # matplotlib is only needed for the figure
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 5))
+    fig = Figure(figsize=(5.5, 5))
+    ax = fig.subplots()
     mode = next((m for m in ("split", "calibrated", "predicted") if f"{m}_value" in rows), None)
     drawn = rows[(rows["status"] == "ok") & (rows["metric"] != "speedup_sign")] if mode else rows.iloc[0:0]
     for source, part in drawn.groupby("source"):
@@ -126,5 +122,4 @@ def plot_replication(rows: pd.DataFrame, path: Path) -> Path:
                 transform=ax.transAxes)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path

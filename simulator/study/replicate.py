@@ -47,6 +47,7 @@ import pandas as pd
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.fileformat import builtin_names, write_profile_csv
 from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.drafters.presets import check_preset
 from specplan.simulator.engine.bench_metrics import PREFIX
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import load_scenario
@@ -149,7 +150,18 @@ def availability(case: Case) -> str | None:
     missing = [p for p in requires.get("profiles") or [] if p.removeprefix("builtin:") not in installed]
     if missing:
         return "profile not available: " + ", ".join(missing)
+    absent = [p for p in requires.get("presets") or [] if not preset_known(*str(p).split(":", 1))]
+    if absent:
+        return "acceptance preset not available: " + ", ".join(map(str, absent))
     return None
+
+
+def preset_known(preset: str, family: str = "dspark") -> bool:
+    try:
+        check_preset(preset, family)
+    except SpecplanError:
+        return False
+    return True
 
 
 def figure_status(runner: CaseRunner, figure: Figure) -> str | None:
