@@ -192,7 +192,7 @@ class DecodeCore:
         else:
             rows = self.decoding_rows(decode, kept)
             take, prefill_tokens = self.prefill_chunks(kept * per_request)
-        context = self.context_tokens(rows, take) if self.uses_context else 0
+        context = self.context_tokens(rows, take, planned) if self.uses_context else 0
         lengths, accepted, drafting, quote = self.speculate(rows, kept, planned, prefill_tokens, context, now)
         if lengths is whole_blocks(kept, self.gamma):  # the policies' shared every-block-whole answer: no sum
             lengths = self.gamma
@@ -222,14 +222,25 @@ class DecodeCore:
         take = np.clip(budget - before, 0, left)
         return take, int(take.sum())
 
-    def context_tokens(self, rows: Any, take: np.ndarray | None) -> int:
+    def context_tokens(self, rows: Any, take: np.ndarray | None, planned: int | None = None) -> int:
         """KV context of the rows the step runs, as the profile's context axis counts it."""
         kv = self.batch.kv_tokens()
+        scale = self.query_scale(planned)
         if rows is ALL and take is None:
-            return attention_context(kv, None, None, self.config.padded_attention)
+            return attention_context(kv, None, None, self.config.padded_attention, scale)
         running = np.zeros(kv.size, dtype=bool)
         running[rows] = True
-        return attention_context(kv, running, take, self.config.padded_attention)
+        return attention_context(kv, running, take, self.config.padded_attention, scale)
+
+    def query_scale(self, planned: int | None) -> float:
+        """Padded queries: the step's longest verify block (1 + planned ℓ, or 1 + γ for a policy that
+        decides per step: its upper bound, reached whenever one request verifies its whole block)
+        against the queries per request the profile was measured at."""
+        reference = self.config.profiled_queries
+        if reference is None:
+            return 1.0
+        longest = 1 + (0 if not self.speculates else self.gamma if planned is None else planned)
+        return longest / reference
 
     def speculate(self, rows: Any, r: int, planned: int | None, reserved: int, context: int,
                   now: float) -> tuple[np.ndarray | int, np.ndarray, int, StepQuote]:

@@ -83,6 +83,10 @@ class Engine:
     # per phase (decode, prompt chunks) requests × the phase's longest KV (attention padded to the
     # longest sequence within separate decode and prefill kernels); specplan.simulator.engine.batch.attention_context
     attention: Literal["varlen", "padded"] = "varlen"
+    # padded attention also pads the verify queries to the step's longest block: with the queries
+    # per request the profile's attention was measured at, the decode phase's context is priced
+    # × (1 + the longest ℓ the step can verify) / attention_profiled_queries (None: not priced)
+    attention_profiled_queries: int | None = num(None, ge=1)
 
 
 @dataclass(frozen=True)
