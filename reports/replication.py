@@ -77,6 +77,17 @@ def statistics_lines(stats: dict[str, Any]) -> list[str]:
     return lines
 
 
+def status_lines(rows: pd.DataFrame) -> list[str]:
+    """How many figures are in the error, and why the others are not (by the status's kind)."""
+    if rows.empty:
+        return ["no published figure"]
+    kinds = rows["status"].astype(str).str.split(":").str[0]
+    counts = kinds[kinds != "ok"].value_counts()
+    out = [f"{int((kinds == 'ok').sum())} of {len(rows)} figures predicted"]
+    out += [f"  left out ({n}): {kind}" for kind, n in counts.items()]
+    return out
+
+
 def params_lines(result: Replication) -> list[str]:
     lines = []
     for mode, groups in result.params.items():
@@ -91,10 +102,12 @@ def write_replication(result: Replication, out_dir: str | Path) -> str:
     rows = result.rows
     rows.to_csv(out / "replication.csv", index=False)
     stats = statistics(rows)
-    text = "\n".join([*table_lines(rows), "", *statistics_lines(stats), *params_lines(result)])
+    cases = [f"case {name}: {status}" for name, status in result.cases.items()]
+    text = "\n".join([*table_lines(rows), "", *cases, *status_lines(rows), *statistics_lines(stats), *params_lines(result)])
     (out / "replication.md").write_text("# Predictions against published measurements\n\n" + text + "\n")
     params = {mode: {g: vars(p) for g, p in groups.items()} for mode, groups in result.params.items()}
-    (out / "replication.json").write_text(json.dumps({"statistics": stats, "params": params}, indent=1) + "\n")
+    doc = {"cases": result.cases, "statistics": stats, "params": params}
+    (out / "replication.json").write_text(json.dumps(doc, indent=1) + "\n")
     plot_replication(rows, out / "replication.png")
     return text
 

@@ -72,6 +72,7 @@ class Replication:
 
     rows: pd.DataFrame
     params: dict[str, dict[str, Params]] = field(default_factory=dict)  # mode -> group -> params
+    cases: dict[str, str] = field(default_factory=dict)  # case -> "runs" or why it cannot
 
 
 class CaseRunner:
@@ -203,13 +204,15 @@ def replicate(cases: Iterable[Case], out_dir: str | Path, calibrate: bool = Fals
               progress: Callable[[str], None] = lambda _m: None) -> Replication:
     """Predict every figure of every case (see the module docstring)."""
     out = Path(out_dir)
-    rows, runnable = statuses(list(cases), out, progress)
+    cases = list(cases)
+    rows, runnable = statuses(cases, out, progress)
     for entry in runnable:
         add_prediction(rows[id(entry[1])], entry, Params(), "predicted")
     params: dict[str, dict[str, Params]] = {}
     if calibrate and runnable:
         params = calibrations(runnable, rows, host_grid, scale_grid, progress)
-    return Replication(pd.DataFrame(list(rows.values())), params)
+    return Replication(pd.DataFrame(list(rows.values())), params,
+                       {case.name: availability(case) or "runs" for case in cases})
 
 
 def statuses(cases: list[Case], out: Path, progress: Callable[[str], None]) -> tuple[dict[int, dict], list[Entry]]:
