@@ -225,7 +225,7 @@ class DecodeCore:
     def context_tokens(self, rows: Any, take: np.ndarray | None, planned: int | None = None) -> int:
         """KV context of the rows the step runs, as the profile's context axis counts it."""
         kv = self.batch.kv_tokens()
-        scale = self.query_scale(planned)
+        scale = 1.0 if self.config.profiled_queries is None else self.query_scale(planned)
         if rows is ALL and take is None:
             return attention_context(kv, None, None, self.config.padded_attention, scale)
         running = np.zeros(kv.size, dtype=bool)
@@ -236,11 +236,8 @@ class DecodeCore:
         """Padded queries: the step's longest verify block (1 + planned ℓ, or 1 + γ for a policy that
         decides per step: its upper bound, reached whenever one request verifies its whole block)
         against the queries per request the profile was measured at."""
-        reference = self.config.profiled_queries
-        if reference is None:
-            return 1.0
         longest = 1 + (0 if not self.speculates else self.gamma if planned is None else planned)
-        return longest / reference
+        return longest / (self.config.profiled_queries or 1)
 
     def speculate(self, rows: Any, r: int, planned: int | None, reserved: int, context: int,
                   now: float) -> tuple[np.ndarray | int, np.ndarray, int, StepQuote]:
