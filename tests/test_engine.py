@@ -137,6 +137,22 @@ def test_attention_context_counts_the_rows_the_forward_runs():
     assert attention_context(kv, decode, take, padded=True) == 2 * 100 + 1 * 10
     assert attention_context(kv[:2], None, None, padded=True) == 200
     assert attention_context(kv[:0], None, None, padded=True) == 0
+    # padded queries: a step whose longest block is 5 tokens, on a profile measured at 3 per request,
+    # prices its decode phase's attention at 5/3 of the padded context (the prompt chunks unchanged)
+    assert attention_context(kv, decode, take, padded=True, query_scale=5 / 3) == round(200 * 5 / 3) + 10
+
+
+def test_padded_queries_price_the_longest_block_of_the_step(tmp_path):
+    """With engine.attention_profiled_queries, the context a step is priced at follows 1 + ℓ_max."""
+    csv = tmp_path / "ctx.csv"
+    rows = [f"{b},{c},{5.0 + b / 10 + c / 1000:.3f}" for c in (0, 100000) for b in (1, 64)]
+    csv.write_text("# device: test\n# model: test\n# source: test\n# statistic: test\ntokens,context_tokens,step_ms\n" + "\n".join(rows))
+    engine = {"max_batch_requests": 4, "kv_capacity_tokens": 100_000, "attention": "padded",
+              "prefill": {"mode": "disaggregated", "tokens_per_s": 1000}}
+    plain = one_user(hardware={"profile": str(csv)}, engine=engine)
+    scaled = one_user(hardware={"profile": str(csv)}, engine={**engine, "attention_profiled_queries": 2})
+    ratio = scaled.steps["context_tokens"].sum() / plain.steps["context_tokens"].sum()
+    assert ratio == pytest.approx((1 + 2) / 2, rel=0.01)   # static length 2: blocks of 3 against 2
 
 
 # ---- the token budget: defer, never shorten -----------------------------------------------------

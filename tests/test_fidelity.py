@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -120,9 +121,20 @@ def test_fidelity_command_writes_its_json_on_a_tiny_configuration(tmp_path, cli)
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--threads", "0"], "--threads"),
+    (["--runs", "0"], "--runs"),
     (["--set", "cluster.replicas=2"], "replicas must be 1"),
     (["--model", "no-such-shape"], "unknown shape"),
 ])
 def test_fidelity_command_refuses_bad_input_in_one_line(tmp_path, cli, args: list[str], message: str) -> None:
     status, _, err = cli("fidelity", REPO / "scenarios" / "fidelity.yaml", "--out", tmp_path / "x", *args)
     assert status == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_spread_over_runs_reports_each_run_and_the_range() -> None:
+    from specplan.validation.fidelity import FidelityResult, spread
+
+    runs = [FidelityResult([], {"median_abs_error": m, "max_abs_error": x}, Path("."))
+            for m, x in ((0.017, 0.053), (0.069, 0.252), (0.03, 0.07))]
+    doc = spread(runs)
+    assert doc["runs"] == 3 and doc["median_abs_error"] == 0.03 and doc["median_abs_error_range"] == [0.017, 0.069]
+    assert doc["max_abs_error"] == 0.07 and doc["max_abs_error_range"] == [0.053, 0.252]

@@ -106,6 +106,29 @@ class ClosedLoopArrivals:
 
 
 @dataclass(frozen=True)
+class BenchClientArrivals:
+    """A serving benchmark client as `vllm bench serve` / `sglang.bench_serving` run it.
+
+    A fixed set of `num_prompts` prompts (lengths from prompt_tokens and
+    output_tokens, drawn once, in order) is sent with `request_rate: inf`
+    under a semaphore of `max_concurrency`: a new request starts the moment
+    one finishes, and the run ends when the last prompt completes (the
+    horizon's duration does not cut it). `warmup_requests` copies of the
+    first prompt run first (at `max_concurrency` for vllm; all at once and
+    with at most 32 output tokens for sglang, as its client does); the
+    benchmark's clock starts when they are done and they are excluded from
+    its metrics. `client` names the tool whose metrics summary.json carries
+    (`specplan.simulator.engine.bench_metrics`).
+    """
+
+    KIND: ClassVar[str] = "bench_client"
+    num_prompts: int = bounded(ge=1)
+    max_concurrency: int = bounded(ge=1)
+    warmup_requests: int = bounded(0, ge=0)
+    client: Literal["vllm", "sglang"] = "vllm"
+
+
+@dataclass(frozen=True)
 class TraceArrivals:
     """Replay of a recorded request trace (timestamps and lengths from the file).
 
@@ -205,7 +228,8 @@ class MixtureLength:
 
 Lengths = FixedLength | LognormalLength | EmpiricalLength | MixtureLength
 
-Arrivals = PoissonArrivals | GammaArrivals | MmppArrivals | PiecewiseArrivals | ClosedLoopArrivals | TraceArrivals
+Arrivals = (PoissonArrivals | GammaArrivals | MmppArrivals | PiecewiseArrivals | ClosedLoopArrivals | TraceArrivals
+            | BenchClientArrivals)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,10 @@ closed-loop users or Poisson rates), exactly as for `specplan sweep`. Then:
 2. host     calibrate, per policy, the host time of a step (everything in
             it that is neither forward: admission, drafting models, the
             policy, layouts, cache bookkeeping, the event loop), measured by
-            the engine on a run that is not a fidelity point: its own seed,
-            the middle load; least squares a + b·requests
+            the engine on runs that are not fidelity points: their own
+            seeds, the lowest and the highest load; least squares
+            a + b·requests over both (one load's batch sizes barely vary,
+            so its slope b was an extrapolation to the other loads)
 3. points   for every variant × load: profile, run the real engine
             (`ReferenceEngine.run()` measures), profile again; then one
             scenario priced with the mean of the two bracketing profiles
@@ -204,8 +206,10 @@ class Fidelity:
     def calibrate_host(self, before: tuple[Path, Path]) -> tuple[dict[str, tuple[float, float]], tuple[Path, Path]]:
         """Per label: host ms per step = a + b·requests, fitted to the host time the engine
         measures (step time outside its two forwards: admission, drafting models, the
-        policy, layouts, cache bookkeeping, the event loop) on one run per label that is
-        not a fidelity point (its own seed, the middle load, `calibration_s` long).
+        policy, layouts, cache bookkeeping, the event loop) on runs that are not fidelity
+        points (their own seed, `calibration_s` long each) at the label's lowest and highest
+        loads, so that the per-request slope b is measured across the batch sizes the points
+        span rather than extrapolated from one load's narrow range of batch sizes.
 
         Host time is measured directly, so the fit does not depend on the profiles.
         The forwards' own slowdown inside the serving loop against the harness's
@@ -214,19 +218,24 @@ class Fidelity:
         """
         host: dict[str, tuple[float, float]] = {}
         for label in self.plan.variant_scenarios:
-            steps = self.engine_run(self.calibration_scenario(label, before))[1]
-            host[label] = fit_host_overhead(steps["batch_requests"].to_numpy(), steps["overhead_ms"].to_numpy())
+            runs = [self.engine_run(s)[1] for s in self.calibration_scenarios(label, before)]
+            requests = np.concatenate([steps["batch_requests"].to_numpy() for steps in runs])
+            overhead = np.concatenate([steps["overhead_ms"].to_numpy() for steps in runs])
+            host[label] = fit_host_overhead(requests, overhead)
             self.progress(f"host time per step of {label}: {host[label][0]:.3f} ms + {host[label][1]:.4f} ms/request")
         after = self.capture(self.out_dir / "profiles" / "p01") if self.settings.profile_each_point else before
         return host, after
 
-    def calibration_scenario(self, label: str, profiles: tuple[Path, Path]) -> Scenario:
-        """The label's middle load, with its own seed and a `calibration_s` horizon."""
+    def calibration_scenarios(self, label: str, profiles: tuple[Path, Path]) -> list[Scenario]:
+        """The label's lowest and highest loads, each with its own seed and a `calibration_s` horizon."""
         loads = [p.scenario for p in self.plan.points if p.label == label]
-        middle = loads[len(loads) // 2]
-        horizon = dataclasses.replace(middle.horizon, duration_s=self.settings.calibration_s,
-                                      warmup_s=min(middle.horizon.warmup_s, self.settings.calibration_s / 2))
-        calib = dataclasses.replace(middle, seed=middle.seed + self.settings.seed_offset, horizon=horizon)
+        ends = [loads[0]] if len(loads) == 1 else [loads[0], loads[-1]]
+        return [self.calibration_scenario(s, profiles, i) for i, s in enumerate(ends)]
+
+    def calibration_scenario(self, point: Scenario, profiles: tuple[Path, Path], index: int = 0) -> Scenario:
+        horizon = dataclasses.replace(point.horizon, duration_s=self.settings.calibration_s,
+                                      warmup_s=min(point.horizon.warmup_s, self.settings.calibration_s / 2))
+        calib = dataclasses.replace(point, seed=point.seed + self.settings.seed_offset + index, horizon=horizon)
         return self.measured_scenario(calib, *profiles, (0.0, 0.0))
 
     # ---- the two sides ------------------------------------------------------------
@@ -239,6 +248,8 @@ class Fidelity:
         raw["drafter"]["latency"] = {"kind": "profile", "path": str(drafter_csv)}
         raw["engine"]["host_overhead_ms"] = host[0]
         raw["engine"]["host_overhead_per_request_ms"] = host[1]
+        if raw["engine"].get("attention") == "padded":  # the harness measured attention at this many queries per request
+            raw["engine"]["attention_profiled_queries"] = self.settings.tokens_per_request
         return scenario_from_mapping(raw, self.out_dir, source=scenario.source)
 
     def engine_run(self, scenario: Scenario) -> tuple[dict[str, Any], Any]:
@@ -311,6 +322,31 @@ def write_result(result: FidelityResult, out_dir: Path) -> Path:
     path.write_text(json.dumps(doc, indent=1) + "\n")
     save_fidelity_plot(result.points, out_dir / "fidelity.png", result.summary)
     return path
+
+
+def spread(results: list[FidelityResult]) -> dict[str, Any]:
+    """The check's spread over repeated runs: each run's median and max |error|, their median and range."""
+    medians = [r.summary["median_abs_error"] for r in results]
+    maxima = [r.summary["max_abs_error"] for r in results]
+    return {"runs": len(results), "median_abs_error_per_run": medians, "max_abs_error_per_run": maxima,
+            "median_abs_error": float(np.median(medians)), "median_abs_error_range": [min(medians), max(medians)],
+            "max_abs_error": float(np.median(maxima)), "max_abs_error_range": [min(maxima), max(maxima)]}
+
+
+def run_fidelity_runs(source: str | Path, settings: FidelitySettings, out_dir: str | Path, runs: int,
+                      overrides: list[str] | None = None, progress: Progress | None = None) -> dict[str, Any]:
+    """The whole check `runs` times (DIR/run-1 ...), each profiled and calibrated anew; writes
+    DIR/fidelity-runs.json with the spread, so one lucky run cannot stand as the figure."""
+    out = Path(out_dir)
+    results = []
+    for i in range(1, runs + 1):
+        if progress:
+            progress(f"fidelity run {i} of {runs}")
+        results.append(run_fidelity(source, settings, out / f"run-{i}", overrides, progress))
+    doc = spread(results)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "fidelity-runs.json").write_text(json.dumps(clean(doc), indent=1) + "\n")
+    return doc
 
 
 def run_fidelity(source: str | Path, settings: FidelitySettings, out_dir: str | Path,

@@ -155,7 +155,7 @@ class Batch:
 
 
 def attention_context(kv_tokens: np.ndarray, decode: np.ndarray | None, prefill_take: np.ndarray | None,
-                      padded: bool) -> int:
+                      padded: bool, query_scale: float = 1.0) -> int:
     """A step's KV context as a profile's context axis counts it (`engine.attention`).
 
     The rows the step runs are the decoding ones (`decode`; None: every row)
@@ -163,11 +163,15 @@ def attention_context(kv_tokens: np.ndarray, decode: np.ndarray | None, prefill_
     no chunk this step is not in the forward). `varlen`: the Σ of their KV.
     `padded`: per phase (decode, prompt chunks), rows × the phase's longest
     KV, as an engine that pads attention within separate decode and prefill
-    kernels.
+    kernels; the decode phase × `query_scale` when its queries are padded too
+    (the longest verify block against the profile's queries per request).
     """
     phases = [kv_tokens if decode is None else kv_tokens[decode]]
     if prefill_take is not None:
         phases.append(kv_tokens[prefill_take > 0])
     if not padded:
         return int(sum(int(kv.sum()) for kv in phases))
-    return int(sum(kv.size * int(kv.max()) for kv in phases if kv.size))
+    padded_kv = [kv.size * int(kv.max()) if kv.size else 0 for kv in phases]
+    if query_scale != 1.0:
+        padded_kv[0] = round(padded_kv[0] * query_scale)
+    return int(sum(padded_kv))

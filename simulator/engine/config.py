@@ -11,7 +11,8 @@ the same limits from the same keys:
     max_step_tokens      tokens one forward may hold (the scenario layer fills in the default:
                          the profile's largest measured B)
     block_size           γ, the drafter's block (0 without speculation)
-    scheduling_overhead_ms, host_overhead_ms, host_overhead_per_request_ms, padded_attention
+    scheduling_overhead_ms, host_overhead_ms, host_overhead_per_request_ms, padded_attention,
+    profiled_queries     padded attention: verify queries per request the profile was measured at
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class EngineConfig:
     host_overhead_ms: float
     host_overhead_per_request_ms: float
     padded_attention: bool
+    profiled_queries: int | None = None
 
     @property
     def chunked(self) -> bool:
@@ -56,6 +58,7 @@ class EngineConfig:
             host_overhead_ms=engine.host_overhead_ms,
             host_overhead_per_request_ms=engine.host_overhead_per_request_ms,
             padded_attention=engine.attention == "padded",
+            profiled_queries=engine.attention_profiled_queries if engine.attention == "padded" else None,
         )
 
 

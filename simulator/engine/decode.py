@@ -69,7 +69,13 @@ from specplan.simulator.engine.batch import (
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.intake import admit_fifo
 from specplan.simulator.engine.price import StepPricer, StepQuote
-from specplan.simulator.engine.records import RequestLog, SpecCounters, StepLog, StepRecord
+from specplan.simulator.engine.records import (
+    ChunkLog,
+    RequestLog,
+    SpecCounters,
+    StepLog,
+    StepRecord,
+)
 
 ALL = slice(None)
 
@@ -144,6 +150,7 @@ class DecodeCore:
         self.max_step_tokens = config.max_step_tokens
         self.finishing = False  # a row may have emitted its last token this step (commit retires it)
         self.prompt_cache: Any = None  # chunked prefill with a prefix cache: cached_tokens(rid, n), prompts_done(ids)
+        self.chunks: ChunkLog | None = None  # per-request tokens per step, kept for a benchmark client's ITL
 
     # ---- intake -----------------------------------------------------------------------------
     def enqueue(self, rid: int, front: bool = False) -> None:
@@ -195,7 +202,7 @@ class DecodeCore:
         else:
             rows = self.decoding_rows(decode, kept)
             take, prefill_tokens = self.prefill_chunks(kept * per_request)
-        context = self.context_tokens(rows, take) if self.uses_context else 0
+        context = self.context_tokens(rows, take, planned) if self.uses_context else 0
         lengths, accepted, drafts, drafting, quote, theta = self.speculate(rows, kept, planned, prefill_tokens,
                                                                            context, now)
         return StepPlan(rows, kept, lengths, accepted, take, prefill_tokens, drafting, kept + drafts + prefill_tokens,
@@ -216,14 +223,22 @@ class DecodeCore:
         take = np.clip(budget - before, 0, left)
         return take, int(take.sum())
 
-    def context_tokens(self, rows: Any, take: np.ndarray | None) -> int:
+    def context_tokens(self, rows: Any, take: np.ndarray | None, planned: int | None = None) -> int:
         """KV context of the rows the step runs, as the profile's context axis counts it."""
         kv = self.batch.kv_tokens()
+        scale = 1.0 if self.config.profiled_queries is None else self.query_scale(planned)
         if rows is ALL and take is None:
-            return attention_context(kv, None, None, self.config.padded_attention)
+            return attention_context(kv, None, None, self.config.padded_attention, scale)
         running = np.zeros(kv.size, dtype=bool)
         running[rows] = True
-        return attention_context(kv, running, take, self.config.padded_attention)
+        return attention_context(kv, running, take, self.config.padded_attention, scale)
+
+    def query_scale(self, planned: int | None) -> float:
+        """Padded queries: the step's longest verify block (1 + planned ℓ, or 1 + γ for a policy that
+        decides per step: its upper bound, reached whenever one request verifies its whole block)
+        against the queries per request the profile was measured at."""
+        longest = 1 + (0 if not self.speculates else self.block_size if planned is None else planned)
+        return longest / (self.config.profiled_queries or 1)
 
     def speculate(self, rows: Any, r: int, planned: int | None, reserved: int, context: int,
                   now: float) -> tuple[np.ndarray | int, np.ndarray, int, int, StepQuote, ThetaPlan | None]:
@@ -372,6 +387,9 @@ class DecodeCore:
             ints[VERIFIED, rows] += plan.lengths
             if over is not None:
                 ints[ACCEPTED, rows] -= over
+        if self.chunks is not None:
+            ids = self.batch.rids if rows is ALL else self.batch.rids[rows]
+            self.chunks.add(now, ids, accepted + 1 if over is None else accepted + 1 + over)
         if self.learns:
             lengths = np.broadcast_to(plan.lengths, accepted.shape)
             self.policy.observe(StepOutcome(ints[RID][rows], lengths, accepted, now))

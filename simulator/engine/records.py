@@ -169,6 +169,44 @@ class RequestLog:
         return df
 
 
+class ChunkLog:
+    """Tokens each request received at each decode step: the chunks a streaming client reads.
+
+    Kept only when a benchmark client measures inter-token latency (the
+    decode core records nothing otherwise). One block per step: the step's
+    end time, the ids of the requests that decoded, and the tokens each
+    emitted (accepted drafts + 1, cut at what the request had left).
+    """
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.rids: list[np.ndarray] = []
+        self.tokens: list[np.ndarray] = []
+
+    def add(self, end_s: float, rids: np.ndarray, tokens: np.ndarray) -> None:
+        self.times.append(end_s)
+        self.rids.append(rids.copy())
+        self.tokens.append(np.array(tokens, dtype=np.int64))
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(time, request id, tokens) per chunk, flattened over the steps."""
+        if not self.times:
+            empty = np.zeros(0, dtype=np.int64)
+            return np.zeros(0), empty, empty
+        counts = [r.size for r in self.rids]
+        return (np.repeat(np.asarray(self.times), counts), np.concatenate(self.rids),
+                np.concatenate(self.tokens))
+
+    @staticmethod
+    def merge(logs: list[ChunkLog]) -> ChunkLog:
+        out = ChunkLog()
+        for log in logs:
+            out.times += log.times
+            out.rids += log.rids
+            out.tokens += log.tokens
+        return out
+
+
 class StepLog:
     """One `StepRecord` per engine step (`add`), sealed into numpy blocks.
 

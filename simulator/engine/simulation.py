@@ -24,10 +24,11 @@ import simpy
 from specplan.simulator.core.streams import stream
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import assemble
+from specplan.simulator.engine.bench_metrics import bench_summary
 from specplan.simulator.engine.intake import FrontDoor
 from specplan.simulator.engine.prefill import PrefillPool, prefill_summary
 from specplan.simulator.engine.prefix_cache import ReplicaPromptCache, cache_fields
-from specplan.simulator.engine.records import RequestLog, SpecCounters, StepLog
+from specplan.simulator.engine.records import ChunkLog, RequestLog, SpecCounters, StepLog
 from specplan.simulator.engine.replica import Replica
 from specplan.simulator.engine.router import Router
 from specplan.simulator.engine.summary import summarize
@@ -65,6 +66,9 @@ class Simulation:
         self.pool = self.prefill_pool(scenario)
         self.prompt_caches = self.replica_caches(scenario)
         self.budget: ArrivalBudget = start_workload(self.env, scenario, self.submit, self.front.domain_mix)
+        if self.budget.bench is not None:  # a benchmark client reads every step's chunks (its ITL)
+            for replica in self.replicas:
+                replica.core.chunks = ChunkLog()
 
     def prefill_pool(self, scenario: Scenario) -> PrefillPool | None:
         """With cluster.prefill: the pool every arrival goes through, feeding the decode replicas."""
@@ -110,8 +114,8 @@ class Simulation:
 
     def run(self) -> SimResult:
         start = time.perf_counter()
-        horizon = self.scenario.horizon
-        until = self.all_done if horizon.duration_s is None else horizon.duration_s
+        duration_s = self.budget.duration_s  # the horizon's, or None (a benchmark client runs to its last prompt)
+        until = self.all_done if duration_s is None else duration_s
         self.env.run(until=until)
         wall_s = time.perf_counter() - start
         for replica in self.replicas:
@@ -130,6 +134,9 @@ class Simulation:
                                        sum(c.looked_up_tokens for c in self.prompt_caches),
                                        sum(c.saved_tokens for c in self.prompt_caches)))
         summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile, counts)
+        if self.budget.bench is not None:
+            chunks = ChunkLog.merge([r.core.chunks for r in self.replicas if r.core.chunks is not None])
+            summary.update(bench_summary(requests, chunks, self.budget.bench, int(summary["gpus"])))
         spec = functools.reduce(SpecCounters.merge, (r.core.spec for r in self.replicas))
         return SimResult(self.scenario, summary, requests, steps, spec, prefill_steps)
 

@@ -27,10 +27,16 @@ import simpy
 from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.core.streams import stream
 from specplan.traces.arrivals import ThinkTime, arrival_process
+from specplan.traces.bench_client import BenchRun, start_bench_client
 from specplan.traces.draws import ScalarDraws
 from specplan.traces.lengths import LengthPair
 from specplan.traces.replay import start_replay
-from specplan.traces.spec import ClosedLoopArrivals, MixtureLength, TraceArrivals
+from specplan.traces.spec import (
+    BenchClientArrivals,
+    ClosedLoopArrivals,
+    MixtureLength,
+    TraceArrivals,
+)
 
 Submit = Callable[..., simpy.Event]  # (prompt, output, domain[, prompt block hashes]) -> done event
 
@@ -92,7 +98,9 @@ class ArrivalBudget:
     """Counts arrivals against the horizon: a time limit and/or a request cap.
 
     A trace replay attaches itself as `replay`; `summary_counts()` then
-    reports what its reader skipped.
+    reports what its reader skipped. A benchmark client attaches its
+    `BenchRun` as `bench` and sets the cap to all its requests, with no time
+    limit: the run ends when the last prompt completes.
     """
 
     def __init__(self, duration_s: float | None, requests: int | None) -> None:
@@ -100,6 +108,7 @@ class ArrivalBudget:
         self.requests = requests
         self.arrived = 0
         self.replay: Any = None
+        self.bench: BenchRun | None = None
 
     def allows(self, now: float) -> bool:
         if self.duration_s is not None and now >= self.duration_s:
@@ -124,10 +133,21 @@ def start_workload(
             env.process(closed_loop_user(env, think_rng, think, source, submit, budget))
     elif isinstance(arrivals, TraceArrivals):
         start_replay(env, functools.partial(stream, scenario.seed), arrivals, submit, budget, source)
+    elif isinstance(arrivals, BenchClientArrivals):
+        budget.duration_s, budget.requests = None, arrivals.num_prompts + arrivals.warmup_requests
+        budget.bench = start_bench_client(env, arrivals, source.next, counted(submit, budget))
     else:
         times = arrival_process(arrivals).times(stream(scenario.seed, "arrivals"))
         env.process(open_loop(env, times, source, submit, budget))
     return budget
+
+
+def counted(submit: Submit, budget: ArrivalBudget) -> Submit:
+    """`submit` that counts each request as an arrival."""
+    def send(prompt: int, output: int, domain: int) -> simpy.Event:
+        budget.arrived += 1
+        return submit(prompt, output, domain)
+    return send
 
 
 def open_loop(

@@ -91,6 +91,10 @@ class Engine:
     attention: Literal["varlen", "padded"] = "varlen"
     # aggregated serving (chunked prefill): an LRU prefix cache per replica (capacity default: kv_capacity_tokens)
     prefix_cache: PrefixCacheSpec | None = None
+    # padded attention also pads the verify queries to the step's longest block: with the queries
+    # per request the profile's attention was measured at, the decode phase's context is priced
+    # × (1 + the longest ℓ the step can verify) / attention_profiled_queries (None: not priced)
+    attention_profiled_queries: int | None = num(None, ge=1)
 
     def validate(self, path: str) -> None:
         if self.prefix_cache is not None and not isinstance(self.prefill, ChunkedPrefill):

@@ -12,4 +12,5 @@ COMMANDS = (
     "specplan.simulator.app.commands.fidelity",
     "specplan.simulator.app.commands.acceptance",
     "specplan.simulator.app.commands.tune",
+    "specplan.simulator.app.commands.replicate",
 )

@@ -17,7 +17,12 @@ from specplan.hwprofiles.grid import parse_tokens
 from specplan.simulator.app.commands.run import add_scenario_args
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import dumps
-from specplan.validation.fidelity import DEFAULT_SHAPE, FidelitySettings, run_fidelity
+from specplan.validation.fidelity import (
+    DEFAULT_SHAPE,
+    FidelitySettings,
+    run_fidelity,
+    run_fidelity_runs,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tokens", help="profile token counts (harness syntax; default 1..engine.max_step_tokens)")
     p.add_argument("--calibration-s", type=float, default=10.0,
                    help="seconds of the per-policy host-overhead calibration run (default 10)")
+    p.add_argument("--runs", type=int, default=1,
+                   help="run the whole check N times (DIR/run-1 ...) and report the spread of its errors "
+                        "(median and range of each run's median and max |error|; default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=fidelity)
 
@@ -47,14 +55,16 @@ def fidelity(args: argparse.Namespace) -> int:
         import torch  # noqa: F401
     except ImportError:
         raise SpecplanError("specplan fidelity needs torch: pip install 'specplan[profile]'") from None
-    if min(args.threads, args.repeats, args.rounds) < 1 or args.calibration_s <= 0:
-        raise SpecplanError("--threads, --repeats and --rounds must be ≥ 1, --calibration-s > 0")
+    if min(args.threads, args.repeats, args.rounds, args.runs) < 1 or args.calibration_s <= 0:
+        raise SpecplanError("--threads, --repeats, --rounds and --runs must be ≥ 1, --calibration-s > 0")
     overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
     settings = FidelitySettings(model=args.model, threads=args.threads, repeats=args.repeats, rounds=args.rounds,
                                 profile_each_point=not args.profile_once,
                                 calibration_s=args.calibration_s,
                                 tokens=tuple(parse_tokens(args.tokens)) if args.tokens else ())
     quiet = args.quiet or args.json
+    if args.runs > 1:
+        return fidelity_runs(args, settings, overrides, quiet)
     result = run_fidelity(args.scenario, settings, Path(args.out), overrides,
                           None if quiet else lambda msg: print(msg, flush=True))
     if args.json:
@@ -63,4 +73,17 @@ def fidelity(args: argparse.Namespace) -> int:
         s = result.summary
         print(f"median |error| {s['median_abs_error']:.1%}, max {s['max_abs_error']:.1%} "
               f"over {s['errors_counted']} (point, metric) pairs; results in {args.out}/")
+    return 0
+
+
+def fidelity_runs(args: argparse.Namespace, settings: FidelitySettings, overrides: list[str], quiet: bool) -> int:
+    doc = run_fidelity_runs(args.scenario, settings, Path(args.out), args.runs, overrides,
+                            None if quiet else lambda msg: print(msg, flush=True))
+    if args.json:
+        sys.stdout.write(dumps(doc))
+    elif not args.quiet:
+        lo, hi = doc["median_abs_error_range"]
+        mlo, mhi = doc["max_abs_error_range"]
+        print(f"over {doc['runs']} runs: median |error| {doc['median_abs_error']:.1%} (range {lo:.1%}-{hi:.1%}), "
+              f"max {doc['max_abs_error']:.1%} (range {mlo:.1%}-{mhi:.1%}); results in {args.out}/")
     return 0

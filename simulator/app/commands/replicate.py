@@ -1,0 +1,51 @@
+"""`specplan replicate DIR`: predict published measurements (benchmarks/published/) and report the errors.
+
+DIR is one case folder (source.yaml, scenario.yaml, published.csv) or a
+folder of them. `--calibrate` adds the calibrated and split errors
+(specplan.simulator.study.replicate). Writes replication.csv, .md, .json
+and .png to --out and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from specplan.reports.replication import write_replication
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.study.published import Case, read_case
+from specplan.simulator.study.replicate import replicate
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("replicate", help="predict published measurements and report the errors")
+    p.add_argument("dir", help="a case folder, or a folder of case folders (benchmarks/published)")
+    p.add_argument("--out", help="results folder (default: DIR/results)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="also fit host time and a verify-time factor per engine and GPU (calibrated, split)")
+    p.add_argument("--quiet", action="store_true", help="print only the statistics")
+    p.set_defaults(func=run)
+
+
+def cases(folder: Path) -> list[Case]:
+    if not folder.is_dir():
+        raise SpecplanError(f"{folder}: not a folder")
+    if (folder / "source.yaml").exists():
+        return [read_case(folder)]
+    found = [read_case(sub) for sub in sorted(folder.iterdir()) if (sub / "source.yaml").exists()]
+    if not found:
+        raise SpecplanError(f"{folder}: no case folder (one with source.yaml and published.csv) inside")
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    folder = Path(args.dir)
+    out = Path(args.out) if args.out else folder / "results"
+    progress = (lambda _m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
+    result = replicate(cases(folder), out, calibrate=args.calibrate, progress=progress)
+    text = write_replication(result, out)
+    lines = text.splitlines()
+    print("\n".join(lines if not args.quiet else [line for line in lines if not line.startswith("|")]))
+    print(f"results in {out}/")
+    return 0

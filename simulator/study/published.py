@@ -1,0 +1,192 @@
+"""A public measurement as a replication case: its source, its scenario, its figures.
+
+A case is a folder (benchmarks/published/NAME/):
+
+    source.yaml     where the figures come from and what was run: repository,
+                    pr or issue, engine and version, model checkpoint, GPUs,
+                    parallelism, server and client flags; the `arms` (scenario
+                    overrides per compared configuration, e.g. dspark / none)
+                    and `workloads` (overrides per benchmarked workload);
+                    `client` (vllm | sglang: whose metrics are compared);
+                    `requires` (built-in profiles and acceptance presets the
+                    case needs; `unsupported`: a GPU, engine version or kernel
+                    the database lacks); `runnable: false` with a `reason`
+                    keeps a case that the model cannot run yet
+    scenario.yaml   the base scenario (a bench_client workload)
+    published.csv   the figures, units exactly as published:
+                    workload,arm,metric,value,unit,concurrency[,num_prompts,note]
+
+`arm` is an arm's name, or `A/B` for a ratio of two arms (a speed-up). A
+metric names what the engines' clients print; METRICS maps it to the
+summary key it is compared with and the units it may be published in.
+Every malformed row is a one-line SpecplanError naming the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specplan.simulator.core.errors import SpecplanError
+
+# metric -> (summary key after the client's prefix; unit -> factor to the key's unit)
+TIME_MS = {"ms": 1.0, "s": 1000.0}
+METRICS: dict[str, tuple[str, dict[str, float]]] = {
+    "output_throughput": ("output_throughput_tok_s", {"tok/s": 1.0}),
+    "total_throughput": ("total_token_throughput_tok_s", {"tok/s": 1.0}),
+    "output_throughput_per_gpu": ("output_throughput_tok_s_per_gpu", {"tok/s/GPU": 1.0}),
+    "total_throughput_per_gpu": ("total_token_throughput_tok_s_per_gpu", {"tok/s/GPU": 1.0}),
+    "mean_ttft": ("mean_ttft_ms", TIME_MS), "median_ttft": ("median_ttft_ms", TIME_MS),
+    "mean_tpot": ("mean_tpot_ms", TIME_MS), "median_tpot": ("median_tpot_ms", TIME_MS),
+    "mean_itl": ("mean_itl_ms", TIME_MS), "median_itl": ("median_itl_ms", TIME_MS),
+    "speedup_output_throughput": ("output_throughput_tok_s", {"x": 1.0}),
+    "speedup_sign": ("output_throughput_tok_s", {"sign": 1.0}),
+}
+RATIO_METRICS = ("speedup_output_throughput", "speedup_sign")
+GOAL_METRICS = ("output_throughput", "total_throughput", "output_throughput_per_gpu", "total_throughput_per_gpu",
+                "mean_tpot", "median_tpot", "speedup_output_throughput")
+COLUMNS = ("workload", "arm", "metric", "value", "unit", "concurrency")
+SOURCE_KEYS = ("title", "repository", "reference", "url", "engine", "model", "gpus", "parallelism",
+               "server_flags", "client_flags", "client", "arms", "workloads", "requires", "runnable", "reason",
+               "notes", "group")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One published number and the run that predicts it."""
+
+    workload: str
+    arm: str
+    metric: str
+    value: float        # in the unit of the summary key (converted from `unit`)
+    published: float    # as published
+    unit: str
+    concurrency: int
+    num_prompts: int | None
+    line: int
+
+    @property
+    def arms(self) -> tuple[str, ...]:
+        return tuple(self.arm.split("/"))
+
+
+@dataclass(frozen=True)
+class Case:
+    """A replication case folder, read and validated."""
+
+    folder: Path
+    source: dict[str, Any]
+    figures: list[Figure]
+    problems: list[str] = field(default_factory=list)  # why (parts of) it cannot run
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+    @property
+    def client(self) -> str:
+        return str(self.source.get("client", "vllm"))
+
+    @property
+    def group(self) -> str:
+        """The calibration group: engine and GPU (parameters are shared within it)."""
+        if "group" in self.source:
+            return str(self.source["group"])
+        engine, gpus = self.source.get("engine", {}), self.source.get("gpus", {})
+        return f"{engine.get('name', '?')}/{gpus.get('type', '?')}"
+
+
+def read_case(folder: str | Path) -> Case:
+    folder = Path(folder)
+    for name in ("source.yaml", "published.csv"):
+        if not (folder / name).is_file():
+            raise SpecplanError(f"{folder}: no {name} (a replication case needs source.yaml and published.csv)")
+    source = read_source(folder / "source.yaml")
+    figures = read_figures(folder / "published.csv", source)
+    return Case(folder, source, figures)
+
+
+def read_source(path: Path) -> dict[str, Any]:
+    try:
+        source = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise SpecplanError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(source, dict):
+        raise SpecplanError(f"{path}: must be a YAML mapping")
+    for key in source:
+        if key not in SOURCE_KEYS:
+            raise SpecplanError(f"{path}: unknown key '{key}' (valid: {', '.join(SOURCE_KEYS)})")
+    if source.get("client", "vllm") not in ("vllm", "sglang"):
+        raise SpecplanError(f"{path}: client must be vllm or sglang, got {source.get('client')!r}")
+    if not isinstance(source.get("arms", {}), dict) or not source.get("arms"):
+        raise SpecplanError(f"{path}: arms must be a mapping of arm name -> list of scenario overrides")
+    return source
+
+
+def read_figures(path: Path, source: dict[str, Any]) -> list[Figure]:
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(line for line in handle if not line.startswith("#")))
+    header = rows[0].keys() if rows else next(csv.reader([first_line(path)]), [])
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise SpecplanError(f"{path}: missing column(s) {', '.join(missing)} (need {','.join(COLUMNS)})")
+    return [figure(row, source, path, i + 2) for i, row in enumerate(rows)]
+
+
+def first_line(path: Path) -> str:
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            return line
+    return ""
+
+
+def figure(row: dict[str, str], source: dict[str, Any], path: Path, line: int) -> Figure:
+    """One CSV row, checked: known workload, arm(s) and metric, a number, a unit the metric takes."""
+    where = f"{path}:{line}"
+    metric, unit, arm = row["metric"].strip(), (row["unit"] or "").strip(), row["arm"].strip()
+    if metric not in METRICS:
+        raise SpecplanError(f"{where}: unknown metric '{metric}' (valid: {', '.join(METRICS)})")
+    if not unit:
+        raise SpecplanError(f"{where}: missing unit for {metric} (valid: {', '.join(METRICS[metric][1])})")
+    if unit not in METRICS[metric][1]:
+        raise SpecplanError(f"{where}: unit '{unit}' is not one {metric} is published in "
+                            f"(valid: {', '.join(METRICS[metric][1])})")
+    check_arm(arm, metric, source, where)
+    workload = row["workload"].strip()
+    if workload not in source.get("workloads", {}):
+        raise SpecplanError(f"{where}: unknown workload '{workload}' (source.yaml workloads: "
+                            f"{', '.join(source.get('workloads', {})) or 'none'})")
+    value = number(row["value"], "value", where)
+    return Figure(workload, arm, metric, value * METRICS[metric][1][unit], value, unit,
+                  int(number(row["concurrency"], "concurrency", where)), prompts(row, where), line)
+
+
+def check_arm(arm: str, metric: str, source: dict[str, Any], where: str) -> None:
+    names = arm.split("/")
+    ratio = metric in RATIO_METRICS
+    if ratio != (len(names) == 2):
+        raise SpecplanError(f"{where}: {metric} needs " + ("a ratio of two arms 'A/B'" if ratio else "one arm")
+                            + f", got '{arm}'")
+    for name in names:
+        if name not in source["arms"]:
+            raise SpecplanError(f"{where}: unknown arm '{name}' (source.yaml arms: {', '.join(source['arms'])})")
+
+
+def number(text: str | None, column: str, where: str) -> float:
+    try:
+        value = float((text or "").strip())
+    except ValueError:
+        raise SpecplanError(f"{where}: {column} must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise SpecplanError(f"{where}: {column} must be finite, got {text!r}")
+    return value
+
+
+def prompts(row: dict[str, str], where: str) -> int | None:
+    text = (row.get("num_prompts") or "").strip()
+    return int(number(text, "num_prompts", where)) if text else None

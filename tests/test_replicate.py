@@ -1,0 +1,97 @@
+"""The replication suite: a tiny synthetic case end to end, availability, and bad published CSVs.
+
+tests/data/replication-tiny is a synthetic case (not a measurement): its
+published figures are the closed forms of its scenario's engine plus 0.2 ms
+of host time per step, so the uncalibrated prediction misses them by a
+known amount and the calibration must recover 0.2 ms.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from specplan.simulator.study.published import read_case
+from specplan.simulator.study.replicate import error_statistics, replicate
+from tests.conftest import REPO
+
+TINY = REPO / "tests" / "data" / "replication-tiny"
+PUBLISHED = REPO / "benchmarks" / "published"
+
+
+def test_tiny_case_end_to_end(tmp_path, cli):
+    code, out, _err = cli("replicate", str(TINY), "--out", str(tmp_path))
+    assert code == 0
+    for name in ("replication.csv", "replication.md", "replication.png", "replication.json"):
+        assert (tmp_path / name).exists()
+    assert "median |error| 1.5%, max 2.0%" in out  # TPOT 10 vs 10.2 ms, throughput 11/0.101 vs 11/0.103 s
+
+
+def test_uncalibrated_errors_are_the_missing_host_time(tmp_path):
+    rows = replicate([read_case(TINY)], tmp_path).rows.set_index(["arm", "metric"])
+    assert rows.loc[("fast", "median_tpot"), "predicted_error"] == pytest.approx(10 / 10.2 - 1, abs=1e-9)
+    assert rows.loc[("slow", "median_tpot"), "predicted_value"] == pytest.approx(0.020)  # in seconds, as published
+    assert rows.loc[("fast", "output_throughput"), "predicted_error"] == pytest.approx(0.103 / 0.101 - 1, rel=1e-4)  # published to 6 digits
+    assert rows.loc[("slow/fast", "speedup_sign"), "predicted_value"] == -1
+
+
+def test_calibration_recovers_the_host_time_and_the_split_predicts(tmp_path):
+    result = replicate([read_case(TINY)], tmp_path, calibrate=True, host_grid=(0.0, 0.2, 0.4),
+                       scale_grid=(1.0, 1.1))
+    assert result.params["calibrated"]["synthetic/cpu"].host_ms == 0.2
+    for mode in ("calibrated", "split"):
+        stats = error_statistics(result.rows, mode)
+        assert stats["figures"] == 4 and stats["max_abs_error"] < 1e-5  # published values carry 6 digits
+
+
+def test_missing_profile_is_reported_and_left_out(tmp_path):
+    case = tmp_path / "case"
+    shutil.copytree(TINY, case)
+    source = (case / "source.yaml").read_text()
+    (case / "source.yaml").write_text(source + "requires: {profiles: [builtin:no-such-gpu-profile]}\n")
+    rows = replicate([read_case(case)], tmp_path / "out").rows
+    assert (rows["status"] == "profile not available: builtin:no-such-gpu-profile").all()
+    assert error_statistics(rows, "predicted")["figures"] == 0
+
+
+def test_the_development_set_says_why_each_case_is_out(tmp_path):
+    """Every committed case reads; each one that cannot run says why (never a silent drop)."""
+    cases = [read_case(p) for p in sorted(PUBLISHED.iterdir()) if (p / "source.yaml").exists()]
+    assert len(cases) >= 5
+    rows = replicate(cases, tmp_path).rows
+    assert set(rows["source"]) >= {"sglang-29538-v4-flash-dspark-b200", "vllm-49369-v4-flash-dspark-b300"}
+    assert not rows["status"].eq("").any()
+    unrunnable = rows[rows["status"] != "ok"]
+    assert unrunnable["status"].str.contains("not available|database lacks|not runnable").all()
+
+
+BAD = [
+    ("missing unit", "fixed-100-11,fast,median_tpot,10.2,,1,", "missing unit for median_tpot"),
+    ("unit the metric is not published in", "fixed-100-11,fast,median_tpot,10.2,tok/s,1,",
+     "unit 'tok/s' is not one median_tpot"),
+    ("unknown arm", "fixed-100-11,turbo,median_tpot,10.2,ms,1,", "unknown arm 'turbo'"),
+    ("unknown metric", "fixed-100-11,fast,goodput,10.2,ms,1,", "unknown metric 'goodput'"),
+    ("non-numeric value", "fixed-100-11,fast,median_tpot,ten,ms,1,", "value must be a number, got 'ten'"),
+    ("speed-up of one arm", "fixed-100-11,fast,speedup_output_throughput,2,x,1,", "needs a ratio of two arms"),
+    ("unknown workload", "sharegpt,fast,median_tpot,10.2,ms,1,", "unknown workload 'sharegpt'"),
+]
+
+
+@pytest.mark.parametrize(("label", "row", "message"), BAD, ids=[b[0] for b in BAD])
+def test_bad_published_csv_is_one_line_and_exit_2(tmp_path, cli, label, row, message):
+    case = tmp_path / "case"
+    shutil.copytree(TINY, case)
+    header = (TINY / "published.csv").read_text().splitlines()[0]
+    (case / "published.csv").write_text(f"{header}\n{row}\n")
+    code, _out, err = cli("replicate", str(case), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_missing_column_is_rejected(tmp_path, cli):
+    case = tmp_path / "case"
+    shutil.copytree(TINY, case)
+    (case / "published.csv").write_text("workload,arm,metric,value,concurrency\nfixed-100-11,fast,median_tpot,1,1\n")
+    code, _out, err = cli("replicate", str(case))
+    assert code == 2 and "missing column(s) unit" in err
