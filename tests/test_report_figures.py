@@ -1,8 +1,10 @@
-"""What the report's figures plot, not only that a file was written.
+"""What the report's figures and tables show, not only that a file was written.
 
 A perfect head (c = p) must lie on the diagonal of the calibration figure
 within each bin's binomial interval; an over-confident raw head must lie
-off it, and STS must bring it back (as `specplan calibrate` reports).
+off it, and STS must bring it back (as `specplan calibrate` reports). An
+SLA reading taken at the largest simulated load is marked in the table,
+the terminal text and on the frontier figure.
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ from types import SimpleNamespace
 import numpy as np
 
 from specplan.reports.calibration import reliability_curves
-from specplan.reports.figures import MIN_BIN_COUNT, calibration_figure
+from specplan.reports.figures import MIN_BIN_COUNT, calibration_figure, frontier_figure
+from specplan.reports.report import write_report
+from specplan.simulator.app.commands.sweep import comparison_text
 from specplan.simulator.drafters.calibration import N_BINS
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.load import read_yaml
 from specplan.simulator.scenario.merge import strip_study_blocks
+from specplan.simulator.study.sweep import run_sweep
 from tests.conftest import REPO
+from tests.test_sweep import tiny
 
 Z = 4.0  # a bin's observed survival within 4 binomial standard errors of its mean prediction
 
@@ -64,3 +70,22 @@ def test_the_calibration_figure_plots_those_curves():
     keep = curve.counts >= MIN_BIN_COUNT
     assert np.allclose(x, curve.mean_pred[keep]) and np.allclose(y, curve.observed[keep])
     assert f"ECE {100 * curve.ece:.1f}%" in name
+
+
+def test_a_reading_at_the_largest_simulated_load_is_marked_in_table_and_figure(tmp_path):
+    # a linear profile: throughput grows with users up to the largest simulated load (8), so an
+    # SLA slower than every operating point reads the largest load's throughput, a lower bound
+    raw = tiny()
+    raw["sweep"]["seeds"] = [1]
+    raw["sweep"]["variants"] = raw["sweep"]["variants"][:1]
+    raw["sla"] = {"tps_user": [1.0], "statistic": "p50"}
+    result = run_sweep(raw, tmp_path, workers=1)
+    (row,) = result.comparisons.itertuples()
+    assert row.throughput_edge == "max load 8"
+    write_report(result, tmp_path)
+    assert "(at max load 8 users)" in (tmp_path / "report.md").read_text()
+    assert "(at max load 8)" in comparison_text(result)
+    (ax,) = frontier_figure(result).axes
+    (marker,) = [ln for ln in ax.get_lines() if "largest simulated load" in str(ln.get_label())]
+    assert [float(v) for v in marker.get_xdata()] == [1.0]
+    assert float(marker.get_ydata()[0]) == row.throughput_per_gpu
