@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from specplan.hwprofiles.grid import parse_tokens
 from specplan.simulator.app.commands.run import add_scenario_args
+from specplan.simulator.app.output import add_force_arg, out_folder
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.validation.fidelity import DEFAULT_SHAPE, FidelitySettings, run_fidelity
@@ -23,7 +23,8 @@ from specplan.validation.fidelity import DEFAULT_SHAPE, FidelitySettings, run_fi
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fidelity", help="measure the simulator's error against a real torch engine")
     add_scenario_args(p)
-    p.add_argument("--out", required=True, help="results folder (created)")
+    p.add_argument("--out", required=True, help="results folder (created; earlier results kept unless --force)")
+    add_force_arg(p)
     p.add_argument("--json", action="store_true",
                    help="print {points, median_abs_error, max_abs_error, ...} as JSON")
     p.add_argument("--model", default=str(DEFAULT_SHAPE),
@@ -49,13 +50,14 @@ def fidelity(args: argparse.Namespace) -> int:
         raise SpecplanError("specplan fidelity needs torch: pip install 'specplan[profile]'") from None
     if min(args.threads, args.repeats, args.rounds) < 1 or args.calibration_s <= 0:
         raise SpecplanError("--threads, --repeats and --rounds must be ≥ 1, --calibration-s > 0")
+    out = out_folder(args.out, ("fidelity.json", "fidelity.png"), args.force)
     overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
     settings = FidelitySettings(model=args.model, threads=args.threads, repeats=args.repeats, rounds=args.rounds,
                                 profile_each_point=not args.profile_once,
                                 calibration_s=args.calibration_s,
                                 tokens=tuple(parse_tokens(args.tokens)) if args.tokens else ())
     quiet = args.quiet or args.json
-    result = run_fidelity(args.scenario, settings, Path(args.out), overrides,
+    result = run_fidelity(args.scenario, settings, out, overrides,
                           None if quiet else lambda msg: print(msg, flush=True))
     if args.json:
         sys.stdout.write(dumps(result.as_json()))

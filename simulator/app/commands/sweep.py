@@ -10,6 +10,7 @@ from pathlib import Path
 
 from specplan.reports.report import write_report
 from specplan.simulator.app.commands.run import add_override_args
+from specplan.simulator.app.output import out_folder
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.study.sweep import SweepResult, run_sweep
@@ -47,7 +48,7 @@ def sweep_and_report(scenario: str | Path, args: argparse.Namespace, overrides: 
     fidelity = Path(args.fidelity) if args.fidelity else None
     if fidelity is not None and not (fidelity / "fidelity.json").is_file():
         raise SpecplanError(f"--fidelity {fidelity}: no fidelity.json there (write one with `specplan fidelity --out DIR`)")
-    out = Path(args.out)
+    out = out_folder(args.out)
     result = run_sweep(scenario, out, workers=args.workers, backend=args.backend, address=args.address,
                        progress=False if (args.quiet or args.json) else None, overrides=overrides)
     report = write_report(result, out, fidelity) if args.report else None

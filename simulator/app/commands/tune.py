@@ -14,12 +14,12 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
 
 import pandas as pd
 
 from specplan.reports.tune import write_tune_report
 from specplan.simulator.app.commands.run import add_override_args
+from specplan.simulator.app.output import out_folder
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.study.tune import (
     TUNED_ROLE,
@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = Path(args.out)
+    out = out_folder(args.out)
     tuned = tune_schedule(args.scenario, out, lengths=args.lengths, buckets=args.buckets, loads=args.loads,
                           sla_tps=args.sla_tps, workers=args.workers,
                           progress=False if (args.quiet or args.json) else None, overrides=args.overrides)
