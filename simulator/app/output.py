@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,7 @@ def out_folder(path: str | Path, holds: tuple[str, ...] = (), force: bool = Fals
     if out.exists() and not out.is_dir():
         raise SpecplanError(f"{flag} {out}: is a file, not a folder")
     make_folder(out, flag)
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise SpecplanError(f"{flag} {out}: cannot write there (permission denied)")
+    check_writable(out, flag, out)
     present = [name for name in holds if (out / name).exists()]
     if present and not force:
         raise SpecplanError(f"{flag} {out}: already holds results ({', '.join(present)}); pass --force to "
@@ -47,7 +47,8 @@ def out_file(path: str | Path, force: bool = False, flag: str = "--out") -> Path
     if out.is_dir():
         raise SpecplanError(f"{flag} {out}: is a folder, not a file")
     make_folder(out.parent, flag, out)
-    if not os.access(out.parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
+    check_writable(out.parent, flag, out)
+    if out.exists() and not os.access(out, os.W_OK):
         raise SpecplanError(f"{flag} {out}: cannot write there (permission denied)")
     if out.exists() and not force:
         raise SpecplanError(f"{flag} {out}: already exists; pass --force to overwrite it, or choose another name")
@@ -64,6 +65,15 @@ def make_folder(folder: Path, flag: str, named: Path | None = None) -> None:
         raise SpecplanError(f"{flag} {named or folder}: a part of the path is a file, not a folder") from None
     except OSError as exc:
         raise SpecplanError(f"{flag} {named or folder}: cannot create {folder} ({exc.strerror or exc})") from None
+
+
+def check_writable(folder: Path, flag: str, named: Path) -> None:
+    """Create and remove a scratch file in `folder` (what permissions alone cannot tell, e.g. for root)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise SpecplanError(f"{flag} {named}: cannot write there ({exc.strerror or exc})") from None
 
 
 def add_force_arg(p: Any) -> None:
