@@ -39,8 +39,8 @@ import copy
 import dataclasses
 import math
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,14 +52,16 @@ from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
 from specplan.simulator.scenario.study import tps_column
-from specplan.simulator.study.backends import default_workers
+from specplan.simulator.study.backends import default_workers, pool_map
 from specplan.simulator.study.frontier import ci95
+from specplan.simulator.study.interrupts import Stopper
 from specplan.simulator.study.keepup import FALLS_BEHIND, KEEPS_UP, TOO_SHORT, judge_backlog
 from specplan.simulator.study.points import (
     load_point,
     normalise,
     point_key,
     read_source,
+    remove_partial,
     store_point,
     validated,
 )
@@ -311,20 +313,26 @@ def plan_capacity(scenario_or_path: str | Path | Scenario | dict, rate_per_s: fl
     if workers is not None and workers < 1:
         raise SpecplanError(f"--workers must be >= 1, got {workers}")
     workers = min(workers or default_workers(), len(jobs))
+    found: dict[int, VariantPlan] = {}
     with Progress(len(jobs), "plan", enabled=progress) as bar:
+
+        def on_result(index: int, get: Callable[[], VariantPlan]) -> None:
+            found[index] = get()
+            bar.advance()
+
+        kept = (f"every finished probe is stored under {probes_dir}: run the same command again to resume"
+                if probes_dir is not None else "nothing is kept (give --out DIR to store probes and resume)")
         if workers <= 1:
-            plans = []
-            for job in jobs:
-                plans.append(plan_variant(*job))
-                bar.advance()
+            with Stopper(running=lambda: 1, what="variant plan", kept=kept) as stop:
+                for index, job in enumerate(jobs):
+                    if stop.requested:
+                        break
+                    on_result(index, partial(plan_variant, *job))
+                stop.check()
         else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futures = [pool.submit(plan_variant, *job) for job in jobs]
-                plans = []
-                for future in futures:
-                    plans.append(future.result())
-                    bar.advance()
-    return CapacityPlan(target, plans)
+            pool_map([(plan_variant, job) for job in jobs], on_result, workers, what="variant plan", kept=kept,
+                     on_killed=lambda running: remove_partial(probes_dir, [""]))
+    return CapacityPlan(target, [found[i] for i in range(len(jobs))])
 
 
 def plan_table(plan: CapacityPlan) -> str:
