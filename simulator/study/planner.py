@@ -171,11 +171,11 @@ class VariantPlan:
 
 
 def probe_record(probe: Probe | None) -> dict[str, Any] | None:
-    """The one-fewer probe as JSON: its size, statistic and interval, whether it kept up."""
+    """The one-fewer probe as JSON: its size, statistic and interval, its keep-up verdict."""
     if probe is None:
         return None
     return {"replicas": probe.replicas, "gpus": probe.gpus, "tps_user": finite(probe.tps_user),
-            "tps_user_ci95": finite(probe.tps_user_ci95), "keeps_up": probe.keeps_up,
+            "tps_user_ci95": finite(probe.tps_user_ci95), "keep_up": probe.keep_up,
             "backlog_growth": finite(probe.backlog_growth)}
 
 

@@ -49,10 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if len(args.scrapes) > 2:
         raise SpecplanError(f"acceptance vllm-metrics: give one or two scrapes, got {len(args.scrapes)}")
-    out = out_file(args.out, args.force)
     scrapes = [read_scrape(path, args.model) for path in args.scrapes]
     counts = scrapes[0] if len(scrapes) == 1 else counts_between(scrapes[0], scrapes[1])
-    fit = fit_acceptance(counts, args.confidence)
+    fit = fit_acceptance(counts, args.confidence)  # bad scrapes are reported before --out
+    out = out_file(args.out, args.force)
     try:
         out.write_text(drafter_yaml(fit, args.domain, args.family))
     except OSError as exc:
