@@ -95,6 +95,7 @@ def comparison_text(tuned: TunedSchedule) -> str:
 
 def cell(row: pd.Series) -> str:
     value = "unreachable" if not math.isfinite(row.value) else f"{row.value:,.0f}"
+    value += f" (at {row.edge})" if isinstance(row.edge, str) and row.edge else ""
     tag = " (best static)" if row.best_static else ""
     gain = "" if row.role == TUNED_ROLE or not math.isfinite(row.tuned_gain) else f" ({100 * row.tuned_gain:+.1f}%)"
     return f"{row.label}{tag} {value}{gain}"
