@@ -1,8 +1,10 @@
 """A label's drafter → reliability curves of its confidence head, for the calibration figure.
 
 Draft blocks are drawn from the scenario's own acceptance model (domain mix,
-request and token spread), on a stream of their own so the figure never
-shifts the simulation's draws. Prediction and label follow
+request and token spread, requests weighted as proposals are, exactly as
+`specplan calibrate` draws them: `heads.proposal_requests`), on a stream of
+their own so the figure never shifts the simulation's draws. Heads read the
+acceptance *logit* x = logit p (as the engine hands it to them), never p. Prediction and label follow
 `specplan.simulator.drafters.calibration`: predicted prefix survival
 `a_k = Π_{i≤k} c_i` against "drafts 1..k all accepted", every position
 pooled. A head with a raw output (`confidence.kind: model`) is drawn twice
@@ -17,8 +19,9 @@ import numpy as np
 
 from specplan.hwprofiles import load_profile
 from specplan.simulator.core.streams import seed_sequence, stream
-from specplan.simulator.drafters.calibration import ece, reliability, survival
+from specplan.simulator.drafters.calibration import ece, reliability, sigmoid, survival
 from specplan.simulator.drafters.drafter import build_drafter
+from specplan.simulator.drafters.heads import proposal_requests
 from specplan.simulator.scenario import Scenario
 
 
@@ -41,15 +44,15 @@ def reliability_curves(scenario: Scenario, blocks: int = 20000) -> list[Reliabil
     acceptance = drafter.acceptance
     assert acceptance is not None, "reliability needs a speculating drafter"
     rng = stream(scenario.seed, "report.calibration")
-    domain_idx = rng.choice(len(acceptance.domains), size=blocks, p=acceptance.mix)
-    p = acceptance.sample(domain_idx, acceptance.request_offsets(blocks, rng), rng)
-    labels = survival(rng.random(p.shape) < p).ravel()
+    domain_idx, offsets = proposal_requests(acceptance, blocks, rng)
+    x = acceptance.step_logits(acceptance.row_logits(domain_idx, offsets), rng)
+    labels = survival(rng.random(x.shape) < sigmoid(x)).ravel()
     head = drafter.confidence
     curves = []
     raw = getattr(head, "raw", None)
     if raw is not None:
-        curves.append(curve("raw head", "o--", raw(p, stream(scenario.seed, "report.head")), labels))
-    seen = head.observe(p, stream(scenario.seed, "report.head"))
+        curves.append(curve("raw head", "o--", raw(x, stream(scenario.seed, "report.head")), labels))
+    seen = head.observe(x, stream(scenario.seed, "report.head"))
     name = "seen by the policy" if raw is not None else f"{head.kind} head (c = p)"
     curves.append(curve(name, "o-", seen, labels))
     return curves

@@ -80,9 +80,22 @@ def frontier_figure(result: Any) -> Figure:
         curve = front[front["label"] == label]
         ax.plot(curve["tps_user"], curve["throughput_per_gpu"], line_style(scenarios[label]), lw=2,
                 color=colour[label], label=legend_name(label, scenarios[label]))
+    edge_markers(ax, result, colour)
     frontier_axes(ax, result, "Throughput vs interactivity: Pareto frontier per variant")
     fig.tight_layout()
     return fig
+
+
+def edge_markers(ax: Any, result: Any, colour: dict[str, Any]) -> None:
+    """An open triangle at each SLA reading taken at the largest simulated load (a lower bound)."""
+    comp = result.comparisons
+    if comp.empty or "throughput_edge" not in comp:
+        return
+    edge = comp[comp["throughput_edge"].astype(str).str.startswith("max load")]
+    for i, r in enumerate(edge.itertuples()):
+        ax.plot([r.sla_tps_user], [r.throughput_per_gpu], "^", ms=9, mfc="none", mew=1.6,
+                color=colour.get(r.label, "0.2"),
+                label="SLA reading at the largest simulated load (a lower bound)" if i == 0 else None)
 
 
 def frontier_axes(ax: Any, result: Any, title: str) -> None:
@@ -239,7 +252,9 @@ def profile_figure(result: Any) -> Figure:
 FIGURES = (
     ("frontier", "Pareto frontiers", frontier_figure,
      "Throughput per GPU against tokens/s/user (SLA statistic); dots are operating points (seed means), "
-     "lines each label's non-dominated frontier; dotted verticals are the SLA thresholds."),
+     "lines each label's non-dominated frontier; dotted verticals are the SLA thresholds; an open triangle "
+     "marks an SLA reading taken at the label's largest simulated load (more load was not simulated, so "
+     "it is a lower bound)."),
     ("concurrency", "Throughput and verification budget vs concurrency", concurrency_figure,
      "Top: throughput per GPU with 95% confidence intervals over seeds. Bottom: mean tokens verified "
      "per request per step (1 + ℓ): how much each policy spends on verification as load grows."),

@@ -241,14 +241,31 @@ def sla_blocks(result: Any) -> list[Block]:
     baseline = str(comp["baseline"].iloc[0])
     header = (f"SLA: tokens/s/user ({result.statistic}) ≥", "label", "throughput per GPU (tok/s)",
               f"gain vs {baseline}", f"tokens/s/user at {baseline}'s throughput", "gain")
-    rows = tuple((f"{r.sla_tps_user:g}", str(r.label), number(r.throughput_per_gpu, "{:,.0f}"),
-                  percent(r.gain_vs_baseline), number(r.tps_user_at_matched, "{:.1f}"),
+    rows = tuple((f"{r.sla_tps_user:g}", str(r.label),
+                  number(r.throughput_per_gpu, "{:,.0f}") + edge_note(r.throughput_edge, result),
+                  percent(r.gain_vs_baseline),
+                  number(r.tps_user_at_matched, "{:.1f}") + edge_note(r.tps_user_edge, result),
                   percent(r.tps_user_gain_vs_baseline)) for r in comp.itertuples())
     note = Paragraph("Throughput per GPU is read off each label's frontier at the SLA (piecewise-linear "
                      "between simulated operating points); 'unreachable' means no operating point of the "
                      "label met the SLA. Matched throughput: each label's best tokens/s/user while "
-                     f"delivering {baseline}'s throughput per GPU at that SLA.")
+                     f"delivering {baseline}'s throughput per GPU at that SLA. A value marked '(at max "
+                     "load …)' is the largest simulated load's (the SLA is slower than any point the label "
+                     "reached): a lower bound, since more load was not simulated; '(at min load …)' likewise "
+                     "for the smallest load.")
     return [Table(header, rows), note]
+
+
+def edge_note(edge: Any, result: Any) -> str:
+    """' (at max load 128 users)' for a reading taken at an end of the load axis, else ''."""
+    if not isinstance(edge, str) or not edge:
+        return ""
+    return f" (at {edge}{load_unit(result)})"
+
+
+def load_unit(result: Any) -> str:
+    kinds = {p.load_kind for p in result.plan.points}
+    return {frozenset({"users"}): " users", frozenset({"rate_per_s"}): " req/s"}.get(frozenset(kinds), "")
 
 
 def number(value: float, template: str) -> str:

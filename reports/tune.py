@@ -170,7 +170,8 @@ def key_table(rows: Any, at_sla: bool) -> Table:
     header = ("SLA tok/s/user ≥" if at_sla else "throughput/GPU", "label", "role",
               "throughput/GPU" if at_sla else "tok/s/user", "tuned's gain over it")
     body = tuple((fmt(r.level), str(r.label), str(r.role) + (" (best static)" if r.best_static else ""),
-                  fmt(r.value), "—" if r.role == TUNED_ROLE else pct(r.tuned_gain)) for r in rows.itertuples())
+                  fmt(r.value) + (f" (at {r.edge})" if isinstance(r.edge, str) and r.edge else ""),
+                  "—" if r.role == TUNED_ROLE else pct(r.tuned_gain)) for r in rows.itertuples())
     return Table(header, body)
 
 

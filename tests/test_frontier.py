@@ -125,3 +125,25 @@ def test_frontier_table_has_vertices_and_monotone_interpolation_per_label():
     assert np.all(np.diff(a["throughput_per_gpu"].to_numpy()) <= 0)
     assert np.all(np.diff(a["tps_user"].to_numpy()) > 0)
     assert (table[table["label"] == "b"]["kind"] == "vertex").all()
+
+
+def test_readings_from_the_edge_of_the_load_axis_say_so():
+    ops = ops_frame([
+        ("base", 1, 100.0, 200.0), ("base", 4, 80.0, 600.0), ("base", 16, 40.0, 1000.0),
+        ("peaked", 1, 100.0, 200.0), ("peaked", 4, 60.0, 900.0), ("peaked", 16, 20.0, 700.0),
+    ])
+    comp = comparisons(ops, ["base", "peaked"], (30.0, 80.0), "p50").set_index(["sla_tps_user", "label"])
+    # below the slowest vertex the reading is the largest load's throughput: a bound, marked
+    assert comp.loc[(30.0, "base"), "throughput_per_gpu"] == pytest.approx(1000.0)
+    assert comp.loc[(30.0, "base"), "throughput_edge"] == "max load 16"
+    # a frontier whose best throughput is at an interior load is a real maximum: unmarked
+    assert comp.loc[(30.0, "peaked"), "throughput_per_gpu"] == pytest.approx(900.0)
+    assert comp.loc[(30.0, "peaked"), "throughput_edge"] == ""
+    assert comp.loc[(80.0, "base"), "throughput_edge"] == ""
+    # matched throughput 1000 is beyond peaked's frontier (unreachable); 600 reads inside it
+    assert comp.loc[(30.0, "peaked"), "tps_user_edge"] == ""
+    # at the baseline's lowest throughput (200, load 1) the matched reading is the smallest load's
+    assert comp.loc[(80.0, "peaked"), "tps_user_edge"] == ""
+    low = comparisons(ops, ["base", "peaked"], (100.0,), "p50").set_index("label")
+    assert low.loc["peaked", "tps_user_at_matched"] == pytest.approx(100.0)
+    assert low.loc["peaked", "tps_user_edge"] == "min load 1"

@@ -1,14 +1,20 @@
-"""Capacity planner: the replica search, a case with a closed-form answer, the JSON contract."""
+"""Capacity planner: the replica search, a case with a closed-form answer, the JSON contract, the
+keep-up test a short horizon cannot fool, seeds and intervals, plan files, the KV-capacity check."""
 
 from __future__ import annotations
 
 import copy
 import json
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.scenario.load import read_yaml
+from specplan.simulator.study.keepup import FALLS_BEHIND, KEEPS_UP, TOO_SHORT, judge_backlog
 from specplan.simulator.study.planner import fewest_replicas, plan_capacity, plan_table
+from tests.conftest import REPO
 from tests.test_sweep import write_yaml
 
 # No speculation, fixed 100-token answers, instant prefill, a linear step time
@@ -76,7 +82,7 @@ def test_search_finds_the_threshold_with_few_probes():
 def test_plan_matches_the_closed_form_answer(tmp_path):
     expected = {"c=1.0ms": closed_form_replicas(1.0), "c=0.5ms": closed_form_replicas(0.5)}
     assert expected == {"c=1.0ms": 4, "c=0.5ms": 2}
-    plan = plan_capacity(KNOWN, RATE, SLA, statistic="p50", gpu_hour_usd=3.0, workers=1)
+    plan = plan_capacity(KNOWN, RATE, SLA, statistic="p50", gpu_hour_usd=3.0, workers=1, seeds=2)
     rows = plan.to_json()["variants"]
     assert [r["label"] for r in rows] == ["c=1.0ms", "c=0.5ms"]
     for row in rows:
@@ -101,8 +107,10 @@ def test_plan_json_contract_on_the_command_line(cli, tmp_path):
     assert list(payload) == ["variants"]
     (row,) = payload["variants"]
     assert list(row) == ["label", "replicas", "gpus", "meets_sla", "tps_user", "throughput_per_gpu",
-                         "cost_per_hour"]
+                         "cost_per_hour", "seeds", "tps_user_ci95", "one_fewer", "sure"]
     assert (row["label"], row["replicas"], row["gpus"], row["cost_per_hour"]) == ("c=0.5ms", 2, 4, None)
+    assert row["seeds"] == 3 and row["tps_user_ci95"] > 0 and row["sure"] is True
+    assert row["one_fewer"]["replicas"] == 1 and row["one_fewer"]["tps_user"] < SLA
 
 
 def test_an_unreachable_sla_reports_no_cluster():
@@ -110,7 +118,7 @@ def test_an_unreachable_sla_reports_no_cluster():
     raw = copy.deepcopy(KNOWN)
     raw["sweep"]["variants"] = raw["sweep"]["variants"][:1]
     raw["horizon"] = {"duration_s": 20, "warmup_s": 2}
-    plan = plan_capacity(raw, 2.0, 200.0, statistic="p50", max_replicas=4, workers=1)
+    plan = plan_capacity(raw, 4.0, 200.0, statistic="p50", max_replicas=4, workers=1, seeds=1)
     (row,) = plan.to_json()["variants"]
     assert (row["replicas"], row["gpus"], row["meets_sla"], row["cost_per_hour"]) == (None, None, False, None)
     assert "no cluster up to 4 replicas meets the SLA" in plan_table(plan)
@@ -134,3 +142,104 @@ def test_bad_plan_inputs_are_one_line_errors(cli, tmp_path):
     assert status == 2 and "not allowed with" in err
     with pytest.raises(SpecplanError, match="give exactly one demand"):
         plan_capacity(path, None, 50.0)
+
+
+# ---- how sure a plan is: the keep-up test, seeds, files, KV capacity ----------------------------
+
+
+def requests_frame(arrivals: np.ndarray, service_s: float, capacity_per_s: float | None,
+                   end_s: float) -> pd.DataFrame:
+    """Requests arriving at `arrivals`, each in the engine `service_s`; with `capacity_per_s`, finishes
+    are spaced at least 1/capacity apart (a server that cannot keep up); unfinished at end_s: NaN."""
+    admitted = arrivals.copy()
+    finish = admitted + service_s
+    if capacity_per_s is not None:
+        for i in range(1, finish.size):
+            finish[i] = max(finish[i], finish[i - 1] + 1.0 / capacity_per_s)
+    finish[finish > end_s] = np.nan
+    return pd.DataFrame({"arrival_s": arrivals, "admitted_s": admitted, "finish_s": finish})
+
+
+def test_the_backlog_test_tells_overload_from_a_short_horizon():
+    arrivals = np.arange(0.0, 60.0, 0.05)  # 20 requests/s
+    assert judge_backlog(requests_frame(arrivals, 2.0, None, 60.0), 4.0, 60.0).verdict == KEEPS_UP
+    verdict = judge_backlog(requests_frame(arrivals, 2.0, 15.0, 60.0), 4.0, 60.0)  # serves 75% of demand
+    assert verdict.verdict == FALLS_BEHIND and verdict.growth == pytest.approx(0.25, abs=0.05)
+    # a 6-s horizon where half the requests spend 8 s in the engine: the backlog still ramps up
+    # from an empty cluster, which no 6-s window can tell from overload
+    mixed = pd.concat([requests_frame(np.arange(0.0, 6.0, 0.02), 0.5, None, 6.0),
+                       requests_frame(np.arange(0.01, 6.0, 0.02), 8.0, None, 6.0)])
+    short = judge_backlog(mixed, 1.0, 6.0)
+    assert short.verdict == TOO_SHORT and short.completed >= 30 and "the p90 time a request spends" in short.reason
+    assert short.needed_duration_s >= 19
+    # too few completions: too short, whatever the backlog does
+    few = judge_backlog(requests_frame(np.arange(0.0, 6.0, 0.5), 1.0, None, 6.0), 1.0, 6.0)
+    assert few.verdict == TOO_SHORT and "requests completed" in few.reason
+
+
+def h100_mtp1(duration_s: float, warmup_s: float) -> dict:
+    raw = read_yaml(REPO / "scenarios" / "default.yaml")
+    variant = next(v for v in raw["sweep"]["variants"] if v["label"] == "MTP-1")
+    raw["sweep"] = {"variants": [variant]}
+    raw["hardware"]["profile"] = "builtin:h100-llama3.1-8b-vllm"
+    raw["engine"]["kv_capacity_tokens"] = 430_000
+    raw["horizon"] = {"duration_s": duration_s, "warmup_s": warmup_s}
+    raw["workload"]["arrivals"] = {"kind": "poisson", "rate_per_s": 70}  # the plan's --rate scales Poisson arrivals
+    return raw
+
+
+def short_horizon_answer(duration_s: float, warmup_s: float) -> int | str | None:
+    try:
+        plan = plan_capacity(h100_mtp1(duration_s, warmup_s), 70.0, 50.0, max_replicas=8, workers=1, seeds=1)
+    except SpecplanError as exc:
+        assert "is too short to judge whether the cluster keeps up" in str(exc)
+        return "too short"
+    return plan.variants[0].replicas
+
+
+def test_a_short_horizon_gives_the_long_horizons_answer_or_says_it_is_too_short(cli, tmp_path):
+    # the old rule (tokens emitted ÷ tokens requested in the window) found no cluster up to 256 at 5 s
+    long = short_horizon_answer(20, 4)
+    assert long == 2
+    assert short_horizon_answer(5, 1) in (long, "too short")
+    assert short_horizon_answer(10, 2) in (long, "too short")
+    path = write_yaml(tmp_path / "short.yaml", h100_mtp1(3, 1))
+    status, out, err = cli("plan", path, "--rate", 70, "--sla-tps", 50, "--seeds", 1, "--quiet")
+    assert status == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "horizon.duration_s 3 is too short to judge whether the cluster keeps up" in err
+    assert "raise horizon.duration_s to at least" in err
+
+
+def test_plan_out_writes_every_probe_and_a_report_and_a_rerun_reuses_them(cli, tmp_path, monkeypatch):
+    scenario = copy.deepcopy(KNOWN)
+    scenario["sweep"]["variants"] = scenario["sweep"]["variants"][1:]
+    path = write_yaml(tmp_path / "known.yaml", scenario)
+    out = tmp_path / "plan"
+    args = ("plan", path, "--rate", RATE, "--sla-tps", SLA, "--statistic", "p50", "--seeds", 2, "--out", out)
+    status, text, _ = cli(*args)
+    assert status == 0 and "one fewer" in text and " ± " in text
+    probes = pd.read_csv(out / "probes.csv")
+    assert sorted(set(probes["replicas"])) == [1, 2] and len(probes) == 4  # 2 sizes × 2 seeds
+    assert len(list((out / "probes").glob("*.json"))) == 4
+    record = json.loads(next((out / "probes").glob("*.json")).read_text())
+    assert record["summary"]["keep_up_verdict"] in (KEEPS_UP, FALLS_BEHIND) and "engine" in record["scenario"]
+    assert json.loads((out / "plan.json").read_text())["variants"][0]["replicas"] == 2
+    assert "← answer" in (out / "plan.md").read_text()
+
+    def no_simulation(*_a, **_k):
+        raise AssertionError("a stored probe was simulated again")
+
+    monkeypatch.setattr("specplan.simulator.study.planner.simulate", no_simulation)
+    status, again, _ = cli(*args)
+    assert status == 0 and again == text
+
+
+def test_kv_capacity_beyond_the_profiles_memory_model_is_refused_with_both_numbers(cli):
+    status, _, err = cli("check", REPO / "scenarios" / "default.yaml",
+                         "--set", "hardware.profile=builtin:h100-llama3.1-8b-vllm")
+    assert status == 2 and len(err.strip().splitlines()) == 1
+    assert "engine.kv_capacity_tokens: 880,000 KV tokens" in err and "(432,992 tokens" in err
+    status, _, _ = cli("check", REPO / "scenarios" / "default.yaml",
+                       "--set", "hardware.profile=builtin:h100-llama3.1-8b-vllm",
+                       "--set", "engine.kv_capacity_tokens=432992")
+    assert status == 0

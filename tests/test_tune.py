@@ -26,6 +26,7 @@ from specplan.simulator.study.tune import (
     Objective,
     bucket_bounds,
     candidate_lengths,
+    comparison_frame,
     merged_schedule,
     pick,
     tune_schedule,
@@ -184,3 +185,18 @@ def test_bad_tune_requests_get_one_line(tuned, cli, args, message):
     folder, _, _ = tuned
     status, _, stderr = cli("tune", folder / "small.yaml", "--out", folder / "bad", "--no-report", *args)
     assert status == 2 and message in stderr and len(stderr.strip().splitlines()) == 1
+
+
+def test_a_value_read_at_the_largest_simulated_load_says_so(tuned):
+    _, _, result = tuned
+    statics = [label for label in result.verification.plan.labels if label.startswith("static")]
+    ops = result.verification.operating
+    # an SLA slower than every operating point reads each label's highest throughput
+    rows = comparison_frame(result.verification, result.objective, statics, [1.0])
+    for r in rows.itertuples():
+        mine = ops[ops["label"] == r.label]
+        best = mine.loc[mine["throughput_per_gpu"].idxmax()]
+        assert r.value == pytest.approx(best["throughput_per_gpu"])
+        assert r.edge == ("max load 16" if best["load"] == 16 else "")
+    assert (rows["edge"] == "max load 16").any()
+    assert (result.comparison["edge"] == "").all()  # at SLA 150 every reading lies inside the load axis

@@ -3,8 +3,8 @@
 Every user error becomes one line on stderr and exit status 2, with no
 traceback: the CLI catches the root's base `specplan.errors.SpecplanError`,
 which the scenario layer's ScenarioError and the leaf packages' own errors
-(ProfileError, TraceError, PolicyError) all derive from. Subcommands live in
-`specplan.simulator.app.commands`.
+(ProfileError, TraceError, PolicyError) all derive from. Ctrl-C is one line
+and exit status 130. Subcommands live in `specplan.simulator.app.commands`.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     except SpecplanError as exc:
         print(f"specplan: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("specplan: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # Ctrl-C; a batch says what it kept (study.interrupts.Interrupted)
+        print(f"specplan: interrupted{': ' + str(exc) if str(exc) else ''}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `specplan ... | head`: the reader went away; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

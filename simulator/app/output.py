@@ -1,14 +1,83 @@
-"""Writing results: JSON without NaN, the terminal summary table, the results folder."""
+"""Writing results: where they go (`--out`), JSON without NaN, the terminal summary table.
+
+Every command that takes `--out` checks it first, before any work, with
+`out_folder` or `out_file`: a folder that is a file, a file that is a
+folder, or a place that cannot be created or written is one line and exit
+status 2. The rule for earlier results: `--out` never overwrites them
+without `--force`. A folder "holds results" when one of the command's own
+result files is already there; a file `--out` that exists is a result.
+Commands whose folder is their resume cache (sweep, demo, tune, plan) are
+the exception by design: a re-run reuses every stored point and rewrites
+the tables from them, so they take no `--force`.
+"""
 
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
+from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.drafters.vllm_metrics import exposition_text
 from specplan.simulator.scenario import write_resolved
+
+RUN_FILES = ("summary.json", "requests.csv", "steps.csv", "scenario.resolved.yaml", "metrics.prom")
+
+
+def out_folder(path: str | Path, holds: tuple[str, ...] = (), force: bool = False, flag: str = "--out") -> Path:
+    """The results folder `path`, created and writable; refuses one holding `holds` files unless `force`."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise SpecplanError(f"{flag} {out}: is a file, not a folder")
+    make_folder(out, flag)
+    check_writable(out, flag, out)
+    present = [name for name in holds if (out / name).exists()]
+    if present and not force:
+        raise SpecplanError(f"{flag} {out}: already holds results ({', '.join(present)}); pass --force to "
+                            "overwrite them, or choose another folder")
+    return out
+
+
+def out_file(path: str | Path, force: bool = False, flag: str = "--out") -> Path:
+    """The result file `path`: its folder created and writable; refuses an existing file unless `force`."""
+    out = Path(path)
+    if out.is_dir():
+        raise SpecplanError(f"{flag} {out}: is a folder, not a file")
+    make_folder(out.parent, flag, out)
+    check_writable(out.parent, flag, out)
+    if out.exists() and not os.access(out, os.W_OK):
+        raise SpecplanError(f"{flag} {out}: cannot write there (permission denied)")
+    if out.exists() and not force:
+        raise SpecplanError(f"{flag} {out}: already exists; pass --force to overwrite it, or choose another name")
+    return out
+
+
+def make_folder(folder: Path, flag: str, named: Path | None = None) -> None:
+    """mkdir -p, with every failure (a parent that is a file, no permission) as one line."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise SpecplanError(f"{flag} {named or folder}: a part of the path is a file, not a folder") from None
+    except NotADirectoryError:
+        raise SpecplanError(f"{flag} {named or folder}: a part of the path is a file, not a folder") from None
+    except OSError as exc:
+        raise SpecplanError(f"{flag} {named or folder}: cannot create {folder} ({exc.strerror or exc})") from None
+
+
+def check_writable(folder: Path, flag: str, named: Path) -> None:
+    """Create and remove a scratch file in `folder` (what permissions alone cannot tell, e.g. for root)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise SpecplanError(f"{flag} {named}: cannot write there ({exc.strerror or exc})") from None
+
+
+def add_force_arg(p: Any) -> None:
+    p.add_argument("--force", action="store_true", help="overwrite results already at --out")
 
 
 def write_run(result: Any, out_dir: Path) -> None:

@@ -13,13 +13,18 @@ CLI's `--merge FILE` passes it. Overrides apply in order. Relative paths
 resolve against the scenario file's folder. Loading also resolves the
 hardware profile and the policy name, so `specplan check` catches a missing
 profile file or an unknown policy before anything runs, and refuses a
-horizon too large to run (`specplan.simulator.scenario.size`).
+horizon too large to run (`specplan.simulator.scenario.size`). A profile with a
+memory model (a `kv_capacity_tokens` line in its provenance: the measured
+built-ins have one) also bounds `engine.kv_capacity_tokens`: a scenario
+asking one replica to hold more KV tokens than its GPUs can (an H100
+scenario that kept an H200's 880k tokens) is refused with both numbers.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -115,8 +120,25 @@ def with_step_budget(scenario: Scenario) -> Scenario:
     if budget < block + 1:
         raise ScenarioError("engine.max_step_tokens", f"{budget} tokens cannot hold one request's anchor and "
                             f"draft block ({block + 1} tokens)")
+    check_kv_capacity(scenario.engine.kv_capacity_tokens, profile)
     engine = dataclasses.replace(scenario.engine, max_step_tokens=budget)
     return dataclasses.replace(scenario, engine=engine)
+
+
+def check_kv_capacity(kv_tokens: int, profile: Any) -> None:
+    """engine.kv_capacity_tokens must fit the profile's memory model, where the profile states one."""
+    stated = profile_kv_capacity(profile)
+    if stated is not None and kv_tokens > stated:
+        raise ScenarioError("engine.kv_capacity_tokens", f"{kv_tokens:,} KV tokens is more than profile "
+                            f"{profile.name}'s memory model holds per replica ({stated:,} tokens: "
+                            f"{profile.provenance['kv_capacity_tokens']}); set it to at most {stated:,}")
+
+
+def profile_kv_capacity(profile: Any) -> int | None:
+    """The leading integer of the profile's `kv_capacity_tokens` provenance line, None without one."""
+    text = str(profile.provenance.get("kv_capacity_tokens", ""))
+    match = re.match(r"\s*(\d+)", text)
+    return int(match.group(1)) if match else None
 
 
 def read_yaml(path: Path) -> Any:

@@ -11,10 +11,18 @@ and in a `concurrent.futures.ProcessPoolExecutor` otherwise; its workers
 store each point themselves, so a result survives even if the parent dies
 before collecting it. Ray tasks return the summary and the driver stores
 it (a remote worker may not share the driver's disk).
+
+Ctrl-C (`specplan.simulator.study.interrupts`): the first finishes the
+points already running and starts no more, the second kills the local
+workers at once (removing any temporary file a killed worker left); either
+way `Interrupted` follows (exit 130), every stored point is whole, and the
+next run resumes. Workers ignore SIGINT, so none prints a traceback.
+`pool_map` is that pool for any picklable calls (the planner's too).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -27,7 +35,8 @@ from typing import Any
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import Scenario
-from specplan.simulator.study.points import Point, normalise, store_point
+from specplan.simulator.study.interrupts import Stopper, ignore_sigint
+from specplan.simulator.study.points import Point, normalise, remove_partial, store_point
 
 OnDone = Callable[[Point, dict[str, Any]], None]
 BACKENDS = ("local", "ray")
@@ -64,22 +73,57 @@ def run_points(points: Sequence[Point], on_done: OnDone, backend: str = "local",
 def run_local(points: Sequence[Point], on_done: OnDone, workers: int, points_dir: Path | None) -> None:
     where = str(points_dir) if points_dir is not None else None
     if workers == 1 or len(points) == 1:
-        for point in points:
-            on_done(point, point_result(partial(compute_point, point.scenario, point.key, where), point))
+        with Stopper(running=lambda: 1) as stop:
+            for point in points:
+                if stop.requested:
+                    break
+                on_done(point, point_result(partial(compute_point, point.scenario, point.key, where), point))
+            stop.check()
         return
-    with ProcessPoolExecutor(max_workers=min(workers, len(points))) as pool:
-        futures: dict[Future, Point] = {
-            pool.submit(compute_point, p.scenario, p.key, where): p for p in points}
-        pending = set(futures)
-        try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in sorted(done, key=lambda f: futures[f].key):
-                    on_done(futures[future], point_result(future.result, futures[future]))
-        except BaseException:
-            for future in pending:
-                future.cancel()
-            raise
+    calls = [(compute_point, (p.scenario, p.key, where)) for p in points]
+    pool_map(calls, lambda i, get: on_done(points[i], point_result(get, points[i])), workers,
+             order=lambda i: points[i].key,
+             on_killed=lambda running: remove_partial(points_dir, [points[i].key for i in running]))
+
+
+def pool_map(calls: Sequence[tuple[Callable[..., Any], tuple]], on_result: Callable[[int, Callable[[], Any]], None],
+             workers: int, what: str = "point", order: Callable[[int], Any] = lambda i: i,
+             on_killed: Callable[[list[int]], None] = lambda running: None, kept: str = "") -> None:
+    """Run `calls` on a process pool; hand each finished one to `on_result(index, future.result)`.
+
+    At most `workers` calls are in flight (a new one is submitted as one finishes), so a first
+    Ctrl-C finishes exactly the running ones. Results of one wake-up go in `order`; `on_killed`
+    gets the indices of the calls a second Ctrl-C killed.
+    """
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(calls)), initializer=ignore_sigint)
+    queue = iter(range(len(calls)))
+    futures: dict[Future, int] = {}
+    killed: list[int] = []
+
+    def submit(count: int) -> None:
+        for index in itertools.islice(queue, count):
+            fn, args = calls[index]
+            futures[pool.submit(fn, *args)] = index
+
+    def stop_now() -> None:
+        killed.extend(futures.values())
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.kill()
+        on_killed(killed)
+
+    try:
+        with Stopper(lambda: len(futures), stop_now, what, kept) as stop:
+            submit(min(workers, len(calls)))
+            while futures:
+                done, _ = wait(list(futures), return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=lambda f: order(futures[f])):
+                    index = futures.pop(future)
+                    on_result(index, future.result)
+                if not stop.requested:
+                    submit(len(done))
+            stop.check()
+    finally:
+        pool.shutdown(wait=not killed, cancel_futures=True)
 
 
 def point_result(get: Callable[[], dict[str, Any]], point: Point) -> dict[str, Any]:

@@ -12,6 +12,13 @@ is monotone and never overshoots a simulated point:
 Beyond the fastest vertex an SLA is unreachable (NaN); below the slowest
 vertex the frontier's highest throughput is returned (a slower SLA is met
 by that point, and the sweep measured nothing better).
+
+A reading clamped to an end vertex that is also the label's largest (or,
+for matched tokens/s/user, smallest) simulated load is only a bound: more
+(less) load was never simulated. `comparisons` says so in
+`throughput_edge` / `tps_user_edge` ("max load 128", "min load 1"; empty
+when the reading lies inside the simulated loads), and the tables and the
+frontier figure show it.
 """
 
 from __future__ import annotations
@@ -128,7 +135,32 @@ def frontier_table(ops: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
 
 COMPARISON_COLUMNS = ["sla_tps_user", "statistic", "label", "baseline", "throughput_per_gpu",
                       "gain_vs_baseline", "matched_throughput_per_gpu", "tps_user_at_matched",
-                      "tps_user_gain_vs_baseline"]
+                      "tps_user_gain_vs_baseline", "throughput_edge", "tps_user_edge"]
+
+
+def throughput_edge(vertices: pd.DataFrame, loads: pd.Series, tps_user: float) -> str:
+    """"max load L" when throughput_at(tps_user) is the first vertex's and that vertex is the largest load."""
+    x = vertices["tps_user"].to_numpy(dtype=float)
+    if x.size == 0 or not tps_user <= x[0]:
+        return ""
+    return edge_name(vertices["load"].iloc[0], loads, "max")
+
+
+def tps_user_edge(vertices: pd.DataFrame, loads: pd.Series, throughput_per_gpu: float) -> str:
+    """"min load L" when tps_user_at(throughput) is the last vertex's and that vertex is the smallest load."""
+    y = vertices["throughput_per_gpu"].to_numpy(dtype=float)
+    if y.size == 0 or not throughput_per_gpu <= y[-1]:
+        return ""
+    return edge_name(vertices["load"].iloc[-1], loads, "min")
+
+
+def edge_name(load: float, loads: pd.Series, side: str) -> str:
+    """"max load L" / "min load L" when `load` is that end of the simulated loads, else ""."""
+    values = pd.to_numeric(loads, errors="coerce").dropna()
+    if values.empty or not np.isfinite(load):
+        return ""
+    end = values.max() if side == "max" else values.min()
+    return f"{side} load {load:g}" if load == end else ""
 
 
 def comparisons(ops: pd.DataFrame, labels: list[str], sla_values: tuple[float, ...],
@@ -138,6 +170,7 @@ def comparisons(ops: pd.DataFrame, labels: list[str], sla_values: tuple[float, .
     if not labels or not sla_values:
         return pd.DataFrame(columns=COMPARISON_COLUMNS)
     vertices = {label: frontier_vertices(ops[ops["label"] == label]) for label in labels}
+    loads = {label: ops.loc[ops["label"] == label, "load"] for label in labels}
     baseline = labels[0]
     rows = []
     for sla in sla_values:
@@ -151,6 +184,8 @@ def comparisons(ops: pd.DataFrame, labels: list[str], sla_values: tuple[float, .
                 "throughput_per_gpu": thr, "gain_vs_baseline": relative_gain(thr, base_thr),
                 "matched_throughput_per_gpu": base_thr, "tps_user_at_matched": tps,
                 "tps_user_gain_vs_baseline": relative_gain(tps, base_tps),
+                "throughput_edge": throughput_edge(vertices[label], loads[label], sla) if math.isfinite(thr) else "",
+                "tps_user_edge": tps_user_edge(vertices[label], loads[label], base_thr) if math.isfinite(tps) else "",
             })
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 

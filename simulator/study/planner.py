@@ -1,11 +1,12 @@
 """Capacity planning: for each variant, the fewest replicas that serve a demand at an SLA.
 
-    plan = plan_capacity("poisson.yaml", rate_per_s=40, sla_tps=80, statistic="p10")
+    plan = plan_capacity("poisson.yaml", rate_per_s=40, sla_tps=80, statistic="p10", seeds=3)
     plan = plan_capacity("scenarios/default.yaml", None, sla_tps=80, users=64)     # a closed loop
     plan = plan_capacity("mooncake.yaml", None, sla_tps=80, rate_scale=3)          # a trace, 3x its rate
-    plan.variants[i].replicas, .gpus, .meets_sla, .cost_per_hour
+    plan.variants[i].replicas, .gpus, .meets_sla, .cost_per_hour, .chosen, .one_fewer
     plan.to_json()     {"variants": [{"label", "replicas", "gpus", "meets_sla", "tps_user",
-                                      "throughput_per_gpu", "cost_per_hour"}]}
+                                      "throughput_per_gpu", "cost_per_hour", "seeds",
+                                      "tps_user_ci95", "one_fewer", "sure"}]}
 
 The demand is the scenario's own workload at one load, scaled the way a
 sweep's load axis scales it (specplan.simulator.scenario.scaling): a mean
@@ -14,27 +15,42 @@ burstiness and the lengths kept), a `rate_scale` of the workload's own
 rate (also traces), or closed-loop `users`; a load that does not fit the
 workload is refused. The variants are the scenario's `sweep.variants` (or
 the scenario itself). A cluster of n replicas meets the SLA when, simulated
-whole (router included), the tokens/s/user statistic reaches `sla_tps`, the
-p99 TTFT stays under `ttft_s` when given, and it keeps up with the demand:
-tokens emitted in the measurement window are at least `KEEP_UP` of the
-output tokens requested by the arrivals in that window (an overloaded
-cluster's backlog grows and the ratio falls to capacity / demand).
+whole (router included) with `seeds` seeds (the scenario's seed, +1, +2,
+...), the mean over seeds of the tokens/s/user statistic reaches `sla_tps`,
+the mean p99 TTFT stays under `ttft_s` when given, and every seed keeps up
+with the demand: its backlog of outstanding requests does not grow over the
+second half of the measurement window (`specplan.simulator.study.keepup`).
+A run whose horizon is too short to tell a growing backlog from the ramp-up
+of an empty cluster, or with too few completed requests, stops the plan
+with one line naming the horizon that would settle it (no answer rather
+than a wrong one) when it matters: when its SLA statistic passes, or no
+request completed at all. A probe whose completed requests already miss the
+SLA fails whatever its backlog does. The answer and its one-fewer probe carry a Student-t 95%
+interval over seeds on the statistic; `sure` is False when the SLA lies
+inside either interval (more seeds or a longer horizon would settle it).
 
 Search: n = 1, 2, 4, ... until the SLA is met, then bisection between the
 last failure and the first success. Every probe is a full-cluster
 simulation, so the answer n is confirmed by its own run, and n − 1 by a run
 that failed (bisection ends with exactly those two neighbours simulated).
+With `out_dir`, every probe's run (summary, keep-up verdict, resolved
+scenario) is stored at once under `out_dir/probes/<key>.json`, as sweep
+points are, so a re-run reuses them; `specplan.simulator.study.plan_files`
+writes the plan's report and CSV beside them.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.progress import Progress
@@ -42,12 +58,25 @@ from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import apply_variant, strip_study_blocks
 from specplan.simulator.scenario.study import tps_column
-from specplan.simulator.study.backends import default_workers
-from specplan.simulator.study.points import fits, loaded, read_source, validated
+from specplan.simulator.study.backends import default_workers, pool_map
+from specplan.simulator.study.frontier import ci95
+from specplan.simulator.study.interrupts import Stopper
+from specplan.simulator.study.keepup import FALLS_BEHIND, KEEPS_UP, TOO_SHORT, judge_backlog
+from specplan.simulator.study.points import (
+    fits,
+    load_point,
+    loaded,
+    normalise,
+    point_key,
+    read_source,
+    remove_partial,
+    store_point,
+    validated,
+)
 
-KEEP_UP = 0.95
 DEFAULT_MAX_REPLICAS = 256
 LOAD_FLAGS = {"rate_per_s": "--rate", "rate_scale": "--rate-scale", "users": "--users"}
+DEFAULT_SEEDS = 3
 
 
 @dataclass(frozen=True)
@@ -61,6 +90,7 @@ class Target:
     gpu_hour_usd: float | None = None
     rate_scale: float | None = None
     users: int | None = None
+    seeds: int = DEFAULT_SEEDS
 
     def check(self) -> None:
         tps_column(self.statistic)
@@ -68,6 +98,8 @@ class Target:
         if len(given) != 1:
             raise SpecplanError(f"give exactly one demand: {', '.join(LOAD_FLAGS.values())}"
                                 + (f" (got {', '.join(given)})" if given else ""))
+        if not isinstance(self.seeds, int) or self.seeds < 1:
+            raise SpecplanError(f"--seeds must be an integer >= 1, got {self.seeds}")
         flags = {**LOAD_FLAGS, "sla_tps": "--sla-tps", "ttft_s": "--ttft-s", "gpu_hour_usd": "--gpu-hour-usd"}
         for name, flag in flags.items():
             value = getattr(self, name)
@@ -90,15 +122,28 @@ class Target:
 
 @dataclass(frozen=True)
 class Probe:
-    """One full-cluster simulation of a variant at `replicas`."""
+    """A variant at `replicas`, simulated whole once per seed; figures are means over seeds."""
 
     replicas: int
     meets_sla: bool
     tps_user: float
     throughput_per_gpu: float
     ttft_p99_s: float
-    served_fraction: float
+    backlog_growth: float
     gpus: int
+    tps_user_ci95: float = math.nan
+    keep_up: str = KEEPS_UP
+    runs: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def keeps_up(self) -> bool:
+        """Every seed kept up ("too short" counts only where the SLA statistic already failed)."""
+        return self.keep_up == KEEPS_UP
+
+    def interval(self) -> tuple[float, float]:
+        """The Student-t 95% interval over seeds of the SLA statistic (the mean twice for one seed)."""
+        half = self.tps_user_ci95 if math.isfinite(self.tps_user_ci95) else 0.0
+        return self.tps_user - half, self.tps_user + half
 
 
 @dataclass
@@ -115,6 +160,21 @@ class VariantPlan:
         return next((p for p in self.probes if p.replicas == self.replicas), None)
 
     @property
+    def one_fewer(self) -> Probe | None:
+        """The probe at replicas − 1 (simulated and failed), None when the answer is 1 or none."""
+        return None if self.replicas is None else next(
+            (p for p in self.probes if p.replicas == self.replicas - 1), None)
+
+    def sure(self, sla_tps: float) -> bool:
+        """False when the SLA lies inside the answer's or the one-fewer probe's 95% interval
+        (a one-fewer probe whose backlog grows fails however fast its requests were)."""
+        for probe in (self.chosen, self.one_fewer):
+            if probe is not None and probe.keep_up != FALLS_BEHIND and \
+                    probe.interval()[0] < sla_tps < probe.interval()[1]:
+                return False
+        return True
+
+    @property
     def gpus(self) -> int | None:
         """Every GPU of the chosen cluster, a prefill pool's included (the probe's summary counts them)."""
         chosen = self.chosen
@@ -123,7 +183,7 @@ class VariantPlan:
     def cost_per_hour(self, gpu_hour_usd: float | None) -> float | None:
         return None if gpu_hour_usd is None or self.gpus is None else self.gpus * gpu_hour_usd
 
-    def row(self, gpu_hour_usd: float | None) -> dict[str, Any]:
+    def row(self, target: Target) -> dict[str, Any]:
         """The JSON object of the plan contract (exactly these keys)."""
         probe = self.chosen or (self.probes[-1] if self.probes else None)
         return {
@@ -131,11 +191,24 @@ class VariantPlan:
             "meets_sla": self.replicas is not None,
             "tps_user": None if probe is None else finite(probe.tps_user),
             "throughput_per_gpu": None if probe is None else finite(probe.throughput_per_gpu),
-            "cost_per_hour": self.cost_per_hour(gpu_hour_usd),
+            "cost_per_hour": self.cost_per_hour(target.gpu_hour_usd),
+            "seeds": target.seeds,
+            "tps_user_ci95": None if probe is None else finite(probe.tps_user_ci95),
+            "one_fewer": probe_record(self.one_fewer),
+            "sure": self.sure(target.sla_tps),
         }
 
 
-def finite(value: float) -> float | None:
+def probe_record(probe: Probe | None) -> dict[str, Any] | None:
+    """The one-fewer probe as JSON: its size, statistic and interval, its keep-up verdict."""
+    if probe is None:
+        return None
+    return {"replicas": probe.replicas, "gpus": probe.gpus, "tps_user": finite(probe.tps_user),
+            "tps_user_ci95": finite(probe.tps_user_ci95), "keep_up": probe.keep_up,
+            "backlog_growth": finite(probe.backlog_growth)}
+
+
+def finite(value: float | None) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
 
 
@@ -145,7 +218,7 @@ class CapacityPlan:
     variants: list[VariantPlan]
 
     def to_json(self) -> dict[str, Any]:
-        return {"variants": [v.row(self.target.gpu_hour_usd) for v in self.variants]}
+        return {"variants": [v.row(self.target) for v in self.variants]}
 
 
 def cluster_scenario(raw: dict, replicas: int, folder: Path, source: str, where: str) -> Scenario:
@@ -156,23 +229,50 @@ def cluster_scenario(raw: dict, replicas: int, folder: Path, source: str, where:
     return validated(sized, folder, source, where)
 
 
-def probe(scenario: Scenario, target: Target) -> Probe:
-    """Simulate one cluster size and judge it against the target."""
+def probe(scenario: Scenario, target: Target, label: str = "", probes_dir: Path | None = None) -> Probe:
+    """Simulate one cluster size once per seed and judge it against the target."""
+    runs = tuple(seed_run(dataclasses.replace(scenario, seed=scenario.seed + i), label, probes_dir)
+                 for i in range(target.seeds))
+    stats = pd.Series([r[tps_column(target.statistic)] for r in runs], dtype=float)
+    tps = float(stats.mean())
+    ttft = float(pd.Series([r["ttft_p99_s"] for r in runs], dtype=float).mean())
+    verdicts = {r["keep_up_verdict"] for r in runs}
+    keep_up = next(v for v in (FALLS_BEHIND, TOO_SHORT, KEEPS_UP) if v in verdicts)
+    fast_enough = (math.isfinite(tps) and tps >= target.sla_tps
+                   and (target.ttft_s is None or (math.isfinite(ttft) and ttft <= target.ttft_s)))
+    undecided = [r for r in runs if r["keep_up_verdict"] == TOO_SHORT
+                 and (fast_enough or r[tps_column(target.statistic)] is None)]
+    if undecided:
+        raise SpecplanError(too_short(scenario, label, undecided[0]))
+    meets = fast_enough and keep_up == KEEPS_UP
+    growth = max((float(r["keep_up_growth"]) for r in runs if r["keep_up_growth"] is not None), default=math.nan)
+    throughput = float(pd.Series([r["throughput_tokens_per_s_per_gpu"] for r in runs], dtype=float).mean())
+    return Probe(scenario.cluster.replicas, bool(meets), tps, throughput, ttft, growth, int(runs[0]["gpus"]),
+                 ci95(stats), keep_up, runs)
+
+
+def seed_run(scenario: Scenario, label: str, probes_dir: Path | None) -> dict[str, Any]:
+    """One seed's summary with its keep-up verdict: stored under probes_dir, or reused from there."""
+    key = point_key(scenario)
+    stored = load_point(probes_dir, key) if probes_dir is not None else None
+    if stored is not None and "keep_up_verdict" in stored:
+        return stored
     result = simulate(scenario)
-    s = result.summary
-    tps = s[tps_column(target.statistic)]
-    served = served_fraction(result.requests, s["tokens_generated"], scenario.horizon.warmup_s)
-    ttft = s["ttft_p99_s"]
-    meets = (math.isfinite(tps) and tps >= target.sla_tps and served >= KEEP_UP
-             and (target.ttft_s is None or (math.isfinite(ttft) and ttft <= target.ttft_s)))
-    return Probe(scenario.cluster.replicas, bool(meets), float(tps), float(s["throughput_tokens_per_s_per_gpu"]),
-                 float(ttft), served, int(s["gpus"]))
+    backlog = judge_backlog(result.requests, scenario.horizon.warmup_s, float(result.summary["simulated_s"]))
+    summary = normalise({**result.summary, **backlog.fields(), "key": key, "seed": scenario.seed})
+    if probes_dir is not None:
+        store_point(probes_dir, key, summary, scenario)
+    return summary
 
 
-def served_fraction(requests: Any, tokens_generated: int, warmup_s: float) -> float:
-    """Tokens emitted in the window ÷ output tokens requested by the window's arrivals."""
-    demand = float(requests.loc[requests["arrival_s"] >= warmup_s, "output_tokens"].sum())
-    return tokens_generated / demand if demand > 0 else 1.0
+def too_short(scenario: Scenario, label: str, run: dict[str, Any]) -> str:
+    """The one line a plan stops with when a run cannot say whether its cluster keeps up."""
+    h = scenario.horizon
+    span = f"horizon.duration_s {h.duration_s:g}" if h.duration_s is not None else f"horizon.requests {h.requests}"
+    who = f"{label}: " if label else ""
+    return (f"{who}{scenario.cluster.replicas} replica(s), seed {run['seed']}: {span} is too short to judge "
+            f"whether the cluster keeps up ({run['keep_up_reason']}); raise horizon.duration_s to at least "
+            f"{run['keep_up_needed_duration_s']:g} (warm-up {h.warmup_s:g} s)")
 
 
 def fewest_replicas(meets: Callable[[int], bool], max_replicas: int) -> int | None:
@@ -190,13 +290,13 @@ def fewest_replicas(meets: Callable[[int], bool], max_replicas: int) -> int | No
 
 
 def plan_variant(raw: dict, label: str, folder: Path, source: str, where: str,
-                 target: Target, max_replicas: int) -> VariantPlan:
+                 target: Target, max_replicas: int, probes_dir: Path | None = None) -> VariantPlan:
     """Search one variant's replica count; every probe is kept for the record."""
     probes: dict[int, Probe] = {}
 
     def meets(n: int) -> bool:
         if n not in probes:
-            probes[n] = probe(cluster_scenario(raw, n, folder, source, where), target)
+            probes[n] = probe(cluster_scenario(raw, n, folder, source, where), target, label, probes_dir)
         return probes[n].meets_sla
 
     base = cluster_scenario(raw, 1, folder, source, where)
@@ -230,36 +330,45 @@ def plan_capacity(scenario_or_path: str | Path | Scenario | dict, rate_per_s: fl
                   statistic: str = "p10", ttft_s: float | None = None, gpu_hour_usd: float | None = None,
                   max_replicas: int = DEFAULT_MAX_REPLICAS, workers: int | None = None,
                   progress: bool | None = None, overrides: tuple[str, ...] | list[str] = (),
-                  rate_scale: float | None = None, users: int | None = None) -> CapacityPlan:
+                  rate_scale: float | None = None, users: int | None = None,
+                  seeds: int = DEFAULT_SEEDS, out_dir: str | Path | None = None) -> CapacityPlan:
     """Fewest replicas (and GPUs, cost) per variant serving the demand at the SLA.
 
     The demand is exactly one of `rate_per_s`, `rate_scale`, `users` (see the module docstring).
+    With `out_dir`, every probe run is stored under out_dir/probes/ (and reused by a re-run).
     """
-    target = Target(rate_per_s, sla_tps, statistic, ttft_s, gpu_hour_usd, rate_scale, users)
+    target = Target(rate_per_s, sla_tps, statistic, ttft_s, gpu_hour_usd, rate_scale, users, seeds)
     target.check()
     if max_replicas < 1:
         raise SpecplanError(f"max-replicas must be >= 1, got {max_replicas}")
     variants, folder, name = variant_mappings(scenario_or_path, target.load, overrides)
     for _label, raw, where in variants:
         cluster_scenario(raw, 1, folder, name, where)  # fail fast on a bad variant
-    jobs = [(raw, label, folder, name, where, target, max_replicas) for label, raw, where in variants]
+    probes_dir = Path(out_dir) / "probes" if out_dir is not None else None
+    jobs = [(raw, label, folder, name, where, target, max_replicas, probes_dir) for label, raw, where in variants]
     if workers is not None and workers < 1:
         raise SpecplanError(f"--workers must be >= 1, got {workers}")
     workers = min(workers or default_workers(), len(jobs))
+    found: dict[int, VariantPlan] = {}
     with Progress(len(jobs), "plan", enabled=progress) as bar:
+
+        def on_result(index: int, get: Callable[[], VariantPlan]) -> None:
+            found[index] = get()
+            bar.advance()
+
+        kept = (f"every finished probe is stored under {probes_dir}: run the same command again to resume"
+                if probes_dir is not None else "nothing is kept (give --out DIR to store probes and resume)")
         if workers <= 1:
-            plans = []
-            for job in jobs:
-                plans.append(plan_variant(*job))
-                bar.advance()
+            with Stopper(running=lambda: 1, what="variant plan", kept=kept) as stop:
+                for index, job in enumerate(jobs):
+                    if stop.requested:
+                        break
+                    on_result(index, partial(plan_variant, *job))
+                stop.check()
         else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futures = [pool.submit(plan_variant, *job) for job in jobs]
-                plans = []
-                for future in futures:
-                    plans.append(future.result())
-                    bar.advance()
-    return CapacityPlan(target, plans)
+            pool_map([(plan_variant, job) for job in jobs], on_result, workers, what="variant plan", kept=kept,
+                     on_killed=lambda running: remove_partial(probes_dir, [""]))
+    return CapacityPlan(target, [found[i] for i in range(len(jobs))])
 
 
 def plan_table(plan: CapacityPlan) -> str:
@@ -268,21 +377,44 @@ def plan_table(plan: CapacityPlan) -> str:
     price = t.gpu_hour_usd
     head = (f"{t.demand_text()}; SLA tokens/s/user {t.statistic} >= {t.sla_tps:g}"
             + (f", TTFT p99 <= {t.ttft_s:g} s" if t.ttft_s is not None else "")
-            + (f"; GPU at ${price:g}/hour" if price is not None else ""))
-    cols = ("variant", "replicas", "GPUs", f"tok/s/user {t.statistic}", "tok/s/GPU", "$/hour", "savings")
+            + (f"; GPU at ${price:g}/hour" if price is not None else "")
+            + f"; {t.seeds} seed(s) per probe, ± a 95% interval over seeds")
+    cols = ("variant", "replicas", "GPUs", f"tok/s/user {t.statistic}", "one fewer", "tok/s/GPU", "$/hour",
+            "savings")
     rows = [cols]
     first = plan.variants[0] if plan.variants else None
     for v in plan.variants:
-        r = v.row(price)
-        rows.append((v.label, show(r["replicas"]), show(r["gpus"]), show(r["tps_user"], "{:.1f}"),
-                     show(r["throughput_per_gpu"], "{:,.0f}"), show(r["cost_per_hour"], "{:,.2f}"),
-                     savings(v, first)))
+        r = v.row(t)
+        shown = v.chosen or (v.probes[-1] if v.probes else None)
+        rows.append((v.label, show(r["replicas"]), show(r["gpus"]), with_interval(shown),
+                     one_fewer_text(v.one_fewer), show(r["throughput_per_gpu"], "{:,.0f}"),
+                     show(r["cost_per_hour"], "{:,.2f}"), savings(v, first)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(cols))]
     lines = [head] + ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
                                 enumerate(zip(row, widths, strict=True))) for row in rows]
     lines += [f"  {v.label}: no cluster up to {max(p.replicas for p in v.probes)} replicas meets the SLA"
               for v in plan.variants if v.replicas is None and v.probes]
+    lines += [f"  {v.label}: not sure: the SLA {t.sla_tps:g} lies inside the 95% interval of {v.replicas} or "
+              f"{v.replicas - 1} replica(s); more seeds (--seeds) or a longer horizon would settle it"
+              for v in plan.variants if v.replicas is not None and not v.sure(t.sla_tps)]
     return "\n".join(lines)
+
+
+def with_interval(probe: Probe | None) -> str:
+    """'63.1 ± 2.0' (the mean over seeds and its 95% half-width), '63.1' for one seed."""
+    if probe is None or not math.isfinite(probe.tps_user):
+        return "—"
+    half = f" ± {probe.tps_user_ci95:.1f}" if math.isfinite(probe.tps_user_ci95) else ""
+    return f"{probe.tps_user:.1f}{half}"
+
+
+def one_fewer_text(probe: Probe | None) -> str:
+    """The failed neighbour: '1: 41.2 ± 3.1' or '1: falls behind' (its backlog grows)."""
+    if probe is None:
+        return "—"
+    if probe.keep_up == FALLS_BEHIND:
+        return f"{probe.replicas}: falls behind"
+    return f"{probe.replicas}: {with_interval(probe)}"
 
 
 def show(value: Any, template: str = "{}") -> str:

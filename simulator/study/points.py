@@ -196,6 +196,16 @@ def store_point(points_dir: Path, key: str, summary: dict[str, Any], scenario: S
         raise
 
 
+def remove_partial(points_dir: Path | None, keys: list[str]) -> None:
+    """Delete the temporary files of `keys` that killed workers may have left (never a stored point);
+    the key "" matches every temporary file of the folder."""
+    if points_dir is None:
+        return
+    for key in keys:
+        for tmp in points_dir.glob(f".{key[:12]}.*.tmp" if key else ".*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+
 def load_point(points_dir: Path, key: str) -> dict[str, Any] | None:
     """A stored point's summary, or None when it is missing or unreadable (then recomputed)."""
     path = point_path(points_dir, key)

@@ -67,7 +67,9 @@ from specplan.simulator.study.frontier import (
     THROUGHPUT,
     frontier_vertices,
     throughput_at,
+    throughput_edge,
     tps_user_at,
+    tps_user_edge,
 )
 from specplan.simulator.study.points import SweepPlan, plan_sweep, read_source
 from specplan.simulator.study.sweep import SweepResult, collect, sweep_frames, write_outputs
@@ -322,28 +324,34 @@ def comparison_frame(result: SweepResult, objective: Objective, statics: list[st
     """Every label against the tuned schedule: throughput/GPU at each SLA, or tokens/s/user at matched throughput."""
     ops = result.operating
     vertices = {label: frontier_vertices(ops[ops["label"] == label]) for label in result.plan.labels}
+    loads = {label: ops.loc[ops["label"] == label, "load"] for label in result.plan.labels}
     roles = label_roles(result, statics)
     rows = []
     if sla_values:
         for sla in sla_values:
             values = {label: throughput_at(v, sla) for label, v in vertices.items()}
-            rows += comparison_rows("throughput_per_gpu_at_sla", sla, values, roles)
+            edges = {label: throughput_edge(v, loads[label], sla) for label, v in vertices.items()}
+            rows += comparison_rows("throughput_per_gpu_at_sla", sla, values, roles, edges)
     else:
         for level in vertices[TUNED]["throughput_per_gpu"].tolist():
             values = {label: tps_user_at(v, level) for label, v in vertices.items()}
-            rows += comparison_rows("tps_user_at_matched_throughput", level, values, roles)
+            edges = {label: tps_user_edge(v, loads[label], level) for label, v in vertices.items()}
+            rows += comparison_rows("tps_user_at_matched_throughput", level, values, roles, edges)
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 
-COMPARISON_COLUMNS = ["measure", "level", "label", "role", "value", "tuned_gain", "best_static"]
+COMPARISON_COLUMNS = ["measure", "level", "label", "role", "value", "tuned_gain", "best_static", "edge"]
 
 
-def comparison_rows(measure: str, level: float, values: dict[str, float], roles: dict[str, str]) -> list[dict]:
+def comparison_rows(measure: str, level: float, values: dict[str, float], roles: dict[str, str],
+                    edges: dict[str, str]) -> list[dict]:
+    """One row per label; `edge` says "max load L" / "min load L" when the value is a load-axis end's."""
     tuned = values[TUNED]
     statics = {label: v for label, v in values.items() if roles[label] == STATIC_ROLE and math.isfinite(v)}
     best = max(statics, key=lambda label: statics[label]) if statics else None
     return [{"measure": measure, "level": float(level), "label": label, "role": roles[label], "value": value,
-             "tuned_gain": gain(tuned, value), "best_static": label == best} for label, value in values.items()]
+             "tuned_gain": gain(tuned, value), "best_static": label == best,
+             "edge": edges[label] if math.isfinite(value) else ""} for label, value in values.items()]
 
 
 # the scenario variants every comparison shows beside the tuned schedule: the MTP-1 baseline, production DSpark

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
+from specplan.simulator.app.output import add_force_arg, out_file
 from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     kinds = p.add_subparsers(dest="source", required=True, parser_class=type(p))
     v = kinds.add_parser("vllm-metrics", help="vLLM's Prometheus /metrics text (one scrape, or two for a window)")
     v.add_argument("scrapes", nargs="+", metavar="FILE", help="saved /metrics page(s): one, or two (before, after)")
-    v.add_argument("--out", required=True, help="YAML file to write (a drafter: block)")
+    v.add_argument("--out", required=True, help="YAML file to write (a drafter: block; an existing one kept unless --force)")
+    add_force_arg(v)
     v.add_argument("--domain", default="chat", choices=DOMAINS, help="request domain the traffic was (default chat)")
     v.add_argument("--model", help="model_name label to fit when the page serves several models")
     v.add_argument("--family", choices=[f for f in FAMILIES if f != "none"],
@@ -50,10 +51,9 @@ def run(args: argparse.Namespace) -> int:
         raise SpecplanError(f"acceptance vllm-metrics: give one or two scrapes, got {len(args.scrapes)}")
     scrapes = [read_scrape(path, args.model) for path in args.scrapes]
     counts = scrapes[0] if len(scrapes) == 1 else counts_between(scrapes[0], scrapes[1])
-    fit = fit_acceptance(counts, args.confidence)
-    out = Path(args.out)
+    fit = fit_acceptance(counts, args.confidence)  # bad scrapes are reported before --out
+    out = out_file(args.out, args.force)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(drafter_yaml(fit, args.domain, args.family))
     except OSError as exc:
         raise SpecplanError(f"--out {out}: cannot write ({exc.strerror or exc})") from None

@@ -13,20 +13,23 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from specplan.reports.reliability import plot_reliability
 from specplan.simulator.app.commands.run import add_scenario_args
+from specplan.simulator.app.output import add_force_arg, out_folder
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.drafters.heads import HeadEvaluation, evaluate_head
 from specplan.simulator.scenario import load_scenario, write_resolved
+
+CALIBRATION_FILES = ("calibration.json", "reliability_before.png", "reliability_after.png", "scenario.resolved.yaml")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("calibrate", help="score a scenario's confidence head before/after STS")
     add_scenario_args(p)
-    p.add_argument("--out", required=True, help="results folder (created)")
+    p.add_argument("--out", required=True, help="results folder (created; earlier results kept unless --force)")
+    add_force_arg(p)
     p.add_argument("--samples", type=int, default=50_000, help="held-out draft blocks to score (default 50000)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=calibrate)
@@ -68,10 +71,9 @@ def calibrate(args: argparse.Namespace) -> int:
     if args.samples < 100:
         raise SpecplanError(f"--samples: need at least 100 draft blocks, got {args.samples}")
     scenario = load_scenario(args.scenario, args.overrides, args.seed)
+    out = out_folder(args.out, CALIBRATION_FILES, args.force)
     evaluation = evaluate_head(scenario.drafter, scenario.seed, args.samples)
     result = result_mapping(scenario.name, evaluation, scenario.drafter.confidence)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     (out / "calibration.json").write_text(json.dumps(result, indent=2) + "\n")
     r = evaluation.report
     plot_reliability(r.reliability_before, out / "reliability_before.png",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from specplan.hwprofiles.grid import parse_tokens
 from specplan.simulator.app.commands.run import add_scenario_args
+from specplan.simulator.app.output import add_force_arg, out_folder
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.validation.fidelity import (
@@ -28,7 +29,8 @@ from specplan.validation.fidelity import (
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fidelity", help="measure the simulator's error against a real torch engine")
     add_scenario_args(p)
-    p.add_argument("--out", required=True, help="results folder (created)")
+    p.add_argument("--out", required=True, help="results folder (created; earlier results kept unless --force)")
+    add_force_arg(p)
     p.add_argument("--json", action="store_true",
                    help="print {points, median_abs_error, max_abs_error, ...} as JSON")
     p.add_argument("--model", default=str(DEFAULT_SHAPE),
@@ -57,6 +59,7 @@ def fidelity(args: argparse.Namespace) -> int:
         raise SpecplanError("specplan fidelity needs torch: pip install 'specplan[profile]'") from None
     if min(args.threads, args.repeats, args.rounds, args.runs) < 1 or args.calibration_s <= 0:
         raise SpecplanError("--threads, --repeats, --rounds and --runs must be ≥ 1, --calibration-s > 0")
+    out = out_folder(args.out, ("fidelity.json", "fidelity.png"), args.force)
     overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
     settings = FidelitySettings(model=args.model, threads=args.threads, repeats=args.repeats, rounds=args.rounds,
                                 profile_each_point=not args.profile_once,
@@ -64,8 +67,8 @@ def fidelity(args: argparse.Namespace) -> int:
                                 tokens=tuple(parse_tokens(args.tokens)) if args.tokens else ())
     quiet = args.quiet or args.json
     if args.runs > 1:
-        return fidelity_runs(args, settings, overrides, quiet)
-    result = run_fidelity(args.scenario, settings, Path(args.out), overrides,
+        return fidelity_runs(args, settings, overrides, quiet, out)
+    result = run_fidelity(args.scenario, settings, out, overrides,
                           None if quiet else lambda msg: print(msg, flush=True))
     if args.json:
         sys.stdout.write(dumps(result.as_json()))
@@ -76,8 +79,9 @@ def fidelity(args: argparse.Namespace) -> int:
     return 0
 
 
-def fidelity_runs(args: argparse.Namespace, settings: FidelitySettings, overrides: list[str], quiet: bool) -> int:
-    doc = run_fidelity_runs(args.scenario, settings, Path(args.out), args.runs, overrides,
+def fidelity_runs(args: argparse.Namespace, settings: FidelitySettings, overrides: list[str], quiet: bool,
+                  out: Path) -> int:
+    doc = run_fidelity_runs(args.scenario, settings, out, args.runs, overrides,
                             None if quiet else lambda msg: print(msg, flush=True))
     if args.json:
         sys.stdout.write(dumps(doc))

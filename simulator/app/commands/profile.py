@@ -30,6 +30,7 @@ from specplan.hwprofiles.grid import parse_tokens
 from specplan.hwprofiles.loader import load_profile
 from specplan.hwprofiles.modelshape import load_shape
 from specplan.hwprofiles.plot import save_profile_plot
+from specplan.simulator.app.output import add_force_arg, out_file
 from specplan.simulator.core.errors import SpecplanError
 
 SOURCES = ("torch", "aiconfigurator")
@@ -53,7 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--context", type=int, default=1024, help="KV context tokens per request (default 1024)")
     p.add_argument("--total-context", help="comma list of total KV tokens per batch: adds a context axis")
     p.add_argument("--mode", default="eager", choices=("eager", "cudagraph"))
-    p.add_argument("--out", required=True, help="profile CSV to write")
+    p.add_argument("--out", required=True, help="profile CSV to write (an existing one kept unless --force)")
+    add_force_arg(p)
     p.add_argument("--name", help="profile name (default: the file's stem)")
     p.add_argument("--layers", type=int, help="time N layers and scale to the shape's depth")
     p.add_argument("--repeats", type=int, default=20)
@@ -92,7 +94,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     plot = sub.add_parser("profile-plot", help="plot step time and steps/s vs tokens")
     plot.add_argument("profiles", nargs="+", help="profile CSV files or builtin:NAME")
-    plot.add_argument("--out", required=True, help="PNG to write")
+    plot.add_argument("--out", required=True, help="PNG to write (an existing one kept unless --force)")
+    add_force_arg(plot)
     plot.add_argument("--max-tokens", type=int, help="right end of the token axis")
     plot.add_argument("--context", type=float, help="total KV context for profiles with a context axis")
     plot.add_argument("--scale", choices=("auto", "linear", "log"), default="auto",
@@ -112,8 +115,10 @@ def _torch():
 def profile(args: argparse.Namespace) -> int:
     _check_source_options(args)
     if args.source == "aiconfigurator":
+        out_file(args.out, args.force)
         return _import_aiconfigurator(args)
     torch = _torch()
+    out_file(args.out, args.force)
     if args.threads is None and not args.device.startswith("cuda"):
         args.threads = 1
     threads_before = torch.get_num_threads()
@@ -181,7 +186,7 @@ def _import_aiconfigurator(args: argparse.Namespace) -> int:
 
 def _command_line(args: argparse.Namespace) -> str:
     """The command that reproduces this measurement (recorded in the file's `source`)."""
-    skip = {"func", "quiet", "command", "out", "source", *AIC_ONLY}
+    skip = {"func", "quiet", "command", "out", "force", "source", *AIC_ONLY}
     if args.drafter is None:
         skip |= {"drafter_layers", "block_size", "markov_rank"}
     if args.requests is not None:
@@ -208,6 +213,7 @@ def _int_list(text: str | None) -> tuple[int, ...]:
 
 def profile_plot(args: argparse.Namespace) -> int:
     profiles = [load_profile(spec) for spec in args.profiles]
+    out_file(args.out, args.force)
     out = save_profile_plot(profiles, args.out, args.max_tokens, args.context, args.scale)
     print(f"wrote {out}")
     return 0

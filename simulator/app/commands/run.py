@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from specplan.simulator.app.output import summary_table, write_run
+from specplan.simulator.app.output import (
+    RUN_FILES,
+    add_force_arg,
+    out_folder,
+    summary_table,
+    write_run,
+)
 from specplan.simulator.app.progress import simulate_with_progress
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.scenario import load_scenario
@@ -32,7 +37,8 @@ def add_override_args(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="simulate a scenario and write its results")
     add_scenario_args(p)
-    p.add_argument("--out", required=True, help="results folder (created)")
+    p.add_argument("--out", required=True, help="results folder (created; earlier results kept unless --force)")
+    add_force_arg(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="print nothing")
     p.add_argument("--split-replicas", type=int, metavar="WORKERS", default=None,
@@ -47,11 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.overrides, args.seed)
+    out = out_folder(args.out, RUN_FILES, args.force)
     if args.split_replicas is not None:
         result = simulate_split(scenario, workers=args.split_replicas)
     else:
         result = simulate_with_progress(scenario, enabled=False if (args.quiet or args.json) else None)
-    out = Path(args.out)
     write_run(result, out)
     if args.json:
         sys.stdout.write(dumps(result.summary))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from specplan.reports.report import write_report
 from specplan.simulator.app.commands.run import add_override_args
+from specplan.simulator.app.output import out_folder
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.study.sweep import SweepResult, run_sweep
@@ -47,7 +48,7 @@ def sweep_and_report(scenario: str | Path, args: argparse.Namespace, overrides: 
     fidelity = Path(args.fidelity) if args.fidelity else None
     if fidelity is not None and not (fidelity / "fidelity.json").is_file():
         raise SpecplanError(f"--fidelity {fidelity}: no fidelity.json there (write one with `specplan fidelity --out DIR`)")
-    out = Path(args.out)
+    out = out_folder(args.out)
     result = run_sweep(scenario, out, workers=args.workers, backend=args.backend, address=args.address,
                        progress=False if (args.quiet or args.json) else None, overrides=overrides)
     report = write_report(result, out, fidelity) if args.report else None
@@ -74,15 +75,22 @@ def report_outcome(result: SweepResult, report: Path | None, out: Path, args: ar
 def comparison_text(result: SweepResult) -> str:
     lines = [f"throughput per GPU at each SLA (tokens/s/user {result.statistic}), gain vs "
              f"{result.comparisons['baseline'].iloc[0]}:"]
+    if result.comparisons["throughput_edge"].astype(str).str.len().gt(0).any():
+        lines[0] += " ('at max load': the largest simulated load's throughput, a lower bound)"
     for sla, group in result.comparisons.groupby("sla_tps_user", sort=False):
-        cells = [f"{r.label} {fmt_thr(r.throughput_per_gpu)}{fmt_gain(r.gain_vs_baseline)}"
-                 for r in group.itertuples()]
+        cells = [f"{r.label} {fmt_thr(r.throughput_per_gpu)}{fmt_edge(r.throughput_edge)}"
+                 f"{fmt_gain(r.gain_vs_baseline)}" for r in group.itertuples()]
         lines.append(f"  >= {sla:g}: " + "; ".join(cells))
     return "\n".join(lines)
 
 
 def fmt_thr(value: float) -> str:
     return "unreachable" if math.isnan(value) else f"{value:,.0f}"
+
+
+def fmt_edge(edge: object) -> str:
+    """' (at max load 128)': the reading is the largest simulated load's, a lower bound."""
+    return f" (at {edge})" if isinstance(edge, str) and edge else ""
 
 
 def fmt_gain(value: float) -> str:

@@ -16,12 +16,12 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
 
 import pandas as pd
 
 from specplan.reports.tune import write_tune_report
 from specplan.simulator.app.commands.run import add_override_args
+from specplan.simulator.app.output import out_folder
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.study.export import tune_record, write_schedule_files
@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = Path(args.out)
+    out = out_folder(args.out)
     tuned = tune_schedule(args.scenario, out, lengths=parse_lengths(args.lengths),
                           buckets=parse_buckets(args.buckets), loads=parse_loads(args.loads),
                           sla_tps=args.sla_tps, workers=args.workers,
@@ -137,6 +137,7 @@ def comparison_text(tuned: TunedSchedule) -> str:
 
 def cell(row: pd.Series) -> str:
     value = "unreachable" if not math.isfinite(row.value) else f"{row.value:,.0f}"
+    value += f" (at {row.edge})" if isinstance(row.edge, str) and row.edge else ""
     tag = " (best static)" if row.best_static else ""
     gain = "" if row.role == TUNED_ROLE or not math.isfinite(row.tuned_gain) else f" ({100 * row.tuned_gain:+.1f}%)"
     return f"{row.label}{tag} {value}{gain}"
