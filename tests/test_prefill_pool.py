@@ -141,7 +141,7 @@ def test_a_plan_counts_the_prefill_pool_in_its_gpus() -> None:
 
     raw = copy.deepcopy(BASE)
     del raw["engine"]["prefill"]
-    raw["horizon"] = {"duration_s": 10, "warmup_s": 1}
+    raw["horizon"] = {"duration_s": 24, "warmup_s": 1}  # long enough for the keep-up test to judge
     raw["cluster"]["prefill"] = {"replicas": 2, "gpus_per_replica": 1, "link": LINK, "kv_bytes_per_token": 131072,
                                  "profile": {"kind": "linear", "base_ms": 5.0, "per_token_ms": 0.01}}
     plan = plan_capacity(raw, rate_per_s=4.0, sla_tps=1.0, workers=1, progress=False)

@@ -30,6 +30,7 @@ SPACE = {
 
 def with_search(space: dict) -> dict:
     raw = copy.deepcopy(BASE)
+    raw["engine"]["kv_capacity_tokens"] = 400_000  # within every option's memory model (checked at load)
     raw["search"] = space
     return raw
 
