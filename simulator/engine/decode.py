@@ -47,6 +47,7 @@ same outcome distribution for fewer draws.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -58,6 +59,7 @@ from specplan.simulator.engine.batch import (
     ACCEPTED,
     COLUMNS,
     PREFILL_LEFT,
+    RANK,
     REMAINING,
     RID,
     STEPS,
@@ -68,7 +70,7 @@ from specplan.simulator.engine.batch import (
     attention_context,
 )
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.intake import admit_fifo
+from specplan.simulator.engine.intake import admit_fifo, admit_to_ranks
 from specplan.simulator.engine.price import StepPricer, StepQuote
 from specplan.simulator.engine.records import RequestLog, SpecCounters, StepLog, StepRecord
 
@@ -89,6 +91,7 @@ class StepPlan(NamedTuple):
     context_tokens: int              # KV context the profile lookup uses
     deferred_requests: int           # decoding rows the token budget left out
     quote: StepQuote
+    truncated_drafts: int = 0        # drafts cut at the budget edge (engine.budget: truncate)
 
     @property
     def step_ms(self) -> float:
@@ -138,6 +141,7 @@ class DecodeCore:
         self.quotes: dict[tuple[int, int, int, int], StepQuote] = {}
         self.max_step_tokens = config.max_step_tokens
         self.finishing = False  # a row may have emitted its last token this step (commit retires it)
+        self.truncates = config.truncate_budget and self.speculates and not policy.fits_budget
 
     # ---- intake -----------------------------------------------------------------------------
     def enqueue(self, rid: int, front: bool = False) -> None:
@@ -148,20 +152,39 @@ class DecodeCore:
         free = self.config.max_batch_requests - self.batch.n
         if not self.queue or free <= 0:
             return 0
+        if self.config.ranks > 1:
+            return self.admit_ranks(now)
         admitted = admit_fifo(self.queue, self.log, now, free, self.footprint, self.config.kv_capacity_tokens,
                               self.gamma)
         if admitted:
             self.add_rows(admitted)
         return len(admitted)
 
-    def add_rows(self, admitted: list[tuple[int, int, int]]) -> None:
-        """Rows for admitted requests, given (id, tokens generated so far, prompt + generated tokens)."""
+    def admit_ranks(self, now: float) -> int:
+        """Data-parallel attention: FIFO admission to the rank with a free slot and the most free KV."""
+        cfg = self.config
+        slots, kv = self.rank_usage()
+        admitted = admit_to_ranks(self.queue, self.log, now, cfg.rank_requests - slots, cfg.rank_kv_tokens - kv,
+                                  self.gamma)
+        if admitted:
+            self.add_rows(admitted)
+        return len(admitted)
+
+    def rank_usage(self) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and KV footprint per attention rank."""
+        ranks, n = self.batch.ints[RANK], self.config.ranks
+        slots = np.bincount(ranks, minlength=n)
+        kv = np.bincount(ranks, weights=self.footprints(ALL), minlength=n).astype(np.int64)
+        return slots, kv
+
+    def add_rows(self, admitted: Sequence[tuple[int, ...]]) -> None:
+        """Rows for admitted requests, given (id, tokens generated so far, prompt + generated tokens[, rank])."""
         log, chunked, opening = self.log, self.config.chunked, self.ledger.opening
         output = log["output_tokens"]
         rows, footprint = [], 0
-        for rid, generated, tokens in admitted:
+        for rid, generated, tokens, *rank in admitted:
             left = int(output[rid]) - generated
-            rows.append((rid, left, tokens + left, tokens if chunked else 0, *opening(left)))
+            rows.append((rid, left, tokens + left, tokens if chunked else 0, *opening(left), rank[0] if rank else 0))
             footprint += tokens
         self.prefilling += len(rows) if chunked else 0
         block = np.array(rows, dtype=np.int64).T
@@ -180,6 +203,10 @@ class DecodeCore:
         planned = self.policy.planned_length(r) if self.fixed else None
         per_request = 1 + (self.reserve if planned is None else planned)
         kept = min(r, self.max_step_tokens // per_request)
+        if self.config.ranks > 1:
+            return self.plan_ranks(decode, r, planned, per_request, now)
+        if self.truncates and kept < r:
+            return self.plan_truncated(decode, r, planned, per_request, now)
         if decode is None and kept == r:
             rows, take, prefill_tokens = ALL, None, 0
         else:
@@ -199,6 +226,60 @@ class DecodeCore:
                 accepted = np.minimum(accepted, lengths)  # the block's accepted prefix, cut at ℓ
         return StepPlan(rows, kept, lengths, accepted, take, prefill_tokens, drafting, kept + drafts + prefill_tokens,
                         context, r - kept, quote)
+
+    def plan_truncated(self, decode: np.ndarray | None, r: int, planned: int | None, per_request: int,
+                       now: float) -> StepPlan:
+        """vLLM's token budget: every row whose anchor fits runs; drafts past the budget edge are dropped.
+
+        Its scheduler takes min(num_new_tokens, token_budget) per running request in order, so the
+        request at the edge keeps the drafts that fit and the ones after it, with no budget left,
+        are not scheduled (deferred). Those rows drafted (an engine drafts for its whole running
+        batch before scheduling): their drafting is paid, their drafts are counted as truncated
+        only for the request at the edge.
+        """
+        budget = self.max_step_tokens
+        kept = min(r, budget)
+        rows = self.decoding_rows(decode, kept)
+        take, prefill_tokens = self.prefill_chunks(kept * per_request)
+        context = self.context_tokens(rows, take) if self.uses_context else 0
+        lengths, accepted, drafting, quote = self.speculate(rows, kept, planned, prefill_tokens, context, now)
+        wanted = np.broadcast_to(np.asarray(lengths, dtype=np.int64), (kept,))
+        cut, running = budget_edge(wanted, budget - prefill_tokens)
+        truncated = int(wanted[:running].sum() - cut.sum())
+        accepted = np.minimum(accepted[:running], cut)
+        return StepPlan(rows[:running], running, cut, accepted, take, prefill_tokens, drafting,
+                        running + int(cut.sum()) + prefill_tokens, context, r - running, quote, truncated)
+
+    def plan_ranks(self, decode: np.ndarray | None, r: int, planned: int | None, per_request: int,
+                   now: float) -> StepPlan:
+        """A step under data-parallel attention: each rank's token cap binds on its own rows.
+
+        Before drafting each rank keeps, oldest first, the rows whose reserved tokens fit its cap
+        (one anchor under `truncate` and for policies that choose within the budget, else the
+        planned length or the whole block: `defer`) and the global budget; after the lengths are
+        chosen every rank cuts drafts at its own edge (vLLM's rule, `budget_edge`), so a policy
+        planning against the whole step's capacity is held to its ranks'. Prompt chunks count
+        against the global budget only.
+        """
+        cfg = self.config
+        index = np.arange(self.batch.n) if decode is None else decode.nonzero()[0]
+        ranks = self.batch.ints[RANK][index]
+        reserve = 1 if self.truncates or self.policy.fits_budget else per_request
+        fits = (rank_order(ranks) + 1) * reserve <= cfg.rank_step_tokens
+        fits &= np.cumsum(fits) * reserve <= self.max_step_tokens
+        rows = index[fits]
+        kept = rows.size
+        take, prefill_tokens = self.prefill_chunks(kept * per_request)
+        context = self.context_tokens(rows, take) if self.uses_context else 0
+        lengths, accepted, drafting, quote = self.speculate(rows, kept, planned, prefill_tokens, context, now)
+        wanted = np.broadcast_to(np.asarray(lengths, dtype=np.int64), (kept,))
+        cut, running = rank_edges(wanted, ranks[fits], cfg.rank_step_tokens)
+        truncated = int((wanted - cut)[running].sum())
+        accepted = np.minimum(accepted, cut)[running]
+        cut = cut[running]
+        decoded = int(np.count_nonzero(running))
+        return StepPlan(rows[running], decoded, cut, accepted, take, prefill_tokens, drafting,
+                        decoded + int(cut.sum()) + prefill_tokens, context, r - decoded, quote, truncated)
 
     def decoding_rows(self, decode: np.ndarray | None, kept: int) -> Any:
         """The oldest `kept` decoding rows (every row decodes when `decode` is None)."""
@@ -315,10 +396,12 @@ class DecodeCore:
             emitted += self.advance_prefill(plan.prefill_take, now)
         self.steps.add(StepRecord(now, self.index, self.batch.n, plan.decode_requests, plan.drafting_requests,
                                   plan.verify_tokens, plan.prefill_tokens, emitted, accepted,
-                                  plan.deferred_requests, plan.context_tokens, *timing))
+                                  plan.deferred_requests, plan.truncated_drafts, plan.context_tokens, *timing))
         self.step_index += 1
         finished = self.retire() if self.finishing else NONE
         evicted = self.preempt() if self.footprint > self.config.kv_capacity_tokens else NONE
+        if self.config.ranks > 1 and not evicted.size:
+            evicted = self.preempt_ranks()
         return finished, evicted
 
     def emit(self, plan: StepPlan, now: float) -> tuple[int, int]:
@@ -392,6 +475,18 @@ class DecodeCore:
         self.log["preemptions"][evicted] += 1
         return evicted
 
+    def preempt_ranks(self) -> np.ndarray:
+        """Data-parallel attention: evict the youngest rows of each rank whose KV exceeds its cache."""
+        ranks = self.batch.ints[RANK]
+        held = rank_cumsum(self.footprints(ALL), ranks)
+        keep = held <= self.config.rank_kv_tokens
+        keep[rank_order(ranks) == 0] = True  # each rank's oldest request stays (it fits on its own)
+        if keep.all():
+            return NONE
+        evicted = self.remove((~keep).nonzero()[0])
+        self.log["preemptions"][evicted] += 1
+        return evicted
+
     def remove(self, index: np.ndarray, finished: bool = False) -> np.ndarray:
         """Take the rows at `index` out of the batch; returns their ids.
 
@@ -440,6 +535,45 @@ class DecodeCore:
         self.flush(self.batch.ints)
         self.ledger.reopen(self.batch.ints)
         self.spec.flush()
+
+
+def budget_edge(lengths: np.ndarray, budget: int) -> tuple[np.ndarray, int]:
+    """vLLM's budget rule over rows in order: (ℓ cut at the edge, rows that run).
+
+    Row r runs when tokens before it leave at least its anchor; it keeps
+    min(ℓ_r, left − 1) drafts.
+    """
+    tokens = lengths + 1
+    before = np.cumsum(tokens) - tokens
+    left = budget - before
+    running = int(np.count_nonzero(left >= 1))
+    return np.minimum(lengths[:running], left[:running] - 1), running
+
+
+def rank_cumsum(values: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Running sum of `values` within each rank, in row order (inclusive)."""
+    order = np.argsort(ranks, kind="stable")
+    total = np.cumsum(values[order])
+    sorted_ranks = ranks[order]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = sorted_ranks[1:] != sorted_ranks[:-1]
+    start = np.maximum.accumulate(np.where(first, total - values[order], 0))
+    out = np.empty_like(total)
+    out[order] = total - start
+    return out
+
+
+def rank_order(ranks: np.ndarray) -> np.ndarray:
+    """Each row's position among its rank's rows (0 for the oldest)."""
+    return rank_cumsum(np.ones(ranks.size, dtype=np.int64), ranks) - 1
+
+
+def rank_edges(lengths: np.ndarray, ranks: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """`budget_edge` within each rank: (ℓ cut at its rank's edge, which rows run), rows in order."""
+    tokens = lengths + 1
+    left = cap - (rank_cumsum(tokens, ranks) - tokens)
+    running = left >= 1
+    return np.minimum(lengths, np.maximum(left - 1, 0)), running
 
 
 NONE = np.zeros(0, dtype=np.int64)

@@ -6,6 +6,7 @@ the batch at hand,
     step_ms(B) = draft_ms(drafting requests)                the drafter's forwards
                + verify_ms(B, KV context of the batch)      the target's forward (profile lookup)
                + host_ms = host_overhead_ms + host_overhead_per_request_ms · requests
+                         + spec_step_fraction · verify_ms(R)   when the step drafts (engine.host)
                + overhead_ms = scheduling_overhead_ms       when the policy decides per step
                                                             synchronously (and the step decodes)
 
@@ -22,6 +23,13 @@ once per pricer (`specplan.hwprofiles.dense.DenseCurve`), so a quote costs a sca
 bisection and its lookups are slices, never a per-step interpolation of
 the whole profile. Drafting is priced by the drafter's latency model at
 the drafting requests' share of the step's KV context.
+
+CUDA graphs (`engine.cuda_graph`, specplan.simulator.engine.graphs) change
+verify_ms, never its callers: vLLM's graphs pad tokens, so the dense table
+itself is rewritten once (row[B] ← row[pad(B)], + the eager surcharge past
+the largest size); SGLang's pad requests, so a quote of R requests
+(`PaddedQuote`) reads row[ceil(B · pad(R) / R)]. Either way the policy's
+Θ and the clock read the same padded price.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import numpy as np
 
 from specplan.hwprofiles.dense import DenseCurve
 from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.graphs import padded_tokens, widest_padded
 
 
 class StepQuote:
@@ -78,6 +87,37 @@ class StepQuote:
         return 1000.0 / (self.fixed_ms + verify)
 
 
+class PaddedQuote(StepQuote):
+    """A quote whose verify forward is padded to a captured number of requests (SGLang's graphs)."""
+
+    __slots__ = ("eager_ms", "padded", "requests")
+
+    def __init__(self, draft_ms: float, host_ms: float, overhead_ms: float, low: np.ndarray, high: np.ndarray,
+                 weight: float, requests: int, padded: int, eager_ms: float) -> None:
+        super().__init__(draft_ms, host_ms, overhead_ms, low, high, weight)
+        self.requests, self.padded, self.eager_ms = requests, padded, eager_ms
+
+    def at(self, tokens: np.ndarray) -> np.ndarray:
+        """verify_ms at the padded B of each B in `tokens`."""
+        index = padded_tokens(tokens, self.requests, self.padded)
+        verify = self.low[index]
+        if self.weight != 0.0:
+            verify = verify * (1.0 - self.weight) + self.high[index] * self.weight
+        return verify + self.eager_ms
+
+    def verify_ms_range(self, start: int, stop: int) -> np.ndarray:
+        return self.at(np.arange(start, stop))
+
+    def verify_ms(self, tokens: int) -> float:
+        return float(self.at(np.array([tokens]))[0])
+
+    def steps_per_s_range(self, start: int, stop: int) -> np.ndarray:
+        return 1000.0 / (self.fixed_ms + self.verify_ms_range(start, stop))
+
+    def steps_per_s(self, tokens: np.ndarray) -> np.ndarray:
+        return 1000.0 / (self.fixed_ms + self.at(np.asarray(tokens)))
+
+
 class StepPricer:
     """Quotes steps for one engine: its profile, drafter, host costs and the policy's overhead."""
 
@@ -85,8 +125,23 @@ class StepPricer:
                  pays_scheduling: bool) -> None:
         self.draft_ms = draft_ms
         self.host = (config.host_overhead_ms, config.host_overhead_per_request_ms)
+        self.spec_fraction = config.spec_step_fraction
         self.overhead_ms = config.scheduling_overhead_ms if pays_scheduling else 0.0
-        self.verify = DenseCurve(profile, config.max_step_tokens)
+        self.graphs = config.graphs
+        self.pads_requests = config.graphs is not None and config.graph_axis == "requests"
+        self.verify = self.verify_curve(profile, config)
+
+    def verify_curve(self, profile: Any, config: EngineConfig) -> DenseCurve:
+        """The dense verify table; vLLM's graphs pad it in place (row[B] ← row[pad(B)] + eager)."""
+        graphs, stop = self.graphs, config.max_step_tokens
+        if graphs is None:
+            return DenseCurve(profile, stop)
+        if self.pads_requests:
+            widest = widest_padded(stop, graphs)
+            return DenseCurve(profile, widest, beyond="proportional" if widest > stop else "error")
+        curve = DenseCurve(profile, stop)
+        curve.rows = curve.rows[:, graphs.pad_index(stop + 1)] + graphs.eager_ms(stop + 1)
+        return curve
 
     @property
     def uses_context(self) -> bool:
@@ -105,4 +160,22 @@ class StepPricer:
         share = context_tokens * drafting / decode_requests if drafting else 0.0
         draft_ms = self.draft_ms(drafting, share, draft_length) if drafting else 0.0
         low, high, weight = self.verify.around(context_tokens)
-        return StepQuote(draft_ms, host_ms, overhead_ms, low, high, weight)
+        if self.pads_requests:
+            return self.padded_quote(draft_ms, host_ms, overhead_ms, low, high, weight, decode_requests, drafting)
+        quote = StepQuote(draft_ms, host_ms, overhead_ms, low, high, weight)
+        if drafting and self.spec_fraction:
+            quote.host_ms += self.spec_fraction * quote.verify_ms(decode_requests)
+            quote.fixed_ms = quote.draft_ms + quote.host_ms + quote.overhead_ms
+        return quote
+
+    def padded_quote(self, draft_ms: float, host_ms: float, overhead_ms: float, low: np.ndarray,
+                     high: np.ndarray, weight: float, requests: int, drafting: int) -> PaddedQuote:
+        """SGLang: the quote of a step whose R requests pad to the next captured batch size."""
+        assert self.graphs is not None
+        padded = self.graphs.pad(requests)
+        eager_ms = self.graphs.eager_overhead_ms if requests > self.graphs.largest else 0.0
+        quote = PaddedQuote(draft_ms, host_ms, overhead_ms, low, high, weight, requests, padded, eager_ms)
+        if drafting and self.spec_fraction:
+            quote.host_ms += self.spec_fraction * quote.verify_ms(requests)
+            quote.fixed_ms = quote.draft_ms + quote.host_ms + quote.overhead_ms
+        return quote

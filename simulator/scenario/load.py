@@ -73,6 +73,11 @@ def check_profile(scenario: Scenario) -> None:
     if budget < block + 1:
         raise ScenarioError("engine.max_step_tokens", f"{budget} tokens cannot hold one request's anchor and "
                             f"draft block ({block + 1} tokens)")
+    dp = scenario.engine.dp_attention
+    per_rank = (dp.max_step_tokens or budget // dp.ranks) if dp is not None else budget
+    if per_rank < block + 1:
+        raise ScenarioError("engine.dp_attention.max_step_tokens", f"{per_rank} tokens per attention rank cannot "
+                            f"hold one request's anchor and draft block ({block + 1} tokens)")
 
 
 def read_yaml(path: Path) -> Any:
