@@ -56,6 +56,10 @@ class Price(Protocol):
 
     def step_ms(self, tokens: int) -> float: ...
 
+    def redraft(self, positions: int) -> Price:
+        """The same step with `positions` drafts per drafting request (the engine's pricer reprices drafting)."""
+        ...
+
 
 class SpsTable:
     """A price given directly as a dense steps/s table (`sps[B]`, B = 0..len − 1).
@@ -76,6 +80,10 @@ class SpsTable:
 
     def step_ms(self, tokens: int) -> float:
         return 1000.0 / float(self.sps[tokens])
+
+    def redraft(self, positions: int) -> SpsTable:
+        """A steps/s table knows no drafting part: the same table."""
+        return self
 
 
 @dataclass(slots=True, eq=False)
@@ -156,7 +164,9 @@ class Policy:
     truth), `scheduling` (`none` | `per-step` | `hidden`: who pays the
     scheduling overhead), `fits_budget` (chooses within the step's token
     capacity itself), `drafts` (False for no speculation). Policies that
-    maximise Θ = expected tokens · SPS(B) leave their choice in `last_plan`.
+    maximise Θ = expected tokens · SPS(B) leave their choice in `last_plan`; a
+    policy that knew before drafting that no request can verify more than w < γ
+    drafts leaves w in `draft_width`, and the engine charges drafting for w.
     """
 
     name: ClassVar[str] = ""
@@ -171,6 +181,7 @@ class Policy:
         self.params = params
         self.block_size = block_size
         self.last_plan: ThetaPlan | None = None
+        self.draft_width: int | None = None  # drafts per request the step needed drafted, when fewer than γ
 
     def planned_length(self, batch_requests: int) -> int | None:
         """The length every request verifies in a step of R requests, if known before drafting."""

@@ -15,7 +15,11 @@ they differ in how many (DESIGN.md §1):
   before the previous step ends, so K comes from a global search over the
   confidences of two steps earlier; the step then admits its top-K
   candidates by current survival. Scheduling latency is hidden
-  (`scheduling = "hidden"`).
+  (`scheduling = "hidden"`). When that K is below the block γ, no request
+  can verify more than K drafts, so it drafts only w = max(1, K) positions
+  (`draft_width`): the same lengths, and a drafting forward priced at w
+  (DSpark/DFlash F(R·(w+1)) + w·H(R) instead of F(R·(γ+1)) + γ·H(R); MTP
+  and Eagle3 w·F(R) instead of γ·F(R)).
 
 How `dspark-async` plans K for the current batch: it keeps, per step, the
 survival rows of the drafting requests. At step t it takes the snapshot of
@@ -35,6 +39,7 @@ skipping of drafting for requests whose recent acceptance is low.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass
 from typing import ClassVar
@@ -144,12 +149,19 @@ class DSparkAsync(DSparkPolicy):
         self.snapshots: deque[Snapshot] = deque(maxlen=self.LAG_STEPS + 1)
 
     def decide(self, view: StepView) -> np.ndarray:
-        current = survival(view.confidences)
+        self.draft_width = None
         drafted = view.drafted
         all_drafted = view.drafting == view.batch_requests
-        capacity = self.lagged_capacity(view, drafted, all_drafted)
-        self.remember(view, current, drafted, all_drafted)
-        return top_k_lengths(current, min(capacity, view.verify_capacity))
+        capacity = min(self.lagged_capacity(view, drafted, all_drafted), view.verify_capacity)
+        width = max(1, min(capacity, self.block_size))
+        if width < self.block_size:  # K < γ, known before drafting: no request can verify more than K drafts
+            view = dataclasses.replace(view, confidences=view.confidences[:, :width],
+                                       price=view.price.redraft(width))
+            capacity = min(self.lagged_capacity(view, drafted, all_drafted), view.verify_capacity, capacity)
+            self.draft_width = width
+        current = survival(view.confidences)
+        self.remember(view, extend_survival(current, self.block_size), drafted, all_drafted)
+        return top_k_lengths(current, capacity)
 
     def remember(self, view: StepView, current: np.ndarray, drafted: np.ndarray, all_drafted: bool) -> None:
         if all_drafted:
@@ -178,6 +190,22 @@ class DSparkAsync(DSparkPolicy):
         k = global_best(ranked.theta)
         record_plan(self, view, ranked, k)
         return k
+
+
+def extend_survival(survivals: np.ndarray, block_size: int) -> np.ndarray:
+    """Survival rows drafted to w < γ positions, continued to γ at the last drafted position's rate.
+
+    The positions past w were never drafted, so later capacity plans (two steps on) read this
+    geometric continuation a_{w+i} = a_w · (a_w / a_{w−1})^i instead of confidences nobody saw.
+    """
+    width = survivals.shape[1]
+    if width >= block_size:
+        return survivals
+    last = survivals[:, -1:]
+    before = survivals[:, -2:-1] if width > 1 else np.ones_like(last)
+    rate = np.divide(last, before, out=np.zeros_like(last), where=before > 0)
+    tail = last * rate ** np.arange(1, block_size - width + 1)
+    return np.concatenate([survivals, tail], axis=1)
 
 
 def lagged_survivals(past: Snapshot, request_ids: np.ndarray, drafted: np.ndarray | None) -> np.ndarray:

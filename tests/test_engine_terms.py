@@ -198,3 +198,20 @@ def test_each_attention_rank_holds_its_own_kv_cache():
 def test_a_rank_cap_below_one_block_is_refused():
     with pytest.raises(ScenarioError, match=r"dp_attention\.max_step_tokens"):
         make_scenario(engine={"max_batch_requests": 16, "dp_attention": {"ranks": 2, "max_step_tokens": 3}})
+
+
+def test_async_pays_drafting_only_for_the_positions_its_capacity_can_verify():
+    """Cold start: K = 4 (1 per request) < γ = 7, so no request can verify more than 4 drafts and the
+    DSpark backbone runs over R·(4 + 1) positions with 4 head steps, not R·(7 + 1) and 7."""
+    scenario = make_scenario(
+        drafter={"family": "dspark", "block_size": 7,
+                 "acceptance": {"per_position": {"chat": [0.9] * 7}, "domains": {"chat": 1.0}},
+                 "confidence": {"kind": "perfect"},
+                 "latency": {"kind": "layers", "target_layers": 32, "drafter_layers": 2}},
+        policy={"name": "dspark-async"})
+    plans = []
+    driven = drive(scenario, np.full(4, 50), np.full(4, 30), on_plan=lambda core, plan: plans.append(plan))
+    drafter = driven.core.drafter
+    assert plans[0].quote.draft_ms == pytest.approx(drafter.draft_ms(4, 0.0, 4))
+    assert plans[0].quote.draft_ms < drafter.draft_ms(4, 0.0, 7)
+    assert max(int(np.max(p.lengths)) for p in plans) > 1  # later steps plan past one draft and draft the block

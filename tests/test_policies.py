@@ -56,12 +56,23 @@ def test_appendix_a_choices(c2, greedy, global_):
 
 
 def test_async_capacity_comes_from_two_steps_earlier():
-    p = policy("dspark-async", 2)
+    p = policy("dspark-async", 2, cold_length=2)
     rows = [[0.8, 0.9], [0.8, 0.0], [0.8, 0.9], [0.8, 0.0], [0.8, 0.0]]
     got = [int(p.decide(view([c], APPENDIX_SPS, step=i))[0]) for i, c in enumerate(rows)]
-    # steps 0, 1: no history, cold_length 1; step 2: K = 2 planned from step 0's row;
-    # step 3: K = 0 from step 1's row; step 4: K = 2 from step 2, but a_2 = 0 now, so ℓ = 1.
-    assert got == [1, 1, 2, 0, 1]
+    # steps 0, 1: no history, cold_length 2 (a_2 = 0 at step 1 adds nothing: ℓ = 1); step 2: K = 2
+    # planned from step 0's row; step 3: K = 0 from step 1's row; step 4: K = 2 from step 2, but a_2 = 0 now.
+    assert got == [2, 1, 2, 0, 1]
+
+
+def test_async_drafts_only_the_positions_its_capacity_can_verify():
+    """K = 1 < γ = 2 (cold start): one position is drafted; the plan two steps on continues it geometrically."""
+    p = policy("dspark-async", 2)
+    first = p.decide(view([[0.8, 0.9]], APPENDIX_SPS, step=0))
+    assert first.tolist() == [1] and p.draft_width == 1
+    np.testing.assert_allclose(p.snapshots[-1].survivals, [[0.8, 0.64]])  # a_2 = a_1 · 0.8, not the unseen 0.72
+    p.decide(view([[0.8, 0.9]], APPENDIX_SPS, step=1))
+    assert p.decide(view([[0.8, 0.9]], APPENDIX_SPS, step=2)).tolist() == [2]  # Θ_2 = 2.44 · 0.45 > 1.0: K = 2
+    assert p.draft_width is None  # the whole block
 
 
 # ---- a sawtooth step-time table -------------------------------------------------------------

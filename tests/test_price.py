@@ -6,8 +6,11 @@ prefill modes and throughput-maximising policies. At every step it checks
 that (1) the Θ the policy computed for the B it chose equals its expected
 tokens divided by the step time the engine charges at that B, and (2)
 that charge is drafting (the drafter's model) + the profile's own
-`step_ms(B, context)` + host time + the overhead the policy pays, each
-recomputed here from the scenario rather than from the quote.
+`step_ms(B, context)` (at the B the engine's CUDA graphs pad it to) + host
+time (the engine's share of a plain step when it drafts) + the overhead the
+policy pays, each recomputed here from the scenario rather than from the
+quote. Drafting is for the whole block, or for the fewer positions an
+asynchronous policy knew it could verify (`draft_width`).
 """
 
 from __future__ import annotations
@@ -72,8 +75,9 @@ def independent_step_ms(core, plan, profile) -> float:
     padded, eager = padded_step(cfg, plan.verify_tokens, plan.decode_requests)
     at = context if profile.context_tokens is not None else None
     verify = float(profile.step_ms(max(padded, 1), at)) + eager
+    width = core.policy.draft_width or core.gamma  # the whole block, or the fewer positions async drafted
     draft = core.drafter.draft_ms(plan.drafting_requests,
-                                  context * plan.drafting_requests / max(plan.decode_requests, 1))  # the whole block
+                                  context * plan.drafting_requests / max(plan.decode_requests, 1), width)
     host = cfg.host_overhead_ms + cfg.host_overhead_per_request_ms * batch.n
     if plan.drafting_requests and cfg.spec_step_fraction:  # the engine's host time: a share of the plain step
         plain, plain_eager = padded_step(cfg, plan.decode_requests, plan.decode_requests)

@@ -345,8 +345,11 @@ class DecodeCore:
             drafting = int(np.count_nonzero(drafted))
         quote = self.quote(self.batch.n, r, drafting, context, self.gamma)
         view = self.view(c, ids, quote, reserved, drafted, drafting, prefix, now)
-        self.policy.last_plan = None
+        self.policy.last_plan = self.policy.draft_width = None
         lengths = np.asarray(self.policy.decide(view), dtype=np.int64)
+        width = self.policy.draft_width
+        if width is not None and width < self.gamma:  # drafted fewer positions: drafting is charged for those
+            quote = self.quote(self.batch.n, r, drafting, context, width)
         if mask is not None:
             lengths = np.where(drafted, lengths, 0)
         return lengths, prefix, drafting, quote

@@ -47,7 +47,7 @@ from specplan.simulator.engine.graphs import padded_tokens, widest_padded
 class StepQuote:
     """The price of one step of a known batch, as a function of its verify tokens B."""
 
-    __slots__ = ("draft_ms", "fixed_ms", "high", "host_ms", "low", "overhead_ms", "sps", "weight")
+    __slots__ = ("draft_ms", "fixed_ms", "high", "host_ms", "low", "overhead_ms", "redraft_with", "sps", "weight")
 
     def __init__(self, draft_ms: float, host_ms: float, overhead_ms: float, low: np.ndarray,
                  high: np.ndarray, weight: float) -> None:
@@ -55,6 +55,11 @@ class StepQuote:
         self.fixed_ms = draft_ms + host_ms + overhead_ms
         self.low, self.high, self.weight = low, high, weight
         self.sps: np.ndarray | None = None  # SPS at every B, made on first use (a quote is reused per batch shape)
+        self.redraft_with: Callable[[int], StepQuote] | None = None
+
+    def redraft(self, positions: int) -> StepQuote:
+        """The same step with drafting priced at `positions` drafts per drafting request."""
+        return self if self.redraft_with is None else self.redraft_with(positions)
 
     def verify_ms_range(self, start: int, stop: int) -> np.ndarray:
         """verify_ms(B) for B = start..stop − 1."""
@@ -161,11 +166,15 @@ class StepPricer:
         draft_ms = self.draft_ms(drafting, share, draft_length) if drafting else 0.0
         low, high, weight = self.verify.around(context_tokens)
         if self.pads_requests:
-            return self.padded_quote(draft_ms, host_ms, overhead_ms, low, high, weight, decode_requests, drafting)
-        quote = StepQuote(draft_ms, host_ms, overhead_ms, low, high, weight)
-        if drafting and self.spec_fraction:
-            quote.host_ms += self.spec_fraction * quote.verify_ms(decode_requests)
-            quote.fixed_ms = quote.draft_ms + quote.host_ms + quote.overhead_ms
+            quote: StepQuote = self.padded_quote(draft_ms, host_ms, overhead_ms, low, high, weight,
+                                                 decode_requests, drafting)
+        else:
+            quote = StepQuote(draft_ms, host_ms, overhead_ms, low, high, weight)
+            if drafting and self.spec_fraction:
+                quote.host_ms += self.spec_fraction * quote.verify_ms(decode_requests)
+                quote.fixed_ms = quote.draft_ms + quote.host_ms + quote.overhead_ms
+        if drafting:
+            quote.redraft_with = lambda w: self.quote(batch_requests, decode_requests, drafting, context_tokens, w)
         return quote
 
     def padded_quote(self, draft_ms: float, host_ms: float, overhead_ms: float, low: np.ndarray,
