@@ -56,8 +56,8 @@ class Price(Protocol):
 
     def step_ms(self, tokens: int) -> float: ...
 
-    def redraft(self, positions: int) -> Price:
-        """The same step with `positions` drafts per drafting request (the engine's pricer reprices drafting)."""
+    def redraft(self, widest: int, positions: int | None = None) -> Price:
+        """The same step with `positions` drafts in all, `widest` per request at most (the pricer reprices drafting)."""
         ...
 
 
@@ -81,7 +81,7 @@ class SpsTable:
     def step_ms(self, tokens: int) -> float:
         return 1000.0 / float(self.sps[tokens])
 
-    def redraft(self, positions: int) -> SpsTable:
+    def redraft(self, widest: int, positions: int | None = None) -> SpsTable:
         """A steps/s table knows no drafting part: the same table."""
         return self
 
@@ -165,8 +165,9 @@ class Policy:
     scheduling overhead), `fits_budget` (chooses within the step's token
     capacity itself), `drafts` (False for no speculation). Policies that
     maximise Θ = expected tokens · SPS(B) leave their choice in `last_plan`; a
-    policy that knew before drafting that no request can verify more than w < γ
-    drafts leaves w in `draft_width`, and the engine charges drafting for w.
+    policy that knew before drafting how many drafts each request can be verified
+    leaves (the widest, all of them) in `draft_width`, and the engine charges
+    drafting for those.
     """
 
     name: ClassVar[str] = ""
@@ -181,7 +182,7 @@ class Policy:
         self.params = params
         self.block_size = block_size
         self.last_plan: ThetaPlan | None = None
-        self.draft_width: int | None = None  # drafts per request the step needed drafted, when fewer than γ
+        self.draft_width: tuple[int, int] | None = None  # (widest, all) drafts the step needed, fewer than γ each
 
     def planned_length(self, batch_requests: int) -> int | None:
         """The length every request verifies in a step of R requests, if known before drafting."""

@@ -15,11 +15,18 @@ they differ in how many (DESIGN.md §1):
   before the previous step ends, so K comes from a global search over the
   confidences of two steps earlier; the step then admits its top-K
   candidates by current survival. Scheduling latency is hidden
-  (`scheduling = "hidden"`). When that K is below the block γ, no request
-  can verify more than K drafts, so it drafts only w = max(1, K) positions
-  (`draft_width`): the same lengths, and a drafting forward priced at w
-  (DSpark/DFlash F(R·(w+1)) + w·H(R) instead of F(R·(γ+1)) + γ·H(R); MTP
-  and Eagle3 w·F(R) instead of γ·F(R)).
+  (`scheduling = "hidden"`). Its plan is known before drafting, so it
+  drafts only what the plan can verify (`params.draft_widths`): by
+  default (`capacity`) w = min(γ, K) positions per request when K < γ, no
+  request being verifiable past K: the same lengths for cheaper drafting;
+  with `plan`, request r drafts w_r = min(γ, K, ℓ_r^lag + 1), ℓ_r^lag its
+  share of the K positions in the two-step-old plan (more saved under a
+  tight budget, less room for the current survivals). Drafting is priced for
+  what was drafted (DSpark/DFlash: F(Σ_r (w_r + 1)) + max w · H(R) instead
+  of F(R·(γ+1)) + γ·H(R); MTP and Eagle3: max w · F(R) instead of γ·F(R));
+  positions never drafted enter later plans as a geometric continuation of
+  the last drafted survival. Where drafting costs the same whatever is
+  drafted (a fixed latency) it drafts the whole block.
 
 How `dspark-async` plans K for the current batch: it keeps, per step, the
 survival rows of the drafting requests. At step t it takes the snapshot of
@@ -42,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -74,6 +81,9 @@ class DSparkAsyncParams:
 
     cold_length: int = num(1, ge=0)
     bypass: BypassParams | None = None
+    # what it drafts when its capacity K is known before drafting: `capacity`, min(γ, K) per request (the
+    # same lengths, cheaper drafting when K < γ); `plan`, each request's share of the lagged plan + 1
+    draft_widths: Literal["capacity", "plan"] = "capacity"
 
 
 class DSparkPolicy(Policy):
@@ -147,21 +157,46 @@ class DSparkAsync(DSparkPolicy):
         super().__init__(params, block_size)
         self.cold_length = params.cold_length
         self.snapshots: deque[Snapshot] = deque(maxlen=self.LAG_STEPS + 1)
+        self.planned: np.ndarray | None = None  # the survivals the last capacity plan read
 
     def decide(self, view: StepView) -> np.ndarray:
         self.draft_width = None
         drafted = view.drafted
         all_drafted = view.drafting == view.batch_requests
         capacity = min(self.lagged_capacity(view, drafted, all_drafted), view.verify_capacity)
-        width = max(1, min(capacity, self.block_size))
-        if width < self.block_size:  # K < γ, known before drafting: no request can verify more than K drafts
-            view = dataclasses.replace(view, confidences=view.confidences[:, :width],
-                                       price=view.price.redraft(width))
+        widths = self.draft_widths(view, capacity) if view.price.redraft(self.block_size) is not view.price else None
+        if widths is not None:  # known before drafting: draft only what the plan can verify, priced as such
+            view = self.narrowed(view, widths)
             capacity = min(self.lagged_capacity(view, drafted, all_drafted), view.verify_capacity, capacity)
-            self.draft_width = width
         current = survival(view.confidences)
-        self.remember(view, extend_survival(current, self.block_size), drafted, all_drafted)
+        self.remember(view, current if widths is None else extend_survival(current, widths), drafted, all_drafted)
         return top_k_lengths(current, capacity)
+
+    def draft_widths(self, view: StepView, capacity: int) -> np.ndarray | None:
+        """Drafts per request the step's plan can verify (None: the whole block each).
+
+        `capacity`: no request can be verified more than K drafts, so each drafts w = min(γ, K) ≥ 1,
+        which changes no length. `plan`: request r drafts w_r = min(γ, K, ℓ_r + 1) ≥ 1, ℓ_r its share
+        of the K positions in the lagged plan (one spare position for the current survivals to move
+        into); before any plan, min(γ, K) each.
+        """
+        gamma = self.block_size
+        cap = max(1, min(capacity, gamma))
+        if self.params.draft_widths == "capacity" or self.planned is None:
+            if cap >= gamma:
+                return None
+            widths = np.full(view.batch_requests, cap, dtype=np.int64)
+        else:
+            widths = np.minimum(top_k_lengths(self.planned, capacity) + 1, cap)
+        widths = np.where(view.drafted, widths, 0)
+        return None if widths.sum() >= gamma * view.drafting else widths
+
+    def narrowed(self, view: StepView, widths: np.ndarray) -> StepView:
+        """The view of a step that drafted `widths` positions per request: no confidence past them, its price."""
+        drafted = np.arange(self.block_size) < widths[:, None]
+        self.draft_width = (int(widths.max()), int(widths.sum()))
+        return dataclasses.replace(view, confidences=np.where(drafted, view.confidences, 0.0),
+                                   price=view.price.redraft(*self.draft_width))
 
     def remember(self, view: StepView, current: np.ndarray, drafted: np.ndarray, all_drafted: bool) -> None:
         if all_drafted:
@@ -179,6 +214,7 @@ class DSparkAsync(DSparkPolicy):
     def lagged_capacity(self, view: StepView, drafted: np.ndarray, all_drafted: bool) -> int:
         """K: the global argmax of Θ for this batch, planned with survivals two steps old."""
         past = self.lagged(view.step_index)
+        self.planned: np.ndarray | None = None
         if past is None or past.request_ids.size == 0:
             self.last_plan = None
             return self.cold_length * int(np.count_nonzero(drafted))
@@ -189,23 +225,25 @@ class DSparkAsync(DSparkPolicy):
         ranked = rank_candidates(view, planned)
         k = global_best(ranked.theta)
         record_plan(self, view, ranked, k)
+        self.planned = planned
         return k
 
 
-def extend_survival(survivals: np.ndarray, block_size: int) -> np.ndarray:
-    """Survival rows drafted to w < γ positions, continued to γ at the last drafted position's rate.
+def extend_survival(survivals: np.ndarray, widths: np.ndarray) -> np.ndarray:
+    """Survival rows drafted to w_r positions, continued past them at the last drafted position's rate.
 
-    The positions past w were never drafted, so later capacity plans (two steps on) read this
+    The positions past w_r were never drafted, so later capacity plans (two steps on) read this
     geometric continuation a_{w+i} = a_w · (a_w / a_{w−1})^i instead of confidences nobody saw.
+    Rows that drafted nothing (w_r = 0) stay zero.
     """
-    width = survivals.shape[1]
-    if width >= block_size:
-        return survivals
-    last = survivals[:, -1:]
-    before = survivals[:, -2:-1] if width > 1 else np.ones_like(last)
+    rows = np.arange(survivals.shape[0])
+    last_at = np.maximum(widths, 1) - 1
+    last = survivals[rows, last_at]
+    before = np.where(last_at > 0, survivals[rows, np.maximum(last_at - 1, 0)], 1.0)
     rate = np.divide(last, before, out=np.zeros_like(last), where=before > 0)
-    tail = last * rate ** np.arange(1, block_size - width + 1)
-    return np.concatenate([survivals, tail], axis=1)
+    beyond = np.arange(survivals.shape[1]) - last_at[:, None]
+    tail = last[:, None] * rate[:, None] ** np.maximum(beyond, 0)
+    return np.where((beyond > 0) & (widths[:, None] > 0), tail, survivals)
 
 
 def lagged_survivals(past: Snapshot, request_ids: np.ndarray, drafted: np.ndarray | None) -> np.ndarray:

@@ -32,7 +32,7 @@ def pricer(engine: dict, profile=LINEAR, block_size: int = 3) -> tuple[StepPrice
     scenario = make_scenario(hardware={"profile": profile}, engine=engine)
     loaded = load_profile(scenario.hardware.profile)
     config = EngineConfig.from_scenario(scenario, loaded, block_size)
-    return StepPricer(loaded, lambda r, c, n: 0.0, config, pays_scheduling=False), loaded
+    return StepPricer(loaded, lambda r, c, n, positions=None: 0.0, config, pays_scheduling=False), loaded
 
 
 def test_the_engines_default_capture_lists_are_their_sources():

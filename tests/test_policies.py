@@ -64,15 +64,42 @@ def test_async_capacity_comes_from_two_steps_earlier():
     assert got == [2, 1, 2, 0, 1]
 
 
+class DraftedTable(SpsTable):
+    """A steps/s table whose step gets 5% faster when fewer positions are drafted (a priced drafter)."""
+
+    def redraft(self, widest, positions=None):
+        return SpsTable(self.sps * 1.05)
+
+
 def test_async_drafts_only_the_positions_its_capacity_can_verify():
     """K = 1 < γ = 2 (cold start): one position is drafted; the plan two steps on continues it geometrically."""
     p = policy("dspark-async", 2)
-    first = p.decide(view([[0.8, 0.9]], APPENDIX_SPS, step=0))
-    assert first.tolist() == [1] and p.draft_width == 1
+
+    def step(i):
+        v = view([[0.8, 0.9]], APPENDIX_SPS, step=i)
+        v.price = DraftedTable(v.price.sps)
+        return p.decide(v).tolist()
+
+    assert step(0) == [1] and p.draft_width == (1, 1)
     np.testing.assert_allclose(p.snapshots[-1].survivals, [[0.8, 0.64]])  # a_2 = a_1 · 0.8, not the unseen 0.72
-    p.decide(view([[0.8, 0.9]], APPENDIX_SPS, step=1))
-    assert p.decide(view([[0.8, 0.9]], APPENDIX_SPS, step=2)).tolist() == [2]  # Θ_2 = 2.44 · 0.45 > 1.0: K = 2
-    assert p.draft_width is None  # the whole block
+    step(1)
+    assert step(2) == [2]  # planned from [0.8, 0.64]: Θ_2 = 2.44 · 0.45 > 1.0, K = 2: the whole block
+    assert p.draft_width is None
+    plain = policy("dspark-async", 2)  # drafting that costs the same however much is drafted: the whole block
+    assert plain.decide(view([[0.8, 0.9]], APPENDIX_SPS, step=0)).tolist() == [1] and plain.draft_width is None
+
+
+def test_async_with_plan_widths_drafts_each_request_its_planned_share_plus_one():
+    p = policy("dspark-async", 4, draft_widths="plan")
+    rows = [[0.95] * 4, [0.2] * 4]  # a confident request and a hopeless one
+    sps = 1000.0 / (8.0 + 0.5 * np.arange(12))
+    for i in range(3):
+        v = view(rows, sps, step=i)
+        v.price = DraftedTable(v.price.sps)
+        lengths = p.decide(v)
+    widest, total = p.draft_width
+    # the plan gives the hopeless request nothing: it drafts 1 position, the confident one more
+    assert total < 8 and widest > 1 and lengths[1] <= 1 and lengths[0] <= widest
 
 
 # ---- a sawtooth step-time table -------------------------------------------------------------

@@ -75,9 +75,9 @@ def independent_step_ms(core, plan, profile) -> float:
     padded, eager = padded_step(cfg, plan.verify_tokens, plan.decode_requests)
     at = context if profile.context_tokens is not None else None
     verify = float(profile.step_ms(max(padded, 1), at)) + eager
-    width = core.policy.draft_width or core.gamma  # the whole block, or the fewer positions async drafted
+    widest, positions = core.policy.draft_width or (core.gamma, None)  # the block, or what async drafted
     draft = core.drafter.draft_ms(plan.drafting_requests,
-                                  context * plan.drafting_requests / max(plan.decode_requests, 1), width)
+                                  context * plan.drafting_requests / max(plan.decode_requests, 1), widest, positions)
     host = cfg.host_overhead_ms + cfg.host_overhead_per_request_ms * batch.n
     if plan.drafting_requests and cfg.spec_step_fraction:  # the engine's host time: a share of the plain step
         plain, plain_eager = padded_step(cfg, plan.decode_requests, plan.decode_requests)

@@ -121,7 +121,8 @@ class DecodeCore:
         self.fixed = type(policy).planned_length is not Policy.planned_length
         self.row_acceptance = drafter.row_probabilities if self.fixed else drafter.row_logits  # Batch.acceptance
         self.reserve = 0 if policy.fits_budget or not self.speculates else self.gamma
-        self.pricer = StepPricer(profile, drafter.draft_ms, config, policy.pays_scheduling())
+        self.pricer = StepPricer(profile, drafter.draft_ms, config, policy.pays_scheduling(),
+                                 getattr(drafter.latency, "uses_positions", True))
         self.uses_context = self.pricer.uses_context or drafter.latency.uses_context
         self.rng_p = stream(seed, "acceptance", index)
         self.rng_c = stream(seed, "confidence", index)
@@ -153,19 +154,19 @@ class DecodeCore:
         if not self.queue or free <= 0:
             return 0
         if self.config.ranks > 1:
-            return self.admit_ranks(now)
+            return self.admit_ranks(now, free)
         admitted = admit_fifo(self.queue, self.log, now, free, self.footprint, self.config.kv_capacity_tokens,
                               self.gamma)
         if admitted:
             self.add_rows(admitted)
         return len(admitted)
 
-    def admit_ranks(self, now: float) -> int:
+    def admit_ranks(self, now: float, free: int) -> int:
         """Data-parallel attention: FIFO admission to the rank with a free slot and the most free KV."""
         cfg = self.config
         slots, kv = self.rank_usage()
         admitted = admit_to_ranks(self.queue, self.log, now, cfg.rank_requests - slots, cfg.rank_kv_tokens - kv,
-                                  self.gamma)
+                                  self.gamma, free)
         if admitted:
             self.add_rows(admitted)
         return len(admitted)
@@ -348,8 +349,8 @@ class DecodeCore:
         self.policy.last_plan = self.policy.draft_width = None
         lengths = np.asarray(self.policy.decide(view), dtype=np.int64)
         width = self.policy.draft_width
-        if width is not None and width < self.gamma:  # drafted fewer positions: drafting is charged for those
-            quote = self.quote(self.batch.n, r, drafting, context, width)
+        if width is not None:  # the policy drafted fewer positions: drafting is charged for those
+            quote = self.pricer.quote(self.batch.n, r, drafting, context, *width)
         if mask is not None:
             lengths = np.where(drafted, lengths, 0)
         return lengths, prefix, drafting, quote

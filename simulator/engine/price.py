@@ -55,11 +55,11 @@ class StepQuote:
         self.fixed_ms = draft_ms + host_ms + overhead_ms
         self.low, self.high, self.weight = low, high, weight
         self.sps: np.ndarray | None = None  # SPS at every B, made on first use (a quote is reused per batch shape)
-        self.redraft_with: Callable[[int], StepQuote] | None = None
+        self.redraft_with: Callable[[int, int | None], StepQuote] | None = None
 
-    def redraft(self, positions: int) -> StepQuote:
-        """The same step with drafting priced at `positions` drafts per drafting request."""
-        return self if self.redraft_with is None else self.redraft_with(positions)
+    def redraft(self, widest: int, positions: int | None = None) -> StepQuote:
+        """The same step with drafting priced at `positions` drafts in all (default: `widest` per request)."""
+        return self if self.redraft_with is None else self.redraft_with(widest, positions)
 
     def verify_ms_range(self, start: int, stop: int) -> np.ndarray:
         """verify_ms(B) for B = start..stop − 1."""
@@ -126,9 +126,10 @@ class PaddedQuote(StepQuote):
 class StepPricer:
     """Quotes steps for one engine: its profile, drafter, host costs and the policy's overhead."""
 
-    def __init__(self, profile: Any, draft_ms: Callable[[int, float, int], float], config: EngineConfig,
-                 pays_scheduling: bool) -> None:
+    def __init__(self, profile: Any, draft_ms: Callable[[int, float, int, int | None], float], config: EngineConfig,
+                 pays_scheduling: bool, redrafts: bool = True) -> None:
         self.draft_ms = draft_ms
+        self.redrafts = redrafts  # drafting cost depends on how many positions are drafted
         self.host = (config.host_overhead_ms, config.host_overhead_per_request_ms)
         self.spec_fraction = config.spec_step_fraction
         self.overhead_ms = config.scheduling_overhead_ms if pays_scheduling else 0.0
@@ -153,17 +154,18 @@ class StepPricer:
         return self.verify.context is not None
 
     def quote(self, batch_requests: int, decode_requests: int, drafting: int, context_tokens: int,
-              draft_length: int) -> StepQuote:
+              draft_length: int, positions: int | None = None) -> StepQuote:
         """The price of a step with these requests (all rows, decoding, drafting) and KV context.
 
         Drafting is priced for `draft_length` drafts per drafting request (the whole block, or
         the length a fixed-length policy set before drafting) at the drafting requests' share
-        of the decoding rows' context.
+        of the decoding rows' context; `positions`: all drafts together when widths differ
+        (`draft_length` is then the widest).
         """
         host_ms = self.host[0] + self.host[1] * batch_requests
         overhead_ms = self.overhead_ms if decode_requests else 0.0
         share = context_tokens * drafting / decode_requests if drafting else 0.0
-        draft_ms = self.draft_ms(drafting, share, draft_length) if drafting else 0.0
+        draft_ms = self.draft_ms(drafting, share, draft_length, positions) if drafting else 0.0
         low, high, weight = self.verify.around(context_tokens)
         if self.pads_requests:
             quote: StepQuote = self.padded_quote(draft_ms, host_ms, overhead_ms, low, high, weight,
@@ -173,8 +175,8 @@ class StepPricer:
             if drafting and self.spec_fraction:
                 quote.host_ms += self.spec_fraction * quote.verify_ms(decode_requests)
                 quote.fixed_ms = quote.draft_ms + quote.host_ms + quote.overhead_ms
-        if drafting:
-            quote.redraft_with = lambda w: self.quote(batch_requests, decode_requests, drafting, context_tokens, w)
+        if drafting and self.redrafts:
+            quote.redraft_with = lambda w, n: self.quote(batch_requests, decode_requests, drafting, context_tokens, w, n)
         return quote
 
     def padded_quote(self, draft_ms: float, host_ms: float, overhead_ms: float, low: np.ndarray,
