@@ -214,7 +214,7 @@ class DSparkAsync(DSparkPolicy):
     def lagged_capacity(self, view: StepView, drafted: np.ndarray, all_drafted: bool) -> int:
         """K: the global argmax of Θ for this batch, planned with survivals two steps old."""
         past = self.lagged(view.step_index)
-        self.planned: np.ndarray | None = None
+        self.planned = None
         if past is None or past.request_ids.size == 0:
             self.last_plan = None
             return self.cold_length * int(np.count_nonzero(drafted))
