@@ -215,3 +215,24 @@ def test_async_pays_drafting_only_for_the_positions_its_capacity_can_verify():
     assert plans[0].quote.draft_ms == pytest.approx(drafter.draft_ms(4, 0.0, 4))
     assert plans[0].quote.draft_ms < drafter.draft_ms(4, 0.0, 7)
     assert max(int(np.max(p.lengths)) for p in plans) > 1  # later steps plan past one draft and draft the block
+
+
+@pytest.mark.parametrize("name", ["dspark-greedy", "dspark-async"])
+def test_a_policy_that_fits_the_budget_is_held_to_each_ranks_cap_without_deferring(name):
+    """Each rank's candidates are cut to what its cap can verify before the policy chooses: no request waits."""
+    scenario = make_scenario(
+        engine={"max_batch_requests": 16, "max_step_tokens": 256, "dp_attention": {"ranks": 2, "max_step_tokens": 12}},
+        drafter={"family": "dspark", "block_size": 5,
+                 "acceptance": {"per_position": {"chat": [0.95] * 5}, "domains": {"chat": 1.0}},
+                 "confidence": {"kind": "perfect"}, "latency": {"kind": "fixed", "ms": 0.5}},
+        policy={"name": name})
+    seen = []
+
+    def look(core, plan):
+        ranks = core.batch.ints[RANK][plan.rows]
+        tokens = 1 + np.broadcast_to(plan.lengths, ranks.shape)
+        seen.append((plan.deferred_requests, np.bincount(ranks, weights=tokens, minlength=2).max()))
+
+    drive(scenario, np.full(8, 50), np.full(8, 40), on_plan=look)
+    assert all(deferred == 0 for deferred, _ in seen)
+    assert max(tokens for _, tokens in seen) == 12  # the cap binds, and holds

@@ -336,6 +336,8 @@ class DecodeCore:
         """A policy that reads the drafts: confidences, drafting mask, the view; ℓ and the accepted prefixes."""
         ids = self.batch.rids if rows is ALL else self.batch.rids[rows]
         c = self.confidence.observe(x, self.rng_c)
+        if self.config.ranks > 1 and self.policy.fits_budget:
+            c = self.rank_capped(c, rows)
         mask = self.policy.drafting_mask(ids)
         if mask is None:
             drafted, drafting = self.drafted_all[:r], r
@@ -354,6 +356,28 @@ class DecodeCore:
         if mask is not None:
             lengths = np.where(drafted, lengths, 0)
         return lengths, prefix, drafting, quote
+
+    def rank_capped(self, c: np.ndarray, rows: Any) -> np.ndarray:
+        """Confidences with each attention rank's candidates cut to the top ones its token cap can verify.
+
+        A policy that chooses within the step's budget sees one capacity; under data-parallel
+        attention each rank has its own. Zeroing the confidences of a rank's candidates past its
+        top (cap − its anchors) by survival keeps every selection a prefix of each block and within
+        its rank's cap, whatever the policy then admits (ties at the cut may pass; `plan_ranks`
+        cuts them at the edge). One partition per rank, not per candidate.
+        """
+        ranks = self.batch.ints[RANK] if rows is ALL else self.batch.ints[RANK][rows]
+        survival = np.multiply.accumulate(c, axis=1)
+        room = self.config.rank_step_tokens - np.bincount(ranks, minlength=self.config.ranks)
+        keep = np.ones(c.shape, dtype=bool)
+        for rank in np.unique(ranks).tolist():
+            members = ranks == rank
+            a = survival[members]
+            k = max(int(room[rank]), 0)
+            if k < a.size:
+                cut = np.partition(a.ravel(), a.size - k)[a.size - k] if k else np.inf
+                keep[members] = a >= cut
+        return np.where(keep, c, 0.0)
 
     def quote(self, n: int, r: int, drafting: int, context: int, draft_length: int) -> StepQuote:
         """The step's price; without a context axis it depends on the batch's shape alone, so it is reused."""
