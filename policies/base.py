@@ -27,8 +27,9 @@ What a policy declares to the engine (class attributes):
 - `fits_budget`: the policy chooses within `view.verify_capacity` itself.
   For the others the engine reserves `planned_length` (or the whole block)
   per request before drafting, and requests beyond the step's token budget
-  wait for the next step, oldest first (vLLM's token budget); it counts
-  them (`request_steps_deferred`) and never shortens a policy's lengths.
+  wait for the next step, oldest first; it counts them
+  (`request_steps_deferred`). Under vLLM's rule (`engine.budget: truncate`)
+  their drafts are instead cut at the budget edge (`draft_tokens_truncated`).
 
 A `StepView` carries no true acceptance probabilities: a policy cannot reach
 them. Only the oracle receives an `OracleView`, which adds the number of

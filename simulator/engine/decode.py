@@ -33,7 +33,15 @@ gets one anchor token per request reserved; for the others the engine
 reserves the policy's planned length (or the whole block) per request
 before drafting. Requests beyond the budget, youngest (by arrival) first, sit this step
 out (they neither draft nor verify) and are counted as deferred request
-steps; no policy's lengths are ever shortened by the engine.
+steps (`engine.budget: defer`). Under vLLM's rule (`truncate`, `plan_truncated`)
+every request whose anchor fits runs and the drafts past the budget edge
+are dropped (counted as truncated drafts). A policy that chooses within the
+budget is never cut.
+
+**Data-parallel attention** (`engine.dp_attention`, `plan_ranks`): each row
+carries the attention rank holding its KV; admission picks the rank with room
+(`admit_to_ranks`), each rank's KV cache, slots and token cap bind on its own
+rows, preemption is per rank (`preempt_ranks`).
 
 Draws: for a policy that reads the drafts, acceptance logits x = row +
 token noise (`acceptance` stream), a draft is accepted when a logistic

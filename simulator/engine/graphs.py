@@ -94,16 +94,19 @@ class CaptureSizes:
 
 def capture_sizes(spec: Any, max_batch_requests: int, block_size: int, max_step_tokens: int) -> CaptureSizes:
     """The capture list of an `engine.cuda_graph` block, with each engine's default where it is silent."""
-    if spec.engine == "vllm":
-        top = min(spec.max_capture_size or vllm_default_max(max_batch_requests, block_size), max_step_tokens)
-        sizes = list(spec.capture_sizes) if spec.capture_sizes else vllm_capture_sizes(top)
-        sizes = [s for s in sizes if s <= top]
+    given = list(spec.capture_sizes or ())
+    if spec.engine == "vllm":  # a given list sets the largest size itself (as vLLM does)
+        default_max = max(given) if given else vllm_default_max(max_batch_requests, block_size)
+        top = min(spec.max_capture_size or default_max, max_step_tokens)
+        sizes = given or vllm_capture_sizes(top)
     else:
         top = min(spec.max_capture_size or max_batch_requests, max_batch_requests)
-        sizes = list(spec.capture_sizes) if spec.capture_sizes else sglang_capture_sizes(block_size > 0, top)
-        sizes = [s for s in sizes if s <= top]
+        sizes = given or sglang_capture_sizes(block_size > 0, top)
+    sizes = [s for s in sizes if s <= top]
     if not sizes:
-        raise ScenarioError("engine.cuda_graph", f"no capture size fits (largest allowed {top})")
+        axis = "tokens (max_step_tokens)" if spec.engine == "vllm" else "requests (max_batch_requests)"
+        raise ScenarioError("engine.cuda_graph.capture_sizes", f"no capture size fits: the largest allowed is {top} "
+                            f"{axis}")
     return CaptureSizes(sizes, spec.eager_overhead_ms)
 
 

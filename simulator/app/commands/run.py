@@ -6,9 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from specplan.hwprofiles import load_profile
 from specplan.simulator.app.output import summary_table, write_run
 from specplan.simulator.app.progress import simulate_with_progress
+from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.jsonsafe import dumps
+from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.scenario import load_scenario
 
 
@@ -55,6 +58,11 @@ def run(args: argparse.Namespace) -> int:
 
 def check(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.overrides, args.seed)
+    block = scenario.drafter.block_size if scenario.drafter.speculates else 0
+    try:  # the engine's settings resolve (CUDA-graph capture sizes within the step's budget, rank caps)
+        EngineConfig.from_scenario(scenario, load_profile(scenario.hardware.profile), block)
+    except ScenarioError as exc:
+        raise SpecplanError(f"{args.scenario}: {exc}") from None
     print(f"{args.scenario}: ok ({scenario.name}, policy {scenario.policy.name}, "
           f"{scenario.cluster.replicas} replica(s))")
     return 0
