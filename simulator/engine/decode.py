@@ -151,6 +151,7 @@ class DecodeCore:
         self.max_step_tokens = config.max_step_tokens
         self.finishing = False  # a row may have emitted its last token this step (commit retires it)
         self.truncates = config.truncate_budget and self.speculates and not policy.fits_budget
+        self.ranked = config.ranks > 1  # data-parallel attention: per-rank caps
 
     # ---- intake -----------------------------------------------------------------------------
     def enqueue(self, rid: int, front: bool = False) -> None:
@@ -161,7 +162,7 @@ class DecodeCore:
         free = self.config.max_batch_requests - self.batch.n
         if not self.queue or free <= 0:
             return 0
-        if self.config.ranks > 1:
+        if self.ranked:
             return self.admit_ranks(now, free)
         admitted = admit_fifo(self.queue, self.log, now, free, self.footprint, self.config.kv_capacity_tokens,
                               self.gamma)
@@ -212,7 +213,7 @@ class DecodeCore:
         planned = self.policy.planned_length(r) if self.fixed else None
         per_request = 1 + (self.reserve if planned is None else planned)
         kept = min(r, self.max_step_tokens // per_request)
-        if self.config.ranks > 1:
+        if self.ranked:
             return self.plan_ranks(decode, r, planned, per_request, now)
         if self.truncates and kept < r:
             return self.plan_truncated(decode, r, planned, per_request, now)
@@ -344,7 +345,7 @@ class DecodeCore:
         """A policy that reads the drafts: confidences, drafting mask, the view; ℓ and the accepted prefixes."""
         ids = self.batch.rids if rows is ALL else self.batch.rids[rows]
         c = self.confidence.observe(x, self.rng_c)
-        if self.config.ranks > 1 and self.policy.fits_budget:
+        if self.ranked and self.policy.fits_budget:
             c = self.rank_capped(c, rows)
         mask = self.policy.drafting_mask(ids)
         if mask is None:
@@ -436,7 +437,7 @@ class DecodeCore:
         self.step_index += 1
         finished = self.retire() if self.finishing else NONE
         evicted = self.preempt() if self.footprint > self.config.kv_capacity_tokens else NONE
-        if self.config.ranks > 1 and not evicted.size:
+        if self.ranked and not evicted.size:
             evicted = self.preempt_ranks()
         return finished, evicted
 
