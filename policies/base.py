@@ -27,12 +27,14 @@ What a policy declares to the engine (class attributes):
   previous step: dspark-async; and the oracle, an upper bound).
 - `fits_budget`: the policy chooses within `view.verify_capacity` itself.
   For the others the engine reserves `planned_length` (or the whole block)
-  per request before drafting; the requests beyond the step's token budget
-  (the youngest) wait for the next step and are counted
-  (`request_steps_deferred`); the engine never shortens a policy's lengths.
-  Deferring whole requests is this project's rule; vLLM's scheduler
-  instead gives each request min(its new tokens, the token budget left)
-  and drops the draft tokens past the budget's edge.
+  per request before drafting. Under `engine.budget: defer` (this
+  project's rule) the requests beyond the step's token budget (the
+  youngest) wait for the next step and are counted
+  (`request_steps_deferred`). Under `engine.budget: truncate` (vLLM's
+  rule: its scheduler gives each request min(its new tokens, the token
+  budget left) and drops the draft tokens past the budget's edge) the
+  request at the edge keeps the drafts that fit (`draft_tokens_truncated`)
+  and the ones after it wait.
 
 A `StepView` carries no true acceptance probabilities: a policy cannot reach
 them. Only the oracle receives an `OracleView`, which adds the number of
@@ -62,6 +64,15 @@ class Price(Protocol):
 
     def step_ms(self, tokens: int) -> float: ...
 
+    @property
+    def redrafts(self) -> bool:
+        """Whether `redraft` reprices drafting (its cost depends on how many positions are drafted)."""
+        ...
+
+    def redraft(self, widest: int, positions: int | None = None) -> Price:
+        """The same step with `positions` drafts in all, `widest` per request at most (the pricer reprices drafting)."""
+        ...
+
 
 class SpsTable:
     """A price given directly as a dense steps/s table (`sps[B]`, B = 0..len − 1).
@@ -82,6 +93,12 @@ class SpsTable:
 
     def step_ms(self, tokens: int) -> float:
         return 1000.0 / float(self.sps[tokens])
+
+    redrafts = False  # a steps/s table knows no drafting part
+
+    def redraft(self, widest: int, positions: int | None = None) -> SpsTable:
+        """A steps/s table knows no drafting part: the same table."""
+        return self
 
 
 @dataclass(slots=True, eq=False)
@@ -152,12 +169,15 @@ class ThetaPlan(NamedTuple):
 class Decision(NamedTuple):
     """What a policy hands the engine for one step: its lengths and the Θ plan it optimised (if any).
 
-    lengths  ℓ per request (R,), or one int: every request verifies that many (`Decision.uniform`)
-    plan     the ThetaPlan behind the lengths; None for policies that do not maximise Θ
+    lengths      ℓ per request (R,), or one int: every request verifies that many (`Decision.uniform`)
+    plan         the ThetaPlan behind the lengths; None for policies that do not maximise Θ
+    draft_width  (widest, all) drafts the step needed when the policy knew them before drafting and
+                 they are fewer than the whole blocks (the engine prices drafting for them); else None
     """
 
     lengths: np.ndarray | int
     plan: ThetaPlan | None = None
+    draft_width: tuple[int, int] | None = None
 
     @classmethod
     def uniform(cls, length: int, plan: ThetaPlan | None = None) -> Decision:
@@ -190,7 +210,10 @@ class Policy:
     lengths are set, and so who pays the scheduling overhead),
     `fits_budget` (chooses within the step's token capacity itself),
     `drafts` (False for no speculation). Policies that maximise
-    Θ = expected tokens · SPS(B) return their plan in the Decision.
+    Θ = expected tokens · SPS(B) return their plan in the Decision; a policy
+    that knew before drafting how many drafts each request can be verified
+    returns (the widest, all of them) as the Decision's `draft_width`, and
+    the engine charges drafting for those.
     """
 
     name: ClassVar[str] = ""

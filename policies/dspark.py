@@ -15,7 +15,18 @@ they differ in how many (DESIGN.md §1):
   before the previous step ends, so K comes from a global search over the
   confidences of two steps earlier; the step then admits its top-K
   candidates by current survival. Scheduling latency is hidden
-  (`length_setting = "hidden"`).
+  (`length_setting = "hidden"`). Its plan is known before drafting, so it
+  drafts only what the plan can verify (`params.draft_widths`): by
+  default (`capacity`) w = min(γ, K) positions per request when K < γ, no
+  request being verifiable past K: the same lengths for cheaper drafting;
+  with `plan`, request r drafts w_r = min(γ, K, ℓ_r^lag + 1), ℓ_r^lag its
+  share of the K positions in the two-step-old plan (more saved under a
+  tight budget, less room for the current survivals). Drafting is priced for
+  what was drafted (DSpark/DFlash: F(Σ_r (w_r + 1)) + max w · H(R) instead
+  of F(R·(γ+1)) + γ·H(R); MTP and Eagle3: max w · F(R) instead of γ·F(R));
+  positions never drafted enter later plans as a geometric continuation of
+  the last drafted survival. Where drafting costs the same whatever is
+  drafted (a fixed latency) it drafts the whole block.
 
 How `dspark-async` plans K for the current batch: it keeps, per step, the
 survival rows of the drafting requests. At step t it takes the snapshot of
@@ -35,9 +46,10 @@ skipping of drafting for requests whose recent acceptance is low.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -69,6 +81,9 @@ class DSparkAsyncParams:
 
     cold_length: int = bounded(1, ge=0)
     bypass: BypassParams | None = None
+    # what it drafts when its capacity K is known before drafting: `capacity`, min(γ, K) per request (the
+    # same lengths, cheaper drafting when K < γ); `plan`, each request's share of the lagged plan + 1
+    draft_widths: Literal["capacity", "plan"] = "capacity"
 
 
 class DSparkPolicy(Policy):
@@ -141,14 +156,49 @@ class DSparkAsync(DSparkPolicy):
         super().__init__(params, block_size)
         self.cold_length = params.cold_length
         self.snapshots: deque[Snapshot] = deque(maxlen=self.LAG_STEPS + 1)
+        self.planned: np.ndarray | None = None  # the survivals the last capacity plan read
 
     def decide(self, view: StepView) -> Decision:
-        current = survival(view.confidences)
         drafted = view.drafted
         all_drafted = view.drafting == view.batch_requests
         capacity, plan = self.lagged_capacity(view, drafted, all_drafted)
-        self.remember(view, current, drafted, all_drafted)
-        return Decision(top_k_lengths(current, min(capacity, view.verify_capacity)), plan)
+        capacity = min(capacity, view.verify_capacity)
+        widths = self.draft_widths(view, capacity) if view.price.redrafts else None
+        width = None
+        if widths is not None:  # known before drafting: draft only what the plan can verify, priced as such
+            view, width = self.narrowed(view, widths)
+            narrowed, plan = self.lagged_capacity(view, drafted, all_drafted)
+            capacity = min(narrowed, view.verify_capacity, capacity)
+        current = survival(view.confidences)
+        self.remember(view, current if widths is None else extend_survival(current, widths), drafted, all_drafted)
+        return Decision(top_k_lengths(current, capacity), plan, width)
+
+    def draft_widths(self, view: StepView, capacity: int) -> np.ndarray | None:
+        """Drafts per request the step's plan can verify (None: the whole block each).
+
+        `capacity`: no request can be verified more than K drafts, so each drafts w = min(γ, K) ≥ 1,
+        which changes no length. `plan`: request r drafts w_r = min(γ, K, ℓ_r + 1) ≥ 1, ℓ_r its share
+        of the K positions in the lagged plan (one spare position for the current survivals to move
+        into); before any plan, min(γ, K) each.
+        """
+        block = self.block_size
+        cap = max(1, min(capacity, block))
+        if self.params.draft_widths == "capacity" or self.planned is None:
+            if cap >= block:
+                return None
+            widths = np.full(view.batch_requests, cap, dtype=np.int64)
+        else:
+            widths = np.minimum(top_k_lengths(self.planned, capacity) + 1, cap)
+        widths = np.where(view.drafted, widths, 0)
+        return None if widths.sum() >= block * view.drafting else widths
+
+    def narrowed(self, view: StepView, widths: np.ndarray) -> tuple[StepView, tuple[int, int]]:
+        """The view of a step that drafted `widths` positions per request (no confidence past them, its
+        price) and its (widest, all) draft width."""
+        drafted = np.arange(self.block_size) < widths[:, None]
+        width = (int(widths.max()), int(widths.sum()))
+        return dataclasses.replace(view, confidences=np.where(drafted, view.confidences, 0.0),
+                                   price=view.price.redraft(*width)), width
 
     def remember(self, view: StepView, current: np.ndarray, drafted: np.ndarray, all_drafted: bool) -> None:
         if all_drafted:
@@ -167,6 +217,7 @@ class DSparkAsync(DSparkPolicy):
                         all_drafted: bool) -> tuple[int, ThetaPlan | None]:
         """K and its plan: the global argmax of Θ for this batch, planned with survivals two steps old."""
         past = self.lagged(view.step_index)
+        self.planned = None
         if past is None or past.request_ids.size == 0:
             return self.cold_length * int(np.count_nonzero(drafted)), None
         if all_drafted and same_requests(past.request_ids, view.request_ids):
@@ -175,12 +226,30 @@ class DSparkAsync(DSparkPolicy):
             planned = lagged_survivals(past, view.request_ids, None if all_drafted else drafted)
         ranked = rank_candidates(view, planned)
         k = global_best(ranked.theta)
+        self.planned = planned
         return k, theta_plan(view, ranked, k)
 
 
 def same_requests(before: np.ndarray, now: np.ndarray) -> bool:
     """Whether two steps ran the same requests (ids compared by value, not by array identity)."""
     return before.size == now.size and bool((before == now).all())
+
+
+def extend_survival(survivals: np.ndarray, widths: np.ndarray) -> np.ndarray:
+    """Survival rows drafted to w_r positions, continued past them at the last drafted position's rate.
+
+    The positions past w_r were never drafted, so later capacity plans (two steps on) read this
+    geometric continuation a_{w+i} = a_w · (a_w / a_{w−1})^i instead of confidences nobody saw.
+    Rows that drafted nothing (w_r = 0) stay zero.
+    """
+    rows = np.arange(survivals.shape[0])
+    last_at = np.maximum(widths, 1) - 1
+    last = survivals[rows, last_at]
+    before = np.where(last_at > 0, survivals[rows, np.maximum(last_at - 1, 0)], 1.0)
+    rate = np.divide(last, before, out=np.zeros_like(last), where=before > 0)
+    beyond = np.arange(survivals.shape[1]) - last_at[:, None]
+    tail = last[:, None] * rate[:, None] ** np.maximum(beyond, 0)
+    return np.where((beyond > 0) & (widths[:, None] > 0), tail, survivals)
 
 
 def lagged_survivals(past: Snapshot, request_ids: np.ndarray, drafted: np.ndarray | None) -> np.ndarray:

@@ -64,6 +64,12 @@ CASES = [
     ("bad policy param", merged(BASE, {"policy": {"params": {"lenght": 2}}}), "did you mean 'length'"),
     ("zero replicas", merged(BASE, {"cluster": {"replicas": 0}}), "cluster.replicas"),
     ("section not a mapping", merged(BASE, {"engine": [1, 2]}), "engine: expected a mapping"),
+    ("unknown graph engine", merged(BASE, {"engine": {"cuda_graph": {"engine": "trt"}}}), "engine.cuda_graph.engine"),
+    ("no capture size fits", merged(BASE, {"engine": {"max_step_tokens": 64, "cuda_graph": {"capture_sizes": [128]}}}),
+     "engine.cuda_graph.capture_sizes"),
+    ("unknown budget rule", merged(BASE, {"engine": {"budget": "drop"}}), "engine.budget"),
+    ("rank cap below a block", merged(BASE, {"engine": {"dp_attention": {"ranks": 4, "max_step_tokens": 2}}}),
+     "engine.dp_attention.max_step_tokens"),
 ]
 
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from specplan.simulator.engine.batch import (
     COLUMNS,
     PREFILL_LEFT,
+    RANK,
     REMAINING,
     RID,
     Batch,
@@ -221,11 +222,15 @@ def kv_cases(draw):
     prompts = np.array(draw(st.lists(st.integers(1, 300), min_size=n, max_size=n)))
     outputs = np.array(draw(st.lists(st.integers(1, 120), min_size=n, max_size=n)))
     need = int((prompts + outputs).max()) + gamma
+    ranks = draw(st.sampled_from([1, 2]))
+    capacity = draw(st.integers(need, need + 2000))  # of one rank under data-parallel attention
     scenario = make_scenario(
         seed=draw(st.integers(0, 1000)),
         engine={"max_batch_requests": draw(st.integers(1, 12)), "prefill": prefill,
-                "kv_capacity_tokens": draw(st.integers(need, need + 2000)),
-                "max_step_tokens": draw(st.integers(gamma + 1, 200))},
+                "kv_capacity_tokens": capacity * ranks,
+                "max_step_tokens": draw(st.integers(2 * gamma + 2, 200)),
+                "budget": draw(st.sampled_from(["defer", "truncate"])),
+                "dp_attention": {"ranks": ranks, "kv_capacity_tokens": capacity} if ranks > 1 else None},
         drafter={"family": "dspark", "block_size": gamma,
                  "acceptance": {"preset": "qwen3-8b", "per_position": None, "domains": {"chat": 1.0}}},
         policy=draw(st.sampled_from([{"name": "static", "params": {"length": gamma}}, {"name": "dspark-greedy"},
@@ -236,9 +241,10 @@ def kv_cases(draw):
 @settings(max_examples=60, deadline=None)
 @given(case=kv_cases())
 def test_the_kv_rule_holds_after_every_step(case):
-    """Σ footprints (prompt + generated + γ) ≤ capacity after every step, and every row's KV adds up."""
+    """Σ footprints (prompt + generated + γ) ≤ capacity after every step (each rank's own, under DP attention)."""
     scenario, prompts, outputs = case
     capacity = scenario.engine.kv_capacity_tokens
+    dp = scenario.engine.dp_attention
 
     def check(core):
         ints, log = core.batch.ints, core.log
@@ -247,6 +253,9 @@ def test_the_kv_rule_holds_after_every_step(case):
         kv = core.batch.kv_tokens()
         assert core.footprint == int((prompt + generated).sum()) + core.block_size * core.batch.n
         assert core.footprint <= capacity or core.batch.n == 1
+        if dp is not None:
+            held = np.bincount(ints[RANK], weights=core.footprints(slice(None)), minlength=dp.ranks)
+            assert ((held <= dp.kv_capacity_tokens) | (np.bincount(ints[RANK], minlength=dp.ranks) == 1)).all()
         np.testing.assert_array_equal(kv, prompt - ints[PREFILL_LEFT] + generated)
         assert (kv >= 0).all() and (ints[REMAINING] > 0).all() and (ints[PREFILL_LEFT] >= 0).all()
 

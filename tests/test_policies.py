@@ -72,12 +72,55 @@ def test_appendix_a_choices(c2, greedy, global_):
 
 
 def test_async_capacity_comes_from_two_steps_earlier():
-    p = policy("dspark-async", 2)
+    p = policy("dspark-async", 2, cold_length=2)
     rows = [[0.8, 0.9], [0.8, 0.0], [0.8, 0.9], [0.8, 0.0], [0.8, 0.0]]
     got = [int(decided(p, view([c], APPENDIX_SPS, step=i))[0]) for i, c in enumerate(rows)]
-    # steps 0, 1: no history, cold_length 1; step 2: K = 2 planned from step 0's row;
-    # step 3: K = 0 from step 1's row; step 4: K = 2 from step 2, but a_2 = 0 now, so ℓ = 1.
-    assert got == [1, 1, 2, 0, 1]
+    # steps 0, 1: no history, cold_length 2 (a_2 = 0 at step 1 adds nothing: ℓ = 1); step 2: K = 2
+    # planned from step 0's row; step 3: K = 0 from step 1's row; step 4: K = 2 from step 2, but a_2 = 0 now.
+    assert got == [2, 1, 2, 0, 1]
+
+
+class DraftedTable(SpsTable):
+    """A steps/s table whose step gets 5% faster when fewer positions are drafted (a priced drafter)."""
+
+    redrafts = True
+
+    def redraft(self, widest, positions=None):
+        return SpsTable(self.sps * 1.05)
+
+
+def test_async_drafts_only_the_positions_its_capacity_can_verify():
+    """K = 1 < γ = 2 (cold start): one position is drafted; the plan two steps on continues it geometrically."""
+    p = policy("dspark-async", 2)
+
+    def step(i):
+        v = view([[0.8, 0.9]], APPENDIX_SPS, step=i)
+        v.price = DraftedTable(v.price.sps)
+        decision = p.decide(v)
+        return decision.per_request(1).tolist(), decision.draft_width
+
+    assert step(0) == ([1], (1, 1))
+    np.testing.assert_allclose(p.snapshots[-1].survivals, [[0.8, 0.64]])  # a_2 = a_1 · 0.8, not the unseen 0.72
+    step(1)
+    assert step(2) == ([2], None)  # planned from [0.8, 0.64]: Θ_2 = 2.44 · 0.45 > 1.0, K = 2: the whole block
+    plain = policy("dspark-async", 2)  # drafting that costs the same however much is drafted: the whole block
+    decision = plain.decide(view([[0.8, 0.9]], APPENDIX_SPS, step=0))
+    assert decision.per_request(1).tolist() == [1] and decision.draft_width is None
+
+
+def test_async_with_plan_widths_drafts_each_request_its_planned_share_plus_one():
+    p = policy("dspark-async", 4, draft_widths="plan")
+    rows = [[0.95] * 4, [0.2] * 4]  # a confident request and a hopeless one
+    sps = 1000.0 / (8.0 + 0.5 * np.arange(12))
+    for i in range(3):
+        v = view(rows, sps, step=i)
+        v.price = DraftedTable(v.price.sps)
+        decision = p.decide(v)
+    lengths = decision.per_request(2)
+    assert decision.draft_width is not None
+    widest, total = decision.draft_width
+    # the plan gives the hopeless request nothing: it drafts 1 position, the confident one more
+    assert total < 8 and widest > 1 and lengths[1] <= 1 and lengths[0] <= widest
 
 
 # ---- a sawtooth step-time table -------------------------------------------------------------

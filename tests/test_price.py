@@ -6,8 +6,11 @@ prefill modes and throughput-maximising policies. At every step it checks
 that (1) the Θ the policy computed for the B it chose equals its expected
 tokens divided by the step time the engine charges at that B, and (2)
 that charge is drafting (the drafter's model) + the profile's own
-`step_ms(B, context)` + host time + the overhead the policy pays, each
-recomputed here from the scenario rather than from the quote.
+`step_ms(B, context)` (at the B the engine's CUDA graphs pad it to) + host
+time (the engine's share of a plain step when it drafts) + the overhead the
+policy pays, each recomputed here from the scenario rather than from the
+quote. Drafting is for the whole block, or for the fewer positions an
+asynchronous policy knew it could verify (`draft_width`).
 """
 
 from __future__ import annotations
@@ -42,7 +45,10 @@ def cases(draw):
                 "max_step_tokens": draw(st.integers(40, 256)),
                 "scheduling_overhead_ms": draw(st.sampled_from([0.0, 0.3])),
                 "host_overhead_ms": draw(st.sampled_from([0.0, 0.5])),
-                "host_overhead_per_request_ms": draw(st.sampled_from([0.0, 0.01]))},
+                "host_overhead_per_request_ms": draw(st.sampled_from([0.0, 0.01])),
+                "cuda_graph": draw(st.sampled_from([None, {"engine": "vllm", "eager_overhead_ms": 1.0},
+                                                    {"engine": "sglang", "max_capture_size": 12}])),
+                "host": {"engine": "none", "spec_step_fraction": draw(st.sampled_from([None, 0.05]))}},
         drafter={"family": "dspark", "block_size": draw(st.integers(1, 7)),
                  "acceptance": {"preset": "qwen3-8b", "per_position": None, "domains": {"chat": 1.0},
                                 "request_sigma": 0.7, "token_sigma": 2.0},
@@ -66,13 +72,31 @@ def independent_step_ms(core, plan, profile) -> float:
         if plan.prefill_take is not None:
             running |= plan.prefill_take > 0
         context = int(kv[running].sum())
-    verify = float(profile.step_ms(max(plan.verify_tokens, 1),
-                                            context if profile.context_tokens is not None else None))
+    padded, eager = padded_step(cfg, plan.verify_tokens, plan.decode_requests)
+    at = context if profile.context_tokens is not None else None
+    verify = float(profile.step_ms(max(padded, 1), at)) + eager
+    widest, positions = plan.draft_width or (core.block_size, None)  # the block, or what async drafted
     draft = core.drafter.draft_ms(plan.drafting_requests,
-                                  context * plan.drafting_requests / max(plan.decode_requests, 1))  # the whole block
+                                  context * plan.drafting_requests / max(plan.decode_requests, 1), widest, positions)
     host = cfg.host_overhead_ms + cfg.host_overhead_per_request_ms * batch.n
+    if plan.drafting_requests and cfg.spec_step_fraction:  # the engine's host time: a share of the plain step
+        plain, plain_eager = padded_step(cfg, plan.decode_requests, plan.decode_requests)
+        host += cfg.spec_step_fraction * (float(profile.step_ms(max(plain, 1), at)) + plain_eager)
     overhead = cfg.scheduling_overhead_ms if core.policy.pays_scheduling() and plan.decode_requests else 0.0
     return draft + verify + host + overhead
+
+
+def padded_step(cfg, tokens: int, requests: int) -> tuple[int, float]:
+    """The B a step of `tokens` over `requests` is priced at under the engine's CUDA graphs, and its eager cost."""
+    graphs = cfg.graphs
+    if graphs is None:
+        return tokens, 0.0
+    if cfg.graph_axis == "tokens":
+        return (tokens, graphs.eager_overhead_ms) if tokens > graphs.largest else (graphs.pad(tokens), 0.0)
+    if requests > graphs.largest:
+        return tokens, graphs.eager_overhead_ms
+    padded = graphs.pad(requests) if requests else 0
+    return (tokens if requests == 0 else -(-tokens * padded // requests)), 0.0
 
 
 @settings(max_examples=40, deadline=None)

@@ -30,7 +30,8 @@ class ConfidenceHead(Protocol):
 class DraftLatency(Protocol):
     uses_context: bool
 
-    def ms(self, drafting_requests: int, block_size: int, context_tokens: float = 0.0) -> float: ...
+    def ms(self, drafting_requests: int, block_size: int, context_tokens: float = 0.0,
+           positions: int | None = None) -> float: ...
 
 
 @dataclass
@@ -71,13 +72,17 @@ class Drafter:
     def confidences(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return self.confidence.observe(x, rng)
 
-    def draft_ms(self, drafting_requests: int, context_tokens: float = 0.0, length: int | None = None) -> float:
+    def draft_ms(self, drafting_requests: int, context_tokens: float = 0.0, length: int | None = None,
+                 positions: int | None = None) -> float:
         """Drafting time of a step with `drafting_requests` whose KV context totals `context_tokens`.
 
         `length`: drafts per request when fewer than the block are drafted (a fixed-length policy
         sets it before drafting, as engines that take a per-step draft length do); default γ.
+        `positions`: the drafts of all drafting requests together when their widths differ
+        (`length` is then the widest); default `length` for each.
         """
-        return self.latency.ms(drafting_requests, self.block_size if length is None else length, context_tokens)
+        return self.latency.ms(drafting_requests, self.block_size if length is None else length, context_tokens,
+                               positions)
 
 
 def build_confidence(spec: DrafterSpec, acceptance: AcceptanceModel | None, seed: Any) -> ConfidenceHead:

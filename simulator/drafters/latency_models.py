@@ -14,7 +14,11 @@ tokens (R drafting requests, block γ); a cost curve prices one forward:
     dspark   the DFlash backbone plus a tiny sequential head per position:
              F(R·(γ+1)) + γ · H(R)
 
-The token counts are the forward's query positions as the drafters are
+Requests may draft different widths (an asynchronous policy that knows
+before drafting how many positions each can be verified): the parallel
+backbone then runs over Σ_r (w_r + 1) positions and the sequential parts
+(MTP modules, Eagle3 passes, DSpark's head) take max_r w_r passes over the
+drafting requests. The token counts are the forward's query positions as the drafters are
 built: MTP modules and Eagle3 run one position per request per pass (a
 real Eagle3 also re-reads the previous step's accepted tokens in its first
 pass, about τ − 1 more per request, not priced here); DFlash and DSpark
@@ -81,11 +85,15 @@ class FamilyDraftLatency:
         self.forward = forward
         self.head = head
         self.uses_context = forward.uses_context
+        self.uses_positions = True  # fewer drafted positions, a cheaper forward
         self.cache: dict[tuple[int, int], float] = {}
 
-    def ms(self, drafting_requests: int, block_size: int, context_tokens: float = 0.0) -> float:
+    def ms(self, drafting_requests: int, block_size: int, context_tokens: float = 0.0,
+           positions: int | None = None) -> float:
         if drafting_requests <= 0 or block_size <= 0:
             return 0.0
+        if positions is not None and positions != drafting_requests * block_size:
+            return self.compute(drafting_requests, block_size, context_tokens, positions)
         if self.uses_context:
             return self.compute(drafting_requests, block_size, context_tokens)
         key = (drafting_requests, block_size)
@@ -93,10 +101,12 @@ class FamilyDraftLatency:
             self.cache[key] = self.compute(drafting_requests, block_size, 0.0)
         return self.cache[key]
 
-    def compute(self, r: int, block_size: int, context_tokens: float) -> float:
+    def compute(self, r: int, block_size: int, context_tokens: float, positions: int | None = None) -> float:
+        """block_size: the widest request's drafts; `positions`: all requests' drafts (default r · block_size)."""
         if self.family in SEQUENTIAL_FAMILIES:
             return block_size * self.forward(r, context_tokens)
-        backbone = self.forward(r * (block_size + 1), context_tokens)
+        drafted = r * block_size if positions is None else positions
+        backbone = self.forward(drafted + r, context_tokens)
         if self.family == "dspark":
             return backbone + block_size * self.head(r)
         return backbone

@@ -49,5 +49,5 @@ def assemble(scenario: Scenario, profile: Any = None) -> EngineParts:
     """The engine's parts for `scenario` (its own profile unless one is given)."""
     profile = load_profile(scenario.hardware.profile) if profile is None else profile
     drafter = build_drafter(scenario.drafter, profile, seed_sequence(scenario.seed, "calibration"))
-    config = EngineConfig.from_scenario(scenario, drafter.block_size)
+    config = EngineConfig.from_scenario(scenario, profile, drafter.block_size)
     return EngineParts(scenario, profile, drafter, config, policy_params(scenario.policy))

@@ -11,6 +11,7 @@ requests writes and masks all of them at once:
     STEPS, ACCEPTED, VERIFIED   the request's step counters since admission, kept as a ledger
                   that the decode core resolves (`Ledger`): a step in which every row decodes
                   touches no counter column
+    RANK          the attention rank holding the request's KV (data-parallel attention; 0 otherwise)
 
 Tokens in a request's KV cache are derived, never stored: `kv_tokens` =
 TOTAL − REMAINING − PREFILL_LEFT (prompt computed so far + generated), and
@@ -25,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-COLUMNS = ("rid", "remaining", "total", "prefill_left", "steps", "accepted", "verified")
-RID, REMAINING, TOTAL, PREFILL_LEFT, STEPS, ACCEPTED, VERIFIED = range(len(COLUMNS))
+COLUMNS = ("rid", "remaining", "total", "prefill_left", "steps", "accepted", "verified", "rank")
+RID, REMAINING, TOTAL, PREFILL_LEFT, STEPS, ACCEPTED, VERIFIED, RANK = range(len(COLUMNS))
 
 
 class Ledger:

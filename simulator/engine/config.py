@@ -1,6 +1,6 @@
 """The engine's settings, read once from a scenario: what every decode core runs by.
 
-`EngineConfig.from_scenario(scenario, block_size)` is shared by the
+`EngineConfig.from_scenario(scenario, profile, block_size)` is shared by the
 simulator's replicas and the reference engine (validation/), so both take
 the same limits from the same keys:
 
@@ -11,14 +11,25 @@ the same limits from the same keys:
     max_step_tokens      tokens one forward may hold (the scenario layer fills in the default:
                          the profile's largest measured B)
     block_size           γ, the drafter's block (0 without speculation)
-    scheduling_overhead_ms, host_overhead_ms, host_overhead_per_request_ms, padded_attention,
+    scheduling_overhead_ms, host_overhead_ms, host_overhead_per_request_ms, padded_attention
     profiled_queries     padded attention: verify queries per request the profile was measured at
+    graphs               CUDA-graph capture sizes (None: no graphs), and the axis they pad (tokens | requests)
+    spec_step_fraction   host time of a speculating step, a fraction of the plain step (engine.host)
+    truncate_budget      the token budget cuts drafts at its edge (True) or defers whole requests
+    ranks, rank_kv_tokens, rank_requests, rank_step_tokens
+                         data-parallel attention: ranks and each rank's KV cache, slots and token cap
+
+`engine.budget: auto` is `truncate` for profiles read for vLLM (its
+scheduler's rule) and `defer` otherwise.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from specplan.simulator.engine.graphs import CaptureSizes, capture_sizes
+from specplan.simulator.engine.host import profile_engine, spec_step_fraction
 from specplan.simulator.scenario import ChunkedPrefill, Scenario
 
 
@@ -37,29 +48,71 @@ class EngineConfig:
     host_overhead_per_request_ms: float
     padded_attention: bool
     profiled_queries: int | None = None
+    graphs: CaptureSizes | None = None
+    graph_axis: str = "tokens"
+    spec_step_fraction: float = 0.0
+    truncate_budget: bool = False
+    ranks: int = 1                      # attention ranks (data-parallel attention); 1: one KV cache
+    rank_kv_tokens: int = 0             # per rank, when ranks > 1
+    rank_requests: int = 0
+    rank_step_tokens: int = 0
+
+    @property
+    def request_kv_limit(self) -> int:
+        """The most KV one request may reserve: the whole cache, or one rank's."""
+        return min(self.kv_capacity_tokens, self.rank_kv_tokens) if self.ranks > 1 else self.kv_capacity_tokens
 
     @property
     def chunked(self) -> bool:
         return self.chunk_tokens is not None
 
     @classmethod
-    def from_scenario(cls, scenario: Scenario, block_size: int) -> EngineConfig:
+    def from_scenario(cls, scenario: Scenario, profile: Any, block_size: int) -> EngineConfig:
+        """The settings of a loaded scenario (its max_step_tokens resolved); `profile` is its step-time
+        profile, whose source decides the `auto` host time and budget rule."""
         engine = scenario.engine
         prefill = engine.prefill
         chunked = isinstance(prefill, ChunkedPrefill)
+        max_step_tokens = resolved(engine.max_step_tokens, "engine.max_step_tokens")
+        graph = engine.cuda_graph
         return cls(
             max_batch_requests=engine.max_batch_requests,
             kv_capacity_tokens=engine.kv_capacity_tokens,
             chunk_tokens=prefill.chunk_tokens if isinstance(prefill, ChunkedPrefill) else None,
             prefill_tokens_per_s=None if chunked else getattr(prefill, "tokens_per_s", None),
-            max_step_tokens=resolved(engine.max_step_tokens, "engine.max_step_tokens"),
+            max_step_tokens=max_step_tokens,
             block_size=block_size,
             scheduling_overhead_ms=engine.scheduling_overhead_ms,
             host_overhead_ms=engine.host_overhead_ms,
             host_overhead_per_request_ms=engine.host_overhead_per_request_ms,
             padded_attention=engine.attention == "padded",
             profiled_queries=engine.attention_profiled_queries if engine.attention == "padded" else None,
+            graphs=None if graph is None else capture_sizes(graph, engine.max_batch_requests, block_size,
+                                                            max_step_tokens),
+            graph_axis="requests" if graph is not None and graph.engine == "sglang" else "tokens",
+            spec_step_fraction=spec_step_fraction(engine.host, profile) if block_size else 0.0,
+            truncate_budget=budget_truncates(engine.budget, profile),
+            **rank_limits(engine, max_step_tokens),
         )
+
+
+def rank_limits(engine: Any, max_step_tokens: int) -> dict[str, int]:
+    """Per-rank caps of data-parallel attention (the totals split evenly where the scenario is silent)."""
+    dp = engine.dp_attention
+    if dp is None or dp.ranks == 1:
+        return {}
+    n = dp.ranks
+    return {"ranks": n,
+            "rank_kv_tokens": dp.kv_capacity_tokens or engine.kv_capacity_tokens // n,
+            "rank_requests": dp.max_batch_requests or max(1, engine.max_batch_requests // n),
+            "rank_step_tokens": dp.max_step_tokens or max_step_tokens // n}
+
+
+def budget_truncates(rule: str, profile: Any) -> bool:
+    """`engine.budget` resolved: vLLM's truncation for profiles read for vLLM when it says `auto`."""
+    if rule == "auto":
+        return profile_engine(profile) == "vllm"
+    return rule == "truncate"
 
 
 def resolved(value: int | None, key: str) -> int:

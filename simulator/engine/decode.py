@@ -33,7 +33,15 @@ gets one anchor token per request reserved; for the others the engine
 reserves the policy's planned length (or the whole block) per request
 before drafting. Requests beyond the budget, youngest (by arrival) first, sit this step
 out (they neither draft nor verify) and are counted as deferred request
-steps; no policy's lengths are ever shortened by the engine.
+steps (`engine.budget: defer`). Under vLLM's rule (`truncate`, `plan_truncated`)
+every request whose anchor fits runs and the drafts past the budget edge
+are dropped (counted as truncated drafts). A policy that chooses within the
+budget is never cut.
+
+**Data-parallel attention** (`engine.dp_attention`, `plan_ranks`): each row
+carries the attention rank holding its KV; admission picks the rank with room
+(`admit_to_ranks`), each rank's KV cache, slots and token cap bind on its own
+rows, preemption is per rank (`preempt_ranks`).
 
 Draws: for a policy that reads the drafts, acceptance logits x = row +
 token noise (`acceptance` stream), a draft is accepted when a logistic
@@ -47,6 +55,7 @@ same outcome distribution for fewer draws.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -57,6 +66,7 @@ from specplan.simulator.engine.batch import (
     ACCEPTED,
     COLUMNS,
     PREFILL_LEFT,
+    RANK,
     REMAINING,
     RID,
     STEPS,
@@ -67,7 +77,7 @@ from specplan.simulator.engine.batch import (
     attention_context,
 )
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.intake import admit_fifo
+from specplan.simulator.engine.intake import admit_fifo, admit_to_ranks
 from specplan.simulator.engine.price import StepPricer, StepQuote
 from specplan.simulator.engine.records import (
     ChunkLog,
@@ -94,7 +104,18 @@ class StepPlan(NamedTuple):
     context_tokens: int              # KV context the profile lookup uses
     deferred_requests: int           # decoding rows the token budget left out
     quote: StepQuote
-    theta_plan: ThetaPlan | None     # what the policy's Decision said it optimised (None: no Θ plan)
+    decision: Decision | None        # the policy's Decision when it decided this step (None: fixed or no drafts)
+    truncated_drafts: int = 0        # drafts cut at the budget edge (engine.budget: truncate)
+
+    @property
+    def theta_plan(self) -> ThetaPlan | None:
+        """What the policy's Decision said it optimised (None: no Θ plan)."""
+        return None if self.decision is None else self.decision.plan
+
+    @property
+    def draft_width(self) -> tuple[int, int] | None:
+        """(widest, all) drafts when the policy drafted fewer than whole blocks (drafting priced for them)."""
+        return None if self.decision is None else self.decision.draft_width
 
     @property
     def step_ms(self) -> float:
@@ -129,7 +150,8 @@ class DecodeCore:
         self.fixed = policy.length_setting == "fixed"
         self.row_acceptance = drafter.row_probabilities if self.fixed else drafter.row_logits  # Batch.acceptance
         self.reserve = 0 if policy.fits_budget or not self.speculates else self.block_size
-        self.pricer = StepPricer(profile, drafter.draft_ms, config, policy.pays_scheduling())
+        self.pricer = StepPricer(profile, drafter.draft_ms, config, policy.pays_scheduling(),
+                                 getattr(drafter.latency, "uses_positions", True))
         self.uses_context = self.pricer.uses_context or drafter.latency.uses_context
         self.rng_p = stream(seed, "acceptance", index)
         self.rng_c = stream(seed, "confidence", index)
@@ -151,6 +173,8 @@ class DecodeCore:
         self.finishing = False  # a row may have emitted its last token this step (commit retires it)
         self.prompt_cache: Any = None  # chunked prefill with a prefix cache: cached_tokens(rid, n), prompts_done(ids)
         self.chunks: ChunkLog | None = None  # per-request tokens per step, kept for a benchmark client's ITL
+        self.truncates = config.truncate_budget and self.speculates and not policy.fits_budget
+        self.ranked = config.ranks > 1  # data-parallel attention: per-rank caps
 
     # ---- intake -----------------------------------------------------------------------------
     def enqueue(self, rid: int, front: bool = False) -> None:
@@ -161,24 +185,43 @@ class DecodeCore:
         free = self.config.max_batch_requests - self.batch.n
         if not self.queue or free <= 0:
             return 0
+        if self.ranked:
+            return self.admit_ranks(now, free)
         admitted = admit_fifo(self.queue, self.log, now, free, self.footprint, self.config.kv_capacity_tokens,
                               self.block_size)
         if admitted:
             self.add_rows(admitted)
         return len(admitted)
 
-    def add_rows(self, admitted: list[tuple[int, int, int]]) -> None:
-        """Rows for admitted requests, given (id, tokens generated so far, prompt + generated tokens)."""
+    def admit_ranks(self, now: float, free: int) -> int:
+        """Data-parallel attention: FIFO admission to the rank with a free slot and the most free KV."""
+        cfg = self.config
+        slots, kv = self.rank_usage()
+        admitted = admit_to_ranks(self.queue, self.log, now, cfg.rank_requests - slots, cfg.rank_kv_tokens - kv,
+                                  self.block_size, free)
+        if admitted:
+            self.add_rows(admitted)
+        return len(admitted)
+
+    def rank_usage(self) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and KV footprint per attention rank."""
+        ranks, n = self.batch.ints[RANK], self.config.ranks
+        slots = np.bincount(ranks, minlength=n)
+        kv = np.bincount(ranks, weights=self.footprints(ALL), minlength=n).astype(np.int64)
+        return slots, kv
+
+    def add_rows(self, admitted: Sequence[tuple[int, ...]]) -> None:
+        """Rows for admitted requests, given (id, tokens generated so far, prompt + generated tokens[, rank])."""
         log, chunked, opening = self.log, self.config.chunked, self.ledger.opening
         output = log["output_tokens"]
         rows, footprint = [], 0
         cache = self.prompt_cache
-        for rid, generated, tokens in admitted:
+        for rid, generated, tokens, *rank in admitted:
             left = int(output[rid]) - generated
             prefill = 0
             if chunked:  # tokens a prefix cache holds are not computed again (their KV still counts)
                 prefill = tokens if cache is None else tokens - cache.cached_tokens(rid, tokens)
-            rows.append((rid, left, tokens + left, prefill, *opening(left)))
+            rows.append((rid, left, tokens + left, prefill, *opening(left), rank[0] if rank else 0))
             footprint += tokens
         self.prefilling += len(rows) if chunked else 0
         block = np.array(rows, dtype=np.int64).T
@@ -197,16 +240,76 @@ class DecodeCore:
         planned = self.policy.planned_length(r) if self.fixed else None
         per_request = 1 + (self.reserve if planned is None else planned)
         kept = min(r, self.max_step_tokens // per_request)
+        if self.ranked:
+            return self.plan_ranks(decode, r, planned, per_request, now)
+        if self.truncates and kept < r:
+            return self.plan_truncated(decode, r, planned, per_request, now)
         if decode is None and kept == r:
             rows, take, prefill_tokens = ALL, None, 0
         else:
             rows = self.decoding_rows(decode, kept)
             take, prefill_tokens = self.prefill_chunks(kept * per_request)
         context = self.context_tokens(rows, take, planned) if self.uses_context else 0
-        lengths, accepted, drafts, drafting, quote, theta = self.speculate(rows, kept, planned, prefill_tokens,
+        lengths, accepted, drafts, drafting, quote, decision = self.speculate(rows, kept, planned, prefill_tokens,
                                                                            context, now)
         return StepPlan(rows, kept, lengths, accepted, take, prefill_tokens, drafting, kept + drafts + prefill_tokens,
-                        context, r - kept, quote, theta)
+                        context, r - kept, quote, decision)
+
+    def plan_truncated(self, decode: np.ndarray | None, r: int, planned: int | None, per_request: int,
+                       now: float) -> StepPlan:
+        """vLLM's token budget: every row whose anchor fits runs; drafts past the budget edge are dropped.
+
+        Its scheduler takes min(num_new_tokens, token_budget) per running request in order, so the
+        request at the edge keeps the drafts that fit and the ones after it, with no budget left,
+        are not scheduled (deferred). Those rows drafted (an engine drafts for its whole running
+        batch before scheduling): their drafting is paid, their drafts are counted as truncated
+        only for the request at the edge.
+        """
+        budget = self.max_step_tokens
+        kept = min(r, budget)
+        rows = self.decoding_rows(decode, kept)
+        take, prefill_tokens = self.prefill_chunks(kept * per_request)
+        context = self.context_tokens(rows, take, planned) if self.uses_context else 0
+        lengths, accepted, _, drafting, quote, decision = self.speculate(rows, kept, planned, prefill_tokens,
+                                                                      context, now)
+        wanted = np.broadcast_to(np.asarray(lengths, dtype=np.int64), (kept,))
+        cut, running = budget_edge(wanted, budget - prefill_tokens)
+        truncated = int(wanted[:running].sum() - cut.sum())
+        accepted = np.minimum(accepted[:running], cut)
+        return StepPlan(rows[:running], running, cut, accepted, take, prefill_tokens, drafting,
+                        running + int(cut.sum()) + prefill_tokens, context, r - running, quote, decision, truncated)
+
+    def plan_ranks(self, decode: np.ndarray | None, r: int, planned: int | None, per_request: int,
+                   now: float) -> StepPlan:
+        """A step under data-parallel attention: each rank's token cap binds on its own rows.
+
+        Before drafting each rank keeps, oldest first, the rows whose reserved tokens fit its cap
+        (one anchor under `truncate` and for policies that choose within the budget, else the
+        planned length or the whole block: `defer`) and the global budget; after the lengths are
+        chosen every rank cuts drafts at its own edge (vLLM's rule, `budget_edge`), so a policy
+        planning against the whole step's capacity is held to its ranks'. Prompt chunks count
+        against the global budget only.
+        """
+        cfg = self.config
+        index = np.arange(self.batch.n) if decode is None else decode.nonzero()[0]
+        ranks = self.batch.ints[RANK][index]
+        reserve = 1 if self.truncates or self.policy.fits_budget else per_request
+        fits = (rank_order(ranks) + 1) * reserve <= cfg.rank_step_tokens
+        fits &= np.cumsum(fits) * reserve <= self.max_step_tokens
+        rows = index[fits]
+        kept = rows.size
+        take, prefill_tokens = self.prefill_chunks(kept * per_request)
+        context = self.context_tokens(rows, take, planned) if self.uses_context else 0
+        lengths, accepted, _, drafting, quote, decision = self.speculate(rows, kept, planned, prefill_tokens,
+                                                                      context, now)
+        wanted = np.broadcast_to(np.asarray(lengths, dtype=np.int64), (kept,))
+        cut, running = rank_edges(wanted, ranks[fits], cfg.rank_step_tokens)
+        truncated = int((wanted - cut)[running].sum())
+        accepted = np.minimum(accepted, cut)[running]
+        cut = cut[running]
+        decoded = int(np.count_nonzero(running))
+        return StepPlan(rows[running], decoded, cut, accepted, take, prefill_tokens, drafting,
+                        decoded + int(cut.sum()) + prefill_tokens, context, r - decoded, quote, decision, truncated)
 
     def decoding_rows(self, decode: np.ndarray | None, kept: int) -> Any:
         """The oldest `kept` decoding rows (every row decodes when `decode` is None)."""
@@ -241,8 +344,8 @@ class DecodeCore:
         return longest / (self.config.profiled_queries or 1)
 
     def speculate(self, rows: Any, r: int, planned: int | None, reserved: int, context: int,
-                  now: float) -> tuple[np.ndarray | int, np.ndarray, int, int, StepQuote, ThetaPlan | None]:
-        """ℓ, accepted drafts, Σℓ, drafting requests, the quote and the Θ plan, for the decoding rows that run.
+                  now: float) -> tuple[np.ndarray | int, np.ndarray, int, int, StepQuote, Decision | None]:
+        """ℓ, accepted drafts, Σℓ, drafting requests, the quote and the policy's Decision, for the rows that run.
 
         A fixed-length policy's ℓ is its planned length, known before drafting, and its outcomes
         are drawn for that many positions; a policy that reads the drafts decides (`decide`).
@@ -267,10 +370,12 @@ class DecodeCore:
         return x, self.first_rejected(self.rng_u.logistic(size=x.shape), x)
 
     def decide(self, x: np.ndarray, prefix: np.ndarray, rows: Any, r: int, reserved: int, context: int,
-               now: float) -> tuple[np.ndarray | int, np.ndarray, int, int, StepQuote, ThetaPlan | None]:
+               now: float) -> tuple[np.ndarray | int, np.ndarray, int, int, StepQuote, Decision | None]:
         """A policy that reads the drafts: confidences, drafting mask, the view, its Decision; ℓ and what it accepts."""
         ids = self.batch.rids if rows is ALL else self.batch.rids[rows]
         c = self.confidence.observe(x, self.rng_c)
+        if self.ranked and self.policy.fits_budget:
+            c = self.rank_capped(c, rows)
         mask = self.policy.drafting_mask(ids)
         if mask is None:
             drafted, drafting = self.drafted_all[:r], r
@@ -283,10 +388,12 @@ class DecodeCore:
         view = self.view(c, ids, quote, reserved, drafted, drafting, prefix, now)
         decision: Decision = self.policy.decide(view)
         lengths = decision.lengths
+        if decision.draft_width is not None:  # the policy drafted fewer positions: drafting is charged for those
+            quote = self.pricer.quote(self.batch.n, r, drafting, context, *decision.draft_width)
         if mask is not None:
             lengths = np.where(drafted, lengths, 0)
         lengths, accepted, drafts = self.settle(lengths, prefix, r)
-        return lengths, accepted, drafts, drafting, quote, decision.plan
+        return lengths, accepted, drafts, drafting, quote, decision
 
     def settle(self, lengths: np.ndarray | int, prefix: np.ndarray, r: int) -> tuple[np.ndarray | int, np.ndarray, int]:
         """A decision's ℓ in its cheapest form, the accepted drafts cut at ℓ, and Σℓ: the engine's fast paths.
@@ -303,6 +410,28 @@ class DecodeCore:
         if drafts == r * self.block_size:  # every row verifies its whole block
             return self.block_size, prefix, drafts
         return lengths, np.minimum(prefix, lengths), drafts
+
+    def rank_capped(self, c: np.ndarray, rows: Any) -> np.ndarray:
+        """Confidences with each attention rank's candidates cut to the top ones its token cap can verify.
+
+        A policy that chooses within the step's budget sees one capacity; under data-parallel
+        attention each rank has its own. Zeroing the confidences of a rank's candidates past its
+        top (cap − its anchors) by survival keeps every selection a prefix of each block and within
+        its rank's cap, whatever the policy then admits (ties at the cut may pass; `plan_ranks`
+        cuts them at the edge). One partition per rank, not per candidate.
+        """
+        ranks = self.batch.ints[RANK] if rows is ALL else self.batch.ints[RANK][rows]
+        survival = np.multiply.accumulate(c, axis=1)
+        room = self.config.rank_step_tokens - np.bincount(ranks, minlength=self.config.ranks)
+        keep = np.ones(c.shape, dtype=bool)
+        for rank in np.unique(ranks).tolist():
+            members = ranks == rank
+            a = survival[members]
+            k = max(int(room[rank]), 0)
+            if k < a.size:
+                cut = np.partition(a.ravel(), a.size - k)[a.size - k] if k else np.inf
+                keep[members] = a >= cut
+        return np.where(keep, c, 0.0)
 
     def quote(self, n: int, r: int, drafting: int, context: int, draft_length: int) -> StepQuote:
         """The step's price; without a context axis it depends on the batch's shape alone, so it is reused."""
@@ -349,10 +478,13 @@ class DecodeCore:
             emitted += self.advance_prefill(plan.prefill_take, now)
         self.steps.add(StepRecord(now, self.index, self.batch.n, plan.decode_requests, plan.drafting_requests,
                                   plan.verify_tokens, plan.prefill_tokens, emitted, accepted,
-                                  plan.deferred_requests, plan.context_tokens, *timing))
+                                  plan.deferred_requests, plan.truncated_drafts, plan.context_tokens, *timing))
         self.step_index += 1
         finished = self.retire() if self.finishing else NONE
         evicted = self.preempt() if self.footprint > self.config.kv_capacity_tokens else NONE
+        if self.ranked:  # each rank's own cache binds too, whatever the global rule evicted
+            more = self.preempt_ranks()
+            evicted = np.concatenate([evicted, more]) if more.size else evicted
         return finished, evicted
 
     def emit(self, plan: StepPlan, now: float) -> tuple[int, int]:
@@ -431,6 +563,18 @@ class DecodeCore:
         self.log["preemptions"][evicted] += 1
         return evicted
 
+    def preempt_ranks(self) -> np.ndarray:
+        """Data-parallel attention: evict the youngest rows of each rank whose KV exceeds its cache."""
+        ranks = self.batch.ints[RANK]
+        held = rank_cumsum(self.footprints(ALL), ranks)
+        keep = held <= self.config.rank_kv_tokens
+        keep[rank_order(ranks) == 0] = True  # each rank's oldest request stays (it fits on its own)
+        if keep.all():
+            return NONE
+        evicted = self.remove((~keep).nonzero()[0])
+        self.log["preemptions"][evicted] += 1
+        return evicted
+
     def remove(self, index: np.ndarray, finished: bool = False) -> np.ndarray:
         """Take the rows at `index` out of the batch; returns their ids.
 
@@ -479,6 +623,45 @@ class DecodeCore:
         self.flush(self.batch.ints)
         self.ledger.reopen(self.batch.ints)
         self.spec.flush()
+
+
+def budget_edge(lengths: np.ndarray, budget: int) -> tuple[np.ndarray, int]:
+    """vLLM's budget rule over rows in order: (ℓ cut at the edge, rows that run).
+
+    Row r runs when tokens before it leave at least its anchor; it keeps
+    min(ℓ_r, left − 1) drafts.
+    """
+    tokens = lengths + 1
+    before = np.cumsum(tokens) - tokens
+    left = budget - before
+    running = int(np.count_nonzero(left >= 1))
+    return np.minimum(lengths[:running], left[:running] - 1), running
+
+
+def rank_cumsum(values: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Running sum of `values` within each rank, in row order (inclusive)."""
+    order = np.argsort(ranks, kind="stable")
+    total = np.cumsum(values[order])
+    sorted_ranks = ranks[order]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = sorted_ranks[1:] != sorted_ranks[:-1]
+    start = np.maximum.accumulate(np.where(first, total - values[order], 0))
+    out = np.empty_like(total)
+    out[order] = total - start
+    return out
+
+
+def rank_order(ranks: np.ndarray) -> np.ndarray:
+    """Each row's position among its rank's rows (0 for the oldest)."""
+    return rank_cumsum(np.ones(ranks.size, dtype=np.int64), ranks) - 1
+
+
+def rank_edges(lengths: np.ndarray, ranks: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """`budget_edge` within each rank: (ℓ cut at its rank's edge, which rows run), rows in order."""
+    tokens = lengths + 1
+    left = cap - (rank_cumsum(tokens, ranks) - tokens)
+    running = left >= 1
+    return np.minimum(lengths, np.maximum(left - 1, 0)), running
 
 
 NONE = np.zeros(0, dtype=np.int64)

@@ -9,6 +9,8 @@ way, so both use these rather than copies:
                                          a request's row, with its acceptance offset z_r
     admit_fifo(queue, log, now, free_slots, kv_used, kv_capacity, block_size)
                                          FIFO admission while a slot and KV capacity remain
+    admit_to_ranks(queue, log, now, free_slots, kv_free, block_size, total_free)
+                                         the same over data-parallel attention ranks (per-rank slots and KV)
 """
 
 from __future__ import annotations
@@ -79,4 +81,35 @@ def admit_fifo(queue: deque[int], log: RequestLog, now: float, free_slots: int, 
             admitted_col[rid] = now
         status_col[rid] = RUNNING
         admitted.append((rid, generated, kv))
+    return admitted
+
+
+def admit_to_ranks(queue: deque[int], log: RequestLog, now: float, free_slots: np.ndarray, kv_free: np.ndarray,
+                   block_size: int, total_free: int) -> list[tuple[int, int, int, int]]:
+    """FIFO admission over data-parallel attention ranks: each request goes to the rank with room.
+
+    Of the ranks with a free slot and KV room for the request's footprint, the
+    one with the most free KV takes it (the lowest index on ties); the queue
+    stops at the first request no rank can hold, or once `total_free` (the engine's own free
+    slots) are taken. Returns (rid, generated, kv, rank).
+    """
+    admitted: list[tuple[int, int, int, int]] = []
+    generated_col, prompt_col = log["generated_tokens"], log["prompt_tokens"]
+    admitted_col, status_col = log["admitted_s"], log["status"]
+    slots, free = free_slots.copy(), kv_free.copy()
+    while queue and len(admitted) < total_free:
+        rid = queue[0]
+        generated = int(generated_col[rid])
+        kv = int(prompt_col[rid]) + generated
+        room = np.where((slots > 0) & (free >= kv + block_size), free, -1)
+        rank = int(room.argmax())
+        if room[rank] < 0:
+            break
+        queue.popleft()
+        slots[rank] -= 1
+        free[rank] -= kv + block_size
+        if math.isnan(admitted_col[rid]):
+            admitted_col[rid] = now
+        status_col[rid] = RUNNING
+        admitted.append((rid, generated, kv, rank))
     return admitted

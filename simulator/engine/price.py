@@ -6,6 +6,7 @@ the batch at hand,
     step_ms(B) = draft_ms(drafting requests)                the drafter's forwards
                + verify_ms(B, KV context of the batch)      the target's forward (profile lookup)
                + host_ms = host_overhead_ms + host_overhead_per_request_ms · requests
+                         + spec_step_fraction · verify_ms(R)   when the step drafts (engine.host)
                + scheduling_ms = scheduling_overhead_ms     when the policy decides per step
                                                             synchronously (and the step decodes)
 
@@ -22,6 +23,13 @@ once per pricer (`specplan.hwprofiles.dense.DenseCurve`), so a quote costs a sca
 bisection and its lookups are slices, never a per-step interpolation of
 the whole profile. Drafting is priced by the drafter's latency model at
 the drafting requests' share of the step's KV context.
+
+CUDA graphs (`engine.cuda_graph`, specplan.simulator.engine.graphs) change
+verify_ms, never its callers: vLLM's graphs pad tokens, so the dense table
+itself is rewritten once (row[B] ← row[pad(B)], + the eager surcharge past
+the largest size); SGLang's pad requests, so a quote of R requests
+(`PaddedQuote`) reads row[ceil(B · pad(R) / R)]. Either way the policy's
+Θ and the clock read the same padded price.
 """
 
 from __future__ import annotations
@@ -33,12 +41,13 @@ import numpy as np
 
 from specplan.hwprofiles.dense import DenseCurve
 from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.graphs import padded_tokens, widest_padded
 
 
 class StepQuote:
     """The price of one step of a known batch, as a function of its verify tokens B."""
 
-    __slots__ = ("draft_ms", "fixed_ms", "high", "host_ms", "low", "scheduling_ms", "sps", "weight")
+    __slots__ = ("draft_ms", "fixed_ms", "high", "host_ms", "low", "redraft_with", "scheduling_ms", "sps", "weight")
 
     def __init__(self, draft_ms: float, host_ms: float, scheduling_ms: float, low: np.ndarray,
                  high: np.ndarray, weight: float) -> None:
@@ -46,6 +55,16 @@ class StepQuote:
         self.fixed_ms = draft_ms + host_ms + scheduling_ms
         self.low, self.high, self.weight = low, high, weight
         self.sps: np.ndarray | None = None  # SPS at every B, made on first use (a quote is reused per batch shape)
+        self.redraft_with: Callable[[int, int | None], StepQuote] | None = None
+
+    @property
+    def redrafts(self) -> bool:
+        """Whether drafting's price depends on how many positions are drafted (`redraft` reprices it)."""
+        return self.redraft_with is not None
+
+    def redraft(self, widest: int, positions: int | None = None) -> StepQuote:
+        """The same step with drafting priced at `positions` drafts in all (default: `widest` per request)."""
+        return self if self.redraft_with is None else self.redraft_with(widest, positions)
 
     def verify_ms_range(self, start: int, stop: int) -> np.ndarray:
         """verify_ms(B) for B = start..stop − 1."""
@@ -78,31 +97,101 @@ class StepQuote:
         return 1000.0 / (self.fixed_ms + verify)
 
 
+class PaddedQuote(StepQuote):
+    """A quote whose verify forward is padded to a captured number of requests (SGLang's graphs)."""
+
+    __slots__ = ("eager_ms", "padded", "requests")
+
+    def __init__(self, draft_ms: float, host_ms: float, scheduling_ms: float, low: np.ndarray, high: np.ndarray,
+                 weight: float, requests: int, padded: int, eager_ms: float) -> None:
+        super().__init__(draft_ms, host_ms, scheduling_ms, low, high, weight)
+        self.requests, self.padded, self.eager_ms = requests, padded, eager_ms
+
+    def at(self, tokens: np.ndarray) -> np.ndarray:
+        """verify_ms at the padded B of each B in `tokens`."""
+        index = padded_tokens(tokens, self.requests, self.padded)
+        verify = self.low[index]
+        if self.weight != 0.0:
+            verify = verify * (1.0 - self.weight) + self.high[index] * self.weight
+        return verify + self.eager_ms
+
+    def verify_ms_range(self, start: int, stop: int) -> np.ndarray:
+        return self.at(np.arange(start, stop))
+
+    def verify_ms(self, tokens: int) -> float:
+        return float(self.at(np.array([tokens]))[0])
+
+    def steps_per_s_range(self, start: int, stop: int) -> np.ndarray:
+        return 1000.0 / (self.fixed_ms + self.verify_ms_range(start, stop))
+
+    def steps_per_s(self, tokens: np.ndarray) -> np.ndarray:
+        return 1000.0 / (self.fixed_ms + self.at(np.asarray(tokens)))
+
+
 class StepPricer:
     """Quotes steps for one engine: its profile, drafter, host costs and the policy's overhead."""
 
-    def __init__(self, profile: Any, draft_ms: Callable[[int, float, int], float], config: EngineConfig,
-                 pays_scheduling: bool) -> None:
+    def __init__(self, profile: Any, draft_ms: Callable[[int, float, int, int | None], float], config: EngineConfig,
+                 pays_scheduling: bool, redrafts: bool = True) -> None:
         self.draft_ms = draft_ms
+        self.redrafts = redrafts  # drafting cost depends on how many positions are drafted
         self.host = (config.host_overhead_ms, config.host_overhead_per_request_ms)
+        self.spec_fraction = config.spec_step_fraction
         self.scheduling_ms = config.scheduling_overhead_ms if pays_scheduling else 0.0
-        self.verify = DenseCurve(profile, config.max_step_tokens)
+        self.graphs = config.graphs
+        self.pads_requests = config.graphs is not None and config.graph_axis == "requests"
+        self.verify = self.verify_curve(profile, config)
+
+    def verify_curve(self, profile: Any, config: EngineConfig) -> DenseCurve:
+        """The dense verify table; vLLM's graphs pad it in place (row[B] ← row[pad(B)] + eager)."""
+        graphs, stop = self.graphs, config.max_step_tokens
+        if graphs is None:
+            return DenseCurve(profile, stop)
+        if self.pads_requests:
+            widest = widest_padded(stop, graphs)
+            return DenseCurve(profile, widest, beyond="proportional" if widest > stop else "error")
+        curve = DenseCurve(profile, stop)
+        curve.rows = curve.rows[:, graphs.pad_index(stop + 1)] + graphs.eager_ms(stop + 1)
+        return curve
 
     @property
     def uses_context(self) -> bool:
         return self.verify.context is not None
 
     def quote(self, batch_requests: int, decode_requests: int, drafting: int, context_tokens: int,
-              draft_length: int) -> StepQuote:
+              draft_length: int, positions: int | None = None) -> StepQuote:
         """The price of a step with these requests (all rows, decoding, drafting) and KV context.
 
         Drafting is priced for `draft_length` drafts per drafting request (the whole block, or
         the length a fixed-length policy set before drafting) at the drafting requests' share
-        of the decoding rows' context.
+        of the decoding rows' context; `positions`: all drafts together when widths differ
+        (`draft_length` is then the widest).
         """
         host_ms = self.host[0] + self.host[1] * batch_requests
         scheduling_ms = self.scheduling_ms if decode_requests else 0.0
         share = context_tokens * drafting / decode_requests if drafting else 0.0
-        draft_ms = self.draft_ms(drafting, share, draft_length) if drafting else 0.0
+        draft_ms = self.draft_ms(drafting, share, draft_length, positions) if drafting else 0.0
         low, high, weight = self.verify.around(context_tokens)
-        return StepQuote(draft_ms, host_ms, scheduling_ms, low, high, weight)
+        if self.pads_requests:
+            quote: StepQuote = self.padded_quote(draft_ms, host_ms, scheduling_ms, low, high, weight,
+                                                 decode_requests, drafting)
+        else:
+            quote = StepQuote(draft_ms, host_ms, scheduling_ms, low, high, weight)
+            if drafting and self.spec_fraction:
+                quote.host_ms += self.spec_fraction * quote.verify_ms(decode_requests)
+                quote.fixed_ms = quote.draft_ms + quote.host_ms + quote.scheduling_ms
+        if drafting and self.redrafts:
+            quote.redraft_with = lambda w, n: self.quote(batch_requests, decode_requests, drafting, context_tokens, w, n)
+        return quote
+
+    def padded_quote(self, draft_ms: float, host_ms: float, scheduling_ms: float, low: np.ndarray,
+                     high: np.ndarray, weight: float, requests: int, drafting: int) -> PaddedQuote:
+        """SGLang: the quote of a step whose R requests pad to the next captured batch size."""
+        assert self.graphs is not None
+        padded = self.graphs.pad(requests)
+        eager_ms = self.graphs.eager_overhead_ms if requests > self.graphs.largest else 0.0
+        quote = PaddedQuote(draft_ms, host_ms, scheduling_ms, low, high, weight, requests, padded, eager_ms)
+        if drafting and self.spec_fraction:
+            quote.host_ms += self.spec_fraction * quote.verify_ms(requests)
+            quote.fixed_ms = quote.draft_ms + quote.host_ms + quote.scheduling_ms
+        return quote

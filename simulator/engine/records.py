@@ -37,6 +37,7 @@ class StepRecord(NamedTuple):
     emitted_tokens: int
     accepted_tokens: int      # accepted drafts (bonus tokens not included)
     deferred_requests: int    # decoding rows the token budget left for the next step
+    truncated_drafts: int     # drafts the token budget cut at its edge (engine.budget: truncate)
     context_tokens: int       # KV context the step was priced at (0: the profile has no context axis)
     draft_ms: float
     verify_ms: float

@@ -55,8 +55,9 @@ class Replica:
         log = self.log
         log["replica"][rid] = self.index
         need = int(log["prompt_tokens"][rid] + log["output_tokens"][rid]) + self.config.block_size
-        if need > self.config.kv_capacity_tokens:
-            log.reject(rid, "kv_capacity: prompt + output + block exceed kv_capacity_tokens")
+        if need > self.config.request_kv_limit:
+            log.reject(rid, "kv_capacity: prompt + output + block exceed kv_capacity_tokens (of one attention rank)"
+                       if self.config.ranks > 1 else "kv_capacity: prompt + output + block exceed kv_capacity_tokens")
             self.on_done(rid)
         elif self.config.chunked:
             self.enqueue(rid)

@@ -151,6 +151,7 @@ def step_fields(in_window: pd.DataFrame, window: Window, replicas: int, profile:
         / replicas,
         "mean_decode_requests": ratio(decode_steps, len(in_window)),
         "request_steps_deferred": deferred,
+        "draft_tokens_truncated": int(in_window["truncated_drafts"].sum()),
         "deferred_share": ratio(deferred, decode_steps + deferred),
         "mean_step_ms": ratio(total_ms, len(in_window)),
         "draft_share_of_step": ratio(float(in_window["draft_ms"].sum()), total_ms),

@@ -121,6 +121,11 @@ def with_step_budget(scenario: Scenario) -> Scenario:
         raise ScenarioError("engine.max_step_tokens", f"{budget} tokens cannot hold one request's anchor and "
                             f"draft block ({block + 1} tokens)")
     check_kv_capacity(scenario.engine.kv_capacity_tokens, profile)
+    dp = scenario.engine.dp_attention
+    per_rank = (dp.max_step_tokens or budget // dp.ranks) if dp is not None else budget
+    if per_rank < block + 1:
+        raise ScenarioError("engine.dp_attention.max_step_tokens", f"{per_rank} tokens per attention rank cannot "
+                            f"hold one request's anchor and draft block ({block + 1} tokens)")
     engine = dataclasses.replace(scenario.engine, max_step_tokens=budget)
     return dataclasses.replace(scenario, engine=engine)
 

@@ -76,6 +76,38 @@ NO_PREFILL_STAGE = DisaggregatedPrefill(tokens_per_s=1e12)   # the default: pref
 
 
 @dataclass(frozen=True)
+class CudaGraph:
+    """Decode steps replay CUDA graphs captured at fixed sizes (specplan.simulator.engine.graphs)."""
+
+    engine: Literal["vllm", "sglang"] = "vllm"      # vllm: sizes are tokens; sglang: sizes are requests
+    capture_sizes: tuple[int, ...] | None = num(None, ge=1)   # default: the engine's own list
+    max_capture_size: int | None = num(None, ge=1)  # vLLM max_cudagraph_capture_size / SGLang cuda_graph_max_bs
+    eager_overhead_ms: float = num(2.0, ge=0)       # a step beyond the largest size runs eager and pays this
+
+
+@dataclass(frozen=True)
+class Host:
+    """Host time of speculating steps by engine (specplan.simulator.engine.host)."""
+
+    engine: Literal["auto", "vllm", "sglang", "none"] = "auto"   # auto: the measured built-in's backend
+    spec_step_fraction: float | None = num(None, ge=0)           # overrides the engine's figure
+
+
+@dataclass(frozen=True)
+class DpAttention:
+    """Data-parallel attention over wide EP: each rank its own KV cache, request slots and token cap.
+
+    Defaults split the engine's totals evenly (kv_capacity_tokens, max_batch_requests and
+    max_step_tokens divided by `ranks`).
+    """
+
+    ranks: int = num(ge=1)
+    kv_capacity_tokens: int | None = num(None, ge=1)     # per rank
+    max_batch_requests: int | None = num(None, ge=1)     # per rank (vLLM max_num_seqs of a DP engine)
+    max_step_tokens: int | None = num(None, ge=1)        # per rank (max_num_batched_tokens, DeepEP's dispatch cap)
+
+
+@dataclass(frozen=True)
 class Engine:
     max_batch_requests: int = num(ge=1)
     kv_capacity_tokens: int = num(ge=1)
@@ -95,6 +127,13 @@ class Engine:
     # per request the profile's attention was measured at, the decode phase's context is priced
     # × (1 + the longest ℓ the step can verify) / attention_profiled_queries (None: not priced)
     attention_profiled_queries: int | None = num(None, ge=1)
+
+    cuda_graph: CudaGraph | None = None
+    dp_attention: DpAttention | None = None
+    host: Host = field(default_factory=Host)
+    # the token budget's rule: truncate (vLLM: a request's drafts are cut at the budget edge) or defer
+    # (whole requests wait for the next step); auto: truncate for vLLM-sourced built-ins, else defer
+    budget: Literal["auto", "truncate", "defer"] = "auto"
 
     def validate(self, path: str) -> None:
         if self.prefix_cache is not None and not isinstance(self.prefill, ChunkedPrefill):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from specplan.hwprofiles import load_profile
 from specplan.simulator.app.output import (
     RUN_FILES,
     add_force_arg,
@@ -13,7 +14,9 @@ from specplan.simulator.app.output import (
     write_run,
 )
 from specplan.simulator.app.progress import simulate_with_progress
+from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.jsonsafe import dumps
+from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.study.points import plan_sweep
 from specplan.simulator.study.split import simulate_split
@@ -70,6 +73,11 @@ def run(args: argparse.Namespace) -> int:
 def check(args: argparse.Namespace) -> int:
     """Validate the scenario, then every sweep point exactly as `specplan sweep` expands them."""
     scenario = load_scenario(args.scenario, args.overrides, args.seed)
+    block = scenario.drafter.block_size if scenario.drafter.speculates else 0
+    try:  # the engine's settings resolve (CUDA-graph capture sizes within the step's budget, rank caps)
+        EngineConfig.from_scenario(scenario, load_profile(scenario.hardware.profile), block)
+    except ScenarioError as exc:
+        raise SpecplanError(f"{args.scenario}: {exc}") from None
     seed = [] if args.seed is None else [f"seed={args.seed}"]
     plan = plan_sweep(args.scenario, [*args.overrides, *seed])
     study = f", {len(plan.points)} sweep points over {len(plan.labels)} variant(s)" if scenario.sweep else ""

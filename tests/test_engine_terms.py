@@ -1,0 +1,238 @@
+"""Engines on their own terms: CUDA-graph padding, host time by engine, the token budget's rule, DP-attention caps.
+
+Each rule is a small story checked by hand (DESIGN.md §7): a 121-token
+step pays for the 128-token graph; past the largest graph a step pays the
+eager surcharge; greedy's early stop is trapped by the graph staircase
+where async crosses it; a measured built-in pays its engine's host time on
+speculating steps, in the clock and in Θ alike; vLLM's budget truncates a
+request's drafts at the edge where the other rule defers whole requests,
+each counted; and an attention rank's own token cap binds while the
+step's total does not.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specplan.hwprofiles import load_profile
+from specplan.simulator.core.errors import ScenarioError
+from specplan.simulator.engine.batch import RANK
+from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.graphs import sglang_capture_sizes, vllm_capture_sizes
+from specplan.simulator.engine.price import StepPricer
+from specplan.simulator.engine.simulation import simulate
+from tests.conftest import make_scenario
+from tests.drive import drive
+
+LINEAR = {"kind": "linear", "base_ms": 10.0, "per_token_ms": 0.05}
+
+
+def pricer(engine: dict, profile=LINEAR, block_size: int = 3) -> tuple[StepPricer, object]:
+    scenario = make_scenario(hardware={"profile": profile}, engine=engine)
+    loaded = load_profile(scenario.hardware.profile)
+    config = EngineConfig.from_scenario(scenario, loaded, block_size)
+    return StepPricer(loaded, lambda r, c, n, positions=None: 0.0, config, pays_scheduling=False), loaded
+
+
+def test_the_engines_default_capture_lists_are_their_sources():
+    sizes = vllm_capture_sizes(512)
+    assert sizes[:5] == [1, 2, 4, 8, 16] and 248 in sizes and 256 in sizes and 264 not in sizes and 272 in sizes
+    assert sizes[-1] == 512
+    spec = sglang_capture_sizes(True, 256)
+    assert spec[:9] == [1, 2, 3, 4, 5, 6, 7, 8, 10] and 34 not in spec and 40 in spec and spec[-1] == 256
+    assert sglang_capture_sizes(False, 64) == [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
+
+
+def test_a_121_token_step_is_priced_at_the_128_token_graph():
+    quotes, profile = pricer({"cuda_graph": {"engine": "vllm"}, "max_step_tokens": 1024, "max_batch_requests": 64})
+    quote = quotes.quote(30, 30, 0, 0, 0)
+    assert quote.verify_ms(121) == pytest.approx(float(profile.step_ms(128)))
+    assert quote.verify_ms(128) == pytest.approx(float(profile.step_ms(128)))
+    assert quote.verify_ms(129) == pytest.approx(float(profile.step_ms(136)))
+    # vLLM's default largest graph: min(max_num_seqs · (1 + k) · 2, 512): 16 requests, k = 3 → 128 tokens
+    small, _ = pricer({"cuda_graph": {"engine": "vllm"}, "max_step_tokens": 1024})
+    assert small.graphs.largest == 128
+    assert small.quote(30, 30, 0, 0, 0).verify_ms(129) == pytest.approx(float(profile.step_ms(129)) + 2.0)
+    # Θ's table is the same padded price
+    assert quote.steps_per_s_range(121, 122)[0] == pytest.approx(1000.0 / quote.step_ms(128))
+
+
+def test_past_the_largest_graph_a_step_runs_eager_and_pays_the_surcharge():
+    quotes, profile = pricer({"cuda_graph": {"engine": "vllm", "max_capture_size": 256, "eager_overhead_ms": 1.5},
+                              "max_step_tokens": 1024})
+    quote = quotes.quote(64, 64, 0, 0, 0)
+    assert quote.verify_ms(256) == pytest.approx(float(profile.step_ms(256)))
+    assert quote.verify_ms(257) == pytest.approx(float(profile.step_ms(257)) + 1.5)
+
+
+def test_sglang_pads_requests_and_each_padded_row_carries_the_steps_width():
+    quotes, profile = pricer({"cuda_graph": {"engine": "sglang", "max_capture_size": 12, "eager_overhead_ms": 1.0},
+                              "max_batch_requests": 16, "max_step_tokens": 256})
+    nine = quotes.quote(9, 9, 9, 0, 3)  # 9 requests pad to the 10-request graph
+    assert nine.verify_ms(36) == pytest.approx(float(profile.step_ms(40)))
+    assert nine.steps_per_s(np.array([36]))[0] == pytest.approx(1000.0 / nine.step_ms(36))
+    beyond = quotes.quote(13, 13, 13, 0, 3)  # past cuda_graph_max_bs: eager, unpadded
+    assert beyond.verify_ms(52) == pytest.approx(float(profile.step_ms(52)) + 1.0)
+
+
+def staircase_run(policy: str):
+    """4 users, γ = 7, near-certain drafts; graphs at 8 and 16 tokens only, eager past 16 costs 4 ms."""
+    return simulate(make_scenario(
+        horizon={"duration_s": 4, "warmup_s": 0.5},
+        engine={"max_batch_requests": 4, "max_step_tokens": 64,
+                "cuda_graph": {"engine": "vllm", "capture_sizes": [8, 16], "eager_overhead_ms": 4.0}},
+        drafter={"family": "dspark", "block_size": 7,
+                 "acceptance": {"per_position": {"chat": [0.95] * 7}, "domains": {"chat": 1.0}},
+                 "confidence": {"kind": "perfect"}, "latency": {"kind": "fixed", "ms": 0.5}},
+        policy={"name": policy},
+        workload={"arrivals": {"kind": "closed_loop", "users": 4, "think_s": 0},
+                  "prompt_tokens": {"kind": "fixed", "value": 100}, "output_tokens": {"kind": "fixed", "value": 200}},
+    ))
+
+
+def test_greedy_is_trapped_at_the_graph_cliff_and_async_crosses_it():
+    greedy, asynchronous = staircase_run("dspark-greedy"), staircase_run("dspark-async")
+    # greedy never leaves the 16-token graph: the 17th token costs 4 ms more, Θ drops there and it stops;
+    # async's global search sees that 32 tokens pay for the jump and verifies past it
+    assert greedy.steps["verify_tokens"].max() <= 16
+    assert (asynchronous.steps["verify_tokens"] > 16).mean() > 0.5
+    g, a = greedy.summary, asynchronous.summary
+    assert a["mean_verify_tokens_per_request_step"] > g["mean_verify_tokens_per_request_step"] + 2
+    assert a["throughput_tokens_per_s"] > g["throughput_tokens_per_s"]
+
+
+def test_a_measured_builtin_pays_its_engines_host_time_on_speculating_steps_only():
+    engine = {"max_batch_requests": 8, "kv_capacity_tokens": 100_000}
+    builtin = "builtin:h200-llama3.1-8b-vllm"
+    vllm, profile = pricer(engine, builtin)
+    assert vllm.spec_fraction == pytest.approx(0.084)
+    quote = vllm.quote(8, 8, 8, 8000, 3)
+    plain = vllm.quote(8, 8, 0, 8000, 0)
+    assert plain.host_ms == 0.0
+    assert quote.host_ms == pytest.approx(0.084 * float(profile.step_ms(8, 8000)))
+    assert quote.steps_per_s(np.array([32]))[0] == pytest.approx(1000.0 / quote.step_ms(32))
+    sglang, _ = pricer({**engine, "host": {"engine": "sglang"}}, builtin)
+    assert sglang.spec_fraction == pytest.approx(0.049)
+    off, _ = pricer({**engine, "host": {"engine": "none"}}, builtin)
+    assert off.spec_fraction == 0.0
+    inline, _ = pricer(engine)  # not a measured built-in: no engine's host time unless asked
+    assert inline.spec_fraction == 0.0
+
+
+def budget_story(rule: str):
+    """10 requests, static length 3 (4 tokens each), a 30-token budget."""
+    scenario = make_scenario(engine={"max_batch_requests": 16, "max_step_tokens": 30, "budget": rule})
+    plans = []
+    driven = drive(scenario, np.full(10, 50), np.full(10, 20), on_plan=lambda core, plan: plans.append(plan))
+    return plans[0], driven
+
+
+def test_vllms_budget_truncates_drafts_at_the_edge_where_defer_waits_whole_requests():
+    truncate, driven = budget_story("truncate")
+    # 7 requests take 4 tokens (28); the 8th keeps its anchor and 1 draft; 2 requests have no budget left
+    assert truncate.verify_tokens == 30 and truncate.decode_requests == 8
+    assert list(truncate.lengths) == [3] * 7 + [1]
+    assert truncate.truncated_drafts == 2 and truncate.deferred_requests == 2
+    defer, _ = budget_story("defer")
+    assert defer.verify_tokens == 28 and defer.decode_requests == 7
+    assert defer.truncated_drafts == 0 and defer.deferred_requests == 3
+    assert int(driven.log["generated_tokens"][:10].sum()) == 200
+
+
+def test_truncations_and_deferrals_are_counted_in_the_summary():
+    def run(rule: str) -> dict:
+        return simulate(make_scenario(
+            horizon={"duration_s": 6, "warmup_s": 1},
+            engine={"max_batch_requests": 16, "max_step_tokens": 30, "budget": rule},
+            workload={"arrivals": {"kind": "closed_loop", "users": 10, "think_s": 0}})).summary
+
+    truncate, defer = run("truncate"), run("defer")
+    assert truncate["draft_tokens_truncated"] > 0 and defer["draft_tokens_truncated"] == 0
+    assert defer["request_steps_deferred"] > truncate["request_steps_deferred"] > 0
+
+
+def test_an_attention_ranks_own_token_cap_binds_while_the_steps_total_does_not():
+    scenario = make_scenario(engine={"max_batch_requests": 16, "max_step_tokens": 256, "budget": "defer",
+                                     "dp_attention": {"ranks": 2, "max_step_tokens": 8}})
+    plans, ranks = [], []
+
+    def look(core, plan):
+        plans.append(plan)
+        ranks.append(core.batch.ints[RANK][plan.rows].copy())
+
+    drive(scenario, np.full(8, 50), np.full(8, 20), on_plan=look)
+    first = plans[0]
+    # admission spread the 8 requests 4 + 4; each rank runs the 2 whose 4 tokens fit its 8-token cap
+    assert np.bincount(ranks[0]).tolist() == [2, 2]
+    assert first.decode_requests == 4 and first.deferred_requests == 4 and first.verify_tokens == 16
+    for plan, rows_rank in zip(plans, ranks, strict=True):
+        tokens = 1 + np.broadcast_to(plan.lengths, rows_rank.shape)
+        assert (np.bincount(rows_rank, weights=tokens, minlength=2) <= 8).all()
+
+
+def test_each_attention_rank_holds_its_own_kv_cache():
+    """Footprints of 304 tokens at admission: a 500-token rank holds one; one 1000-token cache holds three."""
+    workload = {"arrivals": {"kind": "closed_loop", "users": 8, "think_s": 0},
+                "prompt_tokens": {"kind": "fixed", "value": 300}, "output_tokens": {"kind": "fixed", "value": 50}}
+
+    def run(**engine) -> object:
+        return simulate(make_scenario(horizon={"duration_s": 5, "warmup_s": 0}, workload=workload,
+                                      engine={"max_batch_requests": 16, "kv_capacity_tokens": 1000, **engine}))
+
+    assert run(dp_attention={"ranks": 2}).steps["batch_requests"].max() == 2
+    assert run().steps["batch_requests"].max() == 3
+    scenario = make_scenario(engine={"max_batch_requests": 16, "kv_capacity_tokens": 1000,
+                                     "dp_attention": {"ranks": 2}})
+
+    def per_rank_kv_fits(core):
+        ranks = core.batch.ints[RANK]
+        held = np.bincount(ranks, weights=core.footprints(slice(None)), minlength=2)
+        rows = np.bincount(ranks, minlength=2)
+        assert ((held <= 500) | (rows == 1)).all()
+
+    driven = drive(scenario, np.full(6, 300), np.full(6, 120), on_step=per_rank_kv_fits)
+    assert int(driven.log["generated_tokens"][:6].sum()) == 720
+
+
+def test_a_rank_cap_below_one_block_is_refused():
+    with pytest.raises(ScenarioError, match=r"dp_attention\.max_step_tokens"):
+        make_scenario(engine={"max_batch_requests": 16, "dp_attention": {"ranks": 2, "max_step_tokens": 3}})
+
+
+def test_async_pays_drafting_only_for_the_positions_its_capacity_can_verify():
+    """Cold start: K = 4 (1 per request) < γ = 7, so no request can verify more than 4 drafts and the
+    DSpark backbone runs over R·(4 + 1) positions with 4 head steps, not R·(7 + 1) and 7."""
+    scenario = make_scenario(
+        drafter={"family": "dspark", "block_size": 7,
+                 "acceptance": {"per_position": {"chat": [0.9] * 7}, "domains": {"chat": 1.0}},
+                 "confidence": {"kind": "perfect"},
+                 "latency": {"kind": "layers", "target_layers": 32, "drafter_layers": 2}},
+        policy={"name": "dspark-async"})
+    plans = []
+    driven = drive(scenario, np.full(4, 50), np.full(4, 30), on_plan=lambda core, plan: plans.append(plan))
+    drafter = driven.core.drafter
+    assert plans[0].quote.draft_ms == pytest.approx(drafter.draft_ms(4, 0.0, 4))
+    assert plans[0].quote.draft_ms < drafter.draft_ms(4, 0.0, 7)
+    assert max(int(np.max(p.lengths)) for p in plans) > 1  # later steps plan past one draft and draft the block
+
+
+@pytest.mark.parametrize("name", ["dspark-greedy", "dspark-async"])
+def test_a_policy_that_fits_the_budget_is_held_to_each_ranks_cap_without_deferring(name):
+    """Each rank's candidates are cut to what its cap can verify before the policy chooses: no request waits."""
+    scenario = make_scenario(
+        engine={"max_batch_requests": 16, "max_step_tokens": 256, "dp_attention": {"ranks": 2, "max_step_tokens": 12}},
+        drafter={"family": "dspark", "block_size": 5,
+                 "acceptance": {"per_position": {"chat": [0.95] * 5}, "domains": {"chat": 1.0}},
+                 "confidence": {"kind": "perfect"}, "latency": {"kind": "fixed", "ms": 0.5}},
+        policy={"name": name})
+    seen = []
+
+    def look(core, plan):
+        ranks = core.batch.ints[RANK][plan.rows]
+        tokens = 1 + np.broadcast_to(plan.lengths, ranks.shape)
+        seen.append((plan.deferred_requests, np.bincount(ranks, weights=tokens, minlength=2).max()))
+
+    drive(scenario, np.full(8, 50), np.full(8, 40), on_plan=look)
+    assert all(deferred == 0 for deferred, _ in seen)
+    assert max(tokens for _, tokens in seen) == 12  # the cap binds, and holds
