@@ -64,7 +64,8 @@ def test_resolved_mapping_fills_defaults_and_reloads(tmp_path):
 
 def test_resolved_policy_params_carry_every_default(tmp_path):
     s = load_scenario(write(tmp_path, BASE), ["policy={name: dspark-async}"])
-    assert resolved_mapping(s)["policy"] == {"name": "dspark-async", "params": {"cold_length": 1, "bypass": None}}
+    assert resolved_mapping(s)["policy"] == {"name": "dspark-async",
+                                          "params": {"cold_length": 1, "bypass": None, "draft_widths": "capacity"}}
 
 
 def test_merge_deep_merges_a_fragment_in_order_with_set(cli, tmp_path):
