@@ -9,14 +9,10 @@ into a `StepProfile`.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
-
-def bounded(default: Any = dataclasses.MISSING, *, gt: float | None = None, ge: float | None = None) -> Any:
-    """A dataclass field with numeric bounds as metadata (read by the scenario layer)."""
-    return dataclasses.field(default=default, metadata={"gt": gt, "ge": ge})
+from specplan.fields import bounded
 
 
 @dataclass(frozen=True)

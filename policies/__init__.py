@@ -4,7 +4,6 @@ A leaf package: it imports no part of specplan.simulator (tests/test_layers.py).
 
     base.py        the protocol: StepView / OracleView / StepOutcome, Policy, Decision, the step's Price
     registry.py    policy names → classes (scenario `policy.name`); make_policy
-    params.py      plain parameter declarations (bounds as field metadata; the scenario layer validates)
     errors.py      PolicyError: the package's own error (the CLI prints it as one line, exit 2)
     baselines.py   none, mtp-1, static (MTP-k, fixed DFlash / Eagle3 blocks)
     threshold.py   static confidence threshold (c ≥ θ or survival a ≥ θ)

@@ -44,7 +44,7 @@ and every report labels it.
 Adding a policy: one module defining a `Policy` subclass (its
 `length_setting`, a `decide` that returns a `Decision`, and a `Params`
 dataclass for its `policy.params`, bounds declared with
-`specplan.policies.params.bounded`), plus one line in `specplan.policies.registry`.
+`specplan.fields.bounded`), plus one line in `specplan.policies.registry`.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from specplan.fields import bounded
 from specplan.policies.base import FixedLengthPolicy
-from specplan.policies.params import bounded
 
 
 class NoSpeculation(FixedLengthPolicy):

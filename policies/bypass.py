@@ -33,9 +33,9 @@ from typing import Literal
 
 import numpy as np
 
+from specplan.fields import bounded
 from specplan.policies.base import StepOutcome
 from specplan.policies.history import AcceptanceHistory
-from specplan.policies.params import bounded
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from specplan.fields import bounded
 from specplan.policies.admission import (
     Ranked,
     early_stop,
@@ -65,7 +66,6 @@ from specplan.policies.admission import (
 )
 from specplan.policies.base import Decision, LengthSetting, Policy, StepOutcome, StepView, ThetaPlan
 from specplan.policies.bypass import BypassParams, DraftingBypass
-from specplan.policies.params import bounded
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from specplan.fields import bounded
 from specplan.policies.base import Decision, Policy, StepOutcome, StepView, ThetaPlan
 from specplan.policies.history import AcceptanceHistory
-from specplan.policies.params import bounded
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from specplan.fields import bounded
 from specplan.policies.base import FixedLengthPolicy
 from specplan.policies.errors import PolicyKeyError
-from specplan.policies.params import bounded
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from specplan.fields import bounded
 from specplan.policies.admission import survival
 from specplan.policies.base import Decision, Policy, StepView
-from specplan.policies.params import bounded
 
 
 @dataclass(frozen=True)

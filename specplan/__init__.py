@@ -11,6 +11,10 @@ One import root. The repository keeps the project's top-level folders
     specplan.scenarios    the embedded example scenarios (package data)
     specplan.validation   the reference CPU engine and the fidelity check
 
+and two small root modules every part may import: `specplan.errors` (the
+error base the CLI prints as one line) and `specplan.fields` (a scenario
+key's plain declaration, its bounds as field metadata).
+
 This file imports no part of the project, so that importing one part never loads the others.
 """
 

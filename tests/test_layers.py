@@ -9,7 +9,7 @@ like any other; they are kept only for heavy optional dependencies
 when imported, each with a one-line reason on the line above.
 
 The leaf packages (hwprofiles, traces, policies) sit lowest, on nothing but
-the root's error base (specplan.errors): they import no part of
+the root's error base (specplan.errors) and field declarations (specplan.fields): they import no part of
 specplan.simulator, so the simulator's core, scenario layer and engine
 build on them and never the other way round.
 """
@@ -24,7 +24,7 @@ from tests.conftest import REPO
 
 # lowest first; packages listed together are peers (neither may import the other)
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("specplan.errors",),
+    ("specplan.errors", "specplan.fields"),
     ("specplan.hwprofiles", "specplan.traces", "specplan.policies"),
     ("specplan.simulator.core",),
     ("specplan.simulator.drafters",),
@@ -107,7 +107,7 @@ def test_no_import_points_up_or_sideways():
 def test_leaf_packages_import_nothing_of_the_simulator():
     wrong = [f"{source} -> {target}" for source, targets in project_edges().items()
              if source.split(".")[1] in LEAVES
-             for target in targets if target.split(".")[1] not in (source.split(".")[1], "errors")]
+             for target in targets if target.split(".")[1] not in (source.split(".")[1], "errors", "fields")]
     assert not wrong, "a leaf package imports another part of specplan:\n" + "\n".join(sorted(wrong))
 
 

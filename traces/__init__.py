@@ -3,7 +3,7 @@
 A leaf package: it imports no part of specplan.simulator (tests/test_layers.py).
 The engine wires these into SimPy processes (specplan.simulator.engine.workload).
 
-    spec.py      the `workload:` section as plain dataclasses (params.py: bounds as field metadata)
+    spec.py      the `workload:` section as plain dataclasses (bounds as field metadata: specplan.fields)
     arrivals.py  open-loop arrival processes and think times, with their analytic moments
     lengths.py   prompt / output length distributions
     readers.py   trace files (azure, mooncake, burstgpt, csv), streamed

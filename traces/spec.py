@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from specplan.fields import bounded
 from specplan.traces.errors import WorkloadKeyError
-from specplan.traces.params import bounded
 
 TRACE_FORMATS = ("azure", "mooncake", "burstgpt", "csv")
 CSV_COLUMNS = ("timestamp", "prompt_tokens", "output_tokens", "domain")

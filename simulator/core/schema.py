@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from specplan.errors import KeyedError
+from specplan.fields import bounded
 from specplan.simulator.core.errors import ScenarioError
 
 BUILTIN_PREFIX = "builtin:"
@@ -47,20 +48,7 @@ class Tagged:
     key: str = "kind"
 
 
-def num(
-    default: Any = MISSING,
-    *,
-    gt: float | None = None,
-    ge: float | None = None,
-    lt: float | None = None,
-    le: float | None = None,
-    path: bool = False,
-) -> Any:
-    """A dataclass field with numeric bounds (or `path=True` for file paths)."""
-    meta = {"gt": gt, "ge": ge, "lt": lt, "le": le, "path": path}
-    if isinstance(default, (dict, list)):
-        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
+num = bounded  # the scenario layer's name for specplan.fields.bounded
 
 
 class Context:

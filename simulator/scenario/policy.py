@@ -1,7 +1,7 @@
 """`policy:` of a scenario: the name against the registry, `params` against the policy's `Params`.
 
 The policies declare their parameters as plain dataclasses
-(specplan.policies.params); this is where a mapping is checked against
+(specplan.fields.bounded); this is where a mapping is checked against
 them, with the key path and the closest valid key in every error, like
 every other section of a scenario. Loading a scenario builds the params
 once and writes them back with every default filled in
