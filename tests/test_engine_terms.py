@@ -236,3 +236,14 @@ def test_a_policy_that_fits_the_budget_is_held_to_each_ranks_cap_without_deferri
     drive(scenario, np.full(8, 50), np.full(8, 40), on_plan=look)
     assert all(deferred == 0 for deferred, _ in seen)
     assert max(tokens for _, tokens in seen) == 12  # the cap binds, and holds
+
+
+def test_under_dp_attention_each_rank_pads_to_its_own_graph():
+    # 4 ranks of 64 tokens: each rank captures vLLM's list up to 64, the step pads to 4 × pad(⌈B / 4⌉)
+    quotes, profile = pricer({"cuda_graph": {"engine": "vllm"}, "max_step_tokens": 1024, "max_batch_requests": 256,
+                              "dp_attention": {"ranks": 4, "max_step_tokens": 64}})
+    assert quotes.graphs.largest == 256
+    quote = quotes.quote(30, 30, 0, 0, 0)
+    assert quote.verify_ms(121) == pytest.approx(float(profile.step_ms(128)))   # 31 per rank → 32
+    assert quote.verify_ms(130) == pytest.approx(float(profile.step_ms(160)))   # 33 per rank → 40
+    assert quote.verify_ms(256) == pytest.approx(float(profile.step_ms(256)))   # no eager step below the caps

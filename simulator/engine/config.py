@@ -13,7 +13,8 @@ the same limits from the same keys:
     block_size           γ, the drafter's block (0 without speculation)
     scheduling_overhead_ms, host_overhead_ms, host_overhead_per_request_ms, padded_attention
     profiled_queries     padded attention: verify queries per request the profile was measured at
-    graphs               CUDA-graph capture sizes (None: no graphs), and the axis they pad (tokens | requests)
+    graphs               CUDA-graph capture sizes (None: no graphs), and the axis they pad (tokens | requests);
+                         under data-parallel attention ranks × each rank's own list
     spec_step_fraction   host time of a speculating step, a fraction of the plain step (engine.host)
     truncate_budget      the token budget cuts drafts at its edge (True) or defers whole requests
     ranks, rank_kv_tokens, rank_requests, rank_step_tokens
@@ -87,13 +88,24 @@ class EngineConfig:
             host_overhead_per_request_ms=engine.host_overhead_per_request_ms,
             padded_attention=engine.attention == "padded",
             profiled_queries=engine.attention_profiled_queries if engine.attention == "padded" else None,
-            graphs=None if graph is None else capture_sizes(graph, engine.max_batch_requests, block_size,
-                                                            max_step_tokens),
+            graphs=None if graph is None else rank_graphs(graph, engine, block_size, max_step_tokens),
             graph_axis="requests" if graph is not None and graph.engine == "sglang" else "tokens",
             spec_step_fraction=spec_step_fraction(engine.host, profile) if block_size else 0.0,
             truncate_budget=budget_truncates(engine.budget, profile),
             **rank_limits(engine, max_step_tokens),
         )
+
+
+def rank_graphs(graph: Any, engine: Any, block_size: int, max_step_tokens: int) -> CaptureSizes:
+    """The capture list; under data-parallel attention each rank captures its own sizes (its
+    max_num_seqs and token cap), and the ranks step in lockstep at one padded size: ranks × the
+    rank's list (a step of B tokens pads to ranks · pad(⌈B / ranks⌉))."""
+    limits = rank_limits(engine, max_step_tokens)
+    if not limits:
+        return capture_sizes(graph, engine.max_batch_requests, block_size, max_step_tokens)
+    n = limits["ranks"]
+    per_rank = capture_sizes(graph, limits["rank_requests"], block_size, limits["rank_step_tokens"])
+    return CaptureSizes([n * int(s) for s in per_rank.sizes], per_rank.eager_overhead_ms)
 
 
 def rank_limits(engine: Any, max_step_tokens: int) -> dict[str, int]:
