@@ -111,7 +111,25 @@ def v4_builtins() -> dict[str, tuple[AicTarget, AicLayout, AicDrafter | None]]:
     return out
 
 
+# The replication suite's topologies (benchmarks/published/): one replica as each public run served it,
+# on the database's nearest version (SGLang 0.5.14, vLLM 0.24.0). TP4/EP4 on 4 x H200 and 4 x GB300
+# (the 0731 recipes; FP8 MoE, SGLang's only MoE tables), TP4/EP4 on 4 x B200 (InferenceX #3346), and
+# the released FP4-expert checkpoint on one B300 under vLLM (issue #49369).
+REPLICATION_V4_TARGETS = [  # (name stem, target)
+    ("h200-deepseek-v4-flash-tp4ep4-sglang", AicTarget(V4_FLASH_FP8, "h200_sxm", "sglang", "0.5.14", tp=4, ep=4)),
+    ("gb300-deepseek-v4-flash-tp4ep4-sglang", AicTarget(V4_FLASH_FP8, "gb300", "sglang", "0.5.14", tp=4, ep=4)),
+    ("b200-deepseek-v4-flash-tp4ep4-sglang", AicTarget(V4_FLASH_FP8, "b200_sxm", "sglang", "0.5.14", tp=4, ep=4)),
+    ("b300-deepseek-v4-flash-tp1-vllm", AicTarget(V4_FLASH, "b300_sxm", "vllm", "0.24.0")),
+]
+
+
+def replication_builtins() -> dict[str, tuple[AicTarget, AicLayout, AicDrafter | None]]:
+    return {f"{stem}{suffix}": (target, layout, drafter) for stem, target in REPLICATION_V4_TARGETS
+            for suffix, (layout, drafter) in V4_FORWARDS.items() if suffix != "-mtp"}
+
+
 AIC_BUILTINS.update(v4_builtins())
+AIC_BUILTINS.update(replication_builtins())
 
 # name -> target: prefill (context-phase) step profiles over (new prompt tokens, Σ n(n + 2p))
 PREFILL_BUILTINS: dict[str, AicTarget] = {

@@ -19,7 +19,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from specplan.simulator.study.replicate import Replication, error_statistics
+from specplan.simulator.study.replicate import (
+    AS_RUN,
+    NEAREST,
+    Params,
+    Replication,
+    error_statistics,
+)
 
 MODES = ("predicted", "calibrated", "split")
 MODE_WORDS = {"predicted": "predicted (no parameter fitted)",
@@ -28,15 +34,20 @@ MODE_WORDS = {"predicted": "predicted (no parameter fitted)",
 
 
 def statistics(rows: pd.DataFrame) -> dict[str, Any]:
+    """Per mode: the statistics over every figure, and (`by_basis`) over each basis separately."""
     out = {mode: error_statistics(rows, mode) for mode in MODES if f"{mode}_error" in rows}
     for mode, stats in out.items():
         stats["speedup_sign_agrees"] = speedup_signs(rows, mode)
+        stats["by_basis"] = {b: {**error_statistics(rows, mode, b), "speedup_sign_agrees": speedup_signs(rows, mode, b)}
+                             for b in (AS_RUN, NEAREST)}
     return out
 
 
-def speedup_signs(rows: pd.DataFrame, mode: str) -> str:
+def speedup_signs(rows: pd.DataFrame, mode: str, on_basis: str | None = None) -> str:
     """How many speed-up figures the prediction reproduces in sign (above or below 1)."""
     column = f"{mode}_value"
+    if on_basis is not None and "basis" in rows:
+        rows = rows[rows["basis"] == on_basis]
     ok = rows[(rows["status"] == "ok") & (rows["metric"] == "speedup_output_throughput")]
     if column not in ok or ok.empty:
         return "0 of 0"
@@ -47,13 +58,14 @@ def speedup_signs(rows: pd.DataFrame, mode: str) -> str:
 def table_lines(rows: pd.DataFrame) -> list[str]:
     """One line per figure: source, figure, published, then each mode's prediction and error."""
     modes = [m for m in MODES if f"{m}_error" in rows]
-    head = ["source", "workload", "arm", "metric", "c", "published", *[f"{m} (error)" for m in modes], "status"]
+    head = ["source", "workload", "arm", "metric", "c", "published", *[f"{m} (error)" for m in modes], "status",
+            "basis"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, row in rows.iterrows():
         cells = [row["source"], row["workload"], row["arm"], row["metric"], str(row["concurrency"]),
                  f"{row['published']:g} {row['unit']}"]
         cells += [prediction_cell(row, m) for m in modes]
-        lines.append("| " + " | ".join([*cells, str(row["status"])]) + " |")
+        lines.append("| " + " | ".join([*cells, str(row["status"]), str(row.get("basis", AS_RUN))]) + " |")
     return lines
 
 
@@ -68,13 +80,21 @@ def prediction_cell(row: pd.Series, mode: str) -> str:
 def statistics_lines(stats: dict[str, Any]) -> list[str]:
     lines = []
     for mode, s in stats.items():
-        if not s.get("figures"):
-            lines.append(f"{MODE_WORDS[mode]}: no figure could be predicted")
-            continue
-        lines.append(f"{MODE_WORDS[mode]}: {s['figures']} figures, median |error| {s['median_abs_error']:.1%}, "
-                     f"max {s['max_abs_error']:.1%}; speed-ups right in sign {s['speedup_sign_agrees']}; "
-                     f"sign cases {s['sign_reproduced']} of {s['sign_cases']}")
+        lines.append(statistics_line(MODE_WORDS[mode], s))
+        for on_basis, part in s.get("by_basis", {}).items():
+            lines.append(statistics_line(f"  of which on the {on_basis}" if on_basis == NEAREST
+                                         else f"  of which {on_basis}", part))
     return lines
+
+
+def statistics_line(words: str, s: dict[str, Any]) -> str:
+    if not s.get("figures") and not s.get("sign_cases"):
+        return f"{words}: no figure could be predicted"
+    if not s.get("figures"):
+        return f"{words}: no throughput or TPOT figure; sign cases {s['sign_reproduced']} of {s['sign_cases']}"
+    return (f"{words}: {s['figures']} figures, median |error| {s['median_abs_error']:.1%}, "
+            f"max {s['max_abs_error']:.1%}; speed-ups right in sign {s['speedup_sign_agrees']}; "
+            f"sign cases {s['sign_reproduced']} of {s['sign_cases']}")
 
 
 def status_lines(rows: pd.DataFrame) -> list[str]:
@@ -92,7 +112,9 @@ def params_lines(result: Replication) -> list[str]:
     lines = []
     for mode, groups in result.params.items():
         for group, p in groups.items():
-            lines.append(f"{mode} {group}: host_ms {p.host_ms:g}, verify_scale {p.verify_scale:g}")
+            host = "the scenario's own" if p.host_ms is None else f"{p.host_ms:g}"
+            lines.append(f"{mode} {group}: host_ms {host}, verify_scale {p.verify_scale:g}"
+                         + (" (no throughput or TPOT figure to fit: nothing fitted)" if p == Params() else ""))
     return lines
 
 

@@ -110,20 +110,24 @@ def test_committed_drafters_stop_growing_with_context_past_the_window(name: str)
 
 # weights a GPU must read every step, whatever the batch (a lower bound): per layer the attention
 # projections it cannot skip (wq_a, wq_b, wkv; FP8), the shared expert (FP8) and top-6 of the routed
-# experts spread over the 8 EP ranks, + the bf16 LM head; tensor-parallel parts divided by TP.
+# experts spread over the EP ranks, + the bf16 LM head; tensor-parallel parts divided by TP (both read
+# from the name: tpN / dpN attention, epN experts; a bare tp1 is EP1).
 CONFIG = {"pro": dict(layers=61, hidden=7168, q_lora=1536, heads=128, inter=3072),
           "flash": dict(layers=43, hidden=4096, q_lora=1024, heads=64, inter=2048)}
-HBM_BYTES_PER_S = {"h200": 4.8e12, "b200": 8.0e12, "b300": 8.0e12}
+HBM_BYTES_PER_S = {"h200": 4.8e12, "b200": 8.0e12, "b300": 8.0e12, "gb300": 8.0e12}
 
 
 def weight_floor_ms(name: str) -> float:
     c = CONFIG["pro" if "-v4-pro-" in name else "flash"]
-    tp = 1 if "-dp8ep8-" in name else 8
+    topology = re.search(r"-(tp|dp)(\d+)(?:ep(\d+))?-", name)
+    assert topology, name
+    tp = 1 if topology[1] == "dp" else int(topology[2])
+    ep = int(topology[3] or 1)
     layers = 1 if name.endswith("-mtp") else 3 if name.endswith("-dspark") else c["layers"]
     attention = c["hidden"] * c["q_lora"] + c["q_lora"] * c["heads"] * 512 + c["hidden"] * 512
     expert = 3 * c["hidden"] * c["inter"]
     expert_bytes = 0.5 if ("-vllm" in name and not name.startswith("h200")) else 1.0   # FP4 experts
-    per_layer = attention / tp + expert / tp + 6 / 8 * expert * expert_bytes
+    per_layer = attention / tp + expert / tp + 6 / ep * expert * expert_bytes
     lm_head = 129280 * c["hidden"] * 2 / tp
     return (layers * per_layer + lm_head) / HBM_BYTES_PER_S[name.split("-")[0]] * 1e3
 

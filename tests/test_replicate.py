@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from specplan.simulator.study.published import read_case
-from specplan.simulator.study.replicate import error_statistics, replicate
+from specplan.simulator.study.replicate import AS_RUN, NEAREST, error_statistics, replicate
 from tests.conftest import REPO
 
 TINY = REPO / "tests" / "data" / "replication-tiny"
@@ -59,11 +59,29 @@ def test_the_development_set_says_why_each_case_is_out(tmp_path):
     """Every committed case reads; each one that cannot run says why (never a silent drop)."""
     cases = [read_case(p) for p in sorted(PUBLISHED.iterdir()) if (p / "source.yaml").exists()]
     assert len(cases) >= 5
-    rows = replicate(cases, tmp_path).rows
+    result = replicate(cases, tmp_path)
+    rows = result.rows
     assert set(rows["source"]) >= {"sglang-29538-v4-flash-dspark-b200", "vllm-49369-v4-flash-dspark-b300"}
     assert not rows["status"].eq("").any()
     unrunnable = rows[rows["status"] != "ok"]
     assert unrunnable["status"].str.contains("not available|database lacks|not runnable").all()
+    ran = rows[rows["status"] == "ok"]
+    assert set(ran["source"]) >= {"sglang-29538-v4-flash-dspark-b200", "sglang-33082-v4-flash-0731-dspark-gb300",
+                                  "sglang-33083-v4-flash-0731-dspark-h200", "vllm-49369-v4-flash-dspark-b300"}
+    assert (ran["basis"] == NEAREST).all()  # every case runs on the database's nearest engine version, said so
+    assert "stand-in: acceptance" in result.cases["sglang-29538-v4-flash-dspark-b200"]
+
+
+def test_a_nearest_version_case_is_labelled_and_counted_apart(tmp_path):
+    case = tmp_path / "case"
+    shutil.copytree(TINY, case)
+    source = (case / "source.yaml").read_text()
+    (case / "source.yaml").write_text(source + 'requires: {nearest_version: "engine 1.0 tables for 1.1"}\n')
+    result = replicate([read_case(case)], tmp_path / "out")
+    assert (result.rows["basis"] == NEAREST).all()
+    assert result.cases["case"] == "runs (nearest database version: engine 1.0 tables for 1.1)"
+    assert error_statistics(result.rows, "predicted", AS_RUN)["figures"] == 0
+    assert error_statistics(result.rows, "predicted", NEAREST)["figures"] == 4
 
 
 BAD = [

@@ -10,7 +10,10 @@ A case is a folder (benchmarks/published/NAME/):
                     `client` (vllm | sglang: whose metrics are compared);
                     `requires` (built-in profiles and acceptance presets the
                     case needs; `unsupported`: a GPU, engine version or kernel
-                    the database lacks); `runnable: false` with a `reason`
+                    the database lacks; `nearest_version`: the database's
+                    nearest engine version stands in for the one that was
+                    run, said in every output; `stand_ins`: what else
+                    stands in); `runnable: false` with a `reason`
                     keeps a case that the model cannot run yet
     scenario.yaml   the base scenario (a bench_client workload)
     published.csv   the figures, units exactly as published:

@@ -16,6 +16,12 @@ version or kernel the database lacks), a required built-in profile that is
 not installed, a workload marked `unavailable`, or a scenario that does not
 load gets that reason as its status and stays out of every error statistic.
 
+A case run on the database's nearest version of its engine (the version
+that was run is not in the database) says so in `requires.nearest_version`;
+its rows carry the basis "nearest database version" (else "as run") and
+`requires.stand_ins` (what else stands in: an acceptance preset, a
+checkpoint's tables), and every statistic is also reported per basis.
+
 **Calibration** (the procedure, DESIGN's "calibrated"): two parameters per
 group (engine and GPU, `Case.group`), shared by every case of the group:
 
@@ -120,7 +126,7 @@ class CaseRunner:
         """The target's profile with every step time × scale (a calibration copy, said so in its provenance)."""
         profile = load_profile(spec)
         digest = hashlib.sha1(f"{spec}|{scale}".encode()).hexdigest()[:12]
-        path = self.out_dir / "profiles" / f"scaled-x{scale:g}-{digest}.csv"
+        path = (self.out_dir / "profiles" / f"scaled-x{scale:g}-{digest}.csv").resolve()  # the scenario resolves it
         if not path.exists():
             provenance = {"device": "unknown", "model": "unknown", **profile.provenance,
                           "calibration": f"step times x {scale:g} of {profile.name} (specplan replicate)"}
@@ -157,6 +163,23 @@ def availability(case: Case) -> str | None:
     return None
 
 
+NEAREST = "nearest database version"
+AS_RUN = "as run"
+
+
+def basis(case: Case) -> str:
+    """Whether the case runs on the engine version that was measured, or the database's nearest."""
+    return NEAREST if (case.source.get("requires") or {}).get("nearest_version") else AS_RUN
+
+
+def case_label(case: Case) -> str:
+    """What the case runs on instead of what was measured (empty when nothing stands in)."""
+    requires = case.source.get("requires") or {}
+    parts = [f"{NEAREST}: {requires['nearest_version']}"] if requires.get("nearest_version") else []
+    parts += [f"stand-in: {s}" for s in requires.get("stand_ins") or []]
+    return "; ".join(parts)
+
+
 def preset_known(preset: str, family: str = "dspark") -> bool:
     try:
         check_preset(preset, family)
@@ -182,7 +205,7 @@ def base_row(case: Case, figure: Figure) -> dict[str, Any]:
     return {"source": case.name, "reference": case.source.get("reference", ""), "group": case.group,
             "workload": figure.workload, "arm": figure.arm, "metric": figure.metric,
             "concurrency": figure.concurrency, "published": figure.published, "unit": figure.unit,
-            "line": figure.line}
+            "line": figure.line, "basis": basis(case)}
 
 
 def in_unit(figure: Figure, value: float) -> float:
@@ -211,8 +234,15 @@ def replicate(cases: Iterable[Case], out_dir: str | Path, calibrate: bool = Fals
     params: dict[str, dict[str, Params]] = {}
     if calibrate and runnable:
         params = calibrations(runnable, rows, host_grid, scale_grid, progress)
-    return Replication(pd.DataFrame(list(rows.values())), params,
-                       {case.name: availability(case) or "runs" for case in cases})
+    return Replication(pd.DataFrame(list(rows.values())), params, {case.name: case_status(case) for case in cases})
+
+
+def case_status(case: Case) -> str:
+    reason = availability(case)
+    if reason:
+        return reason
+    label = case_label(case)
+    return f"runs ({label})" if label else "runs"
 
 
 def statuses(cases: list[Case], out: Path, progress: Callable[[str], None]) -> tuple[dict[int, dict], list[Entry]]:
@@ -279,9 +309,12 @@ def best_params(entries: list[Entry], host_grid: tuple[float, ...], scale_grid: 
     return best[2]
 
 
-def error_statistics(rows: pd.DataFrame, mode: str) -> dict[str, Any]:
-    """Median and max |error| over the goal metrics, and the sign check, for one mode's columns."""
+def error_statistics(rows: pd.DataFrame, mode: str, on_basis: str | None = None) -> dict[str, Any]:
+    """Median and max |error| over the goal metrics, and the sign check, for one mode's columns
+    (of the figures on one basis, `as run` or `nearest database version`, when given)."""
     column = f"{mode}_error"
+    if on_basis is not None and "basis" in rows:
+        rows = rows[rows["basis"] == on_basis]
     if column not in rows or rows.empty:
         return {"figures": 0}
     ok = rows[(rows["status"] == "ok") & rows[column].notna()]
