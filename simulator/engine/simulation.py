@@ -44,6 +44,7 @@ class SimResult:
     steps: pd.DataFrame
     spec: SpecCounters
     prefill_steps: pd.DataFrame | None = None
+    chunks: ChunkLog | None = None  # tokens each request received at each decode step (ITL)
 
 
 class Simulation:
@@ -66,9 +67,8 @@ class Simulation:
         self.pool = self.prefill_pool(scenario)
         self.prompt_caches = self.replica_caches(scenario)
         self.budget: ArrivalBudget = start_workload(self.env, scenario, self.submit, self.front.domain_mix)
-        if self.budget.bench is not None:  # a benchmark client reads every step's chunks (its ITL)
-            for replica in self.replicas:
-                replica.core.chunks = ChunkLog()
+        for replica in self.replicas:  # every step's emissions: the summary's ITL (and a benchmark client's)
+            replica.core.chunks = ChunkLog()
 
     def prefill_pool(self, scenario: Scenario) -> PrefillPool | None:
         """With cluster.prefill: the pool every arrival goes through, feeding the decode replicas."""
@@ -133,12 +133,12 @@ class Simulation:
             counts.update(cache_fields([c.cache for c in self.prompt_caches],
                                        sum(c.looked_up_tokens for c in self.prompt_caches),
                                        sum(c.saved_tokens for c in self.prompt_caches)))
-        summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile, counts)
+        chunks = ChunkLog.merge([r.core.chunks for r in self.replicas if r.core.chunks is not None])
+        summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile, counts, chunks)
         if self.budget.bench is not None:
-            chunks = ChunkLog.merge([r.core.chunks for r in self.replicas if r.core.chunks is not None])
             summary.update(bench_summary(requests, chunks, self.budget.bench, int(summary["gpus"])))
         spec = functools.reduce(SpecCounters.merge, (r.core.spec for r in self.replicas))
-        return SimResult(self.scenario, summary, requests, steps, spec, prefill_steps)
+        return SimResult(self.scenario, summary, requests, steps, spec, prefill_steps, chunks)
 
 
 def simulate(scenario: Scenario) -> SimResult:

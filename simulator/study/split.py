@@ -29,12 +29,13 @@ import functools
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+import numpy as np
 import pandas as pd
 
 from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.streams import seed_sequence
-from specplan.simulator.engine.records import SpecCounters
+from specplan.simulator.engine.records import ChunkLog, SpecCounters
 from specplan.simulator.engine.simulation import SimResult, simulate
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.scenario import Scenario
@@ -90,11 +91,27 @@ def simulate_split(scenario: Scenario, workers: int = 1) -> SimResult:
     start = time.perf_counter()
     results = run_all(split_scenarios(scenario), workers)
     requests = merged_frame([r.requests for r in results], "arrival_s")
+    chunks = renumbered_chunks(results, requests)
     requests["request_id"] = range(len(requests))
     steps = merged_frame([r.steps for r in results], "end_s")
     end_s = max(r.summary["simulated_s"] for r in results)
     summary = summarize(scenario, requests, steps, end_s, time.perf_counter() - start,
-                        load_profile(scenario.hardware.profile))
+                        load_profile(scenario.hardware.profile), chunks=chunks)
     summary["split_replicas"] = len(results)
     spec = functools.reduce(SpecCounters.merge, (r.spec for r in results))
-    return SimResult(scenario, summary, requests, steps, spec)
+    return SimResult(scenario, summary, requests, steps, spec, chunks=chunks)
+
+
+def renumbered_chunks(results: list[SimResult], requests: pd.DataFrame) -> ChunkLog:
+    """Every replica's chunk log with its request ids mapped to the merged frame's row numbers."""
+    out = ChunkLog()
+    for i, result in enumerate(results):
+        if result.chunks is None:
+            continue
+        mine = requests["replica"].to_numpy() == i
+        new_id = np.zeros(len(result.requests), dtype=np.int64)
+        new_id[requests["request_id"].to_numpy()[mine]] = np.flatnonzero(mine)
+        out.times += result.chunks.times
+        out.rids += [new_id[rids] for rids in result.chunks.rids]
+        out.tokens += result.chunks.tokens
+    return out
