@@ -162,5 +162,5 @@ def test_a_ray_backend_needs_a_search_block(cli, tmp_path):
 
 
 def test_plan_search_refuses_a_scenario_without_a_space():
-    with pytest.raises(SpecplanError, match="needs a search: block"):
+    with pytest.raises(SpecplanError, match="a deployment search needs a search: block"):
         plan_search(copy.deepcopy(KNOWN), target())

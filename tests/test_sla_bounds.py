@@ -104,7 +104,7 @@ def test_a_request_s_gaps_add_up_to_its_decode_time():
     result = simulate(scenario_from_mapping(BASE, REPO))
     done = result.requests[(result.requests["status"] == "completed")
                            & (result.requests["arrival_s"] >= BASE["horizon"]["warmup_s"])]
-    times, rids, _ = result.chunks.arrays()
+    times, rids, _ = result.chunks.emissions()
     gaps_per_request = {rid: np.diff(np.concatenate([[first], np.sort(times[rids == rid])]))
                         for rid, first in zip(done["request_id"], done["first_token_s"], strict=True)}
     total_ms = sum(g.sum() for g in gaps_per_request.values()) * 1e3

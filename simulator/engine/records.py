@@ -172,38 +172,61 @@ class RequestLog:
 class ChunkLog:
     """Tokens each request received at each decode step: the chunks a streaming client reads.
 
-    Kept only when a benchmark client measures inter-token latency (the
-    decode core records nothing otherwise). One block per step: the step's
-    end time, the ids of the requests that decoded, and the tokens each
-    emitted (accepted drafts + 1, cut at what the request had left).
+    Kept for every run: the summary's inter-token latency and a benchmark
+    client's read it. One block per step: the step's end time, the ids of
+    the requests that decoded, the tokens each emitted (accepted drafts + 1,
+    cut at what the request had left), and when each of those requests last
+    received tokens before (NaN for its first step: its gap starts at its
+    first token), tracked as the steps arrive so that no sort is needed later.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keep_tokens: bool = True) -> None:
+        self.keep_tokens = keep_tokens  # a benchmark client's SGLang ITL reads them; the summary does not
         self.times: list[float] = []
         self.rids: list[np.ndarray] = []
         self.tokens: list[np.ndarray] = []
+        self.previous: list[np.ndarray] = []
+        self.last = np.full(1024, np.nan)  # per request id: the end of its last step with tokens
 
     def add(self, end_s: float, rids: np.ndarray, tokens: np.ndarray) -> None:
+        try:
+            previous = self.last[rids]
+        except IndexError:
+            self.last = np.concatenate([self.last, np.full(max(self.last.size, int(rids.max()) + 1), np.nan)])
+            previous = self.last[rids]
+        self.last[rids] = end_s
         self.times.append(end_s)
         self.rids.append(rids.copy())
-        self.tokens.append(np.array(tokens, dtype=np.int64))
+        if self.keep_tokens:
+            self.tokens.append(np.array(tokens, dtype=np.int64))
+        self.previous.append(previous)
+
+    def emissions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(time, request id, that request's previous emission time or NaN) per chunk."""
+        if not self.times:
+            return np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0)
+        times = np.repeat(np.asarray(self.times), [r.size for r in self.rids])
+        return times, np.concatenate(self.rids), np.concatenate(self.previous)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(time, request id, tokens) per chunk, flattened over the steps."""
         if not self.times:
             empty = np.zeros(0, dtype=np.int64)
             return np.zeros(0), empty, empty
+        if not self.keep_tokens:
+            raise ValueError("this chunk log was kept without tokens (no benchmark client)")
         counts = [r.size for r in self.rids]
         return (np.repeat(np.asarray(self.times), counts), np.concatenate(self.rids),
                 np.concatenate(self.tokens))
 
     @staticmethod
     def merge(logs: list[ChunkLog]) -> ChunkLog:
-        out = ChunkLog()
+        out = ChunkLog(keep_tokens=all(log.keep_tokens for log in logs))
         for log in logs:
             out.times += log.times
             out.rids += log.rids
             out.tokens += log.tokens
+            out.previous += log.previous
         return out
 
 

@@ -68,7 +68,7 @@ class Simulation:
         self.prompt_caches = self.replica_caches(scenario)
         self.budget: ArrivalBudget = start_workload(self.env, scenario, self.submit, self.front.domain_mix)
         for replica in self.replicas:  # every step's emissions: the summary's ITL (and a benchmark client's)
-            replica.core.chunks = ChunkLog()
+            replica.core.chunks = ChunkLog(keep_tokens=self.budget.bench is not None)
 
     def prefill_pool(self, scenario: Scenario) -> PrefillPool | None:
         """With cluster.prefill: the pool every arrival goes through, feeding the decode replicas."""

@@ -71,7 +71,7 @@ def parse_bound(text: str, where: str = "--sla") -> Bound:
         raise SpecplanError(f"{where}: {text!r}: {raw!r} is not a number") from None
     if not (math.isfinite(value) and value > 0):
         raise SpecplanError(f"{where}: {text!r}: the bound must be a positive number")
-    wanted = "<=" if key in UPPER_BOUNDED else ">="
+    wanted: Literal["<=", ">="] = "<=" if key in UPPER_BOUNDED else ">="
     if op != wanted:
         kind = "an upper" if wanted == "<=" else "a lower"
         raise SpecplanError(f"{where}: {key} takes {kind} bound ({key}{wanted}{value:g}): more replicas must help")

@@ -3,7 +3,7 @@
     launch = launch_config(scenario, provenance)        # the winner at its planned size
     launch.vllm()     a `vllm serve` command per pool (one line per replica kind)
     launch.sglang()   `python -m sglang.launch_server` per pool
-    launch.trtllm()   TensorRT-LLM LLM-API YAML with draft_len_schedule (a `schedule` policy only)
+    launch.trtllm()   TensorRT-LLM LLM-API YAML with draft_len_schedule (a `length-schedule` policy only)
 
 What is read: the model and the parallelism (TP / EP / DP) from the decode
 profile's provenance (`model:`, `parallelism:` lines of a built-in), the
@@ -41,9 +41,10 @@ from typing import Any
 
 import yaml
 
+from specplan.policies.schedule import LengthSchedule
 from specplan.simulator.scenario import Scenario
 
-SCHEDULE_POLICY = "schedule"
+SCHEDULE_POLICY = LengthSchedule.name
 VLLM_METHOD = {"mtp": "mtp", "eagle3": "eagle3", "dflash": "dflash", "dspark": "dflash"}
 SGLANG_ALGORITHM = {"mtp": "NEXTN", "eagle3": "EAGLE3", "dflash": "DFLASH", "dspark": "DFLASH"}
 NEEDS_DRAFT_MODEL = ("eagle3", "dflash", "dspark")
@@ -183,7 +184,7 @@ class LaunchConfig:
         return notes
 
     def trtllm(self) -> dict[str, Any] | None:
-        """TensorRT-LLM's speculative_config for a `schedule` policy (None for any other policy)."""
+        """TensorRT-LLM's speculative_config for a `length-schedule` policy (None for any other policy)."""
         return None if self.schedule is None else trtllm_speculative_config(self.schedule)
 
 
@@ -237,7 +238,7 @@ def launch_config(scenario: Scenario, provenance: dict[str, str],
 
 
 def launch_files(launch: LaunchConfig) -> dict[str, str]:
-    """File name → text: launch-vllm.sh, launch-sglang.sh, and trtllm.yaml for a schedule policy."""
+    """File name → text: launch-vllm.sh, launch-sglang.sh, and trtllm.yaml for a length-schedule policy."""
     files = {"launch-vllm.sh": launch.script("vllm"), "launch-sglang.sh": launch.script("sglang")}
     trt = launch.trtllm()
     if trt is not None:

@@ -133,7 +133,7 @@ class SearchPlan:
 
     def point_scenario(self, p: PointPlan, replicas: int) -> Scenario:
         """A point's scenario at `replicas` decode replicas and the demand (as its probes ran it)."""
-        point = search_points(self.raw, validated(self.raw, self.folder, self.source, "").search)[p.info.index]
+        point = searched_points(self.raw, self.folder, self.source)[p.info.index]
         return point_scenario(point, replicas, self.target, self.folder, self.source)
 
     def launch(self) -> LaunchConfig | None:
@@ -203,7 +203,7 @@ def plan_point(raw: dict, folder: Path, name: str, index: int, target: Target, m
                probes_dir: Path | None, known: dict[str, dict[str, Any]]) -> tuple[VariantPlan, dict[str, Any]]:
     """One point's fewest decode replicas; returns its plan and the probe records it made (for a driver
     that stores them, when `probes_dir` is None)."""
-    point = search_points(raw, validated(raw, folder, name, "").search)[index]
+    point = searched_points(raw, folder, name)[index]
     store = ProbeStore(probes_dir, known)
     probes: dict[int, Probe] = {}
 
@@ -217,15 +217,20 @@ def plan_point(raw: dict, folder: Path, name: str, index: int, target: Target, m
     return plan, store.fresh
 
 
+def searched_points(raw: dict, folder: Path, name: str) -> list[SearchPoint]:
+    """The points of the scenario's search space (one line when it has none)."""
+    search = validated(raw, folder, name, "").search
+    if search is None:
+        raise SpecplanError(f"{name}: a deployment search needs a search: block in the scenario (the space to search)")
+    return search_points(raw, search)
+
+
 def expanded(source: str | Path | Scenario | dict, overrides: tuple[str, ...] | list[str],
              target: Target) -> tuple[dict, Path, str, list[SearchPoint]]:
     """The source, its points, each checked at one replica and the demand (one line for a bad one)."""
     raw, folder, name = read_source(source, overrides)
-    base = validated(raw, folder, name, "")
-    if base.search is None:
-        raise SpecplanError(f"{name}: --search needs a search: block in the scenario (the space to search)")
-    fits(base, target.load[0], name, "", LOAD_FLAGS)
-    points = search_points(raw, base.search)
+    points = searched_points(raw, folder, name)
+    fits(validated(raw, folder, name, ""), target.load[0], name, "", LOAD_FLAGS)
     for point in points:
         point_scenario(point, 1, target, folder, name)
     return raw, folder, name, points
@@ -307,6 +312,9 @@ def search_table(plan: SearchPlan) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(cols))]
     lines = [head] + ["  ".join(c.ljust(w) if i in (1, len(cols) - 1) else c.rjust(w)
                                 for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
+    lines += [f"  {p.info.label}: not sure: a bound of the SLA lies inside the 95% interval at {p.plan.replicas} "
+              f"or {p.plan.replicas - 1} decode replica(s); more seeds (--seeds) or a longer horizon would settle it"
+              for p in plan.ranked() if p.plan.replicas is not None and not p.plan.sure(t)]
     winner = plan.winner
     lines.append(f"winner: {winner.info.label}" if winner else "winner: none (no deployment meets the SLA)")
     return "\n".join(lines)

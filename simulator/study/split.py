@@ -104,7 +104,7 @@ def simulate_split(scenario: Scenario, workers: int = 1) -> SimResult:
 
 def renumbered_chunks(results: list[SimResult], requests: pd.DataFrame) -> ChunkLog:
     """Every replica's chunk log with its request ids mapped to the merged frame's row numbers."""
-    out = ChunkLog()
+    out = ChunkLog(keep_tokens=all(r.chunks is not None and r.chunks.keep_tokens for r in results))
     for i, result in enumerate(results):
         if result.chunks is None:
             continue
@@ -114,4 +114,5 @@ def renumbered_chunks(results: list[SimResult], requests: pd.DataFrame) -> Chunk
         out.times += result.chunks.times
         out.rids += [new_id[rids] for rids in result.chunks.rids]
         out.tokens += result.chunks.tokens
+        out.previous += result.chunks.previous
     return out
