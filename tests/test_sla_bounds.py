@@ -101,7 +101,7 @@ def test_itl_is_the_pooled_step_gaps_of_measured_requests():
 
 
 def test_a_request_s_gaps_add_up_to_its_decode_time():
-    result = simulate(scenario_from_mapping(BASE, REPO))
+    result = simulate(scenario_from_mapping(BASE, REPO), itl=True)
     done = result.requests[(result.requests["status"] == "completed")
                            & (result.requests["arrival_s"] >= BASE["horizon"]["warmup_s"])]
     times, rids, _ = result.chunks.emissions()
@@ -111,3 +111,12 @@ def test_a_request_s_gaps_add_up_to_its_decode_time():
     assert total_ms == pytest.approx(((done["finish_s"] - done["first_token_s"]).sum()) * 1e3)
     assert result.summary["itl_mean_ms"] == pytest.approx(total_ms / sum(g.size for g in gaps_per_request.values()))
     assert result.summary["ttft_p50_s"] <= result.summary["ttft_p90_s"] <= result.summary["ttft_p99_s"]
+
+
+def test_without_the_emission_log_itl_is_nan_and_nothing_else_changes():
+    scenario = scenario_from_mapping(BASE, REPO)
+    with_log, without = simulate(scenario, itl=True).summary, simulate(scenario).summary
+    assert all(np.isnan(without[k]) for k in ("itl_mean_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms"))
+    same = sorted(k for k in with_log if not k.startswith("itl_") and k != "wall_s")
+    assert pd.Series([with_log[k] for k in same], dtype=object).equals(pd.Series([without[k] for k in same],
+                                                                                 dtype=object))

@@ -173,19 +173,20 @@ class ChunkLog:
     """Tokens each request received at each decode step: the chunks a streaming client reads.
 
     Kept for every run: the summary's inter-token latency and a benchmark
-    client's read it. One block per step: the step's end time, the ids of
-    the requests that decoded, the tokens each emitted (accepted drafts + 1,
-    cut at what the request had left), and when each of those requests last
-    received tokens before (NaN for its first step: its gap starts at its
-    first token), tracked as the steps arrive so that no sort is needed later.
+    client's read it. One row per (step, decoding request): the step's end
+    time, the request id, the tokens it emitted (accepted drafts + 1, cut at
+    what it had left; kept only for a benchmark client), and when that
+    request last received tokens before (NaN for its first step: its gap
+    starts at its first token), tracked as the steps arrive so that no sort
+    is needed later. Rows live in growable numpy columns, so a long run
+    holds a few arrays, not one object per step for the garbage collector.
     """
 
     def __init__(self, keep_tokens: bool = True) -> None:
         self.keep_tokens = keep_tokens  # a benchmark client's SGLang ITL reads them; the summary does not
-        self.times: list[float] = []
-        self.rids: list[np.ndarray] = []
-        self.tokens: list[np.ndarray] = []
-        self.previous: list[np.ndarray] = []
+        self.size = 0
+        self.columns = {"time": np.zeros(4096), "rid": np.zeros(4096, dtype=np.int64), "previous": np.zeros(4096),
+                        **({"tokens": np.zeros(4096, dtype=np.int64)} if keep_tokens else {})}
         self.last = np.full(1024, np.nan)  # per request id: the end of its last step with tokens
 
     def add(self, end_s: float, rids: np.ndarray, tokens: np.ndarray) -> None:
@@ -195,38 +196,52 @@ class ChunkLog:
             self.last = np.concatenate([self.last, np.full(max(self.last.size, int(rids.max()) + 1), np.nan)])
             previous = self.last[rids]
         self.last[rids] = end_s
-        self.times.append(end_s)
-        self.rids.append(rids.copy())
+        start, stop = self.size, self.size + rids.size
+        if stop > self.columns["time"].size:
+            self.grow(stop)
+        columns = self.columns
+        columns["time"][start:stop] = end_s
+        columns["rid"][start:stop] = rids
+        columns["previous"][start:stop] = previous
         if self.keep_tokens:
-            self.tokens.append(np.array(tokens, dtype=np.int64))
-        self.previous.append(previous)
+            columns["tokens"][start:stop] = tokens
+        self.size = stop
+
+    def grow(self, needed: int) -> None:
+        capacity = max(needed, 2 * self.columns["time"].size)
+        for name, column in self.columns.items():
+            wider = np.zeros(capacity, dtype=column.dtype)
+            wider[:self.size] = column[:self.size]
+            self.columns[name] = wider
+
+    def column(self, name: str) -> np.ndarray:
+        return self.columns[name][:self.size]
 
     def emissions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(time, request id, that request's previous emission time or NaN) per chunk."""
-        if not self.times:
-            return np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0)
-        times = np.repeat(np.asarray(self.times), [r.size for r in self.rids])
-        return times, np.concatenate(self.rids), np.concatenate(self.previous)
+        return self.column("time"), self.column("rid"), self.column("previous")
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(time, request id, tokens) per chunk, flattened over the steps."""
-        if not self.times:
-            empty = np.zeros(0, dtype=np.int64)
-            return np.zeros(0), empty, empty
+        """(time, request id, tokens) per chunk, in step order."""
         if not self.keep_tokens:
             raise ValueError("this chunk log was kept without tokens (no benchmark client)")
-        counts = [r.size for r in self.rids]
-        return (np.repeat(np.asarray(self.times), counts), np.concatenate(self.rids),
-                np.concatenate(self.tokens))
+        return self.column("time"), self.column("rid"), self.column("tokens")
+
+    def extend(self, other: ChunkLog, rid_map: np.ndarray | None = None) -> None:
+        """Append another log's rows (its request ids mapped through `rid_map` when given)."""
+        start, stop = self.size, self.size + other.size
+        if stop > self.columns["time"].size:
+            self.grow(stop)
+        for name in self.columns:
+            values = other.column(name)
+            self.columns[name][start:stop] = rid_map[values] if name == "rid" and rid_map is not None else values
+        self.size = stop
 
     @staticmethod
     def merge(logs: list[ChunkLog]) -> ChunkLog:
         out = ChunkLog(keep_tokens=all(log.keep_tokens for log in logs))
         for log in logs:
-            out.times += log.times
-            out.rids += log.rids
-            out.tokens += log.tokens
-            out.previous += log.previous
+            out.extend(log)
         return out
 
 

@@ -305,7 +305,7 @@ def seed_run(scenario: Scenario, label: str, store: ProbeStore) -> dict[str, Any
     stored = store.get(key)
     if stored is not None and "keep_up_verdict" in stored:
         return stored
-    result = simulate(scenario)
+    result = simulate(scenario, itl=True)
     backlog = judge_backlog(result.requests, scenario.horizon.warmup_s, float(result.summary["simulated_s"]))
     summary = normalise({**result.summary, **backlog.fields(), "key": key, "seed": scenario.seed})
     store.put(key, summary, scenario)

@@ -71,11 +71,11 @@ def split_scenarios(scenario: Scenario) -> list[Scenario]:
             for i in range(n)]
 
 
-def run_all(scenarios: list[Scenario], workers: int) -> list[SimResult]:
+def run_all(scenarios: list[Scenario], workers: int, itl: bool = False) -> list[SimResult]:
     if workers <= 1 or len(scenarios) == 1:
-        return [simulate(s) for s in scenarios]
+        return [simulate(s, itl) for s in scenarios]
     with ProcessPoolExecutor(max_workers=min(workers, len(scenarios))) as pool:
-        return list(pool.map(simulate, scenarios))
+        return list(pool.map(functools.partial(simulate, itl=itl), scenarios))
 
 
 def merged_frame(frames: list[pd.DataFrame], order: str) -> pd.DataFrame:
@@ -84,12 +84,12 @@ def merged_frame(frames: list[pd.DataFrame], order: str) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True).sort_values(order, kind="stable", ignore_index=True)
 
 
-def simulate_split(scenario: Scenario, workers: int = 1) -> SimResult:
+def simulate_split(scenario: Scenario, workers: int = 1, itl: bool = False) -> SimResult:
     """The cluster of `scenario` as independent one-replica runs (see the module docstring)."""
     if workers < 1:
         raise SpecplanError(f"--workers must be >= 1, got {workers}")
     start = time.perf_counter()
-    results = run_all(split_scenarios(scenario), workers)
+    results = run_all(split_scenarios(scenario), workers, itl)
     requests = merged_frame([r.requests for r in results], "arrival_s")
     chunks = renumbered_chunks(results, requests)
     requests["request_id"] = range(len(requests))
@@ -102,8 +102,10 @@ def simulate_split(scenario: Scenario, workers: int = 1) -> SimResult:
     return SimResult(scenario, summary, requests, steps, spec, chunks=chunks)
 
 
-def renumbered_chunks(results: list[SimResult], requests: pd.DataFrame) -> ChunkLog:
+def renumbered_chunks(results: list[SimResult], requests: pd.DataFrame) -> ChunkLog | None:
     """Every replica's chunk log with its request ids mapped to the merged frame's row numbers."""
+    if any(r.chunks is None for r in results):
+        return None
     out = ChunkLog(keep_tokens=all(r.chunks is not None and r.chunks.keep_tokens for r in results))
     for i, result in enumerate(results):
         if result.chunks is None:
@@ -111,8 +113,5 @@ def renumbered_chunks(results: list[SimResult], requests: pd.DataFrame) -> Chunk
         mine = requests["replica"].to_numpy() == i
         new_id = np.zeros(len(result.requests), dtype=np.int64)
         new_id[requests["request_id"].to_numpy()[mine]] = np.flatnonzero(mine)
-        out.times += result.chunks.times
-        out.rids += [new_id[rids] for rids in result.chunks.rids]
-        out.tokens += result.chunks.tokens
-        out.previous += result.chunks.previous
+        out.extend(result.chunks, new_id)
     return out
