@@ -107,7 +107,7 @@ def test_plan_json_contract_on_the_command_line(cli, tmp_path):
     assert list(payload) == ["variants"]
     (row,) = payload["variants"]
     assert list(row) == ["label", "replicas", "gpus", "meets_sla", "tps_user", "throughput_per_gpu",
-                         "cost_per_hour", "seeds", "tps_user_ci95", "one_fewer", "sure"]
+                         "cost_per_hour", "seeds", "tps_user_ci95", "one_fewer", "sure", "sla"]
     assert (row["label"], row["replicas"], row["gpus"], row["cost_per_hour"]) == ("c=0.5ms", 2, 4, None)
     assert row["seeds"] == 3 and row["tps_user_ci95"] > 0 and row["sure"] is True
     assert row["one_fewer"]["replicas"] == 1 and row["one_fewer"]["tps_user"] < SLA

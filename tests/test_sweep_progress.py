@@ -76,7 +76,7 @@ def test_a_single_run_with_a_bar_gives_the_same_results():
     del raw["sweep"]
     for horizon in ({"duration_s": 5, "warmup_s": 1}, {"requests": 40, "warmup_s": 0}):
         scenario = scenario_from_mapping({**raw, "horizon": horizon}, REPO)
-        plain = simulate(scenario)
+        plain = simulate(scenario, itl=True)  # `specplan run` measures ITL
         with_bar = simulate_with_progress(scenario, enabled=True)
         summary = clean({k: v for k, v in with_bar.summary.items() if k != "wall_s"})
         assert summary == clean({k: v for k, v in plain.summary.items() if k != "wall_s"})

@@ -15,9 +15,9 @@ from specplan.simulator.engine.simulation import Simulation
 TICKS = 200
 
 
-def simulate_with_progress(scenario: Any, enabled: bool | None = None) -> Any:
-    """`simulate(scenario)` with a progress bar (per mille of the horizon) on a terminal."""
-    sim = Simulation(scenario)
+def simulate_with_progress(scenario: Any, enabled: bool | None = None, itl: bool = True) -> Any:
+    """`simulate(scenario, itl)` with a progress bar (per mille of the horizon) on a terminal."""
+    sim = Simulation(scenario, itl)
     with Progress(1000, scenario.name, enabled=enabled) as bar:
         if bar.enabled:
             sim.env.process(horizon_ticker(sim, bar))

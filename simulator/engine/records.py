@@ -173,38 +173,76 @@ class RequestLog:
 class ChunkLog:
     """Tokens each request received at each decode step: the chunks a streaming client reads.
 
-    Kept only when a benchmark client measures inter-token latency (the
-    decode core records nothing otherwise). One block per step: the step's
-    end time, the ids of the requests that decoded, and the tokens each
-    emitted (accepted drafts + 1, cut at what the request had left).
+    Kept for every run: the summary's inter-token latency and a benchmark
+    client's read it. One row per (step, decoding request): the step's end
+    time, the request id, the tokens it emitted (accepted drafts + 1, cut at
+    what it had left; kept only for a benchmark client), and when that
+    request last received tokens before (NaN for its first step: its gap
+    starts at its first token), tracked as the steps arrive so that no sort
+    is needed later. Rows live in growable numpy columns, so a long run
+    holds a few arrays, not one object per step for the garbage collector.
     """
 
-    def __init__(self) -> None:
-        self.times: list[float] = []
-        self.rids: list[np.ndarray] = []
-        self.tokens: list[np.ndarray] = []
+    def __init__(self, keep_tokens: bool = True) -> None:
+        self.keep_tokens = keep_tokens  # a benchmark client's SGLang ITL reads them; the summary does not
+        self.size = 0
+        self.columns = {"time": np.zeros(4096), "rid": np.zeros(4096, dtype=np.int64), "previous": np.zeros(4096),
+                        **({"tokens": np.zeros(4096, dtype=np.int64)} if keep_tokens else {})}
+        self.last = np.full(1024, np.nan)  # per request id: the end of its last step with tokens
 
     def add(self, end_s: float, rids: np.ndarray, tokens: np.ndarray) -> None:
-        self.times.append(end_s)
-        self.rids.append(rids.copy())
-        self.tokens.append(np.array(tokens, dtype=np.int64))
+        try:
+            previous = self.last[rids]
+        except IndexError:
+            self.last = np.concatenate([self.last, np.full(max(self.last.size, int(rids.max()) + 1), np.nan)])
+            previous = self.last[rids]
+        self.last[rids] = end_s
+        start, stop = self.size, self.size + rids.size
+        if stop > self.columns["time"].size:
+            self.grow(stop)
+        columns = self.columns
+        columns["time"][start:stop] = end_s
+        columns["rid"][start:stop] = rids
+        columns["previous"][start:stop] = previous
+        if self.keep_tokens:
+            columns["tokens"][start:stop] = tokens
+        self.size = stop
+
+    def grow(self, needed: int) -> None:
+        capacity = max(needed, 2 * self.columns["time"].size)
+        for name, column in self.columns.items():
+            wider = np.zeros(capacity, dtype=column.dtype)
+            wider[:self.size] = column[:self.size]
+            self.columns[name] = wider
+
+    def column(self, name: str) -> np.ndarray:
+        return self.columns[name][:self.size]
+
+    def emissions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(time, request id, that request's previous emission time or NaN) per chunk."""
+        return self.column("time"), self.column("rid"), self.column("previous")
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(time, request id, tokens) per chunk, flattened over the steps."""
-        if not self.times:
-            empty = np.zeros(0, dtype=np.int64)
-            return np.zeros(0), empty, empty
-        counts = [r.size for r in self.rids]
-        return (np.repeat(np.asarray(self.times), counts), np.concatenate(self.rids),
-                np.concatenate(self.tokens))
+        """(time, request id, tokens) per chunk, in step order."""
+        if not self.keep_tokens:
+            raise ValueError("this chunk log was kept without tokens (no benchmark client)")
+        return self.column("time"), self.column("rid"), self.column("tokens")
+
+    def extend(self, other: ChunkLog, rid_map: np.ndarray | None = None) -> None:
+        """Append another log's rows (its request ids mapped through `rid_map` when given)."""
+        start, stop = self.size, self.size + other.size
+        if stop > self.columns["time"].size:
+            self.grow(stop)
+        for name in self.columns:
+            values = other.column(name)
+            self.columns[name][start:stop] = rid_map[values] if name == "rid" and rid_map is not None else values
+        self.size = stop
 
     @staticmethod
     def merge(logs: list[ChunkLog]) -> ChunkLog:
-        out = ChunkLog()
+        out = ChunkLog(keep_tokens=all(log.keep_tokens for log in logs))
         for log in logs:
-            out.times += log.times
-            out.rids += log.rids
-            out.tokens += log.tokens
+            out.extend(log)
         return out
 
 

@@ -44,12 +44,13 @@ class SimResult:
     steps: pd.DataFrame
     spec: SpecCounters
     prefill_steps: pd.DataFrame | None = None
+    chunks: ChunkLog | None = None  # tokens each request received at each decode step (ITL)
 
 
 class Simulation:
     """The cluster wired together: workload → router → replicas → records."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, itl: bool = False) -> None:
         self.scenario = scenario
         self.env = simpy.Environment()
         parts = assemble(scenario)
@@ -66,9 +67,9 @@ class Simulation:
         self.pool = self.prefill_pool(scenario)
         self.prompt_caches = self.replica_caches(scenario)
         self.budget: ArrivalBudget = start_workload(self.env, scenario, self.submit, self.front.domain_mix)
-        if self.budget.bench is not None:  # a benchmark client reads every step's chunks (its ITL)
+        if itl or self.budget.bench is not None:  # every step's emissions: the ITL statistics read them
             for replica in self.replicas:
-                replica.core.chunks = ChunkLog()
+                replica.core.chunks = ChunkLog(keep_tokens=self.budget.bench is not None)
 
     def prefill_pool(self, scenario: Scenario) -> PrefillPool | None:
         """With cluster.prefill: the pool every arrival goes through, feeding the decode replicas."""
@@ -133,14 +134,16 @@ class Simulation:
             counts.update(cache_fields([c.cache for c in self.prompt_caches],
                                        sum(c.looked_up_tokens for c in self.prompt_caches),
                                        sum(c.saved_tokens for c in self.prompt_caches)))
-        summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile, counts)
-        if self.budget.bench is not None:
-            chunks = ChunkLog.merge([r.core.chunks for r in self.replicas if r.core.chunks is not None])
+        logs = [r.core.chunks for r in self.replicas if r.core.chunks is not None]
+        chunks = ChunkLog.merge(logs) if logs else None
+        summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile, counts, chunks)
+        if self.budget.bench is not None and chunks is not None:
             summary.update(bench_summary(requests, chunks, self.budget.bench, int(summary["gpus"])))
         spec = functools.reduce(SpecCounters.merge, (r.core.spec for r in self.replicas))
-        return SimResult(self.scenario, summary, requests, steps, spec, prefill_steps)
+        return SimResult(self.scenario, summary, requests, steps, spec, prefill_steps, chunks)
 
 
-def simulate(scenario: Scenario) -> SimResult:
-    """Run one scenario to its horizon and summarise it."""
-    return Simulation(scenario).run()
+def simulate(scenario: Scenario, itl: bool = False) -> SimResult:
+    """Run one scenario to its horizon and summarise it; `itl` logs every step's emissions for the
+    inter-token latency statistics (NaN without: the log costs the engine's fastest path ~40%)."""
+    return Simulation(scenario, itl).run()

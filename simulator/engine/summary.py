@@ -10,6 +10,14 @@ whole run, so that they add up (conservation).
 `mean_accepted_per_step` is τ pooled over proposals, as published figures
 are (DESIGN.md §1): Σ (accepted + 1) over request-steps / request-steps.
 
+Inter-token latency (ITL) is read from the per-step emissions (the
+`ChunkLog`): a request's inter-token latencies are its step gaps, the time
+from its first token to the end of the first decode step that gave it
+tokens, then from each such step to the next (a step that emits accepted + 1
+tokens is one gap, as a streaming client sees it and as `vllm bench serve`
+counts ITL). `itl_*_ms` pool the gaps of every measured completed request
+(arrived after warmup) and take numpy's mean and linear percentiles.
+
 `summarize` assembles the parts; each part takes only what it needs.
 """
 
@@ -23,10 +31,12 @@ import numpy as np
 import pandas as pd
 
 from specplan.policies.registry import policy_class
+from specplan.simulator.engine.records import ChunkLog
 
 SUMMARY_KEYS = (
     "policy", "throughput_tokens_per_s", "throughput_tokens_per_s_per_gpu", "tps_user_mean",
-    "tps_user_p10", "tps_user_p50", "tps_user_p90", "ttft_p50_s", "ttft_p99_s", "requests_arrived",
+    "tps_user_p10", "tps_user_p50", "tps_user_p90", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "itl_mean_ms",
+    "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "requests_arrived",
     "requests_completed", "tokens_generated", "mean_accepted_per_step",
     "mean_verify_tokens_per_request_step", "mean_batch_requests", "simulated_s", "wall_s",
 )
@@ -55,8 +65,10 @@ def ratio(num: float, den: float) -> float:
 
 
 def summarize(scenario: Any, requests: pd.DataFrame, steps: pd.DataFrame, end_s: float, wall_s: float,
-              profile: Any = None, extra_counts: dict[str, int] | None = None) -> dict[str, Any]:
-    """The whole summary of a run; `profile` (optional) splits attention out of the verify time."""
+              profile: Any = None, extra_counts: dict[str, int] | None = None,
+              chunks: ChunkLog | None = None) -> dict[str, Any]:
+    """The whole summary of a run; `profile` (optional) splits attention out of the verify time,
+    `chunks` (the per-step emissions) gives the inter-token latencies (NaN without)."""
     window = Window(scenario.horizon.warmup_s, end_s)
     in_window = steps[steps["end_s"] > window.warmup_s]
     replicas = scenario.cluster.replicas
@@ -69,6 +81,7 @@ def summarize(scenario: Any, requests: pd.DataFrame, steps: pd.DataFrame, end_s:
         **policy_fields(scenario.policy.name),
         **throughput_fields(requests, in_window, window, gpus, disaggregated),
         **user_fields(requests, window),
+        **itl_fields(requests, window, chunks),
         **request_counts(requests),
         **step_fields(in_window, window, replicas, profile),
         "engine_steps": len(steps),
@@ -123,9 +136,39 @@ def user_fields(requests: pd.DataFrame, window: Window) -> dict[str, Any]:
         "tps_user_p50": percentile(tps, 50),
         "tps_user_p90": percentile(tps, 90),
         "ttft_p50_s": percentile(measured["ttft_s"], 50),
+        "ttft_p90_s": percentile(measured["ttft_s"], 90),
         "ttft_p99_s": percentile(measured["ttft_s"], 99),
         "requests_completed_in_window": len(completed),
     }
+
+
+def itl_fields(requests: pd.DataFrame, window: Window, chunks: ChunkLog | None) -> dict[str, float]:
+    """Mean and p50/p90/p99 of the step gaps of completed requests that arrived after warmup (ms)."""
+    gaps = np.zeros(0)
+    if chunks is not None:
+        measured = requests[(requests["arrival_s"] >= window.warmup_s) & (requests["status"] == "completed")]
+        gaps = step_gaps(measured, chunks)
+    if not gaps.size:
+        return {"itl_mean_ms": math.nan, "itl_p50_ms": math.nan, "itl_p90_ms": math.nan, "itl_p99_ms": math.nan}
+    p50, p90, p99 = np.percentile(gaps, [50, 90, 99]) * 1e3  # one partition for the three
+    return {"itl_mean_ms": float(gaps.mean()) * 1e3, "itl_p50_ms": float(p50), "itl_p90_ms": float(p90),
+            "itl_p99_ms": float(p99)}
+
+
+def step_gaps(measured: pd.DataFrame, chunks: ChunkLog) -> np.ndarray:
+    """Every gap between a measured request's successive emissions (its first token, then each step):
+    each chunk's time minus the request's previous emission (`ChunkLog` tracks it; the first token's
+    time for its first chunk)."""
+    times, rids, previous = chunks.emissions()
+    if not len(measured) or not rids.size:
+        return np.zeros(0)
+    ids = measured["request_id"].to_numpy(dtype=np.int64)
+    first_token = np.full(int(max(ids.max(), rids.max())) + 1, np.nan)
+    first_token[ids] = measured["first_token_s"].to_numpy(dtype=float)
+    start = first_token[rids]
+    keep = ~np.isnan(start)
+    since = np.where(np.isnan(previous), start, previous)
+    return times[keep] - since[keep]
 
 
 def request_counts(requests: pd.DataFrame) -> dict[str, int]:

@@ -6,6 +6,12 @@
         - {label: MTP-1, drafter: {family: mtp, block_size: 1}, policy: {name: mtp-1}}
       seeds: [1, 2, 3]                   # default: the scenario's own seed
     sla: {tps_user: [80, 120], statistic: p50, ttft_s: 2.0}
+    sla: {bounds: ["ttft_p99_s<=2", "tps_user_p10>=30", "itl_p99_ms<=80"]}   # what `specplan plan` meets
+
+A bound is `KEY<=VALUE` or `KEY>=VALUE` on a summary.json key (`Bound`,
+`parse_bound`): an upper bound on a latency (TTFT p50/p90/p99 in seconds,
+inter-token latency mean/p50/p90/p99 in ms), a lower bound on a
+tokens/s/user statistic, the directions in which more replicas help.
 
 The load axis scales the workload the scenario wrote (users of a closed
 loop; the mean rate of poisson / gamma / mmpp / piecewise arrivals; a
@@ -18,6 +24,8 @@ These dataclasses never import the scenario module (the scenario imports them).
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,6 +34,48 @@ from specplan.simulator.core.schema import num
 
 STATISTICS = ("p10", "p50", "p90", "mean")
 LOAD_AXES = ("users", "rate_per_s", "rate_scale")  # the axes of specplan.simulator.scenario.scaling
+UPPER_BOUNDED = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "itl_mean_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms")
+LOWER_BOUNDED = ("tps_user_p10", "tps_user_p50", "tps_user_p90", "tps_user_mean")
+BOUND_FORM = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=)\s*([^\s]+)\s*$")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One SLA term: summary[key] <= value (a latency) or summary[key] >= value (tokens/s/user)."""
+
+    key: str
+    op: Literal["<=", ">="]
+    value: float
+
+    def holds(self, observed: float | None) -> bool:
+        """Whether an observed statistic meets the bound (a missing or NaN one never does)."""
+        if observed is None or not math.isfinite(observed):
+            return False
+        return observed <= self.value if self.op == "<=" else observed >= self.value
+
+    def text(self) -> str:
+        return f"{self.key}{self.op}{self.value:g}"
+
+
+def parse_bound(text: str, where: str = "--sla") -> Bound:
+    """'ttft_p99_s<=2' → Bound; one-line errors naming the form, the keys and the direction."""
+    match = BOUND_FORM.match(str(text))
+    if match is None:
+        raise SpecplanError(f"{where}: {text!r} is not KEY<=VALUE or KEY>=VALUE (e.g. ttft_p99_s<=2)")
+    key, op, raw = match.groups()
+    if key not in UPPER_BOUNDED + LOWER_BOUNDED:
+        raise SpecplanError(f"{where}: unknown SLA key {key!r}; one of {', '.join(UPPER_BOUNDED + LOWER_BOUNDED)}")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SpecplanError(f"{where}: {text!r}: {raw!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise SpecplanError(f"{where}: {text!r}: the bound must be a positive number")
+    wanted: Literal["<=", ">="] = "<=" if key in UPPER_BOUNDED else ">="
+    if op != wanted:
+        kind = "an upper" if wanted == "<=" else "a lower"
+        raise SpecplanError(f"{where}: {key} takes {kind} bound ({key}{wanted}{value:g}): more replicas must help")
+    return Bound(key, wanted, value)
 
 
 @dataclass(frozen=True)
@@ -82,6 +132,18 @@ class SlaSpec:
     tps_user: tuple[float, ...] = num((), gt=0)
     statistic: Literal["p10", "p50", "p90", "mean"] = "p50"
     ttft_s: float | None = num(None, gt=0)
+    bounds: tuple[str, ...] = ()
+
+    def validate(self, path: str) -> None:
+        for i, text in enumerate(self.bounds):
+            try:
+                parse_bound(text, f"{path}.bounds[{i}]")
+            except SpecplanError as exc:
+                raise ScenarioError(f"{path}.bounds[{i}]", str(exc).split(": ", 1)[1]) from None
+
+    @property
+    def parsed_bounds(self) -> tuple[Bound, ...]:
+        return tuple(parse_bound(text, "sla.bounds") for text in self.bounds)
 
     @property
     def column(self) -> str:

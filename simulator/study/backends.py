@@ -185,3 +185,41 @@ def ray_result(ray: Any, ref: Any, point: Point) -> dict[str, Any]:
         cause = getattr(exc, "cause", None)
         detail = str(cause) if isinstance(cause, SpecplanError) else str(exc).splitlines()[0]
         raise SpecplanError(f"point {describe(point)}: {detail}") from None
+
+
+def ray_map(calls: Sequence[tuple[Callable[..., Any], tuple]], on_result: Callable[[int, Callable[[], Any]], None],
+            workers: int, address: str | None, what: str = "task") -> None:
+    """`pool_map` on Ray: each call a Ray task (one CPU) on a local Ray started for the run, or on the
+    cluster at `address`; each finished one handed to `on_result(index, get)` as it arrives."""
+    try:
+        # Ray is the optional 'ray' extra
+        import ray
+    except ImportError:
+        raise SpecplanError("--backend ray needs Ray: pip install 'specplan[ray]'") from None
+    owns = not ray.is_initialized()
+    if owns:
+        start_ray(ray, workers, address)
+    try:
+        remotes: dict[Callable[..., Any], Any] = {}
+        refs = {}
+        for index, (fn, args) in enumerate(calls):
+            remote = remotes.setdefault(fn, ray.remote(num_cpus=1)(fn))
+            refs[remote.remote(*args)] = index
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                on_result(refs[ref], partial(ray_value, ray, ref, what))
+    finally:
+        if owns:
+            ray.shutdown()
+
+
+def ray_value(ray: Any, ref: Any, what: str) -> Any:
+    """A Ray task's value, its SpecplanError (or first line of any other failure) as one line."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        detail = str(cause) if isinstance(cause, SpecplanError) else str(exc).splitlines()[0]
+        raise SpecplanError(f"{what}: {detail}") from None

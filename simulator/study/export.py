@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from specplan.simulator.core.jsonsafe import clean
+from specplan.simulator.study.launch import trtllm_speculative_config
 from specplan.simulator.study.tune import TunedSchedule, schedule_policy
 
 
@@ -30,10 +31,7 @@ def policy_block(tuned: TunedSchedule) -> dict[str, Any]:
 
 def trtllm_block(tuned: TunedSchedule) -> dict[str, Any]:
     """TensorRT-LLM's speculative_config fragment: max_draft_len = the first (largest) length."""
-    first = tuned.schedule[min(tuned.schedule)]
-    if first == 0:
-        return {"speculative_config": None}
-    return {"speculative_config": {"max_draft_len": first, "draft_len_schedule": dict(tuned.schedule)}}
+    return trtllm_speculative_config(tuned.schedule)
 
 
 def bucket_records(tuned: TunedSchedule) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@
     plan.variants[i].replicas, .gpus, .meets_sla, .cost_per_hour, .chosen, .one_fewer
     plan.to_json()     {"variants": [{"label", "replicas", "gpus", "meets_sla", "tps_user",
                                       "throughput_per_gpu", "cost_per_hour", "seeds",
-                                      "tps_user_ci95", "one_fewer", "sure"}]}
+                                      "tps_user_ci95", "one_fewer", "sure", "sla"}]}
 
 The demand is the scenario's own workload at one load, scaled the way a
 sweep's load axis scales it (specplan.simulator.scenario.scaling): a mean
@@ -16,8 +16,10 @@ rate (also traces), or closed-loop `users`; a load that does not fit the
 workload is refused. The variants are the scenario's `sweep.variants` (or
 the scenario itself). A cluster of n replicas meets the SLA when, simulated
 whole (router included) with `seeds` seeds (the scenario's seed, +1, +2,
-...), the mean over seeds of the tokens/s/user statistic reaches `sla_tps`,
-the mean p99 TTFT stays under `ttft_s` when given, and every seed keeps up
+...), the mean over seeds of each statistic the SLA bounds meets its bound
+(`--sla ttft_p99_s<=2 --sla tps_user_p10>=30 --sla itl_p99_ms<=80`, or the
+scenario's `sla.bounds`; `sla_tps` and `ttft_s` are the bounds
+tps_user_<statistic> >= sla_tps and ttft_p99_s <= ttft_s), and every seed keeps up
 with the demand: its backlog of outstanding requests does not grow over the
 second half of the measurement window (`specplan.simulator.study.keepup`).
 A run whose horizon is too short to tell a growing backlog from the ramp-up
@@ -57,22 +59,21 @@ from specplan.simulator.core.progress import Progress
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import apply_variant, strip_study_blocks
-from specplan.simulator.scenario.study import tps_column
+from specplan.simulator.scenario.study import Bound, tps_column
 from specplan.simulator.study.backends import default_workers, pool_map
 from specplan.simulator.study.frontier import ci95
 from specplan.simulator.study.interrupts import Stopper
 from specplan.simulator.study.keepup import FALLS_BEHIND, KEEPS_UP, TOO_SHORT, judge_backlog
 from specplan.simulator.study.points import (
     fits,
-    load_point,
     loaded,
     normalise,
     point_key,
     read_source,
     remove_partial,
-    store_point,
     validated,
 )
+from specplan.simulator.study.probe_store import ProbeStore
 
 DEFAULT_MAX_REPLICAS = 256
 LOAD_FLAGS = {"rate_per_s": "--rate", "rate_scale": "--rate-scale", "users": "--users"}
@@ -81,16 +82,21 @@ DEFAULT_SEEDS = 3
 
 @dataclass(frozen=True)
 class Target:
-    """The demand (exactly one of rate_per_s, rate_scale, users) and the SLA a plan must meet."""
+    """The demand (exactly one of rate_per_s, rate_scale, users) and the SLA a plan must meet.
+
+    The SLA is every bound together: `bounds` (summary keys, `Bound`), plus
+    tokens/s/user `statistic` >= `sla_tps` and TTFT p99 <= `ttft_s` when given.
+    """
 
     rate_per_s: float | None
-    sla_tps: float
+    sla_tps: float | None
     statistic: str = "p10"
     ttft_s: float | None = None
     gpu_hour_usd: float | None = None
     rate_scale: float | None = None
     users: int | None = None
     seeds: int = DEFAULT_SEEDS
+    bounds: tuple[Bound, ...] = ()
 
     def check(self) -> None:
         tps_column(self.statistic)
@@ -107,6 +113,23 @@ class Target:
                 raise SpecplanError(f"{flag} must be a positive number, got {value:g}")
         if self.users is not None and self.users != int(self.users):
             raise SpecplanError(f"--users must be a whole number, got {self.users:g}")
+        if not self.sla_bounds:
+            raise SpecplanError("give an SLA: --sla KEY<=VALUE / KEY>=VALUE (or --sla-tps), or a scenario "
+                                "sla.bounds list")
+        keys = [b.key for b in self.sla_bounds]
+        if len(set(keys)) != len(keys):
+            twice = next(k for k in keys if keys.count(k) > 1)
+            raise SpecplanError(f"the SLA bounds {twice} twice")
+
+    @property
+    def sla_bounds(self) -> tuple[Bound, ...]:
+        """Every bound of the SLA, the --sla ones first."""
+        extra = []
+        if self.sla_tps is not None:
+            extra.append(Bound(tps_column(self.statistic), ">=", float(self.sla_tps)))
+        if self.ttft_s is not None:
+            extra.append(Bound("ttft_p99_s", "<=", float(self.ttft_s)))
+        return (*self.bounds, *extra)
 
     @property
     def load(self) -> tuple[str, float]:
@@ -118,6 +141,9 @@ class Target:
         axis, value = self.load
         return {"rate_per_s": f"demand {value:g} req/s", "rate_scale": f"demand the workload's rate x {value:g}",
                 "users": f"demand {value:g} closed-loop users"}[axis]
+
+    def sla_text(self) -> str:
+        return "SLA " + ", ".join(b.text() for b in self.sla_bounds)
 
 
 @dataclass(frozen=True)
@@ -134,6 +160,7 @@ class Probe:
     tps_user_ci95: float = math.nan
     keep_up: str = KEEPS_UP
     runs: tuple[dict[str, Any], ...] = ()
+    stats: dict[str, tuple[float, float]] = field(default_factory=dict)  # SLA key → (mean, 95% half-width)
 
     @property
     def keeps_up(self) -> bool:
@@ -165,13 +192,16 @@ class VariantPlan:
         return None if self.replicas is None else next(
             (p for p in self.probes if p.replicas == self.replicas - 1), None)
 
-    def sure(self, sla_tps: float) -> bool:
-        """False when the SLA lies inside the answer's or the one-fewer probe's 95% interval
-        (a one-fewer probe whose backlog grows fails however fast its requests were)."""
+    def sure(self, target: Target) -> bool:
+        """False when a bound of the SLA lies inside the answer's or the one-fewer probe's 95% interval
+        of its statistic (a one-fewer probe whose backlog grows fails however fast its requests were)."""
         for probe in (self.chosen, self.one_fewer):
-            if probe is not None and probe.keep_up != FALLS_BEHIND and \
-                    probe.interval()[0] < sla_tps < probe.interval()[1]:
-                return False
+            if probe is None or probe.keep_up == FALLS_BEHIND:
+                continue
+            for bound in target.sla_bounds:
+                mean, half = probe.stats.get(bound.key, (math.nan, math.nan))
+                if math.isfinite(half) and mean - half < bound.value < mean + half:
+                    return False
         return True
 
     @property
@@ -195,8 +225,19 @@ class VariantPlan:
             "seeds": target.seeds,
             "tps_user_ci95": None if probe is None else finite(probe.tps_user_ci95),
             "one_fewer": probe_record(self.one_fewer),
-            "sure": self.sure(target.sla_tps),
+            "sure": self.sure(target),
+            "sla": sla_record(probe, target),
         }
+
+
+def sla_record(probe: Probe | None, target: Target) -> dict[str, Any]:
+    """Per bound of the SLA: the bound, the statistic's mean over seeds, its 95% half-width, met."""
+    out = {}
+    for bound in target.sla_bounds:
+        mean, half = (math.nan, math.nan) if probe is None else probe.stats.get(bound.key, (math.nan, math.nan))
+        out[bound.key] = {"bound": bound.text(), "value": finite(mean), "ci95": finite(half),
+                          "met": bound.holds(mean)}
+    return out
 
 
 def probe_record(probe: Probe | None) -> dict[str, Any] | None:
@@ -229,39 +270,45 @@ def cluster_scenario(raw: dict, replicas: int, folder: Path, source: str, where:
     return validated(sized, folder, source, where)
 
 
-def probe(scenario: Scenario, target: Target, label: str = "", probes_dir: Path | None = None) -> Probe:
+def probe(scenario: Scenario, target: Target, label: str = "", probes_dir: Path | None = None,
+          store: ProbeStore | None = None) -> Probe:
     """Simulate one cluster size once per seed and judge it against the target."""
-    runs = tuple(seed_run(dataclasses.replace(scenario, seed=scenario.seed + i), label, probes_dir)
+    store = store if store is not None else ProbeStore(probes_dir)
+    runs = tuple(seed_run(dataclasses.replace(scenario, seed=scenario.seed + i), label, store)
                  for i in range(target.seeds))
-    stats = pd.Series([r[tps_column(target.statistic)] for r in runs], dtype=float)
-    tps = float(stats.mean())
+    stats = {b.key: mean_and_interval(runs, b.key) for b in target.sla_bounds}
+    tps, tps_half = mean_and_interval(runs, tps_column(target.statistic))
     ttft = float(pd.Series([r["ttft_p99_s"] for r in runs], dtype=float).mean())
     verdicts = {r["keep_up_verdict"] for r in runs}
     keep_up = next(v for v in (FALLS_BEHIND, TOO_SHORT, KEEPS_UP) if v in verdicts)
-    fast_enough = (math.isfinite(tps) and tps >= target.sla_tps
-                   and (target.ttft_s is None or (math.isfinite(ttft) and ttft <= target.ttft_s)))
+    fast_enough = all(b.holds(stats[b.key][0]) for b in target.sla_bounds)
     undecided = [r for r in runs if r["keep_up_verdict"] == TOO_SHORT
-                 and (fast_enough or r[tps_column(target.statistic)] is None)]
+                 and (fast_enough or any(r.get(b.key) is None for b in target.sla_bounds))]
     if undecided:
         raise SpecplanError(too_short(scenario, label, undecided[0]))
     meets = fast_enough and keep_up == KEEPS_UP
     growth = max((float(r["keep_up_growth"]) for r in runs if r["keep_up_growth"] is not None), default=math.nan)
     throughput = float(pd.Series([r["throughput_tokens_per_s_per_gpu"] for r in runs], dtype=float).mean())
     return Probe(scenario.cluster.replicas, bool(meets), tps, throughput, ttft, growth, int(runs[0]["gpus"]),
-                 ci95(stats), keep_up, runs)
+                 tps_half, keep_up, runs, stats)
 
 
-def seed_run(scenario: Scenario, label: str, probes_dir: Path | None) -> dict[str, Any]:
-    """One seed's summary with its keep-up verdict: stored under probes_dir, or reused from there."""
+def mean_and_interval(runs: tuple[dict[str, Any], ...], key: str) -> tuple[float, float]:
+    """The mean over seeds of a summary key and its Student-t 95% half-width (NaN for one seed)."""
+    values = pd.Series([r.get(key) for r in runs], dtype=float)
+    return float(values.mean()), ci95(values)
+
+
+def seed_run(scenario: Scenario, label: str, store: ProbeStore) -> dict[str, Any]:
+    """One seed's summary with its keep-up verdict: reused from the store, or simulated and stored."""
     key = point_key(scenario)
-    stored = load_point(probes_dir, key) if probes_dir is not None else None
+    stored = store.get(key)
     if stored is not None and "keep_up_verdict" in stored:
         return stored
-    result = simulate(scenario)
+    result = simulate(scenario, itl=True)
     backlog = judge_backlog(result.requests, scenario.horizon.warmup_s, float(result.summary["simulated_s"]))
     summary = normalise({**result.summary, **backlog.fields(), "key": key, "seed": scenario.seed})
-    if probes_dir is not None:
-        store_point(probes_dir, key, summary, scenario)
+    store.put(key, summary, scenario)
     return summary
 
 
@@ -293,10 +340,11 @@ def plan_variant(raw: dict, label: str, folder: Path, source: str, where: str,
                  target: Target, max_replicas: int, probes_dir: Path | None = None) -> VariantPlan:
     """Search one variant's replica count; every probe is kept for the record."""
     probes: dict[int, Probe] = {}
+    store = ProbeStore(probes_dir)
 
     def meets(n: int) -> bool:
         if n not in probes:
-            probes[n] = probe(cluster_scenario(raw, n, folder, source, where), target, label, probes_dir)
+            probes[n] = probe(cluster_scenario(raw, n, folder, source, where), target, label, store=store)
         return probes[n].meets_sla
 
     base = cluster_scenario(raw, 1, folder, source, where)
@@ -326,18 +374,22 @@ def variant_mappings(source: str | Path | Scenario | dict, load: tuple[str, floa
     return out, folder, name
 
 
-def plan_capacity(scenario_or_path: str | Path | Scenario | dict, rate_per_s: float | None, sla_tps: float,
-                  statistic: str = "p10", ttft_s: float | None = None, gpu_hour_usd: float | None = None,
-                  max_replicas: int = DEFAULT_MAX_REPLICAS, workers: int | None = None,
-                  progress: bool | None = None, overrides: tuple[str, ...] | list[str] = (),
-                  rate_scale: float | None = None, users: int | None = None,
-                  seeds: int = DEFAULT_SEEDS, out_dir: str | Path | None = None) -> CapacityPlan:
+def plan_capacity(scenario_or_path: str | Path | Scenario | dict, rate_per_s: float | None,
+                  sla_tps: float | None, statistic: str = "p10", ttft_s: float | None = None,
+                  gpu_hour_usd: float | None = None, max_replicas: int = DEFAULT_MAX_REPLICAS,
+                  workers: int | None = None, progress: bool | None = None,
+                  overrides: tuple[str, ...] | list[str] = (), rate_scale: float | None = None,
+                  users: int | None = None, seeds: int = DEFAULT_SEEDS, out_dir: str | Path | None = None,
+                  bounds: tuple[Bound, ...] = ()) -> CapacityPlan:
     """Fewest replicas (and GPUs, cost) per variant serving the demand at the SLA.
 
-    The demand is exactly one of `rate_per_s`, `rate_scale`, `users` (see the module docstring).
+    The demand is exactly one of `rate_per_s`, `rate_scale`, `users` (see the module docstring);
+    the SLA is `bounds` with `sla_tps` / `ttft_s` (or, with none given, the scenario's sla.bounds).
     With `out_dir`, every probe run is stored under out_dir/probes/ (and reused by a re-run).
     """
-    target = Target(rate_per_s, sla_tps, statistic, ttft_s, gpu_hour_usd, rate_scale, users, seeds)
+    if not bounds and sla_tps is None and ttft_s is None:
+        bounds = scenario_bounds(scenario_or_path, overrides)
+    target = Target(rate_per_s, sla_tps, statistic, ttft_s, gpu_hour_usd, rate_scale, users, seeds, tuple(bounds))
     target.check()
     if max_replicas < 1:
         raise SpecplanError(f"max-replicas must be >= 1, got {max_replicas}")
@@ -371,12 +423,18 @@ def plan_capacity(scenario_or_path: str | Path | Scenario | dict, rate_per_s: fl
     return CapacityPlan(target, [found[i] for i in range(len(jobs))])
 
 
+def scenario_bounds(source: str | Path | Scenario | dict, overrides: tuple[str, ...] | list[str]) -> tuple[Bound, ...]:
+    """The scenario's own sla.bounds (empty when it has none)."""
+    raw, folder, name = read_source(source, overrides)
+    sla = validated(raw, folder, name, "").sla
+    return sla.parsed_bounds if sla is not None else ()
+
+
 def plan_table(plan: CapacityPlan) -> str:
     """The terminal table: replicas, GPUs, SLA, cost per hour, savings against the first variant."""
     t = plan.target
     price = t.gpu_hour_usd
-    head = (f"{t.demand_text()}; SLA tokens/s/user {t.statistic} >= {t.sla_tps:g}"
-            + (f", TTFT p99 <= {t.ttft_s:g} s" if t.ttft_s is not None else "")
+    head = (f"{t.demand_text()}; {t.sla_text()}"
             + (f"; GPU at ${price:g}/hour" if price is not None else "")
             + f"; {t.seeds} seed(s) per probe, ± a 95% interval over seeds")
     cols = ("variant", "replicas", "GPUs", f"tok/s/user {t.statistic}", "one fewer", "tok/s/GPU", "$/hour",
@@ -394,9 +452,9 @@ def plan_table(plan: CapacityPlan) -> str:
                                 enumerate(zip(row, widths, strict=True))) for row in rows]
     lines += [f"  {v.label}: no cluster up to {max(p.replicas for p in v.probes)} replicas meets the SLA"
               for v in plan.variants if v.replicas is None and v.probes]
-    lines += [f"  {v.label}: not sure: the SLA {t.sla_tps:g} lies inside the 95% interval of {v.replicas} or "
+    lines += [f"  {v.label}: not sure: a bound of the SLA lies inside the 95% interval of {v.replicas} or "
               f"{v.replicas - 1} replica(s); more seeds (--seeds) or a longer horizon would settle it"
-              for v in plan.variants if v.replicas is not None and not v.sure(t.sla_tps)]
+              for v in plan.variants if v.replicas is not None and not v.sure(t)]
     return "\n".join(lines)
 
 

@@ -181,9 +181,18 @@ def point_path(points_dir: Path, key: str) -> Path:
 
 def store_point(points_dir: Path, key: str, summary: dict[str, Any], scenario: Scenario) -> None:
     """Write points/<key>.json atomically (temporary file in the same folder, then os.replace)."""
+    write_record(points_dir, key, point_record(key, summary, scenario))
+
+
+def point_record(key: str, summary: dict[str, Any], scenario: Scenario) -> dict[str, Any]:
+    """What points/<key>.json holds: the summary, the resolved scenario and the digests of its inputs."""
+    return {"key": key, "summary": summary, "scenario": clean(resolved_mapping(scenario)),
+            "inputs": key_inputs(scenario)}
+
+
+def write_record(points_dir: Path, key: str, record: dict[str, Any]) -> None:
+    """Write a point record atomically (a reader never sees half a file)."""
     points_dir.mkdir(parents=True, exist_ok=True)
-    record = {"key": key, "summary": summary, "scenario": clean(resolved_mapping(scenario)),
-              "inputs": key_inputs(scenario)}
     fd, tmp = tempfile.mkstemp(prefix=f".{key[:12]}.", suffix=".tmp", dir=points_dir)
     try:
         with os.fdopen(fd, "w") as handle:

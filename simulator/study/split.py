@@ -29,12 +29,13 @@ import functools
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+import numpy as np
 import pandas as pd
 
 from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.streams import seed_sequence
-from specplan.simulator.engine.records import SpecCounters
+from specplan.simulator.engine.records import ChunkLog, SpecCounters
 from specplan.simulator.engine.simulation import SimResult, simulate
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.scenario import Scenario
@@ -70,11 +71,11 @@ def split_scenarios(scenario: Scenario) -> list[Scenario]:
             for i in range(n)]
 
 
-def run_all(scenarios: list[Scenario], workers: int) -> list[SimResult]:
+def run_all(scenarios: list[Scenario], workers: int, itl: bool = False) -> list[SimResult]:
     if workers <= 1 or len(scenarios) == 1:
-        return [simulate(s) for s in scenarios]
+        return [simulate(s, itl) for s in scenarios]
     with ProcessPoolExecutor(max_workers=min(workers, len(scenarios))) as pool:
-        return list(pool.map(simulate, scenarios))
+        return list(pool.map(functools.partial(simulate, itl=itl), scenarios))
 
 
 def merged_frame(frames: list[pd.DataFrame], order: str) -> pd.DataFrame:
@@ -83,18 +84,34 @@ def merged_frame(frames: list[pd.DataFrame], order: str) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True).sort_values(order, kind="stable", ignore_index=True)
 
 
-def simulate_split(scenario: Scenario, workers: int = 1) -> SimResult:
+def simulate_split(scenario: Scenario, workers: int = 1, itl: bool = False) -> SimResult:
     """The cluster of `scenario` as independent one-replica runs (see the module docstring)."""
     if workers < 1:
         raise SpecplanError(f"--workers must be >= 1, got {workers}")
     start = time.perf_counter()
-    results = run_all(split_scenarios(scenario), workers)
+    results = run_all(split_scenarios(scenario), workers, itl)
     requests = merged_frame([r.requests for r in results], "arrival_s")
+    chunks = renumbered_chunks(results, requests)
     requests["request_id"] = range(len(requests))
     steps = merged_frame([r.steps for r in results], "end_s")
     end_s = max(r.summary["simulated_s"] for r in results)
     summary = summarize(scenario, requests, steps, end_s, time.perf_counter() - start,
-                        load_profile(scenario.hardware.profile))
+                        load_profile(scenario.hardware.profile), chunks=chunks)
     summary["split_replicas"] = len(results)
     spec = functools.reduce(SpecCounters.merge, (r.spec for r in results))
-    return SimResult(scenario, summary, requests, steps, spec)
+    return SimResult(scenario, summary, requests, steps, spec, chunks=chunks)
+
+
+def renumbered_chunks(results: list[SimResult], requests: pd.DataFrame) -> ChunkLog | None:
+    """Every replica's chunk log with its request ids mapped to the merged frame's row numbers."""
+    if any(r.chunks is None for r in results):
+        return None
+    out = ChunkLog(keep_tokens=all(r.chunks is not None and r.chunks.keep_tokens for r in results))
+    for i, result in enumerate(results):
+        if result.chunks is None:
+            continue
+        mine = requests["replica"].to_numpy() == i
+        new_id = np.zeros(len(result.requests), dtype=np.int64)
+        new_id[requests["request_id"].to_numpy()[mine]] = np.flatnonzero(mine)
+        out.extend(result.chunks, new_id)
+    return out

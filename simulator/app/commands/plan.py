@@ -4,6 +4,14 @@ Each probe runs `--seeds` seeds; the table shows the statistic's 95%
 interval for the answer and its one-fewer probe. `--out DIR` stores every
 probe run (DIR/probes/<key>.json, reused by a re-run) and writes plan.json,
 probes.csv and plan.md (specplan.simulator.study.plan_files).
+
+A scenario with a `search:` block is a deployment search instead
+(specplan.simulator.study.search_plan): every GPU type × serving mode ×
+variant planned, ranked by cost, `--backend ray [--address]` to run its
+points as Ray tasks; `--out DIR` adds plan.csv, plan.png and the winner's
+launch lines (specplan.reports.search_files). The SLA is every `--sla`
+bound together (`ttft_p99_s<=2`, `tps_user_p10>=30`, `itl_p99_ms<=80`),
+`--sla-tps` / `--ttft-s`, or the scenario's `sla.bounds`.
 """
 
 from __future__ import annotations
@@ -11,13 +19,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
+from specplan.reports.search_files import write_search_files
 from specplan.simulator.app.commands.run import add_override_args
 from specplan.simulator.app.output import out_folder
+from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
-from specplan.simulator.scenario.study import STATISTICS
+from specplan.simulator.scenario.study import STATISTICS, parse_bound
 from specplan.simulator.study.plan_files import write_plan_files
-from specplan.simulator.study.planner import DEFAULT_SEEDS, plan_capacity, plan_table
+from specplan.simulator.study.planner import (
+    DEFAULT_SEEDS,
+    Target,
+    plan_capacity,
+    plan_table,
+    scenario_bounds,
+)
+from specplan.simulator.study.points import read_source, validated
+from specplan.simulator.study.search_plan import plan_search, search_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     demand.add_argument("--rate-scale", type=float,
                         help="demand: the workload's own rate times this (open-loop arrivals and traces)")
     demand.add_argument("--users", type=int, help="demand: closed-loop users (think time kept)")
-    p.add_argument("--sla-tps", type=float, required=True, help="SLA: tokens/s/user the statistic must reach")
+    p.add_argument("--sla", action="append", default=[], metavar="KEY<=VALUE",
+                   help="an SLA bound on a summary.json key, repeatable: ttft_p50_s / ttft_p90_s / ttft_p99_s "
+                        "<= s, itl_mean_ms / itl_p50_ms / itl_p90_ms / itl_p99_ms <= ms, tps_user_p10 / _p50 / "
+                        "_p90 / _mean >= tokens/s (default: the scenario's sla.bounds)")
+    p.add_argument("--sla-tps", type=float, help="SLA: tokens/s/user the statistic must reach")
     p.add_argument("--statistic", choices=STATISTICS, default="p10",
                    help="statistic of per-request tokens/s/user (default p10: the slowest 10%%)")
     p.add_argument("--ttft-s", type=float, help="also require p99 time to first token <= this (s)")
@@ -40,7 +63,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "carries a 95%% interval over them")
     p.add_argument("--out", help="folder for every probe run, plan.json, probes.csv and plan.md "
                                  "(created; re-running reuses its probes)")
-    p.add_argument("--workers", type=int, help="variants planned in parallel (default: the number of cores)")
+    p.add_argument("--workers", type=int, help="variants (search points) planned in parallel (default: the number "
+                                               "of cores)")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="where a search's points run: local processes, or Ray tasks (a scenario with a search: block)")
+    p.add_argument("--address", help="with --backend ray: an existing Ray cluster (default: start one)")
     add_override_args(p)
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -49,10 +76,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = out_folder(args.out) if args.out else None
+    bounds = tuple(parse_bound(text) for text in args.sla)
+    if has_search(args.scenario, args.overrides):
+        return run_search(args, out, bounds)
+    if args.backend != "local" or args.address:
+        raise SpecplanError("--backend ray runs a deployment search: give the scenario a search: block")
     plan = plan_capacity(args.scenario, args.rate, args.sla_tps, args.statistic, args.ttft_s,
                          args.gpu_hour_usd, max_replicas=args.max_replicas, workers=args.workers,
                          progress=False if (args.quiet or args.json) else None, overrides=args.overrides,
-                         rate_scale=args.rate_scale, users=args.users, seeds=args.seeds, out_dir=out)
+                         rate_scale=args.rate_scale, users=args.users, seeds=args.seeds, out_dir=out,
+                         bounds=bounds)
     files = write_plan_files(plan, out) if out is not None else {}
     if args.json:
         sys.stdout.write(json.dumps(clean(plan.to_json()), indent=2) + "\n")
@@ -60,4 +93,33 @@ def run(args: argparse.Namespace) -> int:
         print(plan_table(plan))
         if out is not None:
             print("files: " + ", ".join(str(path) for path in files.values()) + f", {out / 'probes'}/")
+    return 0
+
+
+def has_search(scenario: str, overrides: list[str]) -> bool:
+    raw, folder, name = read_source(scenario, overrides)
+    return validated(raw, folder, name, "").search is not None
+
+
+def run_search(args: argparse.Namespace, out: Path | None, bounds: tuple) -> int:
+    """The scenario's search: block: every deployment planned, ranked; files and launch lines with --out."""
+    if args.gpu_hour_usd is not None:
+        raise SpecplanError("--gpu-hour-usd: a search prices each GPU type in search.hardware[].gpu_hour_usd")
+    if not bounds and args.sla_tps is None and args.ttft_s is None:
+        bounds = scenario_bounds(args.scenario, args.overrides)
+    target = Target(args.rate, args.sla_tps, args.statistic, args.ttft_s, None, args.rate_scale, args.users,
+                    args.seeds, bounds)
+    plan = plan_search(args.scenario, target, max_replicas=args.max_replicas, workers=args.workers,
+                       backend=args.backend, address=args.address, out_dir=out,
+                       progress=False if (args.quiet or args.json) else None, overrides=args.overrides)
+    files = write_search_files(plan, out) if out is not None else {}
+    if args.json:
+        sys.stdout.write(json.dumps(clean(plan.to_json()), indent=2) + "\n")
+        return 0
+    print(search_table(plan))
+    launch = plan.launch()
+    if launch is not None:
+        print("launch (vLLM):\n" + launch.script("vllm").split("\n", 2)[2].rstrip())
+    if out is not None:
+        print("files: " + ", ".join(str(path) for path in files.values()) + f", {out / 'probes'}/")
     return 0

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.overrides, args.seed)
     out = out_folder(args.out, RUN_FILES, args.force)
     if args.split_replicas is not None:
-        result = simulate_split(scenario, workers=args.split_replicas)
+        result = simulate_split(scenario, workers=args.split_replicas, itl=True)
     else:
         result = simulate_with_progress(scenario, enabled=False if (args.quiet or args.json) else None)
     write_run(result, out)
