@@ -145,25 +145,12 @@ def describe(point: Point) -> str:
 
 def run_ray(points: Sequence[Point], on_done: OnDone, workers: int, address: str | None) -> None:
     """Points as Ray tasks on a local Ray started for the run, or on the cluster at `address`."""
-    try:
-        # Ray is the optional 'ray' extra
-        import ray
-    except ImportError:
-        raise SpecplanError("--backend ray needs Ray: pip install 'specplan[ray]'") from None
-    owns = not ray.is_initialized()
-    if owns:
-        start_ray(ray, workers, address)
-    try:
-        remote = ray.remote(num_cpus=1)(compute_point)
-        refs = {remote.remote(p.scenario, p.key, None): p for p in points}
-        pending = list(refs)
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            for ref in done:
-                on_done(refs[ref], ray_result(ray, ref, refs[ref]))
-    finally:
-        if owns:
-            ray.shutdown()
+
+    def done(index: int, get: Callable[[], Any]) -> None:
+        on_done(points[index], get())
+
+    calls = [(compute_point, (p.scenario, p.key, None)) for p in points]
+    ray_map(calls, done, workers, address, what=lambda index: f"point {describe(points[index])}")
 
 
 def start_ray(ray: Any, workers: int, address: str | None) -> None:
@@ -178,19 +165,11 @@ def start_ray(ray: Any, workers: int, address: str | None) -> None:
         raise SpecplanError(f"cannot start Ray {where}: {str(exc).splitlines()[0]}") from None
 
 
-def ray_result(ray: Any, ref: Any, point: Point) -> dict[str, Any]:
-    try:
-        return ray.get(ref)
-    except ray.exceptions.RayTaskError as exc:
-        cause = getattr(exc, "cause", None)
-        detail = str(cause) if isinstance(cause, SpecplanError) else str(exc).splitlines()[0]
-        raise SpecplanError(f"point {describe(point)}: {detail}") from None
-
-
 def ray_map(calls: Sequence[tuple[Callable[..., Any], tuple]], on_result: Callable[[int, Callable[[], Any]], None],
-            workers: int, address: str | None, what: str = "task") -> None:
+            workers: int, address: str | None, what: str | Callable[[int], str] = "task") -> None:
     """`pool_map` on Ray: each call a Ray task (one CPU) on a local Ray started for the run, or on the
-    cluster at `address`; each finished one handed to `on_result(index, get)` as it arrives."""
+    cluster at `address`; each finished one handed to `on_result(index, get)` as it arrives. A failed
+    task's error names `what` (or `what(index)`)."""
     try:
         # Ray is the optional 'ray' extra
         import ray
@@ -209,7 +188,8 @@ def ray_map(calls: Sequence[tuple[Callable[..., Any], tuple]], on_result: Callab
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
-                on_result(refs[ref], partial(ray_value, ray, ref, what))
+                name = what(refs[ref]) if callable(what) else what
+                on_result(refs[ref], partial(ray_value, ray, ref, name))
     finally:
         if owns:
             ray.shutdown()
