@@ -86,6 +86,21 @@ def run_local(points: Sequence[Point], on_done: OnDone, workers: int, points_dir
              on_killed=lambda running: remove_partial(points_dir, [points[i].key for i in running]))
 
 
+def map_calls(calls: Sequence[tuple[Callable[..., Any], tuple]], on_result: Callable[[int, Callable[[], Any]], None],
+              workers: int, what: str, kept: str, on_killed: Callable[[list[int]], None] = lambda running: None) -> None:
+    """`calls` in this process one by one (workers ≤ 1: a first Ctrl-C ends after the running call)
+    or on a process pool (`pool_map`); each finished one handed to `on_result(index, get)`."""
+    if workers > 1:
+        pool_map(calls, on_result, workers, what=what, kept=kept, on_killed=on_killed)
+        return
+    with Stopper(running=lambda: 1, what=what, kept=kept) as stop:
+        for index, (fn, args) in enumerate(calls):
+            if stop.requested:
+                break
+            on_result(index, partial(fn, *args))
+        stop.check()
+
+
 def pool_map(calls: Sequence[tuple[Callable[..., Any], tuple]], on_result: Callable[[int, Callable[[], Any]], None],
              workers: int, what: str = "point", order: Callable[[int], Any] = lambda i: i,
              on_killed: Callable[[list[int]], None] = lambda running: None, kept: str = "") -> None:

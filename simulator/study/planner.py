@@ -48,7 +48,6 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +59,8 @@ from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import apply_variant, strip_study_blocks
 from specplan.simulator.scenario.study import Bound, tps_column
-from specplan.simulator.study.backends import default_workers, pool_map
+from specplan.simulator.study.backends import default_workers, map_calls
 from specplan.simulator.study.frontier import ci95
-from specplan.simulator.study.interrupts import Stopper
 from specplan.simulator.study.keepup import FALLS_BEHIND, KEEPS_UP, TOO_SHORT, judge_backlog
 from specplan.simulator.study.points import (
     fits,
@@ -410,16 +408,8 @@ def plan_capacity(scenario_or_path: str | Path | Scenario | dict, rate_per_s: fl
 
         kept = (f"every finished probe is stored under {probes_dir}: run the same command again to resume"
                 if probes_dir is not None else "nothing is kept (give --out DIR to store probes and resume)")
-        if workers <= 1:
-            with Stopper(running=lambda: 1, what="variant plan", kept=kept) as stop:
-                for index, job in enumerate(jobs):
-                    if stop.requested:
-                        break
-                    on_result(index, partial(plan_variant, *job))
-                stop.check()
-        else:
-            pool_map([(plan_variant, job) for job in jobs], on_result, workers, what="variant plan", kept=kept,
-                     on_killed=lambda running: remove_partial(probes_dir, [""]))
+        map_calls([(plan_variant, job) for job in jobs], on_result, workers, "variant plan", kept,
+                  on_killed=lambda running: remove_partial(probes_dir, [""]))
     return CapacityPlan(target, [found[i] for i in range(len(jobs))])
 
 

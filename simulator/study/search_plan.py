@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +47,7 @@ from specplan.simulator.scenario.search import (
     usd_per_hour,
     usd_per_million_tokens,
 )
-from specplan.simulator.study.backends import BACKENDS, default_workers, pool_map, ray_map
-from specplan.simulator.study.interrupts import Stopper
+from specplan.simulator.study.backends import BACKENDS, default_workers, map_calls, ray_map
 from specplan.simulator.study.launch import LaunchConfig, launch_config
 from specplan.simulator.study.planner import (
     LOAD_FLAGS,
@@ -282,16 +280,9 @@ def run_points(raw: dict, folder: Path, name: str, count: int, target: Target, m
 
         if remote:
             ray_map([(plan_point, job) for job in jobs], on_result, workers, address, what="search point")
-        elif min(workers, count) <= 1:
-            with Stopper(running=lambda: 1, what="search point", kept=kept) as stop:
-                for index, job in enumerate(jobs):
-                    if stop.requested:
-                        break
-                    on_result(index, partial(plan_point, *job))
-                stop.check()
         else:
-            pool_map([(plan_point, job) for job in jobs], on_result, min(workers, count), what="search point",
-                     kept=kept, on_killed=lambda running: remove_partial(probes_dir, [""]))
+            map_calls([(plan_point, job) for job in jobs], on_result, min(workers, count), "search point", kept,
+                      on_killed=lambda running: remove_partial(probes_dir, [""]))
     return found
 
 
