@@ -172,9 +172,35 @@ def test_the_backlog_test_tells_overload_from_a_short_horizon():
     short = judge_backlog(mixed, 1.0, 6.0)
     assert short.verdict == TOO_SHORT and short.completed >= 30 and "the p90 time a request spends" in short.reason
     assert short.needed_duration_s >= 19
-    # too few completions: too short, whatever the backlog does
+    # too few completions and a backlog that does not plainly outrun them: too short
     few = judge_backlog(requests_frame(np.arange(0.0, 6.0, 0.5), 1.0, None, 6.0), 1.0, 6.0)
     assert few.verdict == TOO_SHORT and "requests completed" in few.reason
+    # one server taking a request every 2 s from 20 arriving each second, FIFO: no request of the window
+    # (from 4 s) is even admitted, yet it plainly falls behind
+    arrivals = np.arange(0.0, 60.0, 0.05)
+    admitted = np.where(np.arange(arrivals.size) < 30, 2.0 * np.arange(arrivals.size), np.nan)
+    frame = pd.DataFrame({"arrival_s": arrivals, "admitted_s": admitted, "finish_s": admitted + 2.0})
+    swamped = judge_backlog(frame, 4.0, 60.0)
+    assert swamped.completed == 0 and swamped.verdict == FALLS_BEHIND and swamped.growth > 0.9
+    assert "only 0 requests completed" in swamped.reason
+    # two engines of 8 slots whose requests take 40 s (longer than the run): nothing finishes, the backlog
+    # test cannot settle, but both queues never empty and they emit 16 of the 800 tokens/s asked: behind
+    n = arrivals.size
+    replica = np.arange(n) % 2
+    slot = np.arange(n) < 16
+    long = pd.DataFrame({"arrival_s": arrivals, "admitted_s": np.where(slot, arrivals, np.nan),
+                         "finish_s": np.nan, "replica": replica, "output_tokens": 41,
+                         "status": np.where(slot, "running", "queued")})
+    steps = pd.DataFrame({"end_s": np.arange(0.1, 60.0, 0.1), "emitted_tokens": 16 * 0.1 * np.ones(599)})
+    assert judge_backlog(long, 4.0, 60.0).verdict == TOO_SHORT
+    behind = judge_backlog(long, 4.0, 60.0, steps)
+    assert behind.verdict == FALLS_BEHIND and "every engine had a waiting queue" in behind.reason
+    # the same engines ramping up with no queue (every request admitted on arrival): still too short
+    ramp = long.assign(admitted_s=arrivals, status="running")
+    assert judge_backlog(ramp, 4.0, 60.0, steps).verdict == TOO_SHORT
+    # a queue at one engine only: the other has room, so nothing is proven
+    one = long.assign(admitted_s=np.where(slot | (replica == 1), arrivals, np.nan))
+    assert judge_backlog(one, 4.0, 60.0, steps).verdict == TOO_SHORT
 
 
 def h100_mtp1(duration_s: float, warmup_s: float) -> dict:
@@ -243,3 +269,46 @@ def test_kv_capacity_beyond_the_profiles_memory_model_is_refused_with_both_numbe
                        "--set", "hardware.profile=builtin:h100-llama3.1-8b-vllm",
                        "--set", "engine.kv_capacity_tokens=432992")
     assert status == 0
+
+
+def fleet(router: str) -> dict:
+    """KNOWN's c = 0.5 ms variant as one scenario: 10 req/s per replica is where it meets p50 >= SLA."""
+    scenario = copy.deepcopy(KNOWN)
+    scenario["sweep"] = {"variants": [scenario["sweep"]["variants"][1]]}
+    scenario["cluster"]["router"] = router
+    scenario["horizon"] = {"duration_s": 30, "warmup_s": 6}
+    return scenario
+
+
+def test_a_fleet_plans_on_a_sample_of_its_replicas_and_the_swamped_probes_fall_behind(tmp_path):
+    # 680 req/s: the mean field's threshold is 68 replicas; the 1-replica probe completes nothing of its window
+    plan = plan_capacity(fleet("random"), 680.0, SLA, statistic="p50", workers=1, seeds=2, replica_sample=4,
+                         out_dir=tmp_path)
+    (variant,) = plan.variants
+    assert 0.9 * 68 <= variant.replicas <= 1.1 * 68
+    probes = {p.replicas: p for p in variant.probes}
+    assert probes[1].keep_up == FALLS_BEHIND and not probes[1].meets_sla
+    assert all(p.simulated == min(p.replicas, 4) for p in variant.probes)
+    assert variant.one_fewer is not None and not variant.one_fewer.meets_sla
+    assert variant.gpus == 2 * variant.replicas
+    assert "probes above 4 replicas simulate 4 of them" in plan_table(plan)
+    rows = pd.read_csv(tmp_path / "probes.csv") if (tmp_path / "probes.csv").exists() else None
+    assert rows is None  # plan_capacity stores probes; the CLI writes the files
+    stored = list((tmp_path / "probes").glob("*.json"))
+    assert len(stored) == 2 * len(variant.probes)
+
+
+def test_other_routers_are_simulated_whole_unless_asked(tmp_path):
+    whole = plan_capacity(fleet("round_robin"), 85.0, SLA, statistic="p50", workers=1, seeds=1, replica_sample=4)
+    assert all(p.simulated == p.replicas for p in whole.variants[0].probes)
+    assert max(p.replicas for p in whole.variants[0].probes) > 4
+    sampled = plan_capacity(fleet("round_robin"), 85.0, SLA, statistic="p50", workers=1, seeds=1,
+                            replica_sample=4, sample_any_router=True)
+    assert any(p.simulated < p.replicas for p in sampled.variants[0].probes)
+    assert "other routers approximated" in plan_table(sampled)
+
+
+def test_a_bad_replica_sample_is_refused_in_one_line(cli, tmp_path):
+    path = write_yaml(tmp_path / "fleet.yaml", fleet("random"))
+    status, out, err = cli("plan", path, "--rate", 85, "--sla-tps", SLA, "--replica-sample", -1)
+    assert status == 2 and out == "" and err.strip() == "specplan: error: --replica-sample must be an integer >= 0, got -1"

@@ -17,7 +17,7 @@ from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.planner import CapacityPlan, plan_table
 
-PROBE_COLUMNS = ["label", "replicas", "gpus", "seed", "tps_user", "throughput_tokens_per_s_per_gpu", "ttft_p99_s",
+PROBE_COLUMNS = ["label", "replicas", "replicas_simulated", "gpus", "seed", "tps_user", "throughput_tokens_per_s_per_gpu", "ttft_p99_s",
                  "requests_completed", "keep_up_verdict", "keep_up_growth", "meets_sla", "chosen", "key"]
 
 
@@ -28,7 +28,8 @@ def probe_rows(plan: CapacityPlan) -> pd.DataFrame:
     for variant in plan.variants:
         for probe in variant.probes:
             for run in probe.runs:
-                rows.append({"label": variant.label, "replicas": probe.replicas, "gpus": probe.gpus,
+                rows.append({"label": variant.label, "replicas": probe.replicas,
+                             "replicas_simulated": probe.simulated, "gpus": probe.gpus,
                              "seed": run.get("seed"), "tps_user": run.get(column),
                              "throughput_tokens_per_s_per_gpu": run.get("throughput_tokens_per_s_per_gpu"),
                              "ttft_p99_s": run.get("ttft_p99_s"), "requests_completed": run.get("requests_completed"),
@@ -48,7 +49,8 @@ def probe_lines(plan: CapacityPlan) -> list[str]:
             verdict = {"keeps up": "keeps up", "falls behind": "falls behind (its backlog grows)"}.get(
                 probe.keep_up, "keep-up undecided at this horizon (the SLA statistic fails anyway)")
             mark = " ← answer" if probe.replicas == variant.replicas else ""
-            lines.append(f"  - {probe.replicas} replica(s), {probe.gpus} GPU(s): tokens/s/user "
+            simulated = f" ({probe.simulated} simulated)" if probe.simulated < probe.replicas else ""
+            lines.append(f"  - {probe.replicas} replica(s){simulated}, {probe.gpus} GPU(s): tokens/s/user "
                          f"{plan.target.statistic} {probe.tps_user:.1f} (95% interval {low:.1f}–{high:.1f}), "
                          f"{verdict}; {'meets' if probe.meets_sla else 'misses'} the SLA{mark}")
     return lines

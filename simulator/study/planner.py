@@ -32,9 +32,20 @@ interval over seeds on the statistic; `sure` is False when the SLA lies
 inside either interval (more seeds or a longer horizon would settle it).
 
 Search: n = 1, 2, 4, ... until the SLA is met, then bisection between the
-last failure and the first success. Every probe is a full-cluster
-simulation, so the answer n is confirmed by its own run, and n − 1 by a run
+last failure and the first success. Every probe is a simulation of the
+cluster, so the answer n is confirmed by its own run, and n − 1 by a run
 that failed (bisection ends with exactly those two neighbours simulated).
+A probe of more than `replica_sample` replicas (default 8) whose replicas
+are independent (random routing of Poisson arrivals over a duration
+horizon, no shared prefill pool) simulates that many of them at λ/n each
+and stands them for all n (`specplan.simulator.study.split.simulate_sampled`:
+exact in distribution, its cost flat in n), so a fleet of hundreds plans
+in minutes; `sample_any_router` extends this to the other routers, where a
+split run stands in for random routing (what that costs:
+`benchmarks/replica_split.py`), and `replica_sample=0` simulates every
+cluster whole. Far below the demand a probe can be so overloaded that no
+request of its window completes; its backlog, growing by more than half
+its arrivals, still says it falls behind (`specplan.simulator.study.keepup`).
 With `out_dir`, every probe's run (summary, keep-up verdict, resolved
 scenario) is stored at once under `out_dir/probes/<key>.json`, as sweep
 points are, so a re-run reuses them; `specplan.simulator.study.plan_files`
@@ -45,6 +56,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,10 +84,12 @@ from specplan.simulator.study.points import (
     validated,
 )
 from specplan.simulator.study.probe_store import ProbeStore
+from specplan.simulator.study.split import simulate_sampled
 
 DEFAULT_MAX_REPLICAS = 256
 LOAD_FLAGS = {"rate_per_s": "--rate", "rate_scale": "--rate-scale", "users": "--users"}
 DEFAULT_SEEDS = 3
+DEFAULT_REPLICA_SAMPLE = 8
 
 
 @dataclass(frozen=True)
@@ -95,6 +109,8 @@ class Target:
     users: int | None = None
     seeds: int = DEFAULT_SEEDS
     bounds: tuple[Bound, ...] = ()
+    replica_sample: int = DEFAULT_REPLICA_SAMPLE  # probes above this many independent replicas sample them
+    sample_any_router: bool = False  # sample under every router (an approximation but for random routing)
 
     def check(self) -> None:
         tps_column(self.statistic)
@@ -104,6 +120,8 @@ class Target:
                                 + (f" (got {', '.join(given)})" if given else ""))
         if not isinstance(self.seeds, int) or self.seeds < 1:
             raise SpecplanError(f"--seeds must be an integer >= 1, got {self.seeds}")
+        if not isinstance(self.replica_sample, int) or self.replica_sample < 0:
+            raise SpecplanError(f"--replica-sample must be an integer >= 0, got {self.replica_sample}")
         flags = {**LOAD_FLAGS, "sla_tps": "--sla-tps", "ttft_s": "--ttft-s", "gpu_hour_usd": "--gpu-hour-usd"}
         for name, flag in flags.items():
             value = getattr(self, name)
@@ -159,6 +177,7 @@ class Probe:
     keep_up: str = KEEPS_UP
     runs: tuple[dict[str, Any], ...] = ()
     stats: dict[str, tuple[float, float]] = field(default_factory=dict)  # SLA key → (mean, 95% half-width)
+    simulated: int = 0  # replicas simulated for all of them (`replicas` when simulated whole)
 
     @property
     def keeps_up(self) -> bool:
@@ -244,7 +263,7 @@ def probe_record(probe: Probe | None) -> dict[str, Any] | None:
         return None
     return {"replicas": probe.replicas, "gpus": probe.gpus, "tps_user": finite(probe.tps_user),
             "tps_user_ci95": finite(probe.tps_user_ci95), "keep_up": probe.keep_up,
-            "backlog_growth": finite(probe.backlog_growth)}
+            "backlog_growth": finite(probe.backlog_growth), "replicas_simulated": probe.simulated}
 
 
 def finite(value: float | None) -> float | None:
@@ -272,7 +291,8 @@ def probe(scenario: Scenario, target: Target, label: str = "", probes_dir: Path 
           store: ProbeStore | None = None) -> Probe:
     """Simulate one cluster size once per seed and judge it against the target."""
     store = store if store is not None else ProbeStore(probes_dir)
-    runs = tuple(seed_run(dataclasses.replace(scenario, seed=scenario.seed + i), label, store)
+    sample = sampled_replicas(scenario, target)
+    runs = tuple(seed_run(dataclasses.replace(scenario, seed=scenario.seed + i), label, store, sample)
                  for i in range(target.seeds))
     stats = {b.key: mean_and_interval(runs, b.key) for b in target.sla_bounds}
     tps, tps_half = mean_and_interval(runs, tps_column(target.statistic))
@@ -288,7 +308,7 @@ def probe(scenario: Scenario, target: Target, label: str = "", probes_dir: Path 
     growth = max((float(r["keep_up_growth"]) for r in runs if r["keep_up_growth"] is not None), default=math.nan)
     throughput = float(pd.Series([r["throughput_tokens_per_s_per_gpu"] for r in runs], dtype=float).mean())
     return Probe(scenario.cluster.replicas, bool(meets), tps, throughput, ttft, growth, int(runs[0]["gpus"]),
-                 tps_half, keep_up, runs, stats)
+                 tps_half, keep_up, runs, stats, sample or scenario.cluster.replicas)
 
 
 def mean_and_interval(runs: tuple[dict[str, Any], ...], key: str) -> tuple[float, float]:
@@ -297,14 +317,27 @@ def mean_and_interval(runs: tuple[dict[str, Any], ...], key: str) -> tuple[float
     return float(values.mean()), ci95(values)
 
 
-def seed_run(scenario: Scenario, label: str, store: ProbeStore) -> dict[str, Any]:
-    """One seed's summary with its keep-up verdict: reused from the store, or simulated and stored."""
-    key = point_key(scenario)
+def sampled_replicas(scenario: Scenario, target: Target) -> int | None:
+    """How many replicas a probe of `scenario` simulates for all of them, None to simulate it whole."""
+    sample, n = target.replica_sample, scenario.cluster.replicas
+    if not sample or n <= sample or scenario.cluster.prefill is not None:
+        return None
+    exact = scenario.cluster.router == "random" or target.sample_any_router
+    independent = scenario.workload.arrivals.KIND == "poisson" and scenario.horizon.duration_s is not None
+    return sample if exact and independent else None
+
+
+def seed_run(scenario: Scenario, label: str, store: ProbeStore, sample: int | None = None) -> dict[str, Any]:
+    """One seed's summary with its keep-up verdict: reused from the store, or simulated and stored
+    (whole, or as `sample` of its replicas, under a key that says so)."""
+    key = point_key(scenario) if sample is None else hashlib.sha256(
+        f"{point_key(scenario)}:sample={sample}".encode()).hexdigest()
     stored = store.get(key)
     if stored is not None and "keep_up_verdict" in stored:
         return stored
-    result = simulate(scenario, itl=True)
-    backlog = judge_backlog(result.requests, scenario.horizon.warmup_s, float(result.summary["simulated_s"]))
+    result = simulate(scenario, itl=True) if sample is None else simulate_sampled(scenario, sample, itl=True)
+    backlog = judge_backlog(result.requests, scenario.horizon.warmup_s, float(result.summary["simulated_s"]),
+                            result.steps)
     summary = normalise({**result.summary, **backlog.fields(), "key": key, "seed": scenario.seed})
     store.put(key, summary, scenario)
     return summary
@@ -378,16 +411,19 @@ def plan_capacity(scenario_or_path: str | Path | Scenario | dict, rate_per_s: fl
                   workers: int | None = None, progress: bool | None = None,
                   overrides: tuple[str, ...] | list[str] = (), rate_scale: float | None = None,
                   users: int | None = None, seeds: int = DEFAULT_SEEDS, out_dir: str | Path | None = None,
-                  bounds: tuple[Bound, ...] = ()) -> CapacityPlan:
+                  bounds: tuple[Bound, ...] = (), replica_sample: int = DEFAULT_REPLICA_SAMPLE,
+                  sample_any_router: bool = False) -> CapacityPlan:
     """Fewest replicas (and GPUs, cost) per variant serving the demand at the SLA.
 
     The demand is exactly one of `rate_per_s`, `rate_scale`, `users` (see the module docstring);
     the SLA is `bounds` with `sla_tps` / `ttft_s` (or, with none given, the scenario's sla.bounds).
     With `out_dir`, every probe run is stored under out_dir/probes/ (and reused by a re-run).
+    `replica_sample` / `sample_any_router`: how probes of many replicas are simulated (module docstring).
     """
     if not bounds and sla_tps is None and ttft_s is None:
         bounds = scenario_bounds(scenario_or_path, overrides)
-    target = Target(rate_per_s, sla_tps, statistic, ttft_s, gpu_hour_usd, rate_scale, users, seeds, tuple(bounds))
+    target = Target(rate_per_s, sla_tps, statistic, ttft_s, gpu_hour_usd, rate_scale, users, seeds, tuple(bounds),
+                    replica_sample, sample_any_router)
     target.check()
     if max_replicas < 1:
         raise SpecplanError(f"max-replicas must be >= 1, got {max_replicas}")
@@ -440,6 +476,11 @@ def plan_table(plan: CapacityPlan) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(cols))]
     lines = [head] + ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
                                 enumerate(zip(row, widths, strict=True))) for row in rows]
+    sampled = sorted({p.simulated for v in plan.variants for p in v.probes if p.simulated < p.replicas})
+    if sampled:
+        lines.append(f"  probes above {sampled[0]} replicas simulate {sampled[0]} of them at their share of the "
+                     "demand (independent replicas: random routing of Poisson arrivals)"
+                     + ("; other routers approximated so (--sample-any-router)" if t.sample_any_router else ""))
     lines += [f"  {v.label}: no cluster up to {max(p.replicas for p in v.probes)} replicas meets the SLA"
               for v in plan.variants if v.replicas is None and v.probes]
     lines += [f"  {v.label}: not sure: a bound of the SLA lies inside the 95% interval of {v.replicas} or "

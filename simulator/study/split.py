@@ -20,6 +20,16 @@ what that costs in accuracy is measured by `benchmarks/replica_split.py`.
 Refused (one line): other arrival kinds (a modulated or closed-loop stream
 does not split into independent streams), a `requests` horizon, and a
 prefill pool (shared by every decode replica).
+
+A fleet needs fewer runs still: its replicas are independent and identically
+distributed, so `simulate_sampled(scenario, k)` simulates k of the N (each at
+λ/N, seeds as above) and stands them for all N: every per-request statistic
+(percentiles of TTFT, tokens/s/user, ITL) and every per-GPU figure is the
+distribution of one replica either way, and only its sampling error grows
+(k replicas' requests instead of N's; the plan's seeds and intervals carry
+it). The cluster totals (`SAMPLE_SCALED`: throughput, tokens, request and
+step counts) are the sample's times N/k; `replicas` and `gpus` are the
+fleet's, `replicas_simulated` is k. Its cost does not grow with N.
 """
 
 from __future__ import annotations
@@ -115,3 +125,30 @@ def renumbered_chunks(results: list[SimResult], requests: pd.DataFrame) -> Chunk
         new_id[requests["request_id"].to_numpy()[mine]] = np.flatnonzero(mine)
         out.extend(result.chunks, new_id)
     return out
+
+
+SAMPLE_SCALED = ("throughput_tokens_per_s", "tokens_generated", "requests_arrived", "requests_completed",
+                 "requests_running", "requests_rejected", "requests_completed_in_window", "engine_steps",
+                 "preemptions", "request_steps_deferred", "draft_tokens_truncated")
+
+
+def simulate_sampled(scenario: Scenario, sample: int, workers: int = 1, itl: bool = False) -> SimResult:
+    """A fleet of N replicas as `sample` of them, each at λ/N (see the module docstring)."""
+    check_splittable(scenario)
+    n = scenario.cluster.replicas
+    k = min(sample, n)
+    if k < 1:
+        raise SpecplanError(f"replica sample must be >= 1, got {sample}")
+    poisson = scenario.workload.arrivals
+    assert isinstance(poisson, PoissonArrivals)
+    arrivals = dataclasses.replace(poisson, rate_per_s=poisson.rate_per_s * k / n)
+    part = dataclasses.replace(scenario, workload=dataclasses.replace(scenario.workload, arrivals=arrivals),
+                               cluster=dataclasses.replace(scenario.cluster, replicas=k))
+    result = simulate_split(part, workers, itl)
+    summary = dict(result.summary)
+    for key in SAMPLE_SCALED:
+        if key in summary:
+            scaled = summary[key] * n / k
+            summary[key] = round(scaled) if isinstance(summary[key], int) else scaled
+    summary.update(replicas=n, gpus=n * scenario.hardware.gpus_per_replica, replicas_simulated=k)
+    return dataclasses.replace(result, scenario=scenario, summary=summary)

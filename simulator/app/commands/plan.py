@@ -29,6 +29,7 @@ from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.scenario.study import STATISTICS, parse_bound
 from specplan.simulator.study.plan_files import write_plan_files
 from specplan.simulator.study.planner import (
+    DEFAULT_REPLICA_SAMPLE,
     DEFAULT_SEEDS,
     Target,
     plan_capacity,
@@ -61,6 +62,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
                    help=f"seeds per probe (the scenario's seed, +1, ...; default {DEFAULT_SEEDS}): the answer "
                         "carries a 95%% interval over them")
+    p.add_argument("--replica-sample", type=int, default=DEFAULT_REPLICA_SAMPLE, metavar="K",
+                   help=f"a probe of more than K independent replicas (random routing of Poisson arrivals) "
+                        f"simulates K of them at their share of the demand (exact in distribution; default "
+                        f"{DEFAULT_REPLICA_SAMPLE}; 0: simulate every cluster whole)")
+    p.add_argument("--sample-any-router", action="store_true",
+                   help="sample probes under every router too: an approximation that stands random routing "
+                        "in for round_robin / least_loaded (see benchmarks/replica_split.py for its cost)")
     p.add_argument("--out", help="folder for every probe run, plan.json, probes.csv and plan.md "
                                  "(created; re-running reuses its probes)")
     p.add_argument("--workers", type=int, help="variants (search points) planned in parallel (default: the number "
@@ -85,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
                          args.gpu_hour_usd, max_replicas=args.max_replicas, workers=args.workers,
                          progress=False if (args.quiet or args.json) else None, overrides=args.overrides,
                          rate_scale=args.rate_scale, users=args.users, seeds=args.seeds, out_dir=out,
-                         bounds=bounds)
+                         bounds=bounds, replica_sample=args.replica_sample,
+                         sample_any_router=args.sample_any_router)
     files = write_plan_files(plan, out) if out is not None else {}
     if args.json:
         sys.stdout.write(json.dumps(clean(plan.to_json()), indent=2) + "\n")
@@ -108,7 +117,7 @@ def run_search(args: argparse.Namespace, out: Path | None, bounds: tuple) -> int
     if not bounds and args.sla_tps is None and args.ttft_s is None:
         bounds = scenario_bounds(args.scenario, args.overrides)
     target = Target(args.rate, args.sla_tps, args.statistic, args.ttft_s, None, args.rate_scale, args.users,
-                    args.seeds, bounds)
+                    args.seeds, bounds, args.replica_sample, args.sample_any_router)
     plan = plan_search(args.scenario, target, max_replicas=args.max_replicas, workers=args.workers,
                        backend=args.backend, address=args.address, out_dir=out,
                        progress=False if (args.quiet or args.json) else None, overrides=args.overrides)
