@@ -19,6 +19,8 @@ RUNS = {
     "draft_speed": (["--requests", "8", "--steps", "5", "--repeats", "1"], "outcomes only"),
     "policy_speed": (["--requests", "8", "--repeats", "1"], "dspark-async"),
     "bypass_gain": (["--duration", "4", "--users", "1", "--seeds", "2"], "throughput gain"),
+    "fleet_plan": (["--rate", "96", "--check-rate", "48", "--seeds", "1", "--sample", "2", "--compare-seeds", "2"],
+                   "one run of"),
     "search_time": (["--duration", "30", "--seeds", "1", "--max-replicas", "2", "--backends", "local"],
                     "identical plan.csv rows"),
 }
