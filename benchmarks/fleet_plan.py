@@ -1,6 +1,6 @@
 """How long a plan for a fleet of hundreds of replicas takes, and what sampling its probes costs in accuracy.
 
-    .venv/bin/python benchmarks/fleet_plan.py [--rate 4800] [--check-rate 384] [--seeds 2] [--sample 8]
+    .venv/bin/python benchmarks/fleet_plan.py [--rate 4800] [--check-rate 384] [--seeds 2] [--sample 8] [--workers 2]
 
 Workload: benchmarks/replica_split.py's (Llama-3.1-8B on H200, MTP-1,
 Poisson arrivals, lognormal prompts and outputs, the fixed-rate prefill
@@ -9,7 +9,8 @@ and ttft_p99_s <= 1. Two plans:
 
 1. the fleet: `--rate` req/s (4,800: about 200 replicas), each probe of
    more than `--sample` replicas simulating that many of them at their
-   share of the demand (`specplan.simulator.study.split.simulate_sampled`);
+   share of the demand (`specplan.simulator.study.split.simulate_sampled`)
+   on `--workers` processes;
    prints the answer, the probes it took and the wall time;
 2. the check: `--check-rate` req/s (384: about 16 replicas), planned twice,
    sampled and whole (`replica_sample=0`), printing both answers, the SLA
@@ -35,10 +36,10 @@ from specplan.simulator.study.split import simulate_sampled
 BOUNDS = (Bound("tps_user_p10", ">=", 200.0), Bound("ttft_p99_s", "<=", 1.0))
 
 
-def plan(rate: float, seeds: int, sample: int):
+def plan(rate: float, seeds: int, sample: int, workers: int):
     start = time.perf_counter()
     result = plan_capacity(scenario(1, rate, 30.0, 0, "random"), rate, None, seeds=seeds, bounds=BOUNDS,
-                           max_replicas=1024, workers=1, progress=False, replica_sample=sample)
+                           max_replicas=1024, workers=workers, progress=False, replica_sample=sample)
     return result.variants[0], time.perf_counter() - start
 
 
@@ -84,12 +85,13 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--sample", type=int, default=8)
     parser.add_argument("--compare-seeds", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=2, help="processes for a sampled probe's replicas")
     args = parser.parse_args()
-    fleet, wall = plan(args.rate, args.seeds, args.sample)
+    fleet, wall = plan(args.rate, args.seeds, args.sample, args.workers)
     describe(f"fleet at {args.rate:g} req/s, sampled", fleet, wall)
-    check, wall = plan(args.check_rate, args.seeds, args.sample)
+    check, wall = plan(args.check_rate, args.seeds, args.sample, args.workers)
     describe(f"check at {args.check_rate:g} req/s, sampled", check, wall)
-    describe(f"check at {args.check_rate:g} req/s, whole", *plan(args.check_rate, args.seeds, 0))
+    describe(f"check at {args.check_rate:g} req/s, whole", *plan(args.check_rate, args.seeds, 0, args.workers))
     if check.replicas is not None:
         compare(check.replicas, args.check_rate, args.compare_seeds, args.sample)
     if fleet.replicas is not None:

@@ -312,3 +312,11 @@ def test_a_bad_replica_sample_is_refused_in_one_line(cli, tmp_path):
     path = write_yaml(tmp_path / "fleet.yaml", fleet("random"))
     status, out, err = cli("plan", path, "--rate", 85, "--sla-tps", SLA, "--replica-sample", -1)
     assert status == 2 and out == "" and err.strip() == "specplan: error: --replica-sample must be an integer >= 0, got -1"
+
+
+def test_a_sampled_probes_replicas_on_two_processes_give_the_same_plan():
+    plans = [plan_capacity(fleet("random"), 170.0, SLA, statistic="p50", workers=w, seeds=1, replica_sample=4)
+             for w in (1, 2)]
+    one, two = (p.variants[0] for p in plans)
+    assert one.replicas == two.replicas and one.replicas > 4
+    assert [(p.replicas, p.stats) for p in one.probes] == [(p.replicas, p.stats) for p in two.probes]

@@ -39,8 +39,8 @@ A probe of more than `replica_sample` replicas (default 8) whose replicas
 are independent (random routing of Poisson arrivals over a duration
 horizon, no shared prefill pool) simulates that many of them at λ/n each
 and stands them for all n (`specplan.simulator.study.split.simulate_sampled`:
-exact in distribution, its cost flat in n), so a fleet of hundreds plans
-in minutes; `sample_any_router` extends this to the other routers, where a
+exact in distribution, its cost flat in n; the K run on the cores the
+variants leave), so a fleet of hundreds plans in minutes; `sample_any_router` extends this to the other routers, where a
 split run stands in for random routing (what that costs:
 `benchmarks/replica_split.py`), and `replica_sample=0` simulates every
 cluster whole. Far below the demand a probe can be so overloaded that no
@@ -288,11 +288,12 @@ def cluster_scenario(raw: dict, replicas: int, folder: Path, source: str, where:
 
 
 def probe(scenario: Scenario, target: Target, label: str = "", probes_dir: Path | None = None,
-          store: ProbeStore | None = None) -> Probe:
-    """Simulate one cluster size once per seed and judge it against the target."""
+          store: ProbeStore | None = None, workers: int = 1) -> Probe:
+    """Simulate one cluster size once per seed and judge it against the target (a sampled one's
+    replicas on `workers` processes)."""
     store = store if store is not None else ProbeStore(probes_dir)
     sample = sampled_replicas(scenario, target)
-    runs = tuple(seed_run(dataclasses.replace(scenario, seed=scenario.seed + i), label, store, sample)
+    runs = tuple(seed_run(dataclasses.replace(scenario, seed=scenario.seed + i), label, store, sample, workers)
                  for i in range(target.seeds))
     stats = {b.key: mean_and_interval(runs, b.key) for b in target.sla_bounds}
     tps, tps_half = mean_and_interval(runs, tps_column(target.statistic))
@@ -327,7 +328,8 @@ def sampled_replicas(scenario: Scenario, target: Target) -> int | None:
     return sample if exact and independent else None
 
 
-def seed_run(scenario: Scenario, label: str, store: ProbeStore, sample: int | None = None) -> dict[str, Any]:
+def seed_run(scenario: Scenario, label: str, store: ProbeStore, sample: int | None = None,
+             workers: int = 1) -> dict[str, Any]:
     """One seed's summary with its keep-up verdict: reused from the store, or simulated and stored
     (whole, or as `sample` of its replicas, under a key that says so)."""
     key = point_key(scenario) if sample is None else hashlib.sha256(
@@ -335,7 +337,8 @@ def seed_run(scenario: Scenario, label: str, store: ProbeStore, sample: int | No
     stored = store.get(key)
     if stored is not None and "keep_up_verdict" in stored:
         return stored
-    result = simulate(scenario, itl=True) if sample is None else simulate_sampled(scenario, sample, itl=True)
+    result = (simulate(scenario, itl=True) if sample is None
+              else simulate_sampled(scenario, sample, workers=workers, itl=True))
     backlog = judge_backlog(result.requests, scenario.horizon.warmup_s, float(result.summary["simulated_s"]),
                             result.steps)
     summary = normalise({**result.summary, **backlog.fields(), "key": key, "seed": scenario.seed})
@@ -368,14 +371,17 @@ def fewest_replicas(meets: Callable[[int], bool], max_replicas: int) -> int | No
 
 
 def plan_variant(raw: dict, label: str, folder: Path, source: str, where: str,
-                 target: Target, max_replicas: int, probes_dir: Path | None = None) -> VariantPlan:
-    """Search one variant's replica count; every probe is kept for the record."""
+                 target: Target, max_replicas: int, probes_dir: Path | None = None,
+                 replica_workers: int = 1) -> VariantPlan:
+    """Search one variant's replica count; every probe is kept for the record (a sampled probe's
+    replicas on `replica_workers` processes)."""
     probes: dict[int, Probe] = {}
     store = ProbeStore(probes_dir)
 
     def meets(n: int) -> bool:
         if n not in probes:
-            probes[n] = probe(cluster_scenario(raw, n, folder, source, where), target, label, store=store)
+            probes[n] = probe(cluster_scenario(raw, n, folder, source, where), target, label, store=store,
+                              workers=replica_workers)
         return probes[n].meets_sla
 
     base = cluster_scenario(raw, 1, folder, source, where)
@@ -431,10 +437,13 @@ def plan_capacity(scenario_or_path: str | Path | Scenario | dict, rate_per_s: fl
     for _label, raw, where in variants:
         cluster_scenario(raw, 1, folder, name, where)  # fail fast on a bad variant
     probes_dir = Path(out_dir) / "probes" if out_dir is not None else None
-    jobs = [(raw, label, folder, name, where, target, max_replicas, probes_dir) for label, raw, where in variants]
     if workers is not None and workers < 1:
         raise SpecplanError(f"--workers must be >= 1, got {workers}")
-    workers = min(workers or default_workers(), len(jobs))
+    cores = workers or default_workers()
+    replica_workers = max(1, cores // len(variants))  # cores the variants leave run a sampled probe's replicas
+    jobs = [(raw, label, folder, name, where, target, max_replicas, probes_dir, replica_workers)
+            for label, raw, where in variants]
+    workers = min(cores, len(jobs))
     found: dict[int, VariantPlan] = {}
     with Progress(len(jobs), "plan", enabled=progress) as bar:
 
