@@ -13,6 +13,7 @@ import pytest
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario.load import read_yaml
 from specplan.simulator.study.keepup import FALLS_BEHIND, KEEPS_UP, TOO_SHORT, judge_backlog
+from specplan.simulator.study.plan_files import write_plan_files
 from specplan.simulator.study.planner import fewest_replicas, plan_capacity, plan_table
 from tests.conftest import REPO
 from tests.test_sweep import write_yaml
@@ -292,10 +293,12 @@ def test_a_fleet_plans_on_a_sample_of_its_replicas_and_the_swamped_probes_fall_b
     assert variant.one_fewer is not None and not variant.one_fewer.meets_sla
     assert variant.gpus == 2 * variant.replicas
     assert "probes above 4 replicas simulate 4 of them" in plan_table(plan)
-    rows = pd.read_csv(tmp_path / "probes.csv") if (tmp_path / "probes.csv").exists() else None
-    assert rows is None  # plan_capacity stores probes; the CLI writes the files
     stored = list((tmp_path / "probes").glob("*.json"))
-    assert len(stored) == 2 * len(variant.probes)
+    assert len(stored) == 2 * len(variant.probes)  # a sampled probe's runs under keys of their own
+    write_plan_files(plan, tmp_path)
+    rows = pd.read_csv(tmp_path / "probes.csv")
+    assert (rows["replicas_simulated"] == rows["replicas"].clip(upper=4)).all()
+    assert plan.to_json()["variants"][0]["one_fewer"]["replicas_simulated"] == 4
 
 
 def test_other_routers_are_simulated_whole_unless_asked(tmp_path):

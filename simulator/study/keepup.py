@@ -15,8 +15,9 @@ fluctuation of a stationary count) and the growth's standard error read off
 the count itself (its residuals about the fitted line, with the effective
 number of values their autocorrelation leaves: a count of requests that
 stay seconds in an engine is correlated that long, and without this a small
-sampled fleet read its noise as overload). It keeps up when the growth is under the limit. Because the
-system starts empty, a horizon too short for N(t) to settle shows growth
+sampled fleet read its noise as overload). It keeps up when the growth is
+under the limit. Because the system starts empty, a horizon too short for
+N(t) to settle shows growth
 that is only the ramp up to the steady state (the old failure: at 5 s a
 plan asked for 39 GPUs where 30 s asks for 2). So growth counts as falling
 behind only when the half starts at least `SETTLE` times the p90 time a
@@ -47,7 +48,7 @@ GROWTH_LIMIT = 0.05
 NOISE_Z = 3.0
 SETTLE = 2.0  # from empty, N(t) still rises at λ·P(S > t): past 2 × p90 of S that is ~1% of λ
 MIN_COMPLETED = 30
-OVERWHELMED = 0.5  # with fewer than MIN_COMPLETED completions, falls behind only past this growth
+OVERWHELMED = 0.5  # too few completions: behind only past this growth (or token shortfall)
 SAMPLES = 65
 
 KEEPS_UP, FALLS_BEHIND, TOO_SHORT = "keeps up", "falls behind", "too short"

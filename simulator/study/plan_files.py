@@ -17,8 +17,9 @@ from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.planner import CapacityPlan, plan_table
 
-PROBE_COLUMNS = ["label", "replicas", "replicas_simulated", "gpus", "seed", "tps_user", "throughput_tokens_per_s_per_gpu", "ttft_p99_s",
-                 "requests_completed", "keep_up_verdict", "keep_up_growth", "meets_sla", "chosen", "key"]
+PROBE_COLUMNS = ["label", "replicas", "replicas_simulated", "gpus", "seed", "tps_user",
+                 "throughput_tokens_per_s_per_gpu", "ttft_p99_s", "requests_completed", "keep_up_verdict",
+                 "keep_up_growth", "meets_sla", "chosen", "key"]
 
 
 def probe_rows(plan: CapacityPlan) -> pd.DataFrame:

@@ -40,12 +40,14 @@ are independent (random routing of Poisson arrivals over a duration
 horizon, no shared prefill pool) simulates that many of them at λ/n each
 and stands them for all n (`specplan.simulator.study.split.simulate_sampled`:
 exact in distribution, its cost flat in n; the K run on the cores the
-variants leave), so a fleet of hundreds plans in minutes; `sample_any_router` extends this to the other routers, where a
-split run stands in for random routing (what that costs:
-`benchmarks/replica_split.py`), and `replica_sample=0` simulates every
-cluster whole. Far below the demand a probe can be so overloaded that no
-request of its window completes; its backlog, growing by more than half
-its arrivals, still says it falls behind (`specplan.simulator.study.keepup`).
+variants leave), so a fleet of hundreds plans in minutes. `sample_any_router`
+extends this to the other routers, where a split run stands in for random
+routing (what that costs: `benchmarks/replica_split.py`); `replica_sample=0`
+simulates every cluster whole. Far below the demand a probe can be so
+swamped that no request of its window completes; the keep-up judge still
+calls it behind when its engines all queue and emit under half the tokens
+asked, or its backlog grows by over half its arrivals
+(`specplan.simulator.study.keepup`).
 With `out_dir`, every probe's run (summary, keep-up verdict, resolved
 scenario) is stored at once under `out_dir/probes/<key>.json`, as sweep
 points are, so a re-run reuses them; `specplan.simulator.study.plan_files`
