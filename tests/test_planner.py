@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,13 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario.load import read_yaml
 from specplan.simulator.study.keepup import FALLS_BEHIND, KEEPS_UP, TOO_SHORT, judge_backlog
 from specplan.simulator.study.plan_files import write_plan_files
-from specplan.simulator.study.planner import fewest_replicas, plan_capacity, plan_table
+from specplan.simulator.study.planner import (
+    Probe,
+    fewest_replicas,
+    plan_capacity,
+    plan_table,
+    swamped_growth,
+)
 from tests.conftest import REPO
 from tests.test_sweep import write_yaml
 
@@ -323,3 +330,23 @@ def test_a_sampled_probes_replicas_on_two_processes_give_the_same_plan():
     one, two = (p.variants[0] for p in plans)
     assert one.replicas == two.replicas and one.replicas > 4
     assert [(p.replicas, p.stats) for p in one.probes] == [(p.replicas, p.stats) for p in two.probes]
+
+
+def test_after_one_swamped_replica_the_search_jumps_and_still_brackets_the_answer():
+    run = {"keep_up_growth": 0.99}
+    probes = {1: Probe(1, False, math.nan, 0.0, math.nan, 0.99, 1, keep_up=FALLS_BEHIND, runs=(run, run))}
+    grow = swamped_growth(probes)
+    assert grow(1) == 32 and grow(32) == 64  # 1 replica serves 1%: 0.5 / 0.01 = 50 → 32
+    probes[1] = Probe(1, False, math.nan, 0.0, math.nan, 0.5, 1, keep_up=FALLS_BEHIND, runs=({"keep_up_growth": 0.5},))
+    assert grow(1) == 2  # serving half its demand: no jump
+    calls: list[int] = []
+
+    def meets(n: int) -> bool:
+        calls.append(n)
+        if n == 1:
+            probes[1] = Probe(1, False, math.nan, 0.0, math.nan, 0.99, 1, keep_up=FALLS_BEHIND, runs=(run,))
+        return n >= 20
+
+    probes.clear()
+    assert fewest_replicas(meets, 256, swamped_growth(probes)) == 20
+    assert calls[:2] == [1, 32] and 19 in calls

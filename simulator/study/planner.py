@@ -32,7 +32,9 @@ interval over seeds on the statistic; `sure` is False when the SLA lies
 inside either interval (more seeds or a longer horizon would settle it).
 
 Search: n = 1, 2, 4, ... until the SLA is met, then bisection between the
-last failure and the first success. Every probe is a simulation of the
+last failure and the first success; when one replica falls behind serving
+a share f < 1/4 of its arrivals, the search jumps from 1 to the largest
+power of two at most 1/(2f) (`swamped_growth`). Every probe is a simulation of the
 cluster, so the answer n is confirmed by its own run, and n − 1 by a run
 that failed (bisection ends with exactly those two neighbours simulated).
 A probe of more than `replica_sample` replicas (default 8) whose replicas
@@ -358,18 +360,39 @@ def too_short(scenario: Scenario, label: str, run: dict[str, Any]) -> str:
             f"{run['keep_up_needed_duration_s']:g} (warm-up {h.warmup_s:g} s)")
 
 
-def fewest_replicas(meets: Callable[[int], bool], max_replicas: int) -> int | None:
-    """Smallest n in 1..max_replicas with meets(n) and not meets(n − 1), by doubling then bisection."""
+def fewest_replicas(meets: Callable[[int], bool], max_replicas: int,
+                    grow: Callable[[int], int] = lambda n: 2 * n) -> int | None:
+    """Smallest n in 1..max_replicas with meets(n) and not meets(n − 1), by growing (doubling, or
+    `grow(n)` > n after a failed n) then bisection."""
     n, last_fail = 1, 0
     while not meets(n):
         if n >= max_replicas:
             return None
-        last_fail, n = n, min(2 * n, max_replicas)
+        last_fail, n = n, min(max(grow(n), n + 1), max_replicas)
     lo, hi = last_fail, n
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if meets(mid) else (mid, hi)
     return hi  # meets(hi) held, and hi − 1 == lo was simulated and failed (or hi is 1)
+
+
+def swamped_growth(probes: dict[int, Probe]) -> Callable[[int], int]:
+    """The search's next size after a failed n: 2n, or, after one replica fell behind serving a share
+    f of its arrivals, the largest power of two at most 1 / (2f) (its saturated throughput, which no
+    SLA raises, needs 1/f replicas): the swamped probes between are skipped, the bisection still
+    brackets the answer by simulated neighbours."""
+
+    def grow(n: int) -> int:
+        first = probes.get(n)
+        if n != 1 or first is None or first.keep_up != FALLS_BEHIND:
+            return 2 * n
+        growths = [r.get("keep_up_growth") for r in first.runs]
+        served = 1.0 - min((float(g) for g in growths if g is not None), default=math.nan)  # the best seed
+        if not 0.0 < served < 0.25:
+            return 2 * n
+        return 2 ** math.floor(math.log2(0.5 / served))
+
+    return grow
 
 
 def plan_variant(raw: dict, label: str, folder: Path, source: str, where: str,
@@ -387,7 +410,7 @@ def plan_variant(raw: dict, label: str, folder: Path, source: str, where: str,
         return probes[n].meets_sla
 
     base = cluster_scenario(raw, 1, folder, source, where)
-    replicas = fewest_replicas(meets, max_replicas)
+    replicas = fewest_replicas(meets, max_replicas, swamped_growth(probes))
     return VariantPlan(label, replicas, base.hardware.gpus_per_replica, [probes[n] for n in sorted(probes)])
 
 

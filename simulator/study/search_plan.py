@@ -57,6 +57,7 @@ from specplan.simulator.study.planner import (
     fewest_replicas,
     finite,
     probe,
+    swamped_growth,
 )
 from specplan.simulator.study.points import fits, loaded, read_source, remove_partial, validated
 from specplan.simulator.study.probe_store import ProbeStore, stored_summaries, write_fresh
@@ -210,7 +211,7 @@ def plan_point(raw: dict, folder: Path, name: str, index: int, target: Target, m
             probes[n] = probe(point_scenario(point, n, target, folder, name), target, point.label, store=store)
         return probes[n].meets_sla
 
-    replicas = fewest_replicas(meets, max_replicas)
+    replicas = fewest_replicas(meets, max_replicas, swamped_growth(probes))
     plan = VariantPlan(point.label, replicas, point.hardware.gpus_per_replica, [probes[n] for n in sorted(probes)])
     return plan, store.fresh
 
