@@ -140,7 +140,7 @@ def judge_backlog(requests: Any, warmup_s: float, end_s: float, steps: Any = Non
     growth, mean_n, arrived, noise = backlog_growth(requests, t_mid, end_s)
     share = growth / arrived if arrived else math.nan
     if completed < MIN_COMPLETED:
-        if overwhelmed(share, growth, mean_n, t_mid, service):
+        if overwhelmed(share, beyond_noise(growth, mean_n, noise), t_mid, service):
             return Backlog(FALLS_BEHIND, share, completed, service, needed,
                            f"only {completed} requests completed in the measurement window while the backlog "
                            f"grew by {100 * share:.0f}% of the arrivals over its second half")
@@ -155,7 +155,7 @@ def judge_backlog(requests: Any, warmup_s: float, end_s: float, steps: Any = Non
                        f"(at least {MIN_COMPLETED} are needed to judge)")
     if math.isfinite(share) and share <= GROWTH_LIMIT:
         return Backlog(KEEPS_UP, share, completed, service, needed, "")
-    if growth <= NOISE_Z * max(math.sqrt(max(mean_n, 1.0)), noise):
+    if not beyond_noise(growth, mean_n, noise):
         return Backlog(KEEPS_UP, share, completed, service, needed, "")
     if t_mid >= SETTLE * service:
         return Backlog(FALLS_BEHIND, share, completed, service, needed,
@@ -166,10 +166,15 @@ def judge_backlog(requests: Any, warmup_s: float, end_s: float, steps: Any = Non
                    f"({service:.1f} s): the ramp-up from an empty cluster cannot be told from overload")
 
 
-def overwhelmed(share: float, growth: float, mean_n: float, t_mid: float, service_s: float) -> bool:
+def beyond_noise(growth: float, mean_n: float, noise: float) -> bool:
+    """The growth exceeds `NOISE_Z` times the larger of √N̄ and its standard error off the count."""
+    return growth > NOISE_Z * max(math.sqrt(max(mean_n, 1.0)), noise)
+
+
+def overwhelmed(share: float, above_noise: bool, t_mid: float, service_s: float) -> bool:
     """Too few completions to judge the SLA, yet plainly overloaded: the backlog grows by more than
     `OVERWHELMED` of the arrivals, beyond the noise, after the ramp-up from empty has settled."""
-    return (math.isfinite(share) and share > OVERWHELMED and growth > NOISE_Z * math.sqrt(max(mean_n, 1.0))
+    return (math.isfinite(share) and share > OVERWHELMED and above_noise
             and math.isfinite(service_s) and t_mid >= SETTLE * service_s)
 
 
