@@ -53,6 +53,7 @@ import datetime
 import importlib.util
 import json
 import math
+import os
 import platform
 import re
 import subprocess
@@ -394,7 +395,8 @@ def run_capture(run: Run, plan: Plan, capture: Capture, limit_s: float, free: fl
             + " ".join(command[1:]))
     t0 = time.monotonic()
     try:
-        done = subprocess.run(command, stdout=run.log, stderr=subprocess.STDOUT, timeout=limit_s, check=False)
+        done = subprocess.run(command, stdout=run.log, stderr=subprocess.STDOUT, timeout=limit_s, check=False,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"})  # a killed capture's lines stay in the log
     except subprocess.TimeoutExpired:
         run.say(f"killed  {name}: past its hard limit of {limit_s:.0f} s")
         return Outcome(name, "killed", limit_s, 0, len(tokens), command, f"hard limit {limit_s:.0f} s")
