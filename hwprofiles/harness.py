@@ -11,6 +11,12 @@ the padded staircase an engine replaying those buckets would see. With
 `layers < shape.layers`, the stack and the head-only forward are timed and
 scaled: `step = head + L/N · (measured − head)` (the file says so).
 
+With `parts`, each point also times the step's GEMMs and its attention
+alone (`torch_model.StepParts`) and the file gains `gemm_ms` and
+`attention_ms` columns: the rest of the step is `step_ms − gemm_ms −
+attention_ms`. A `stop_at` time limit ends the sweep early and keeps the
+token counts finished by then (the file says what was cut).
+
 Drafter shapes are timed the same way (see `modelshape.drafter_shape`): the
 token axis is tokens per drafter forward, and the file's `usage` line says
 how a drafting step composes from it. Imports torch; only the CLI command
@@ -30,15 +36,21 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
+from torch.nn.attention import SDPBackend
 
 from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.grid import staircase
 from specplan.hwprofiles.modelshape import ModelShape, drafter_shape
 from specplan.hwprofiles.profile import StepProfile
-from specplan.hwprofiles.torch_model import DecoderModel, KVCache, MarkovHead, VerifyLayout
+from specplan.hwprofiles.torch_model import (
+    DecoderModel,
+    KVCache,
+    MarkovHead,
+    StepParts,
+    VerifyLayout,
+)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-STATS = ("p10_ms", "p90_ms", "min_ms", "max_ms")
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,7 @@ class HarnessConfig:
     drafter_layers: int = 1
     block_size: int = 7
     markov_rank: int = 256
+    parts: bool = False
     seed: int = 0
     command: str = "specplan profile"
 
@@ -83,6 +96,8 @@ def check_config(cfg: HarnessConfig) -> None:
         raise ProfileError(f"--requests {cfg.requests}: more requests than the smallest token count {min(cfg.tokens)}")
     if cfg.layers is not None and not 1 <= cfg.layers <= cfg.shape.layers:
         raise ProfileError(f"--layers: must be in 1..{cfg.shape.layers}")
+    if cfg.parts and (cfg.drafter == "markov" or cfg.shape.is_moe):
+        raise ProfileError("parts: timed for dense decoders only (not a Markov head, not an MoE shape)")
 
 
 def spread_tokens(tokens: int, requests: int) -> list[int]:
@@ -163,8 +178,14 @@ class Bench:
         shape = cfg.shape if cfg.drafter is None else drafter_shape(cfg.shape, cfg.drafter, cfg.drafter_layers, cfg.markov_rank)
         return replace(shape, layers=cfg.layers) if cfg.layers else shape
 
+    @property
+    def depth_scale(self) -> float:
+        """Full depth over timed depth: above 1 when `layers` timed fewer layers than the shape has."""
+        cfg = self.cfg
+        return cfg.shape.layers / self.shape.layers if cfg.layers and cfg.layers < cfg.shape.layers else 1.0
+
     def forwards(self, tokens: int, total_context: int | None) -> dict[str, Callable[[], object]]:
-        """`step` (and `head` when scaling layers) as closures over static inputs."""
+        """`step` (`head` when scaling layers, the parts with `parts`) as closures over static inputs."""
         ids = torch.randint(0, self.shape.vocab, (tokens,), generator=self.generator, device=self.device)
         if isinstance(self.model, MarkovHead):
             unary = torch.randn(tokens, self.shape.vocab, generator=self.generator, device=self.device).to(self.dtype)
@@ -178,13 +199,17 @@ class Bench:
             cache.lengths.fill_(per_request)
         layout = VerifyLayout.build(split, cache)
         runs = {"step": lambda: self.model(ids, layout, cache)}
-        if self.cfg.layers and self.cfg.layers < self.cfg.shape.layers:
+        if self.depth_scale > 1:
             runs["head"] = lambda: self.model(ids, layout, cache, run_layers=False)
+        if self.cfg.parts:
+            assert isinstance(self.model, DecoderModel)
+            parts = StepParts(self.model, layout, cache, self.generator)
+            runs.update(gemm_layers=parts.layer_gemms, gemm_head=parts.head_gemm, attention=parts.attention)
         return runs
 
 
 def time_forwards(bench: Bench, tokens: int, total_context: int | None, repeats: int) -> dict[str, np.ndarray]:
-    """Raw run times (ms) of `step` (and `head`) at one token count: warm-up, then `repeats` runs."""
+    """Raw run times (ms) of each of `Bench.forwards`' closures at one token count: warm-up, then `repeats` runs."""
     cfg, timer = bench.cfg, Timer(bench.device)
     with torch.inference_mode():
         runs = bench.forwards(tokens, total_context)
@@ -194,52 +219,90 @@ def time_forwards(bench: Bench, tokens: int, total_context: int | None, repeats:
 
 
 def summarise(bench: Bench, samples: dict[str, np.ndarray]) -> dict[str, float]:
-    """Median and spread of the step time, scaled to the full depth when fewer layers were timed."""
-    step = samples["step"]
+    """Median and spread of the step time (and the parts' medians), scaled to the full depth."""
+    step, scale = samples["step"], bench.depth_scale
     if "head" in samples:
         head = float(np.median(samples["head"]))
         # the layers' share cannot be negative: a noisy head timing above a step sample clamps to 0
-        step = head + bench.cfg.shape.layers / bench.shape.layers * np.maximum(step - head, 0.0)
-    return {"step_ms": float(np.median(step)), "p10_ms": float(np.percentile(step, 10)),
-            "p90_ms": float(np.percentile(step, 90)), "min_ms": float(step.min()), "max_ms": float(step.max())}
+        step = head + scale * np.maximum(step - head, 0.0)
+    stats = {"step_ms": float(np.median(step)), "p10_ms": float(np.percentile(step, 10)),
+             "p90_ms": float(np.percentile(step, 90)), "min_ms": float(step.min()), "max_ms": float(step.max())}
+    if "attention" in samples:
+        stats["gemm_ms"] = float(np.median(samples["gemm_head"]) + scale * np.median(samples["gemm_layers"]))
+        stats["attention_ms"] = float(scale * np.median(samples["attention"]))
+    return stats
 
 
-def run_harness(cfg: HarnessConfig, name: str, progress: Callable[[str], None] | None = None) -> StepProfile:
+def run_harness(cfg: HarnessConfig, name: str, progress: Callable[[str], None] | None = None,
+                stop_at: float | None = None) -> StepProfile:
     """Time every token count (× every total context) and return the profile with its provenance.
 
     The grid is swept `cfg.rounds` times, each visit timing its share of the
     repeats, so a burst of load from other processes spreads over all
-    points instead of bending a contiguous stretch of the curve.
+    points instead of bending a contiguous stretch of the curve. Past
+    `stop_at` (a `time.monotonic()` instant) no new point is started; the
+    profile keeps the token counts timed at every context by then.
     """
     check_config(cfg)
     torch.manual_seed(cfg.seed)
     bench = Bench(cfg)
     contexts: list[int | None] = list(cfg.total_context) or [None]
-    points = [(i, j) for i in range(len(contexts)) for j in range(len(cfg.tokens))]
-    pooled: dict[tuple[int, int], dict[str, list[np.ndarray]]] = {p: {} for p in points}
     for b in {cfg.tokens[0], cfg.tokens[-1]}:  # first-use costs (allocator, thread pools, kernels) go here
         time_forwards(bench, b, contexts[0], 1)
+    pooled, stopped = sweep(bench, contexts, stop_at)
+    kept = next((j for j in range(len(cfg.tokens)) if any(not pooled[i, j] for i in range(len(contexts)))),
+                len(cfg.tokens))
+    if kept == 0:
+        raise ProfileError(f"{name}: the time limit came before the first token count was timed")
+    tokens = cfg.tokens[:kept]
+    stats = {(i, j): summarise(bench, {k: np.concatenate(v) for k, v in pooled[i, j].items()})
+             for i in range(len(contexts)) for j in range(kept)}
+    if progress:
+        for (i, j), point in stats.items():
+            ctx = "" if contexts[i] is None else f" ctx={contexts[i]}"
+            progress(f"B={tokens[j]:5d}{ctx}: {point['step_ms']:.3f} ms")
+    table = {k: np.array([[stats[i, j][k] for j in range(kept)] for i in range(len(contexts))])
+             for k in stats[0, 0]}
+    prov = provenance(replace(cfg, tokens=tokens), bench)
+    if stopped:
+        runs = min(sum(len(t) for t in pooled[i, j]["step"]) for i, j in stats)
+        prov["time_limit"] = (f"stopped by its time limit {stopped}: {kept} of {len(cfg.tokens)} token counts kept "
+                              f"(planned up to {cfg.tokens[-1]}), at least {runs} of {cfg.repeats} timed runs each")
+    return profile_from_table(cfg, name, tokens, contexts, table, prov)
+
+
+def sweep(bench: Bench, contexts: list[int | None], stop_at: float | None,
+          ) -> tuple[dict[tuple[int, int], dict[str, list[np.ndarray]]], str]:
+    """Raw run times per (context, token) point over `rounds` sweeps; where a time limit stopped it ('' if not).
+
+    Token-major order, so that a sweep cut short leaves a prefix of token
+    counts timed at every context.
+    """
+    cfg = bench.cfg
+    points = [(i, j) for j in range(len(cfg.tokens)) for i in range(len(contexts))]
+    pooled: dict[tuple[int, int], dict[str, list[np.ndarray]]] = {p: {} for p in points}
     for r in range(cfg.rounds):
         share = cfg.repeats // cfg.rounds + (r < cfg.repeats % cfg.rounds)
         for i, j in points:
+            if stop_at is not None and time.monotonic() >= stop_at:
+                return pooled, f"in sweep {r + 1} of {cfg.rounds}, before B = {cfg.tokens[j]}"
             for key, times in time_forwards(bench, cfg.tokens[j], contexts[i], share).items():
                 pooled[i, j].setdefault(key, []).append(times)
-    table = {k: np.empty((len(contexts), len(cfg.tokens))) for k in ("step_ms", *STATS)}
-    for i, j in points:
-        stats = summarise(bench, {k: np.concatenate(v) for k, v in pooled[i, j].items()})
-        for key, value in stats.items():
-            table[key][i, j] = value
-        if progress:
-            ctx = "" if contexts[i] is None else f" ctx={contexts[i]}"
-            progress(f"B={cfg.tokens[j]:5d}{ctx}: {stats['step_ms']:.3f} ms")
-    tokens = np.array(cfg.tokens, dtype=np.int64)
+    return pooled, ""
+
+
+def profile_from_table(cfg: HarnessConfig, name: str, tokens: list[int], contexts: list[int | None],
+                       table: dict[str, np.ndarray], prov: dict[str, str]) -> StepProfile:
+    """The profile of timed points: `table[column]` is (contexts, tokens); CUDA-graph buckets become a staircase."""
+    token_axis = np.array(tokens, dtype=np.int64)
     if cfg.mode == "cudagraph":
-        tokens, table = _padded(cfg.tokens, table)
+        token_axis, table = _padded(tokens, table)
     squeeze = (lambda a: a[0]) if contexts == [None] else (lambda a: a)
+    columns = {k: squeeze(v) for k, v in table.items() if k != "step_ms"}
     return StepProfile(
-        name=name, tokens=tokens, step_ms_table=squeeze(table.pop("step_ms")),
+        name=name, tokens=token_axis, step_ms_table=squeeze(table["step_ms"]),
         context_tokens=None if contexts == [None] else np.array(contexts, dtype=np.int64),
-        provenance=provenance(cfg, bench), extra={"columns": {k: squeeze(v) for k, v in table.items()}},
+        provenance=prov, extra={"columns": columns},
     )
 
 
@@ -285,7 +348,8 @@ def provenance(cfg: HarnessConfig, bench: Bench) -> dict[str, str]:
                     f"each visit after {cfg.warmup} warm-up"),
         "statistic": f"median of {cfg.repeats} runs ({'CUDA events' if bench.device.type == 'cuda' else 'wall clock'}); p10/p90/min/max kept",
         "batch_layout": _layout_rule(cfg),
-        "attention": "torch scaled_dot_product_attention over the padded batch with a block-causal mask",
+        "attention": ("torch scaled_dot_product_attention over the padded batch with a block-causal additive mask, "
+                      "the query heads of each KV head folded into the query axis"),
     }
     if cfg.mode == "cudagraph":
         prov["buckets"] = " ".join(str(b) for b in cfg.tokens)
@@ -294,7 +358,45 @@ def provenance(cfg: HarnessConfig, bench: Bench) -> dict[str, str]:
                                 f"{cfg.shape.layers}/{cfg.layers} x (measured - head), head timed alone")
     if cfg.drafter:
         prov["usage"] = _drafter_usage(cfg)
+    prov.update(_request_shape(cfg))
+    if cfg.parts:
+        prov["parts"] = _parts_rule(bench)
+    prov["attention_backend"] = sdpa_backend(bench)
     return prov
+
+
+def _request_shape(cfg: HarnessConfig) -> dict[str, str]:
+    """Machine-readable layout keys where the layout has one: new tokens and KV context per request."""
+    if cfg.requests is not None or cfg.total_context:
+        return {}
+    per_request = {"ar": 1, "markov": 1, "parallel": cfg.block_size}.get(cfg.drafter or "", cfg.tokens_per_request)
+    shape = {"tokens_per_request": str(per_request)}
+    if cfg.drafter != "markov":
+        shape["context_per_request"] = str(cfg.context_tokens)
+    return shape
+
+
+def _parts_rule(bench: Bench) -> str:
+    scaled = f", scaled to {bench.cfg.shape.layers} layers as the step is" if bench.depth_scale > 1 else ""
+    return ("gemm_ms: every projection GEMM (QKV, output, gate/up, down of each layer) and the LM head, timed "
+            "alone on static inputs; attention_ms: every layer's KV-cache write and attention call, timed alone; "
+            "the rest (embedding, norms, RoPE, activation, residual adds, and launch gaps in eager mode) is "
+            f"step_ms - gemm_ms - attention_ms; each part the median of its own runs{scaled}")
+
+
+def sdpa_backend(bench: Bench) -> str:
+    """Which fused attention kernel torch picks for this model's attention call (from a small call of its shape)."""
+    shape, dev, dtype = bench.shape, bench.device, bench.dtype
+    if shape.markov_rank:
+        return "none (no attention)"
+    g = shape.heads // shape.kv_heads
+    q = torch.zeros(2, shape.kv_heads, 4 * g, shape.head_dim, device=dev, dtype=dtype)
+    kv = torch.zeros(2, shape.kv_heads, 64, shape.head_dim, device=dev, dtype=dtype)
+    mask = torch.zeros(2, 1, 4 * g, 64, device=dev, dtype=dtype)
+    try:
+        return SDPBackend(torch._fused_sdp_choice(q, kv, kv, mask, 0.0, False)).name.lower()
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return "unknown (torch does not say)"
 
 
 def _layout_rule(cfg: HarnessConfig) -> str:

@@ -14,7 +14,10 @@ A verify batch is the tokens of R requests concatenated (T = Σ n_r). Linear
 layers run on the flat (T, hidden) batch, so GEMM shapes are the engine's.
 Attention is one torch scaled_dot_product_attention call over the padded
 (R, n_max) layout with a block mask: each request's new token i attends to
-its own cached context and to its own new tokens 0..i. Labelled phases
+its own cached context and to its own new tokens 0..i. The query heads that
+share a KV head are folded into the query axis, as decode kernels pack
+grouped heads, so the cache is read as it lies and never repeated per query
+head, and the additive mask is built once per layout. Labelled phases
 (decode blocks vs prompt chunks) run as one such call each. `verify` writes the
 new tokens' K/V into the cache at positions length_r .. length_r + n_r − 1
 but does not advance the lengths; `commit` does, after acceptance, so
@@ -25,7 +28,8 @@ built once per `VerifyLayout`, which makes a forward CUDA-graph capturable.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -106,6 +110,7 @@ class AttentionGroup:
     key_tokens: int
     cache_slots: torch.Tensor
     first_slot: int | None
+    folded_masks: dict[tuple[int, torch.dtype], torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def requests(self) -> int:
@@ -116,6 +121,24 @@ class AttentionGroup:
         if self.first_slot is not None:
             return layer_cache[self.first_slot: self.first_slot + self.requests, :, : self.key_tokens]
         return layer_cache[self.cache_slots, :, : self.key_tokens]
+
+    def folded_mask(self, groups_per_kv: int, dtype: torch.dtype) -> torch.Tensor:
+        """The additive mask (R_g, 1, g·n_max, key_tokens) for g query heads folded per KV head.
+
+        Row j·n_max + i is query head j of token i. Built on first use and kept
+        (the harness's warm-up builds it before a CUDA graph is captured); its
+        rows are padded to a multiple of 16 keys, the alignment fused kernels
+        ask for, so the attention call reads it as it lies.
+        """
+        key = (groups_per_kv, dtype)
+        if key not in self.folded_masks:
+            r, _, n, keys = self.mask.shape
+            padded = torch.full((r, 1, groups_per_kv * n, -(-keys // 16) * 16), float("-inf"), dtype=dtype,
+                                device=self.mask.device)
+            visible = self.mask.unsqueeze(2).expand(r, 1, groups_per_kv, n, keys).reshape(r, 1, -1, keys)
+            padded[..., :keys].masked_fill_(visible, 0.0)
+            self.folded_masks[key] = padded[..., :keys]
+        return self.folded_masks[key]
 
     @classmethod
     def build(cls, counts: torch.Tensor, lengths: torch.Tensor, slots: torch.Tensor, request: torch.Tensor,
@@ -197,23 +220,34 @@ class Attention(nn.Module):
         q, k, v = q.view(t, self.heads, hd), k.view(t, self.kv_heads, hd), v.view(t, self.kv_heads, hd)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        return F.linear(self.cache_and_attend(q, k, v, layout, k_cache, v_cache).reshape(t, -1), self.out)
+
+    def cache_and_attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: VerifyLayout,
+                         k_cache: torch.Tensor, v_cache: torch.Tensor) -> torch.Tensor:
+        """Write the new tokens' K/V into the cache, then attend: (T, heads, head_dim) out."""
         k_cache[layout.rows, :, layout.positions] = k
         v_cache[layout.rows, :, layout.positions] = v
         if len(layout.groups) == 1:
-            attended = self.attend(q, layout.groups[0], k_cache, v_cache)
-        else:
-            attended = torch.empty_like(q)
-            for group in layout.groups:
-                attended[group.tokens] = self.attend(q[group.tokens], group, k_cache, v_cache)
-        return F.linear(attended.reshape(t, -1), self.out)
+            return self.attend(q, layout.groups[0], k_cache, v_cache)
+        attended = torch.empty_like(q)
+        for group in layout.groups:
+            attended[group.tokens] = self.attend(q[group.tokens], group, k_cache, v_cache)
+        return attended
 
     def attend(self, q: torch.Tensor, group: AttentionGroup, k_cache: torch.Tensor, v_cache: torch.Tensor) -> torch.Tensor:
-        """One padded attention call: the group's queries (T_g, heads, head_dim) against their KV."""
-        q_pad = q.new_zeros(group.requests, group.mask.shape[2], self.heads, self.head_dim)
+        """One padded attention call: the group's queries (T_g, heads, head_dim) against their KV.
+
+        The g query heads of each KV head are folded into the query axis,
+        (R, kv_heads, g·n_max, head_dim) against (R, kv_heads, keys, head_dim).
+        """
+        r, n, g, hd = group.requests, group.mask.shape[2], self.heads // self.kv_heads, self.head_dim
+        q_pad = q.new_zeros(r, n, self.heads, hd)
         q_pad[group.request, group.slot] = q
-        out = F.scaled_dot_product_attention(q_pad.transpose(1, 2), group.cached(k_cache), group.cached(v_cache),
-                                             attn_mask=group.mask, enable_gqa=self.heads != self.kv_heads)
-        return out.transpose(1, 2)[group.request, group.slot]
+        folded = q_pad.view(r, n, self.kv_heads, g, hd).permute(0, 2, 3, 1, 4).reshape(r, self.kv_heads, g * n, hd)
+        out = F.scaled_dot_product_attention(folded, group.cached(k_cache), group.cached(v_cache),
+                                             attn_mask=group.folded_mask(g, q.dtype))
+        out = out.view(r, self.kv_heads, g, n, hd).permute(0, 3, 1, 2, 4).reshape(r, n, self.heads, hd)
+        return out[group.request, group.slot]
 
 
 def rope_tables(positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -341,6 +375,50 @@ class DecoderModel(nn.Module):
             for i, layer in enumerate(self.layers):
                 x = layer(x, layout, cache.k[i], cache.v[i], rope)
         return F.linear(self.norm(x), self.lm_head)
+
+
+class StepParts:
+    """A verify step's GEMMs and its attention, each run alone on static inputs of the step's shapes.
+
+    What the harness times to split a step into terms: `layer_gemms` runs
+    every decoder layer's four projections (QKV, output, gate/up, down) at T
+    tokens over that layer's own weights, `head_gemm` the LM head, and
+    `attention` every layer's KV-cache write and attention call (the step's
+    own code, over its own cache). The rest of a step (embedding, norms,
+    RoPE, activation, residual adds; launch gaps when not graph-replayed) is
+    the step's time less these. Dense shapes only: an MoE layer's GEMMs
+    depend on the routing.
+    """
+
+    def __init__(self, model: DecoderModel, layout: VerifyLayout, cache: KVCache, generator: torch.Generator) -> None:
+        shape = model.shape
+        if shape.is_moe:
+            raise ProfileError(f"parts: {shape.name} is an MoE shape; the parts are timed for dense shapes only")
+        layers = cast(list[DecoderLayer], list(model.layers))
+        self.projections = [(layer.attn.qkv, layer.attn.out, layer.mlp.gate_up, layer.mlp.down) for layer in layers]
+        self.attentions = [layer.attn for layer in layers]
+        self.lm_head, self.layout, self.cache = model.lm_head, layout, cache
+        t, hd = int(layout.positions.numel()), shape.head_dim
+
+        def static(*size: int) -> torch.Tensor:
+            return torch.randn(size, generator=generator, device=model.device, dtype=model.dtype)
+
+        self.x, self.attended, self.activated = static(t, shape.hidden), static(t, shape.heads * hd), static(t, shape.ffn)
+        self.q, self.k, self.v = static(t, shape.heads, hd), static(t, shape.kv_heads, hd), static(t, shape.kv_heads, hd)
+
+    def layer_gemms(self) -> None:
+        for qkv, out, gate_up, down in self.projections:
+            F.linear(self.x, qkv)
+            F.linear(self.attended, out)
+            F.linear(self.x, gate_up)
+            F.linear(self.activated, down)
+
+    def head_gemm(self) -> None:
+        F.linear(self.x, self.lm_head)
+
+    def attention(self) -> None:
+        for i, attn in enumerate(self.attentions):
+            attn.cache_and_attend(self.q, self.k, self.v, self.layout, self.cache.k[i], self.cache.v[i])
 
 
 class MarkovHead(nn.Module):

@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch (the 'profile' extra) is not installed")
 
+from specplan.hwprofiles import harness  # noqa: E402
 from specplan.hwprofiles.fileformat import read_profile_csv  # noqa: E402
 from specplan.hwprofiles.harness import HarnessConfig, request_split, run_harness, spread_tokens  # noqa: E402
 from specplan.hwprofiles.modelshape import ModelShape, load_shape  # noqa: E402
@@ -153,3 +154,43 @@ def test_moe_falls_back_to_a_loop_where_grouped_gemm_is_missing(monkeypatch) -> 
 
     monkeypatch.setattr(torch.nn.functional, "grouped_mm", unsupported)
     torch.testing.assert_close(mlp(x), grouped, atol=1e-5, rtol=1e-4)
+
+
+def test_folding_grouped_query_heads_matches_torchs_grouped_attention() -> None:
+    """The folded call (g query heads per KV head in the query axis) equals SDPA's own GQA with the block mask."""
+    model = DecoderModel(MICRO, seed=4)
+    cache = model.new_cache(3, 16)
+    cache.fill_random([5, 0, 9], torch.Generator().manual_seed(5))
+    layout = VerifyLayout.build([3, 1, 4], cache)
+    attn, group = model.layers[0].attn, layout.groups[0]
+    q = torch.randn(8, MICRO.heads, MICRO.head_dim, generator=torch.Generator().manual_seed(6))
+    folded = attn.attend(q, group, cache.k[0], cache.v[0])
+    q_pad = q.new_zeros(3, group.mask.shape[2], MICRO.heads, MICRO.head_dim)
+    q_pad[group.request, group.slot] = q
+    reference = torch.nn.functional.scaled_dot_product_attention(
+        q_pad.transpose(1, 2), group.cached(cache.k[0]), group.cached(cache.v[0]), attn_mask=group.mask,
+        enable_gqa=True).transpose(1, 2)[group.request, group.slot]
+    torch.testing.assert_close(folded, reference, atol=1e-5, rtol=1e-5)
+    assert group.folded_mask(2, torch.float32).stride(2) % 16 == 0  # rows padded to the kernels' alignment
+
+
+def test_a_time_limit_keeps_the_token_counts_timed_at_every_context(monkeypatch) -> None:
+    clock = iter(range(1000))
+    monkeypatch.setattr(harness.time, "monotonic", lambda: float(next(clock)))
+    cfg = HarnessConfig(load_shape("tiny-cpu"), [1, 2, 4, 8], total_context=(0, 64), repeats=2, warmup=0)
+    profile = run_harness(cfg, "cut", stop_at=4.5)  # points (token-major) start at 0..4: B = 1, 2 and B = 4 at C = 0
+    assert profile.tokens.tolist() == [1, 2] and profile.step_ms_table.shape == (2, 2)
+    assert profile.provenance["time_limit"].startswith("stopped by its time limit in sweep 1 of 1, before B = 4")
+    assert "2 of 4 token counts kept (planned up to 8), at least 2 of 2 timed runs each" in profile.provenance["time_limit"]
+    with pytest.raises(SpecplanError, match="the time limit came before the first token count"):
+        run_harness(cfg, "none", stop_at=-1.0)
+
+
+def test_the_parts_are_timed_for_dense_decoders_only(cli, tmp_path: Path) -> None:
+    status, _, _ = cli("profile", "--model", "tiny-cpu", "--tokens", "2,8", "--repeats", "2", "--warmup", "0",
+                       "--parts", "--quiet", "--out", tmp_path / "parts.csv")
+    profile = read_profile_csv(tmp_path / "parts.csv")
+    assert status == 0 and {"gemm_ms", "attention_ms"} <= set(profile.extra["columns"])
+    assert "--parts" in profile.provenance["source"] and "gemm_ms: every projection GEMM" in profile.provenance["parts"]
+    status, _, err = cli("profile", "--model", "moe-small", "--tokens", "2", "--parts", "--out", tmp_path / "moe.csv")
+    assert status == 2 and "parts: timed for dense decoders only" in err

@@ -35,7 +35,7 @@ from specplan.simulator.core.errors import SpecplanError
 
 SOURCES = ("torch", "aiconfigurator")
 TORCH_ONLY = ("device", "dtype", "tokens", "context", "mode", "layers", "repeats", "warmup", "rounds", "requests",
-              "drafter", "block_size", "markov_rank", "threads", "seed")
+              "drafter", "block_size", "markov_rank", "parts", "threads", "seed")
 AIC_ONLY = ("system", "backend", "backend_version", "tp", "ep", "dp", "max_tokens", "memory_fraction",
             "drafter_moe", "drafter_fuse")
 DEFAULTS: dict[str, object] = {}
@@ -73,6 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "profile of N of the target's decoder layers + LM head")
     p.add_argument("--block-size", type=int, default=7, help="γ for a parallel drafter (tokens per request)")
     p.add_argument("--markov-rank", type=int, default=256)
+    p.add_argument("--parts", action="store_true",
+                   help="also time the step's GEMMs and attention alone (gemm_ms, attention_ms columns)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default on CPU: 1, the stable choice on a shared machine)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
@@ -141,7 +143,7 @@ def _measure_and_write(args: argparse.Namespace) -> int:
         repeats=args.repeats, warmup=args.warmup, rounds=args.rounds, requests=args.requests,
         tokens_per_request=args.tokens_per_request, layers=args.layers, drafter=args.drafter,
         drafter_layers=args.drafter_layers or 1, block_size=args.block_size, markov_rank=args.markov_rank,
-        seed=args.seed, command=_command_line(args),
+        parts=args.parts, seed=args.seed, command=_command_line(args),
     )
     out = Path(args.out)
     t0 = time.perf_counter()
