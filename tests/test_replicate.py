@@ -130,36 +130,32 @@ def test_missing_column_is_rejected(tmp_path, cli):
 
 
 COOKBOOK = PUBLISHED / "sglang-cookbook-v4-flash-b200-fp4-low-latency"
-BAD_RECIPES = [
-    ("unknown strategy", ("recipe: {strategy: low-latency", "recipe: {strategy: turbo"), "unknown strategy 'turbo'"),
-    ("unknown checkpoint", ("checkpoint: fp4", "checkpoint: int4"), "unknown checkpoint 'int4'"),
-    ("missing server flag", ("--speculative-num-steps 3 ", ""),
+BAD_CELLS = [  # (label, file edited, (text, replacement), message)
+    ("unknown strategy", "source.yaml", ("recipe: {strategy: low-latency", "recipe: {strategy: turbo"),
+     "unknown strategy 'turbo'"),
+    ("unknown checkpoint", "source.yaml", ("checkpoint: fp4", "checkpoint: int4"), "unknown checkpoint 'int4'"),
+    ("missing server flag", "source.yaml", ("--speculative-num-steps 3 ", ""),
      "server_flags lack '--speculative-num-steps 3', which the recipe's speculative 'mtp-3-1-4' needs"),
-    ("missing backend flag", ("--moe-runner-backend flashinfer_mxfp4 ", ""),
+    ("missing backend flag", "source.yaml", ("--moe-runner-backend flashinfer_mxfp4 ", ""),
      "lack '--moe-runner-backend flashinfer_mxfp4', which the recipe's moe_backend"),
-    ("speculating without a recipe for it", ("speculative: mtp-3-1-4", "speculative: none"),
+    ("speculating without a recipe for it", "source.yaml", ("speculative: mtp-3-1-4", "speculative: none"),
      "speculative 'none', but server_flags set --speculative-algorithm"),
-    ("implied AL past its ceiling", ("implied_al: 2.97", "implied_al: 4.5"), "implied_al 4.5 is outside (1, 4]"),
+    ("implied AL past its ceiling", "source.yaml", ("implied_al: 2.97", "implied_al: 4.5"),
+     "implied_al 4.5 is outside (1, 4]"),
+    ("throughput in a latency unit", "published.csv", ("65,tok/s/GPU,1", "65,ms,1"),
+     "unit 'ms' is not one output_throughput_per_gpu is published in"),
 ]
 
 
-@pytest.mark.parametrize(("label", "edit", "message"), BAD_RECIPES, ids=[b[0] for b in BAD_RECIPES])
-def test_bad_cookbook_cell_is_one_line_and_exit_2(tmp_path, cli, label, edit, message):
-    """A cell whose recipe is unknown or whose server flags lack what its recipe needs is refused before it runs."""
+@pytest.mark.parametrize(("label", "name", "edit", "message"), BAD_CELLS, ids=[b[0] for b in BAD_CELLS])
+def test_bad_cookbook_cell_is_one_line_and_exit_2(tmp_path, cli, label, name, edit, message):
+    """A cell whose recipe is unknown, whose server flags lack what its recipe needs, or whose figure
+    is in a unit its metric is not published in is refused before it runs."""
     case = tmp_path / "case"
     shutil.copytree(COOKBOOK, case)
-    source = (case / "source.yaml").read_text()
-    assert edit[0] in source
-    (case / "source.yaml").write_text(source.replace(edit[0], edit[1], 1))
+    text = (case / name).read_text()
+    assert edit[0] in text
+    (case / name).write_text(text.replace(edit[0], edit[1], 1))
     code, _out, err = cli("replicate", str(case), "--out", str(tmp_path / "out"))
     assert code == 2
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
-
-
-def test_a_cookbook_throughput_in_a_latency_unit_is_refused(tmp_path, cli):
-    case = tmp_path / "case"
-    shutil.copytree(COOKBOOK, case)
-    rows = (case / "published.csv").read_text().replace("65,tok/s/GPU,1", "65,ms,1")
-    (case / "published.csv").write_text(rows)
-    code, _out, err = cli("replicate", str(case), "--out", str(tmp_path / "out"))
-    assert code == 2 and "unit 'ms' is not one output_throughput_per_gpu is published in" in err
