@@ -140,6 +140,7 @@ BAD_CELLS = [  # (label, file edited, (text, replacement), message)
      "lack '--moe-runner-backend flashinfer_mxfp4', which the recipe's moe_backend"),
     ("speculating without a recipe for it", "source.yaml", ("speculative: mtp-3-1-4", "speculative: none"),
      "speculative 'none', but server_flags set --speculative-algorithm"),
+    ("parallelism not a number", "source.yaml", ("flashinfer_mxfp4, tp: 4,", "flashinfer_mxfp4, tp: four,"), "tp must be a whole number >= 1"),
     ("implied AL past its ceiling", "source.yaml", ("implied_al: 2.97", "implied_al: 4.5"),
      "implied_al 4.5 is outside (1, 4]"),
     ("throughput in a latency unit", "published.csv", ("65,tok/s/GPU,1", "65,ms,1"),

@@ -164,6 +164,10 @@ def check_recipe(recipe: Any, server_flags: str, where: str) -> None:
                        ("speculative", tuple(RECIPE_SPECULATIVE)), ("moe_backend", tuple(RECIPE_MOE_FLAG))):
         if recipe.get(key) not in valid:
             raise SpecplanError(f"{where}: unknown {key} {recipe.get(key)!r} (valid: {', '.join(valid)})")
+    dp = recipe.get("dp_attention")
+    if not whole(recipe.get("tp")) or not (dp is None or whole(dp)):
+        raise SpecplanError(f"{where}: tp must be a whole number >= 1 and dp_attention one or null, "
+                            f"got tp {recipe.get('tp')!r}, dp_attention {dp!r}")
     for flag in recipe_flags(recipe):
         if flag not in server_flags:
             raise SpecplanError(f"{where}: server_flags lack '{flag}', which the recipe's "
@@ -174,9 +178,9 @@ def check_recipe(recipe: Any, server_flags: str, where: str) -> None:
 
 def recipe_flags(recipe: dict[str, Any]) -> list[str]:
     """The server flags a recipe implies: parallelism, MoE backend, speculation."""
-    flags = [f"--tp {int(recipe.get('tp') or 0)}"]
+    flags = [f"--tp {recipe['tp']}"]
     if recipe.get("dp_attention"):
-        flags += [f"--dp {int(recipe['dp_attention'])}", "--enable-dp-attention"]
+        flags += [f"--dp {recipe['dp_attention']}", "--enable-dp-attention"]
     if RECIPE_MOE_FLAG[recipe["moe_backend"]]:
         flags.append(f"{RECIPE_MOE_FLAG[recipe['moe_backend']]} {recipe['moe_backend']}")
     return flags + list(RECIPE_SPECULATIVE[recipe["speculative"]])
@@ -198,12 +202,16 @@ def check_acceptance_assumption(entry: Any, where: str) -> None:
     for key in ("preset", "family", "drafted_tokens", "implied_al"):
         if key not in entry:
             raise SpecplanError(f"{where}: missing '{key}'")
-    if not isinstance(entry["drafted_tokens"], int) or entry["drafted_tokens"] < 1:
+    if not whole(entry["drafted_tokens"]):
         raise SpecplanError(f"{where}: drafted_tokens must be a whole number >= 1, got {entry['drafted_tokens']!r}")
     al = number(str(entry["implied_al"]), "implied_al", where)
     if not 1.0 < al <= 1 + entry["drafted_tokens"]:
         ceiling = 1 + entry["drafted_tokens"]
         raise SpecplanError(f"{where}: implied_al {al:g} is outside (1, {ceiling}] (1 + drafted_tokens)")
+
+
+def whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def check_keys(entry: dict[str, Any], valid: tuple[str, ...], where: str) -> None:
