@@ -45,7 +45,8 @@ def test_the_issue_command_now_writes_a_v4_pro_profile(cli, tmp_path) -> None:
                            "--out", tmp_path / "p.csv")
     assert status == 0, err
     text = (tmp_path / "p.csv").read_text()
-    assert "DeepSeek-V4 attention (HCA x 31 + CSA x 30 layers" in text and "# op.moe_overlap:" in text
+    assert "DeepSeek-V4 attention (HCA x 31 + CSA x 30 layers" in text
+    assert "# part.routed_experts:" in text and "# part.shared_down:" in text and "# table: parts" in text
 
 
 @needs_aic
@@ -68,7 +69,7 @@ def test_a_v4_verify_reads_each_cache_once_and_adds_the_indexers_query_tokens() 
     assert verify.csa_layers == 21 and verify.indexer is not None
     assert verify.attention_ms(128, 32 * 16384) < decodes.attention_ms(128, 128 * 16384)
     extra = verify.indexer.ms(32, 4, 16388) - verify.indexer.ms(32, 1, 16388)
-    assert extra > 0 and verify.indexer_ms(32, 16384) == pytest.approx(21 * extra)
+    assert extra > 0 and verify.indexer_ms(128, 32 * 16384) == pytest.approx(21 * extra)
     # the indexer's table: 4 query rows per request cost more than 1, batch 1024 more than 1
     assert verify.indexer.ms(1024, 4, 0) > verify.indexer.ms(1024, 1, 0)
 
@@ -136,28 +137,6 @@ def weight_floor_ms(name: str) -> float:
 def test_no_v4_step_beats_the_weights_it_must_read(name: str) -> None:
     profile = load_profile(f"builtin:{name}")
     assert profile.step_ms_table.min() >= weight_floor_ms(name), name
-
-
-@pytest.mark.parametrize("name", V4)
-def test_every_v4_file_states_each_operators_source(name: str) -> None:
-    meta = load_profile(f"builtin:{name}").provenance
-    shares = {s: float(v) for s, v in re.findall(r"(silicon|empirical|mixed) (\d+)%", meta["provenance"]
-                                                     .split(" of the step")[0])}
-    assert set(shares) <= {"silicon", "empirical", "mixed"} and abs(sum(shares.values()) - 100) <= 2
-    assert "moe_overlap mixed" in meta["provenance"]       # the database's MoE term is of mixed source
-    ops = {k: v for k, v in meta.items() if k.startswith("op.")}
-    assert {"op.attention", "op.moe_overlap", "op.mhc_pre", "op.mhc_post"} <= set(ops)
-    total = float(re.search(r", ([\d.]+) ms", meta["provenance"]).group(1))
-    assert sum(float(v.split(" ms")[0]) for v in ops.values()) == pytest.approx(total, abs=0.01)
-
-
-@needs_aic
-def test_the_split_sums_to_the_priced_step() -> None:
-    _, verify = pricer(PRO, "b300_sxm", 4)
-    split = verify.op_split(128, 32 * 1024)
-    assert sum(ms for _, ms, _ in split) == pytest.approx(
-        verify.plain_ms(128) + verify.attention_ms(128, 32 * 1024), rel=1e-12)
-    assert {source for _, _, source in split} <= {"silicon", "empirical", "mixed"}
 
 
 def test_a_v4_pro_scenario_runs_on_the_built_ins_and_the_measured_preset() -> None:
