@@ -115,9 +115,13 @@ def part_curves(profile: StepProfile, max_tokens: int, context_tokens: float | N
 def plot_parts(profile: StepProfile, ax: Any, max_tokens: int | None = None,
                context_tokens: float | None = None, scale: str = "auto") -> None:
     """Stack `profile`'s parts against tokens (own times) with the charged step as a line."""
+    # matplotlib loads only when a plot is drawn
+    from matplotlib import colormaps
+
     b, curves = part_curves(profile, max_tokens or profile.max_tokens, context_tokens)
     curves.pop("overlap_hidden", None)
-    ax.stackplot(b, *curves.values(), labels=list(curves), alpha=0.85)
+    colors = colormaps["tab20"](np.arange(len(curves)) % 20)
+    ax.stackplot(b, *curves.values(), labels=list(curves), colors=colors, alpha=0.9)
     ax.plot(b, profile.step_ms(b, context_tokens), color="black", lw=1.4, label="step (charged)")
     ctx = "" if context_tokens is None else f", KV context {context_tokens:g}"
     ax.set(xlabel="tokens in the verify batch B", ylabel="ms", title=f"{profile.name}: parts{ctx}")

@@ -102,7 +102,7 @@ def test_a_v4_drafter_reads_a_sliding_window_of_its_own_layers() -> None:
 def test_committed_drafters_stop_growing_with_context_past_the_window(name: str) -> None:
     profile = load_profile(f"builtin:{name}")
     q = 6 if name.endswith("-dspark") else 1
-    dp = 8 if "-dp8ep8-" in name else 1
+    dp = int(re.search(r"-dp(\d+)", name)[1]) if "-dp" in name else 1
     requests = np.ceil(np.ceil(profile.tokens / dp) / q)
     deep = profile.context_tokens[1:-1]               # 16k and 64k rows
     wide = (deep[0] / dp / requests) >= 128           # both rows past the window
@@ -112,13 +112,13 @@ def test_committed_drafters_stop_growing_with_context_past_the_window(name: str)
 # weights a GPU must read every step, whatever the batch (a lower bound): per layer the attention
 # projections it cannot skip (wq_a, wq_b, wkv; FP8), the shared expert (FP8) and top-6 of the routed
 # experts spread over the EP ranks, + the bf16 LM head; tensor-parallel parts divided by TP (both read
-# from the name: tpN / dpN attention, epN experts; a bare tp1 is EP1).
+# from the name: tpN / dpN attention, epN experts; a bare tpN is EP1), the experts' bytes from the file's dtype.
 CONFIG = {"pro": dict(layers=61, hidden=7168, q_lora=1536, heads=128, inter=3072),
           "flash": dict(layers=43, hidden=4096, q_lora=1024, heads=64, inter=2048)}
-HBM_BYTES_PER_S = {"h200": 4.8e12, "b200": 8.0e12, "b300": 8.0e12, "gb300": 8.0e12}
+HBM_BYTES_PER_S = {"h100": 3.35e12, "h200": 4.8e12, "b200": 8.0e12, "b300": 8.0e12, "gb200": 8.0e12, "gb300": 8.0e12}
 
 
-def weight_floor_ms(name: str) -> float:
+def weight_floor_ms(name: str, dtype: str) -> float:
     c = CONFIG["pro" if "-v4-pro-" in name else "flash"]
     topology = re.search(r"-(tp|dp)(\d+)(?:ep(\d+))?-", name)
     assert topology, name
@@ -127,7 +127,7 @@ def weight_floor_ms(name: str) -> float:
     layers = 1 if name.endswith("-mtp") else 3 if name.endswith("-dspark") else c["layers"]
     attention = c["hidden"] * c["q_lora"] + c["q_lora"] * c["heads"] * 512 + c["hidden"] * 512
     expert = 3 * c["hidden"] * c["inter"]
-    expert_bytes = 0.5 if ("-vllm" in name and not name.startswith("h200")) else 1.0   # FP4 experts
+    expert_bytes = 1.0 if "MoE fp8_block" in dtype else 0.5     # FP8 experts, else FP4 (MXFP4 or NVFP4)
     per_layer = attention / tp + expert / tp + 6 / ep * expert * expert_bytes
     lm_head = 129280 * c["hidden"] * 2 / tp
     return (layers * per_layer + lm_head) / HBM_BYTES_PER_S[name.split("-")[0]] * 1e3
@@ -136,7 +136,7 @@ def weight_floor_ms(name: str) -> float:
 @pytest.mark.parametrize("name", V4)
 def test_no_v4_step_beats_the_weights_it_must_read(name: str) -> None:
     profile = load_profile(f"builtin:{name}")
-    assert profile.step_ms_table.min() >= weight_floor_ms(name), name
+    assert profile.step_ms_table.min() >= weight_floor_ms(name, profile.provenance["dtype"]), name
 
 
 def test_a_v4_pro_scenario_runs_on_the_built_ins_and_the_measured_preset() -> None:

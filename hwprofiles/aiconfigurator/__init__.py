@@ -44,6 +44,8 @@ from specplan.hwprofiles.aiconfigurator.package import (
     table_view,
 )
 from specplan.hwprofiles.aiconfigurator.prefill import (
+    PrefillPricer,
+    context_op_list,
     prefill_command,
     prefill_layout,
     prefill_profile,
@@ -53,7 +55,7 @@ from specplan.hwprofiles.aiconfigurator.verify import VerifyPricer
 
 __all__ = [
     "INSTALL_HINT", "AicDrafter", "AicLayout", "AicTarget", "CompiledTarget", "PrefillPricer", "VerifyPricer",
-    "aic_command", "aic_profile", "attention_window", "compile_target", "context_op_list", "drafter_ops", "engine_handle", "kind_of",
-    "literal_version", "moe_quant_mode", "prefill_command", "prefill_layout", "prefill_profile", "price",
-    "quiet", "table_view", "walk",
+    "aic_command", "aic_profile", "attention_window", "compile_target", "context_op_list", "drafter_ops",
+    "engine_handle", "kind_of", "literal_version", "moe_quant_mode", "prefill_command", "prefill_layout",
+    "prefill_profile", "price", "quiet", "table_view", "walk",
 ]

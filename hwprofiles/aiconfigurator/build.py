@@ -19,7 +19,7 @@ from specplan.hwprofiles.aiconfigurator.compile import CompiledTarget, compile_t
 from specplan.hwprofiles.aiconfigurator.drafters import attention_window, drafter_ops
 from specplan.hwprofiles.aiconfigurator.operators import kind_of, walk
 from specplan.hwprofiles.aiconfigurator.package import quiet, require_aic
-from specplan.hwprofiles.aiconfigurator.parts import LeafCurves
+from specplan.hwprofiles.aiconfigurator.parts import PUBLIC_PARTS, LeafCurves
 from specplan.hwprofiles.aiconfigurator.provenance import Priced, provenance
 from specplan.hwprofiles.aiconfigurator.public import (
     ProfileKey,
@@ -35,6 +35,7 @@ from specplan.hwprofiles.aiconfigurator.tokengrid import (
     replica_grid,
 )
 from specplan.hwprofiles.aiconfigurator.verify import VerifyPricer
+from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.profile import StepProfile
 
 MOE_KINDS = ("Moe", "DeepSeekV4MegaMoE", "Dsv4MegaMoe", "MegaMoe")
@@ -75,6 +76,10 @@ def price(target: AicTarget, layout: AicLayout, command: str, drafter: AicDrafte
     database_leaves = pricer.leaf_curves(layout.max_tokens)
     leaves, checks = apply_public_rule(database_leaves, profile_key(compiled, ops, layout.max_tokens),
                                        load_measurements(), moe_layers(ops))
+    if target.moe_backend == "megamoe" and not any(p in leaves.notes for p in PUBLIC_PARTS["moe_block"]):
+        raise ProfileError(f"--moe-backend megamoe: no public MegaMoE measurement matches {target.model} on "
+                           f"{target.system} at EP{target.ep} with data-parallel attention, and the database has "
+                           "no MegaMoE table of this geometry (hwprofiles/public/kernels.csv)")
     tokens = replica_grid(gemm_sample_tokens(compiled, ops), layout.query_tokens, leaves.charged_ms(), target.dp)
     return Priced(compiled, layout, drafter, pricer, leaves, tokens, checks, command)
 

@@ -23,6 +23,14 @@ for DeepSeek-V4's FP4-expert checkpoints applied as its estimate path does
 Where the database has no row for the choice (FP4 experts of V4 geometry on
 Hopper, under either engine; see builtins.py) pricing fails with a one-line
 error naming the missing MoE key, rather than pricing other experts.
+
+A target's `moe_backend` is what its engine runs, not a package switch:
+aiconfigurator-core 0.12.0 has no MegaMoE module table of V4 geometry at a
+version it serves (its B200 table, SGLang 0.5.16, is of another geometry;
+the GB200/GB300 ones are filed under 0.5.10, which it does not serve), so a
+`megamoe` target is compiled on the engine's default MoE path at the same
+precision, and its MoE block must be set by a public MegaMoE measurement
+(public.py; build.py refuses it otherwise).
 """
 
 from __future__ import annotations
@@ -92,7 +100,6 @@ def compile_target(target: AicTarget, max_tokens: int, query_tokens: int, memory
         tp_size=target.tp, pp_size=1, attention_dp_size=target.dp,
         moe_tp_size=target.gpus // target.ep, moe_ep_size=target.ep, moe_quant_mode=quant,
     )
-    config.moe_backend = target.moe_backend or None
     with quiet():
         try:
             model = get_model(target.model, config, target.backend)
@@ -130,7 +137,7 @@ def moe_quant_mode(target: AicTarget) -> str | None:
     from aiconfigurator_core.sdk.models import resolve_dsv4_moe_arch_mode
 
     with quiet():
-        mode = resolve_dsv4_moe_arch_mode(target.model, target.system, target.backend, target.moe_backend or None)
+        mode = resolve_dsv4_moe_arch_mode(target.model, target.system, target.backend, None)
     return None if mode is None else str(mode.name)
 
 

@@ -94,8 +94,7 @@ def identity(priced: Priced) -> dict[str, str]:
                   f"AIConfigurator system {target.system}",
         "model": f"{target.model} ({compiled.model_summary})",
         "what": "verify step of the target" if drafter is None else f"drafter forward: {drafter.describe(hidden)}",
-        "dtype": f"weights {engine['weight_dtype']}, MoE {engine['moe_dtype']} ({chosen}"
-                 f"{', MoE backend ' + target.moe_backend if target.moe_backend else ''}), activations "
+        "dtype": f"weights {engine['weight_dtype']}, MoE {engine['moe_dtype']} ({chosen}), activations "
                  f"{engine['activation_dtype']}, KV cache {engine['kv_cache_dtype']}",
         "source": f"NVIDIA AIConfigurator per-operator database and estimator, aiconfigurator-core {version}; "
                   f"composed by hwprofiles/aiconfigurator/{f' ({priced.command})' if priced.command else ''}",
@@ -112,7 +111,22 @@ def identity(priced: Priced) -> dict[str, str]:
         "approximations": APPROXIMATIONS + (DSV4_APPROXIMATIONS if is_dsv4(priced) else ""),
         "kv_capacity_tokens": f"{compiled.kv_capacity_tokens} (the package's memory model at "
                               f"{layout.memory_fraction} of GPU memory)",
+        **moe_communication(compiled),
+        **({"moe_backend": f"{target.moe_backend}: the engine's MoE backend; the database has no table of it for "
+                           f"this geometry, so its default MoE path at {engine['moe_dtype']} gives the block's shape "
+                           "and the public measurement its level (public_rule)"} if target.moe_backend else {}),
     }
+
+
+def moe_communication(compiled: CompiledTarget) -> dict[str, str]:
+    """How the database prices the MoE's dispatch and combine for this target (none without a MoE)."""
+    body = next((op["MoeDispatch"] for op in walk(list(compiled.ops)) if kind_of(op) == "MoeDispatch"), None)
+    if body is None:
+        return {}
+    return {"moe_communication": f"dispatch and combine by the database's {body['flavor']} model for "
+                                 f"{body['backend']} (EP{body['moe_ep_size']}, attention DP{body['attention_dp_size']}, "
+                                 f"{body['comm_quant']} payload); the engine's own all-to-all kernel (DeepEP, NCCL EP) "
+                                 "has no table of this model in the database"}
 
 
 def is_dsv4(priced: Priced) -> bool:
@@ -178,7 +192,7 @@ def part_lines(priced: Priced) -> dict[str, str]:
     cached = f"{REFERENCE_CACHED} cached tokens per request"
     meta = {
         "provenance": f"{shares} of the parts' own time at B = {tokens}, C = {context:.0f} ({cached}): "
-                      f"{own:.3f} ms, of which the overlap hides {hidden:.3f} ms; step {step:.3f} ms",
+                      f"{own:.4f} ms, of which the overlap hides {hidden:.4f} ms; step {step:.4f} ms",
         "overlap": OVERLAP_RULE if priced.leaves.overlaps else "none (no operator of this list runs beside another)",
         "public_rule": f"{RULE}; table {table_stamp()}; set here: "
                        + (", ".join(sorted(priced.leaves.notes)) or "no part"),

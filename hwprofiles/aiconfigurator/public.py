@@ -195,18 +195,28 @@ def apply_public_rule(leaves: LeafCurves, key: ProfileKey, rows: list[Measuremen
                       layers: float) -> tuple[LeafCurves, list[Check]]:
     """The parts the profile keeps after the rule (module docstring), and every check made."""
     checks = point_checks(key, rows, leaves.part_names(), lambda ours, b: per_layer_us(leaves, ours, b, layers))
-    for public_part in PUBLIC_PARTS:
-        applied = [c for c in checks if c.applies and c.part == public_part]
-        if applied and any(c.off for c in applied):
-            factor, note = ratio_curve(applied, key.dp, leaves.ms.shape[0])
-            for part in PUBLIC_PARTS[public_part]:
-                if part in leaves.part_names():
-                    leaves = leaves.with_part(part, factor, PUBLIC_SOURCE, note)
+    for public_part, applied in setting(checks).items():
+        factor, note = ratio_curve(applied, key.dp, leaves.ms.shape[0])
+        for part in PUBLIC_PARTS[public_part]:
+            if part in leaves.part_names():
+                leaves = leaves.with_part(part, factor, PUBLIC_SOURCE, note)
     return leaves, checks
 
 
+def setting(checks: list[Check]) -> dict[str, list[Check]]:
+    """The public parts the rule sets (some matching count off by more than 20%), with their matching checks."""
+    out = {}
+    for public_part in PUBLIC_PARTS:
+        applied = [c for c in checks if c.applies and c.part == public_part]
+        if any(c.off for c in applied):
+            out[public_part] = applied
+    return out
+
+
 def per_layer_us(leaves: LeafCurves, parts: tuple[str, ...], tokens: int, layers: float) -> float:
-    """The database's `parts` at B = tokens, per layer per rank, in µs."""
+    """The database's `parts` at B = tokens, per layer per rank, in µs (NaN beyond the curves)."""
+    if tokens > leaves.ms.shape[0]:
+        return math.nan
     return float(sum(leaves.part_ms(p)[tokens - 1] for p in parts)) / layers * 1000.0
 
 
