@@ -38,8 +38,6 @@ from specplan.hwprofiles.aiconfigurator.verify import VerifyPricer
 from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.profile import StepProfile
 
-MOE_KINDS = ("Moe", "DeepSeekV4MegaMoE", "Dsv4MegaMoe", "MegaMoe")
-
 
 def aic_command(target: AicTarget, layout: AicLayout, drafter: AicDrafter | None = None) -> str:
     """The `specplan profile` command that writes this profile (recorded in its `source`)."""
@@ -109,7 +107,7 @@ def parts_table(leaves: LeafCurves, tokens: np.ndarray) -> dict[str, np.ndarray]
 
 
 def moe_body(ops: list[dict[str, Any]]) -> dict[str, Any] | None:
-    return next((op[kind_of(op)] for op in walk(ops) if kind_of(op) in MOE_KINDS), None)
+    return next((op["Moe"] for op in walk(ops) if kind_of(op) == "Moe"), None)
 
 
 def moe_layers(ops: list[dict[str, Any]]) -> float:

@@ -99,8 +99,3 @@ def flatten_overlaps(ops: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], l
         middle = start + len(body["group_a"])
         overlaps.append((list(range(start, middle)), list(range(middle, len(leaves)))))
     return leaves, overlaps
-
-
-def op_name(op: dict[str, Any]) -> str:
-    """The operator's name without the estimator's phase prefix (`generation_moe` -> `moe`)."""
-    return str(op[kind_of(op)].get("name", kind_of(op))).removeprefix("generation_").removeprefix("context_")

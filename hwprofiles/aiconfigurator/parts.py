@@ -50,7 +50,6 @@ PART_OF = {
     "embedding_ar": "all_reduce", "ar_1": "all_reduce", "ar_2": "all_reduce", "tp_allreduce": "all_reduce",
     "p2p": "pipeline_p2p",
 }
-CONTEXT_PARTS = ("attention", "indexer")     # the parts that read the KV cache: columns of the main table
 # what each part is, for the header and the plot's legend
 PART_MEANING = {
     "embedding": "token embedding lookup",

@@ -220,9 +220,6 @@ class VerifyPricer:
         kv = cached + self.q
         return self.csa_layers * max(self.indexer.ms(requests, self.q, kv) - self.indexer.ms(requests, 1, kv), 0.0)
 
-    def step_ms(self, tokens: int, context: float) -> float:
-        return self.plain_ms(tokens) + self.attention_ms(tokens, context) + self.indexer_ms(tokens, context)
-
     def attention_source(self, tokens: int, context: float) -> str:
         """Where the attention part's figures come from at one point (the modules' sources)."""
         _, requests, cached = self.rank_shape(tokens, context)
