@@ -10,10 +10,18 @@ from __future__ import annotations
 
 import shutil
 
+import pandas as pd
 import pytest
 
 from specplan.simulator.study.published import read_case
-from specplan.simulator.study.replicate import AS_RUN, NEAREST, error_statistics, replicate
+from specplan.simulator.study.replicate import (
+    AS_RUN,
+    NEAREST,
+    case_status,
+    error_statistics,
+    replicate,
+    statuses,
+)
 from tests.conftest import REPO
 
 TINY = REPO / "tests" / "data" / "replication-tiny"
@@ -56,12 +64,17 @@ def test_missing_profile_is_reported_and_left_out(tmp_path):
 
 
 def test_the_development_set_says_why_each_case_is_out(tmp_path):
-    """Every committed case reads; each one that cannot run says why (never a silent drop)."""
+    """Every committed case reads; each one that cannot run says why (never a silent drop).
+
+    Availability and scenario loading only (`statuses`): predicting the whole set is the
+    benchmark's job (`specplan replicate benchmarks/published`), not a test's.
+    """
     cases = [read_case(p) for p in sorted(PUBLISHED.iterdir()) if (p / "source.yaml").exists()]
-    assert len(cases) >= 5
-    result = replicate(cases, tmp_path)
-    rows = result.rows
-    assert set(rows["source"]) >= {"sglang-29538-v4-flash-dspark-b200", "vllm-49369-v4-flash-dspark-b300"}
+    assert len(cases) >= 22
+    rows_by_id, _runnable = statuses(cases, tmp_path, lambda _m: None)
+    rows = pd.DataFrame(list(rows_by_id.values()))
+    assert set(rows["source"]) >= {"sglang-29538-v4-flash-dspark-b200", "vllm-49369-v4-flash-dspark-b300",
+                                   "sglang-cookbook-v4-flash-b200-fp4-high-throughput", "vllm-41044-v4-flash-mtp-b200"}
     assert not rows["status"].eq("").any()
     unrunnable = rows[rows["status"] != "ok"]
     assert unrunnable["status"].str.contains("not available|database lacks|not runnable").all()
@@ -69,7 +82,8 @@ def test_the_development_set_says_why_each_case_is_out(tmp_path):
     assert set(ran["source"]) >= {"sglang-29538-v4-flash-dspark-b200", "sglang-33082-v4-flash-0731-dspark-gb300",
                                   "sglang-33083-v4-flash-0731-dspark-h200", "vllm-49369-v4-flash-dspark-b300"}
     assert (ran["basis"] == NEAREST).all()  # every case runs on the database's nearest engine version, said so
-    assert "stand-in: acceptance" in result.cases["sglang-29538-v4-flash-dspark-b200"]
+    labels = {case.name: case_status(case) for case in cases}
+    assert "stand-in: acceptance" in labels["sglang-29538-v4-flash-dspark-b200"]
 
 
 def test_a_nearest_version_case_is_labelled_and_counted_apart(tmp_path):
@@ -113,3 +127,36 @@ def test_missing_column_is_rejected(tmp_path, cli):
     (case / "published.csv").write_text("workload,arm,metric,value,concurrency\nfixed-100-11,fast,median_tpot,1,1\n")
     code, _out, err = cli("replicate", str(case))
     assert code == 2 and "missing column(s) unit" in err
+
+
+COOKBOOK = PUBLISHED / "sglang-cookbook-v4-flash-b200-fp4-low-latency"
+BAD_CELLS = [  # (label, file edited, (text, replacement), message)
+    ("unknown strategy", "source.yaml", ("recipe: {strategy: low-latency", "recipe: {strategy: turbo"),
+     "unknown strategy 'turbo'"),
+    ("unknown checkpoint", "source.yaml", ("checkpoint: fp4", "checkpoint: int4"), "unknown checkpoint 'int4'"),
+    ("missing server flag", "source.yaml", ("--speculative-num-steps 3 ", ""),
+     "server_flags lack '--speculative-num-steps 3', which the recipe's speculative 'mtp-3-1-4' needs"),
+    ("missing backend flag", "source.yaml", ("--moe-runner-backend flashinfer_mxfp4 ", ""),
+     "lack '--moe-runner-backend flashinfer_mxfp4', which the recipe's moe_backend"),
+    ("speculating without a recipe for it", "source.yaml", ("speculative: mtp-3-1-4", "speculative: none"),
+     "speculative 'none', but server_flags set --speculative-algorithm"),
+    ("parallelism not a number", "source.yaml", ("flashinfer_mxfp4, tp: 4,", "flashinfer_mxfp4, tp: four,"), "tp must be a whole number >= 1"),
+    ("implied AL past its ceiling", "source.yaml", ("implied_al: 2.97", "implied_al: 4.5"),
+     "implied_al 4.5 is outside (1, 4]"),
+    ("throughput in a latency unit", "published.csv", ("65,tok/s/GPU,1", "65,ms,1"),
+     "unit 'ms' is not one output_throughput_per_gpu is published in"),
+]
+
+
+@pytest.mark.parametrize(("label", "name", "edit", "message"), BAD_CELLS, ids=[b[0] for b in BAD_CELLS])
+def test_bad_cookbook_cell_is_one_line_and_exit_2(tmp_path, cli, label, name, edit, message):
+    """A cell whose recipe is unknown, whose server flags lack what its recipe needs, or whose figure
+    is in a unit its metric is not published in is refused before it runs."""
+    case = tmp_path / "case"
+    shutil.copytree(COOKBOOK, case)
+    text = (case / name).read_text()
+    assert edit[0] in text
+    (case / name).write_text(text.replace(edit[0], edit[1], 1))
+    code, _out, err = cli("replicate", str(case), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err

@@ -14,7 +14,13 @@ A case is a folder (benchmarks/published/NAME/):
                     nearest engine version stands in for the one that was
                     run, said in every output; `stand_ins`: what else
                     stands in); `runnable: false` with a `reason`
-                    keeps a case that the model cannot run yet
+                    keeps a case that the model cannot run yet;
+                    `recipe` (a cookbook cell: its strategy, checkpoint,
+                    speculation, MoE backend and parallelism, each checked
+                    against server_flags, RECIPE_* below);
+                    `acceptance_assumption` (where no acceptance is
+                    published: the preset standing in and the AL it
+                    implies, with override lists for AL -/+ 10%)
     scenario.yaml   the base scenario (a bench_client workload)
     published.csv   the figures, units exactly as published:
                     workload,arm,metric,value,unit,concurrency[,num_prompts,note]
@@ -56,7 +62,23 @@ GOAL_METRICS = ("output_throughput", "total_throughput", "output_throughput_per_
 COLUMNS = ("workload", "arm", "metric", "value", "unit", "concurrency")
 SOURCE_KEYS = ("title", "repository", "reference", "url", "engine", "model", "gpus", "parallelism",
                "server_flags", "client_flags", "client", "arms", "workloads", "requires", "runnable", "reason",
-               "notes", "group")
+               "notes", "group", "recipe", "acceptance_assumption")
+
+# A cookbook recipe (the SGLang cookbook's cells): the server flags each of its choices needs.
+RECIPE_STRATEGIES = ("low-latency", "balanced", "high-throughput")
+RECIPE_CHECKPOINTS = ("fp4", "fp8", "nvfp4")
+RECIPE_SPECULATIVE: dict[str, tuple[str, ...]] = {
+    "none": (),
+    "mtp-3-1-4": ("--speculative-algorithm EAGLE", "--speculative-num-steps 3", "--speculative-eagle-topk 1",
+                  "--speculative-num-draft-tokens 4"),
+    "mtp-1-1-2": ("--speculative-algorithm EAGLE", "--speculative-num-steps 1", "--speculative-eagle-topk 1",
+                  "--speculative-num-draft-tokens 2"),
+}
+RECIPE_MOE_FLAG = {"default": "", "flashinfer_mxfp4": "--moe-runner-backend", "marlin": "--moe-runner-backend",
+                   "flashinfer_trtllm_routed": "--moe-runner-backend", "deepep": "--moe-a2a-backend",
+                   "megamoe": "--moe-a2a-backend"}
+RECIPE_KEYS = ("strategy", "checkpoint", "speculative", "moe_backend", "tp", "dp_attention")
+ACCEPTANCE_KEYS = ("preset", "family", "drafted_tokens", "implied_al", "why", "sensitivity")
 
 
 @dataclass(frozen=True)
@@ -121,14 +143,81 @@ def read_source(path: Path) -> dict[str, Any]:
         raise SpecplanError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(source, dict):
         raise SpecplanError(f"{path}: must be a YAML mapping")
-    for key in source:
-        if key not in SOURCE_KEYS:
-            raise SpecplanError(f"{path}: unknown key '{key}' (valid: {', '.join(SOURCE_KEYS)})")
+    check_keys(source, SOURCE_KEYS, str(path))
     if source.get("client", "vllm") not in ("vllm", "sglang"):
         raise SpecplanError(f"{path}: client must be vllm or sglang, got {source.get('client')!r}")
     if not isinstance(source.get("arms", {}), dict) or not source.get("arms"):
         raise SpecplanError(f"{path}: arms must be a mapping of arm name -> list of scenario overrides")
+    if "recipe" in source:
+        check_recipe(source["recipe"], str(source.get("server_flags") or ""), f"{path}: recipe")
+    if "acceptance_assumption" in source:
+        check_acceptance_assumption(source["acceptance_assumption"], f"{path}: acceptance_assumption")
     return source
+
+
+def check_recipe(recipe: Any, server_flags: str, where: str) -> None:
+    """Known choices, each with the server flags it needs present in server_flags (one line if not)."""
+    if not isinstance(recipe, dict):
+        raise SpecplanError(f"{where} must be a mapping ({', '.join(RECIPE_KEYS)})")
+    check_keys(recipe, RECIPE_KEYS, where)
+    for key, valid in (("strategy", RECIPE_STRATEGIES), ("checkpoint", RECIPE_CHECKPOINTS),
+                       ("speculative", tuple(RECIPE_SPECULATIVE)), ("moe_backend", tuple(RECIPE_MOE_FLAG))):
+        if recipe.get(key) not in valid:
+            raise SpecplanError(f"{where}: unknown {key} {recipe.get(key)!r} (valid: {', '.join(valid)})")
+    dp = recipe.get("dp_attention")
+    if not whole(recipe.get("tp")) or not (dp is None or whole(dp)):
+        raise SpecplanError(f"{where}: tp must be a whole number >= 1 and dp_attention one or null, "
+                            f"got tp {recipe.get('tp')!r}, dp_attention {dp!r}")
+    for flag in recipe_flags(recipe):
+        if flag not in server_flags:
+            raise SpecplanError(f"{where}: server_flags lack '{flag}', which the recipe's "
+                                f"{recipe_reason(recipe, flag)} needs")
+    if recipe["speculative"] == "none" and "--speculative-algorithm" in server_flags:
+        raise SpecplanError(f"{where}: speculative 'none', but server_flags set --speculative-algorithm")
+
+
+def recipe_flags(recipe: dict[str, Any]) -> list[str]:
+    """The server flags a recipe implies: parallelism, MoE backend, speculation."""
+    flags = [f"--tp {recipe['tp']}"]
+    if recipe.get("dp_attention"):
+        flags += [f"--dp {recipe['dp_attention']}", "--enable-dp-attention"]
+    if RECIPE_MOE_FLAG[recipe["moe_backend"]]:
+        flags.append(f"{RECIPE_MOE_FLAG[recipe['moe_backend']]} {recipe['moe_backend']}")
+    return flags + list(RECIPE_SPECULATIVE[recipe["speculative"]])
+
+
+def recipe_reason(recipe: dict[str, Any], flag: str) -> str:
+    if flag in RECIPE_SPECULATIVE[recipe["speculative"]]:
+        return f"speculative '{recipe['speculative']}'"
+    if flag.startswith("--moe"):
+        return f"moe_backend '{recipe['moe_backend']}'"
+    return f"parallelism (tp {recipe.get('tp')}, dp_attention {recipe.get('dp_attention')})"
+
+
+def check_acceptance_assumption(entry: Any, where: str) -> None:
+    """The preset that stands in for an unpublished acceptance and the AL it implies (a number > 1)."""
+    if not isinstance(entry, dict):
+        raise SpecplanError(f"{where} must be a mapping ({', '.join(ACCEPTANCE_KEYS)})")
+    check_keys(entry, ACCEPTANCE_KEYS, where)
+    for key in ("preset", "family", "drafted_tokens", "implied_al"):
+        if key not in entry:
+            raise SpecplanError(f"{where}: missing '{key}'")
+    if not whole(entry["drafted_tokens"]):
+        raise SpecplanError(f"{where}: drafted_tokens must be a whole number >= 1, got {entry['drafted_tokens']!r}")
+    al = number(str(entry["implied_al"]), "implied_al", where)
+    if not 1.0 < al <= 1 + entry["drafted_tokens"]:
+        ceiling = 1 + entry["drafted_tokens"]
+        raise SpecplanError(f"{where}: implied_al {al:g} is outside (1, {ceiling}] (1 + drafted_tokens)")
+
+
+def whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def check_keys(entry: dict[str, Any], valid: tuple[str, ...], where: str) -> None:
+    for key in entry:
+        if key not in valid:
+            raise SpecplanError(f"{where}: unknown key '{key}' (valid: {', '.join(valid)})")
 
 
 def read_figures(path: Path, source: dict[str, Any]) -> list[Figure]:
