@@ -246,3 +246,45 @@ def test_profile_plot_parts_draws_the_stack_and_refuses_a_file_without_parts(cli
     assert (tmp_path / "parts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     status, _, err = cli("profile-plot", "--parts", "builtin:cpu-tiny", "--out", tmp_path / "tiny.png")
     assert status == 2 and err.count("\n") == 1 and "no parts table" in err
+
+
+# --- the parts table of the file format -------------------------------------------------------------
+
+
+PARTS_FILE = """# device: d
+# model: m
+# source: s
+# statistic: t
+tokens,step_ms,attention_ms
+1,2.0,0.5
+8,3.0,1.0
+# table: parts
+tokens,routed_experts_ms,shared_down_ms,overlap_hidden_ms
+1,1.5,0.5,0.5
+8,2.5,0.5,0.5
+"""
+
+
+def test_a_parts_table_reads_back_and_writes_the_same_text() -> None:
+    from specplan.hwprofiles.fileformat import format_profile, parse_profile
+
+    profile = parse_profile(PARTS_FILE, "p.csv")
+    assert list(profile.extra["parts"]) == ["routed_experts_ms", "shared_down_ms", "overlap_hidden_ms"]
+    np.testing.assert_array_equal(profile.extra["parts"]["routed_experts_ms"], [1.5, 2.5])
+    assert parse_profile(format_profile(profile), "q.csv").extra["parts"].keys() == profile.extra["parts"].keys()
+    plain = parse_profile(PARTS_FILE.split("# table: parts")[0], "old.csv")     # a file without parts, as before
+    assert "parts" not in plain.extra and np.array_equal(plain.step_ms_table, profile.step_ms_table)
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (("8,2.5,0.5,0.5", "16,2.5,0.5,0.5"), "p.csv:10: the parts table must list the main table's token counts"),
+    (("tokens,routed_experts_ms,shared_down_ms,overlap_hidden_ms\n1,1.5,0.5,0.5\n8,2.5,0.5,0.5",
+      "tokens,context_tokens,routed_experts_ms\n1,0,1.5\n8,0,2.5"), "p.csv:9: the parts table has no context_tokens"),
+    (("8,2.5,0.5,0.5", "8,2.5,-0.5,0.5"), "p.csv:11: shared_down_ms must not be negative"),
+    (("tokens,routed_experts_ms", "tokens,routed_experts"), "p.csv:9: unknown column 'routed_experts'"),
+])
+def test_a_bad_parts_table_is_one_error_naming_the_line(edit, message) -> None:
+    from specplan.hwprofiles.fileformat import parse_profile
+
+    with pytest.raises(ProfileError, match=re.escape(message)):
+        parse_profile(PARTS_FILE.replace(*edit), "p.csv")
