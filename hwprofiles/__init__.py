@@ -12,11 +12,12 @@ A leaf package: it imports no part of specplan.simulator (tests/test_layers.py).
     derive_vidur.py     H100 curves from vidur's per-operator timings
     import_splitwise.py decode curves from splitwise-sim's perf_model.csv
     roofline.py         synthetic H100/H200/B200 curves (roofline + graph padding), named synthetic-*
-    aiconfigurator.py   measured GPU curves composed from AIConfigurator's kernel database (needs the aic extra)
+    aiconfigurator/     measured GPU curves composed from AIConfigurator's kernel database as named parts
+                        (needs the aic extra), checked against public/kernels.csv (public kernel measurements)
     builtins.py         regenerates the derived built-ins: python -m specplan.hwprofiles.builtins
     torch_model.py      random-weight decoder over flattened verify batches (needs torch)
     harness.py          times it: `specplan profile` (needs torch)
-    plot.py             step time and steps/s vs tokens: `specplan profile-plot`
+    plot.py             step time and steps/s vs tokens, or the parts stacked: `specplan profile-plot [--parts]`
 """
 
 from specplan.hwprofiles.loader import load_profile, profile_file

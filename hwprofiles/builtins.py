@@ -9,11 +9,14 @@ reproduces the committed CSVs byte for byte (tests check it):
   (default: `../shared` beside the repository); skipped, with a note, when
   that folder is absent;
 - synthetic rooflines (`synthetic-*`, `hwprofiles/roofline.py`);
-- imported from NVIDIA AIConfigurator's database (`aiconfigurator.py`; needs
-  the `aic` extra, not ../shared): verify-step profiles and drafter-forward
-  profiles built from the same operators (`*-mtp`, `*-drafter-*`,
-  `*-dspark`), DeepSeek-V4 included (`v4_builtins`), and prefill-step profiles
-  from its context-phase tables (`*-prefill`, `aiconfigurator.prefill_profile`).
+- imported from NVIDIA AIConfigurator's database (the `aiconfigurator`
+  package; needs the `aic` extra, not ../shared): verify-step profiles and
+  drafter-forward profiles built from the same operators (`*-mtp`,
+  `*-drafter-*`, `*-dspark`), DeepSeek-V4 included (`v4_builtins`: every
+  name the development set requires, with what the database lacks listed
+  beside `V4_SPECS`), each part checked against the public kernel table by
+  the rule of `aiconfigurator/public.py`, and prefill-step profiles from its
+  context-phase tables (`*-prefill`, `aiconfigurator.prefill_profile`).
 
 The profiles measured on a machine (`cpu-*`, `h200-*-measured`) are written
 by `specplan profile` instead and are not touched here.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from specplan.hwprofiles.aiconfigurator import (
@@ -72,64 +76,104 @@ AIC_BUILTINS: dict[str, tuple[AicTarget, AicLayout, AicDrafter | None]] = {
                                                   AicDrafter(layers=3, moe=True)),
 }
 
-# DeepSeek-V4 (aiconfigurator-core 0.12.0's V4 configs and tables). Checkpoints: the released FP4-expert
-# ones under vLLM on Blackwell; the FP8 ones (sgl-project/*-FP8) on the H200 (no FP4 MoE tables there) and
-# under SGLang (its tables hold FP8 MoE only). Topologies: TP8/EP8, and data-parallel attention (TP1 x DP8)
-# with EP8. Left out, with the reason: V4-Pro on 8 x H200 (FP8 weights do not fit), V4-Pro DP8 on B200 and
-# under SGLang (the package's memory model leaves no KV cache), GB300 (same GPU as the B300; its vLLM MoE
-# term is twice the B300's at one token).
+# DeepSeek-V4 (aiconfigurator-core 0.12.0's V4 configs and tables). Names follow
+#     {gpu}-deepseek-v4-{flash|pro}-{topology}-{engine}[-{fp8|nvfp4|megamoe}][-{mtp|dspark}]
+# (benchmarks/published/REQUIRED_PROFILES.md). No precision suffix: the released FP4-expert checkpoint as the
+# engine runs it on that GPU (compile.py: vLLM and SGLang on Blackwell run FP4 x FP8 FlashInfer TRT-LLM MoE
+# kernels, w4a8_mxfp4_mxfp8[_trtllm]); -fp8: the FP8 checkpoint (sgl-project/*-FP8); -nvfp4: NVFP4 experts;
+# -megamoe: SGLang's fused MegaMoE (set by its public measurement, public.py). Topologies: tp8ep8 / tp4ep4
+# (TP attention, EP MoE), tp4 (TP4 attention, MoE tensor-parallel over the 4 GPUs: EP1), tp1 (one GPU),
+# dp8ep8 / dp4ep4 (data-parallel attention over EP MoE).
+#
+# What the database lacks, so no built-in is written for it (never priced with other kernels):
+# - FP4 experts of V4 geometry on Hopper (H200, H100) under either engine: SGLang's Marlin / CUTLASS
+#   w4a16_mxfp4 and vLLM's Marlin MXFP4 rows exist only for other geometries (gpt-oss, 896-expert models), so
+#   the unsuffixed H200 / H100 names (h200-deepseek-v4-flash-tp4-sglang, its -mtp, and V4-Pro on 8 x H200,
+#   whose FP8 weights do not fit) are not written; H200 and H100 run the FP8 checkpoint (-fp8);
+# - NVFP4 experts of V4 geometry under SGLang 0.5.14 (its NVFP4 rows are DeepSeek-V3's and Kimi's), so
+#   gb200- and gb300-deepseek-v4-flash-tp4-sglang-nvfp4 are not written; vLLM 0.24 has them on B200 (-nvfp4);
+# - MegaMoE of V4 geometry at a database version aiconfigurator-core serves, and a public MegaMoE measurement
+#   at EP4 on B200 or B300: b200- and b300-deepseek-v4-flash-dp4ep4-sglang-megamoe are not written (GB300 EP4
+#   is measured: gb300-deepseek-v4-flash-dp4ep4-sglang-megamoe);
+# - DeepEP: the V4 operator list prices dispatch and combine with the database's own model (flavor
+#   CustomAllReduce) whatever all-to-all the engine runs; the dp4ep4 cells ran DeepEP (their header says so);
+# - Flash FP8 on 4 x H100 (the weights do not fit: the tp4 cells need 8 x H100, tp8ep8 / dp8ep8 here).
 V4_FLASH, V4_PRO = "deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4-Pro"
 V4_FLASH_FP8, V4_PRO_FP8 = "sgl-project/DeepSeek-V4-Flash-FP8", "sgl-project/DeepSeek-V4-Pro-FP8"
 BACKENDS = {"vllm": "0.24.0", "sglang": "0.5.14"}
-TOPOLOGIES = {"tp8ep8": (8, 1), "dp8ep8": (1, 8)}
-V4_TARGETS = [  # (system, model family, topology, backend, checkpoint)
-    *((s, "flash", t, "vllm", V4_FLASH_FP8 if s == "h200_sxm" else V4_FLASH)
-      for s in ("h200_sxm", "b200_sxm", "b300_sxm") for t in TOPOLOGIES),
-    *((s, "flash", t, "sglang", V4_FLASH_FP8) for s in ("h200_sxm", "b200_sxm", "b300_sxm") for t in TOPOLOGIES),
-    ("b200_sxm", "pro", "tp8ep8", "vllm", V4_PRO), ("b300_sxm", "pro", "tp8ep8", "vllm", V4_PRO),
-    ("b300_sxm", "pro", "dp8ep8", "vllm", V4_PRO), ("b300_sxm", "pro", "tp8ep8", "sglang", V4_PRO_FP8),
-]
+TOPOLOGIES = {  # name -> (tp, ep, dp)
+    "tp8ep8": (8, 8, 1), "dp8ep8": (1, 8, 8), "tp4ep4": (4, 4, 1), "tp4": (4, 1, 1), "dp4ep4": (1, 4, 4),
+    "tp1": (1, 1, 1),
+}
+PRECISIONS = {  # suffix -> (checkpoint of each family, moe_quant, moe_backend)
+    "": ({"flash": V4_FLASH, "pro": V4_PRO}, "", ""),
+    "-fp8": ({"flash": V4_FLASH_FP8, "pro": V4_PRO_FP8}, "", ""),
+    "-nvfp4": ({"flash": V4_FLASH, "pro": V4_PRO}, "nvfp4", ""),
+    "-megamoe": ({"flash": V4_FLASH, "pro": V4_PRO}, "", "megamoe"),
+}
 # the verify step (4 query tokens per request); DeepSeek-V4's MTP module (eh_proj + 1 MoE layer with
-# sliding-window attention and mHC + LM head, one position per request); DSpark-5's drafter (3 MoE layers
-# + mHC + sliding-window attention + LM head over the anchor and 5 mask positions; the Markov head is
-# priced by the simulator)
+# sliding-window attention and mHC + LM head, one position per request, priced per drafting pass); DSpark-5's
+# drafter (3 MoE layers + mHC + sliding-window attention + LM head over the anchor and 5 mask positions; the
+# Markov head is priced by the simulator)
 V4_FORWARDS: dict[str, tuple[AicLayout, AicDrafter | None]] = {
     "": (AicLayout(), None),
     "-mtp": (AicLayout(query_tokens=1), AicDrafter(layers=1, moe=True, fuse_inputs=2)),
     "-dspark": (AicLayout(query_tokens=6), AicDrafter(layers=3, moe=True)),
 }
+ALL, MTP, DSPARK = ("", "-mtp", "-dspark"), ("", "-mtp"), ("", "-dspark")
+V4_SPECS = [  # (gpus, family, topologies, engine, precision suffix, forwards)
+    # vLLM 0.24: the paper's comparison (scenarios/deepseek-v4-*.yaml), vLLM #49369 (tp1), #41044 (tp4ep4)
+    (("b200", "b300"), "flash", ("tp8ep8", "dp8ep8"), "vllm", "", ALL),
+    (("h200",), "flash", ("tp8ep8", "dp8ep8"), "vllm", "-fp8", ALL),
+    (("b200", "b300"), "pro", ("tp8ep8",), "vllm", "", ALL),
+    (("b300",), "pro", ("dp8ep8",), "vllm", "", ALL),
+    (("b300",), "flash", ("tp1",), "vllm", "", DSPARK),
+    (("b200",), "flash", ("tp4ep4",), "vllm", "", MTP),
+    (("b200",), "flash", ("tp4ep4",), "vllm", "-nvfp4", MTP),
+    # SGLang 0.5.14: 8-GPU Flash; the replication cases' TP4/EP4; the cookbook's TP4, DP4 and MegaMoE cells
+    (("b200", "b300"), "flash", ("tp8ep8", "dp8ep8"), "sglang", "", ALL),
+    (("h200", "h100"), "flash", ("tp8ep8", "dp8ep8"), "sglang", "-fp8", ALL),
+    (("b200", "gb300"), "flash", ("tp4ep4",), "sglang", "", DSPARK),
+    (("h200",), "flash", ("tp4ep4",), "sglang", "-fp8", DSPARK),
+    (("b200", "b300", "gb300"), "flash", ("tp4",), "sglang", "", MTP),
+    (("h200",), "flash", ("tp4",), "sglang", "-fp8", MTP),
+    (("b200", "b300", "gb200", "gb300"), "flash", ("dp4ep4",), "sglang", "", MTP),
+    (("h200",), "flash", ("dp4ep4",), "sglang", "-fp8", MTP),
+    (("gb300",), "flash", ("dp4ep4",), "sglang", "-megamoe", ("",)),
+    # V4-Pro under SGLang, FP4 experts (issue 28 item 4; kernel microbenchmarks only, no serving figure)
+    (("b200", "b300", "gb300"), "pro", ("tp8ep8", "dp8ep8"), "sglang", "", ALL),
+]
+SYSTEMS = {"b200": "b200_sxm", "b300": "b300_sxm", "h200": "h200_sxm", "h100": "h100_sxm", "gb200": "gb200",
+           "gb300": "gb300"}
+# Names committed cases and scenarios still require, kept as copies of their -fp8 twins (their header says
+# `legacy_name`) until scenarios/deepseek-v4-flash.yaml and benchmarks/published/sglang-33083-* name the
+# -fp8 files: unsuffixed, these names now mean the FP4 (Marlin) checkpoint the database has no rows for.
+LEGACY_NAMES = {
+    **{f"h200-deepseek-v4-flash-dp8ep8-vllm{f}": f"h200-deepseek-v4-flash-dp8ep8-vllm-fp8{f}" for f in ALL},
+    **{f"h200-deepseek-v4-flash-tp4ep4-sglang{f}": f"h200-deepseek-v4-flash-tp4ep4-sglang-fp8{f}" for f in DSPARK},
+}
+
+
+def v4_target(gpu: str, family: str, topology: str, engine: str, precision: str) -> AicTarget:
+    checkpoints, moe_quant, moe_backend = PRECISIONS[precision]
+    tp, ep, dp = TOPOLOGIES[topology]
+    return AicTarget(checkpoints[family], SYSTEMS[gpu], engine, BACKENDS[engine], tp=tp, ep=ep, dp=dp,
+                     moe_quant=moe_quant, moe_backend=moe_backend)
 
 
 def v4_builtins() -> dict[str, tuple[AicTarget, AicLayout, AicDrafter | None]]:
     out = {}
-    for system, family, topology, backend, model in V4_TARGETS:
-        tp, dp = TOPOLOGIES[topology]
-        target = AicTarget(model, system, backend, BACKENDS[backend], tp=tp, ep=8, dp=dp)
-        for suffix, (layout, drafter) in V4_FORWARDS.items():
-            name = f"{system.removesuffix('_sxm')}-deepseek-v4-{family}-{topology}-{backend}{suffix}"
-            out[name] = (target, layout, drafter)
+    for gpus, family, topologies, engine, precision, forwards in V4_SPECS:
+        for gpu in gpus:
+            for topology in topologies:
+                target = v4_target(gpu, family, topology, engine, precision)
+                for suffix in forwards:
+                    layout, drafter = V4_FORWARDS[suffix]
+                    out[f"{gpu}-deepseek-v4-{family}-{topology}-{engine}{precision}{suffix}"] = (target, layout, drafter)
     return out
 
 
-# The replication suite's topologies (benchmarks/published/): one replica as each public run served it,
-# on the database's nearest version (SGLang 0.5.14, vLLM 0.24.0). TP4/EP4 on 4 x H200 and 4 x GB300
-# (the 0731 recipes; FP8 MoE, SGLang's only MoE tables), TP4/EP4 on 4 x B200 (InferenceX #3346), and
-# the released FP4-expert checkpoint on one B300 under vLLM (issue #49369).
-REPLICATION_V4_TARGETS = [  # (name stem, target)
-    ("h200-deepseek-v4-flash-tp4ep4-sglang", AicTarget(V4_FLASH_FP8, "h200_sxm", "sglang", "0.5.14", tp=4, ep=4)),
-    ("gb300-deepseek-v4-flash-tp4ep4-sglang", AicTarget(V4_FLASH_FP8, "gb300", "sglang", "0.5.14", tp=4, ep=4)),
-    ("b200-deepseek-v4-flash-tp4ep4-sglang", AicTarget(V4_FLASH_FP8, "b200_sxm", "sglang", "0.5.14", tp=4, ep=4)),
-    ("b300-deepseek-v4-flash-tp1-vllm", AicTarget(V4_FLASH, "b300_sxm", "vllm", "0.24.0")),
-]
-
-
-def replication_builtins() -> dict[str, tuple[AicTarget, AicLayout, AicDrafter | None]]:
-    return {f"{stem}{suffix}": (target, layout, drafter) for stem, target in REPLICATION_V4_TARGETS
-            for suffix, (layout, drafter) in V4_FORWARDS.items() if suffix != "-mtp"}
-
-
 AIC_BUILTINS.update(v4_builtins())
-AIC_BUILTINS.update(replication_builtins())
 
 # name -> target: prefill (context-phase) step profiles over (new prompt tokens, Σ n(n + 2p))
 PREFILL_BUILTINS: dict[str, AicTarget] = {
@@ -167,7 +211,17 @@ def aic_builtins() -> dict[str, Callable[[], StepProfile]]:
         target, layout, drafter = AIC_BUILTINS[name]
         return lambda: aic_profile(target, layout, name, aic_command(target, layout, drafter), drafter)
 
-    return {name: make(name) for name in AIC_BUILTINS}
+    def legacy(name: str) -> Callable[[], StepProfile]:
+        return lambda: legacy_copy(make(LEGACY_NAMES[name])(), name)
+
+    return {**{name: make(name) for name in AIC_BUILTINS}, **{name: legacy(name) for name in LEGACY_NAMES}}
+
+
+def legacy_copy(profile: StepProfile, name: str) -> StepProfile:
+    """`profile` under a legacy name, its header saying which file it copies and why."""
+    note = (f"a copy of {profile.name} under the name committed cases or scenarios still require; unsuffixed, "
+            "the name now means the released FP4 checkpoint, which the database cannot price on this GPU")
+    return replace(profile, name=name, provenance={"legacy_name": note, **profile.provenance})
 
 
 def prefill_builtins() -> dict[str, Callable[[], StepProfile]]:
@@ -190,7 +244,7 @@ def regenerate(shared: Path, out_dir: Path = DATA_DIR) -> list[Path]:
 
 def regenerate_aic(out_dir: Path = DATA_DIR, names: list[str] | None = None) -> list[Path]:
     """Write the AIConfigurator built-ins (all, or `names`) into `out_dir`."""
-    makers = {**aic_builtins(), **prefill_builtins()} if names else aic_builtins()
+    makers = {**aic_builtins(), **prefill_builtins()}
     return write_all({n: makers[n] for n in (names or makers)}, out_dir)
 
 

@@ -21,6 +21,15 @@ batch, B), optionally `context_tokens` (total KV context of the batch: a
 second axis, the table then holds every tokens × context pair, grouped by
 context), `step_ms`, and any number of spread columns named `*_ms`
 (`p10_ms`, `p90_ms`, `min_ms`, ...). Every error names the file and line.
+
+A file may end with a second table, the step's named parts against tokens
+alone (the parts that do not read the KV cache; `StepProfile.extra["parts"]`):
+
+    # table: parts
+    tokens,router_ms,routed_experts_ms,...,overlap_hidden_ms
+    1,0.18,1.95,...
+
+over the same token counts as the main table. A file without it reads as before.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ FORMAT = "specplan-profile/1"
 REQUIRED_PROVENANCE = ("device", "model", "source", "statistic")
 DATA_DIR = Path(__file__).resolve().parent / "data"
 RESERVED_KEYS = ("format", "name", "extrapolation")
+PARTS_MARKER = "# table: parts"
 
 
 def builtin_names() -> list[str]:
@@ -82,12 +92,30 @@ def parse_profile(text: str, where: str, default_name: str = "profile") -> StepP
     extrapolation = meta.get("extrapolation", "none")
     if extrapolation not in EXTRAPOLATIONS:
         raise ProfileError(f"{where}: extrapolation must be one of {', '.join(EXTRAPOLATIONS)}, got {extrapolation!r}")
-    columns, line_of = _read_columns(lines, first_row, where)
+    marker = next((i for i, line in enumerate(lines) if line.strip() == PARTS_MARKER), len(lines))
+    columns, line_of = _read_columns(lines[:marker], first_row, where)
     tokens, context, tables = _to_grid(columns, line_of, where)
+    extra: dict[str, Any] = {"columns": tables}
+    if marker < len(lines):
+        extra["parts"] = _read_parts(lines, marker + 1, tokens, where)
     return StepProfile(
         name=name, tokens=tokens, step_ms_table=tables.pop("step_ms"), provenance=provenance,
-        context_tokens=context, extrapolation=extrapolation, extra={"columns": tables},
+        context_tokens=context, extrapolation=extrapolation, extra=extra,
     )
+
+
+def _read_parts(lines: list[str], first: int, tokens: np.ndarray, where: str) -> dict[str, np.ndarray]:
+    """The parts table after the marker: columns over the main table's token counts."""
+    while first < len(lines) and not lines[first].strip():
+        first += 1
+    if first == len(lines):
+        raise ProfileError(f"{where}: '{PARTS_MARKER}' is not followed by a 'tokens,...' header")
+    columns, line_of = _read_columns(lines, first, where, required=("tokens",))
+    if "context_tokens" in columns:
+        raise ProfileError(f"{where}:{first + 1}: the parts table has no context_tokens axis")
+    if not np.array_equal(columns["tokens"], tokens):
+        raise ProfileError(f"{where}:{line_of[0]}: the parts table must list the main table's token counts")
+    return {h: v for h, v in columns.items() if h != "tokens"}
 
 
 def _read_header(lines: list[str], where: str) -> tuple[dict[str, str], int]:
@@ -108,11 +136,12 @@ def _read_header(lines: list[str], where: str) -> tuple[dict[str, str], int]:
     raise ProfileError(f"{where}: no table (expected a 'tokens,step_ms,...' header after the comments)")
 
 
-def _read_columns(lines: list[str], first: int, where: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def _read_columns(lines: list[str], first: int, where: str,
+                  required: tuple[str, ...] = ("tokens", "step_ms")) -> tuple[dict[str, np.ndarray], np.ndarray]:
     header = [h.strip() for h in lines[first].split(",")]
-    for required in ("tokens", "step_ms"):
-        if required not in header:
-            raise ProfileError(f"{where}:{first + 1}: column '{required}' is missing")
+    for required_column in required:
+        if required_column not in header:
+            raise ProfileError(f"{where}:{first + 1}: column '{required_column}' is missing")
     for h in header:
         if h not in ("tokens", "context_tokens") and not h.endswith("_ms"):
             raise ProfileError(f"{where}:{first + 1}: unknown column {h!r} (extra columns must end in _ms)")
@@ -211,6 +240,11 @@ def format_profile(profile: StepProfile) -> str:
         for j, b in enumerate(profile.tokens):
             lead = [str(int(b))] + ([str(int(ctx))] if ctx is not None else [])
             out.write(",".join(lead + [_ms(t[row, j]) for t in tables]) + "\n")
+    parts: dict[str, np.ndarray] = profile.extra.get("parts", {})
+    if parts:
+        out.write(f"{PARTS_MARKER}\n" + ",".join(["tokens", *parts]) + "\n")
+        for j, b in enumerate(profile.tokens):
+            out.write(",".join([str(int(b)), *(_ms(parts[n][j]) for n in parts)]) + "\n")
     return out.getvalue()
 
 

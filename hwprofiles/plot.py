@@ -7,6 +7,12 @@ cliffs show as vertical jumps) with the measured points as markers. Used by
 (the default of `save_profile_plot`, hence of `specplan profile-plot`) the
 axes turn logarithmic over more than 1,024 tokens, so a tile edge at 64/65
 stays as visible as one at 4096/4097.
+
+`plot_parts(profile, ax)` (`specplan profile-plot --parts`) draws a profile's
+named parts (its parts table, plus the attention columns at the context
+asked) stacked against tokens, each at its own time, and the step the engine
+is charged as a black line: where the stack rises above the line, that much
+is hidden by parts running beside each other (the estimator's Overlap).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.profile import StepProfile
 
 
@@ -75,4 +82,67 @@ def save_profile_plot(profiles: Sequence[StepProfile], out: str | Path, max_toke
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
+    return out
+
+
+CONTEXT_PARTS = ("attention_ms", "indexer_ms")
+
+
+def column_at(profile: StepProfile, table: np.ndarray, b: np.ndarray, context_tokens: float | None) -> np.ndarray:
+    """A main-table column at every B, at `context_tokens` (rows interpolated linearly, clamped; None: first row)."""
+    rows = np.atleast_2d(table)
+    at = [np.interp(b, profile.tokens, row) for row in rows]
+    if profile.context_tokens is None or context_tokens is None or len(at) == 1:
+        return at[0]
+    pos = float(np.interp(context_tokens, profile.context_tokens, np.arange(len(at))))
+    lo, w = int(np.floor(pos)), pos - np.floor(pos)
+    return at[lo] if w == 0 else (1 - w) * at[lo] + w * at[lo + 1]
+
+
+def part_curves(profile: StepProfile, max_tokens: int, context_tokens: float | None) -> tuple[np.ndarray, dict]:
+    """(B, {part: ms at every B}) with the attention parts at `context_tokens`; ProfileError without parts."""
+    parts: dict[str, np.ndarray] = profile.extra.get("parts", {})
+    if not parts:
+        raise ProfileError(f"profile {profile.name}: no parts table (AIConfigurator profiles carry one; "
+                           "regenerate older files with `specplan profile --source aiconfigurator`)")
+    b = np.arange(1, min(max_tokens, profile.max_tokens) + 1)
+    columns: dict[str, np.ndarray] = profile.extra.get("columns", {})
+    curves = {name: column_at(profile, columns[name], b, context_tokens) for name in CONTEXT_PARTS if name in columns}
+    curves.update({name: np.interp(b, profile.tokens, v) for name, v in parts.items()})
+    return b, {name.removesuffix("_ms"): v for name, v in curves.items()}
+
+
+def plot_parts(profile: StepProfile, ax: Any, max_tokens: int | None = None,
+               context_tokens: float | None = None, scale: str = "auto") -> None:
+    """Stack `profile`'s parts against tokens (own times) with the charged step as a line."""
+    # matplotlib loads only when a plot is drawn
+    from matplotlib import colormaps
+
+    b, curves = part_curves(profile, max_tokens or profile.max_tokens, context_tokens)
+    curves.pop("overlap_hidden", None)
+    colors = colormaps["tab20"](np.arange(len(curves)) % 20)
+    ax.stackplot(b, *curves.values(), labels=list(curves), colors=colors, alpha=0.9)
+    ax.plot(b, profile.step_ms(b, context_tokens), color="black", lw=1.4, label="step (charged)")
+    ctx = "" if context_tokens is None else f", KV context {context_tokens:g}"
+    ax.set(xlabel="tokens in the verify batch B", ylabel="ms", title=f"{profile.name}: parts{ctx}")
+    if scale == "log" or (scale == "auto" and b[-1] > LOG_ABOVE_TOKENS):
+        ax.set_xscale("log", base=2)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6, ncol=2, loc="upper left")
+
+
+def save_parts_plot(profiles: Sequence[StepProfile], out: str | Path, max_tokens: int | None = None,
+                    context_tokens: float | None = None, scale: str = "auto") -> Path:
+    """Render `plot_parts` for each profile, one panel each, into a PNG file."""
+    # matplotlib loads only when a plot is drawn
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 4.5 * len(profiles)))
+    axes = np.atleast_1d(fig.subplots(len(profiles), 1))
+    for profile, ax in zip(profiles, axes, strict=True):
+        plot_parts(profile, ax, max_tokens, context_tokens, scale)
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
     return out

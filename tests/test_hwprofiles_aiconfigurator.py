@@ -44,12 +44,14 @@ def test_importer_writes_a_verify_profile_that_keeps_tile_edges_and_regenerates_
     assert {1, 16, 17, 32, 33, 64, 65, 80, 81, 128, 129, 160} <= set(profile.tokens.tolist())
     meta = profile.provenance
     for key in ("package", "database", "backend", "parallelism", "dtype", "layout", "composition",
-                "approximations", "op_sources", "kv_capacity_tokens"):
+                "approximations", "provenance", "public_rule", "part.attention", "part.mlp_down", "kv_capacity_tokens"):
         assert meta[key], key
     assert "aiconfigurator-core 0.12.0" in meta["package"] and meta["backend"] == "vllm 0.24.0"
     assert "--source aiconfigurator --model meta-llama/Meta-Llama-3.1-8B --system h200_sxm" in meta["source"]
     attention = profile.extra["columns"]["attention_ms"]
     assert np.all(attention[1] > attention[0]) and np.all(attention < profile.step_ms_table)
+    parts = profile.extra["parts"]     # the dense model's parts: no overlap, so they add up to the step at C = 0
+    np.testing.assert_allclose(sum(parts.values()) + attention[0], profile.step_ms_table[0], atol=1e-5 * len(parts))
 
 
 @needs_aic
@@ -131,12 +133,15 @@ def test_without_the_package_the_command_says_how_to_install_it(cli, tmp_path, m
 # --- the built-ins -----------------------------------------------------------------------------
 
 
-# DeepSeek-V4 files regenerated here: one per code path (folded heads + indexer, heads past the native
-# count on a DP8 grid, SGLang's sliding-window DSpark drafter over 6 positions, a DP8 MTP module); all 48
-# regenerate byte for byte with `python -m specplan.hwprofiles.builtins` (~30 s), and every one's recorded
-# command is checked against its entry below.
+# DeepSeek-V4 files regenerated here: one per code path (folded heads + indexer and vLLM's FP4 experts,
+# heads past the native count on a DP8 grid, SGLang's FP4 experts on TP4/EP1, an FP8 sliding-window DSpark
+# drafter over 6 positions, a DP8 MTP module, a MegaMoE block set by its public measurement on a DP4 grid,
+# a legacy copy); all 105 regenerate byte for byte with `python -m specplan.hwprofiles.builtins` (~1 min
+# with the rest), and every one's recorded command is checked against its entry below.
 V4_REGENERATED = ("b200-deepseek-v4-flash-tp8ep8-vllm", "b300-deepseek-v4-pro-dp8ep8-vllm",
-                  "h200-deepseek-v4-flash-tp8ep8-sglang-dspark", "b300-deepseek-v4-flash-dp8ep8-sglang-mtp")
+                  "b200-deepseek-v4-flash-tp4-sglang", "h200-deepseek-v4-flash-tp8ep8-sglang-fp8-dspark",
+                  "b300-deepseek-v4-flash-dp8ep8-sglang-mtp", "gb300-deepseek-v4-flash-dp4ep4-sglang-megamoe",
+                  "h200-deepseek-v4-flash-tp4ep4-sglang")
 
 
 @needs_aic

@@ -45,7 +45,8 @@ def test_the_issue_command_now_writes_a_v4_pro_profile(cli, tmp_path) -> None:
                            "--out", tmp_path / "p.csv")
     assert status == 0, err
     text = (tmp_path / "p.csv").read_text()
-    assert "DeepSeek-V4 attention (HCA x 31 + CSA x 30 layers" in text and "# op.moe_overlap:" in text
+    assert "DeepSeek-V4 attention (HCA x 31 + CSA x 30 layers" in text
+    assert "# part.routed_experts:" in text and "# part.shared_down:" in text and "# table: parts" in text
 
 
 @needs_aic
@@ -68,7 +69,7 @@ def test_a_v4_verify_reads_each_cache_once_and_adds_the_indexers_query_tokens() 
     assert verify.csa_layers == 21 and verify.indexer is not None
     assert verify.attention_ms(128, 32 * 16384) < decodes.attention_ms(128, 128 * 16384)
     extra = verify.indexer.ms(32, 4, 16388) - verify.indexer.ms(32, 1, 16388)
-    assert extra > 0 and verify.indexer_ms(32, 16384) == pytest.approx(21 * extra)
+    assert extra > 0 and verify.indexer_ms(128, 32 * 16384) == pytest.approx(21 * extra)
     # the indexer's table: 4 query rows per request cost more than 1, batch 1024 more than 1
     assert verify.indexer.ms(1024, 4, 0) > verify.indexer.ms(1024, 1, 0)
 
@@ -101,7 +102,7 @@ def test_a_v4_drafter_reads_a_sliding_window_of_its_own_layers() -> None:
 def test_committed_drafters_stop_growing_with_context_past_the_window(name: str) -> None:
     profile = load_profile(f"builtin:{name}")
     q = 6 if name.endswith("-dspark") else 1
-    dp = 8 if "-dp8ep8-" in name else 1
+    dp = int(re.search(r"-dp(\d+)", name)[1]) if "-dp" in name else 1
     requests = np.ceil(np.ceil(profile.tokens / dp) / q)
     deep = profile.context_tokens[1:-1]               # 16k and 64k rows
     wide = (deep[0] / dp / requests) >= 128           # both rows past the window
@@ -111,13 +112,13 @@ def test_committed_drafters_stop_growing_with_context_past_the_window(name: str)
 # weights a GPU must read every step, whatever the batch (a lower bound): per layer the attention
 # projections it cannot skip (wq_a, wq_b, wkv; FP8), the shared expert (FP8) and top-6 of the routed
 # experts spread over the EP ranks, + the bf16 LM head; tensor-parallel parts divided by TP (both read
-# from the name: tpN / dpN attention, epN experts; a bare tp1 is EP1).
+# from the name: tpN / dpN attention, epN experts; a bare tpN is EP1), the experts' bytes from the file's dtype.
 CONFIG = {"pro": dict(layers=61, hidden=7168, q_lora=1536, heads=128, inter=3072),
           "flash": dict(layers=43, hidden=4096, q_lora=1024, heads=64, inter=2048)}
-HBM_BYTES_PER_S = {"h200": 4.8e12, "b200": 8.0e12, "b300": 8.0e12, "gb300": 8.0e12}
+HBM_BYTES_PER_S = {"h100": 3.35e12, "h200": 4.8e12, "b200": 8.0e12, "b300": 8.0e12, "gb200": 8.0e12, "gb300": 8.0e12}
 
 
-def weight_floor_ms(name: str) -> float:
+def weight_floor_ms(name: str, dtype: str) -> float:
     c = CONFIG["pro" if "-v4-pro-" in name else "flash"]
     topology = re.search(r"-(tp|dp)(\d+)(?:ep(\d+))?-", name)
     assert topology, name
@@ -126,7 +127,7 @@ def weight_floor_ms(name: str) -> float:
     layers = 1 if name.endswith("-mtp") else 3 if name.endswith("-dspark") else c["layers"]
     attention = c["hidden"] * c["q_lora"] + c["q_lora"] * c["heads"] * 512 + c["hidden"] * 512
     expert = 3 * c["hidden"] * c["inter"]
-    expert_bytes = 0.5 if ("-vllm" in name and not name.startswith("h200")) else 1.0   # FP4 experts
+    expert_bytes = 1.0 if "MoE fp8_block" in dtype else 0.5     # FP8 experts, else FP4 (MXFP4 or NVFP4)
     per_layer = attention / tp + expert / tp + 6 / ep * expert * expert_bytes
     lm_head = 129280 * c["hidden"] * 2 / tp
     return (layers * per_layer + lm_head) / HBM_BYTES_PER_S[name.split("-")[0]] * 1e3
@@ -135,29 +136,7 @@ def weight_floor_ms(name: str) -> float:
 @pytest.mark.parametrize("name", V4)
 def test_no_v4_step_beats_the_weights_it_must_read(name: str) -> None:
     profile = load_profile(f"builtin:{name}")
-    assert profile.step_ms_table.min() >= weight_floor_ms(name), name
-
-
-@pytest.mark.parametrize("name", V4)
-def test_every_v4_file_states_each_operators_source(name: str) -> None:
-    meta = load_profile(f"builtin:{name}").provenance
-    shares = {s: float(v) for s, v in re.findall(r"(silicon|empirical|mixed) (\d+)%", meta["provenance"]
-                                                     .split(" of the step")[0])}
-    assert set(shares) <= {"silicon", "empirical", "mixed"} and abs(sum(shares.values()) - 100) <= 2
-    assert "moe_overlap mixed" in meta["provenance"]       # the database's MoE term is of mixed source
-    ops = {k: v for k, v in meta.items() if k.startswith("op.")}
-    assert {"op.attention", "op.moe_overlap", "op.mhc_pre", "op.mhc_post"} <= set(ops)
-    total = float(re.search(r", ([\d.]+) ms", meta["provenance"]).group(1))
-    assert sum(float(v.split(" ms")[0]) for v in ops.values()) == pytest.approx(total, abs=0.01)
-
-
-@needs_aic
-def test_the_split_sums_to_the_priced_step() -> None:
-    _, verify = pricer(PRO, "b300_sxm", 4)
-    split = verify.op_split(128, 32 * 1024)
-    assert sum(ms for _, ms, _ in split) == pytest.approx(
-        verify.plain_ms(128) + verify.attention_ms(128, 32 * 1024), rel=1e-12)
-    assert {source for _, _, source in split} <= {"silicon", "empirical", "mixed"}
+    assert profile.step_ms_table.min() >= weight_floor_ms(name, profile.provenance["dtype"]), name
 
 
 def test_a_v4_pro_scenario_runs_on_the_built_ins_and_the_measured_preset() -> None:

@@ -7,7 +7,8 @@ a model shape with the torch harness and needs torch (the `profile` extra);
 drafter forwards) from NVIDIA AIConfigurator's measured per-operator
 database and needs aiconfigurator-core (the `aic` extra). Each imports its
 package only when run. `profile-plot` draws step time and steps/s vs tokens
-for profile files or `builtin:NAME`s.
+for profile files or `builtin:NAME`s (`--parts`: each step's named parts
+stacked against tokens).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from specplan.hwprofiles.fileformat import write_profile_csv
 from specplan.hwprofiles.grid import parse_tokens
 from specplan.hwprofiles.loader import load_profile
 from specplan.hwprofiles.modelshape import load_shape
-from specplan.hwprofiles.plot import save_profile_plot
+from specplan.hwprofiles.plot import save_parts_plot, save_profile_plot
 from specplan.simulator.app.output import add_force_arg, out_file
 from specplan.simulator.core.errors import SpecplanError
 
@@ -37,7 +38,7 @@ SOURCES = ("torch", "aiconfigurator")
 TORCH_ONLY = ("device", "dtype", "tokens", "context", "mode", "layers", "repeats", "warmup", "rounds", "requests",
               "drafter", "block_size", "markov_rank", "parts", "threads", "seed")
 AIC_ONLY = ("system", "backend", "backend_version", "tp", "ep", "dp", "max_tokens", "memory_fraction",
-            "drafter_moe", "drafter_fuse")
+            "drafter_moe", "drafter_fuse", "moe_quant", "moe_backend")
 DEFAULTS: dict[str, object] = {}
 
 
@@ -88,6 +89,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     aic.add_argument("--max-tokens", type=int, default=8192, help="largest B in the table (default 8192)")
     aic.add_argument("--memory-fraction", type=float, default=0.9,
                      help="GPU memory share for weights + KV cache, sets the last context row (default 0.9)")
+    aic.add_argument("--moe-quant", default="", help="routed experts' precision as the engine runs them, e.g. "
+                     "nvfp4, w4a8_mxfp4_mxfp8_trtllm, fp8_block (default: the checkpoint's, as the engine runs it)")
+    aic.add_argument("--moe-backend", default="", choices=("", "megamoe"),
+                     help="the engine's MoE backend where not its default (megamoe: SGLang's fused DeepGEMM MegaMoE)")
     aic.add_argument("--drafter-moe", action="store_true", help="the drafter's layers are the target's MoE layers")
     aic.add_argument("--drafter-fuse", type=int, default=0,
                      help="K: a K x hidden -> hidden input projection (MTP eh_proj: 2, Eagle3: 3; default none)")
@@ -102,6 +107,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     plot.add_argument("--context", type=float, help="total KV context for profiles with a context axis")
     plot.add_argument("--scale", choices=("auto", "linear", "log"), default="auto",
                       help="token and time axes: log over more than 1,024 tokens (auto), or as given")
+    plot.add_argument("--parts", action="store_true",
+                      help="draw each profile's named parts stacked against tokens (files with a parts table)")
     plot.set_defaults(func=profile_plot)
 
 
@@ -171,7 +178,8 @@ def _import_aiconfigurator(args: argparse.Namespace) -> int:
         raise SpecplanError("--drafter-moe and --drafter-fuse describe a drafter: give --drafter-layers N")
     total = _int_list(args.total_context)
     target = AicTarget(args.model, args.system, args.backend,
-                       literal_version(args.system, args.backend, args.backend_version), args.tp, args.ep, args.dp)
+                       literal_version(args.system, args.backend, args.backend_version), args.tp, args.ep, args.dp,
+                       args.moe_quant, args.moe_backend)
     layout = AicLayout(args.tokens_per_request, args.max_tokens, total, args.memory_fraction)
     drafter = None if args.drafter_layers is None else AicDrafter(args.drafter_layers, args.drafter_moe,
                                                                   args.drafter_fuse)
@@ -216,6 +224,9 @@ def _int_list(text: str | None) -> tuple[int, ...]:
 def profile_plot(args: argparse.Namespace) -> int:
     profiles = [load_profile(spec) for spec in args.profiles]
     out_file(args.out, args.force)
-    out = save_profile_plot(profiles, args.out, args.max_tokens, args.context, args.scale)
+    if args.parts:
+        out = save_parts_plot(profiles, args.out, args.max_tokens, args.context, args.scale)
+    else:
+        out = save_profile_plot(profiles, args.out, args.max_tokens, args.context, args.scale)
     print(f"wrote {out}")
     return 0

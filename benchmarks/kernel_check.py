@@ -1,0 +1,81 @@
+"""Each part of the database against the public kernel measurements, per part and per token count.
+
+    .venv/bin/python benchmarks/kernel_check.py [NAME_FILTER]
+
+For every DeepSeek-V4 verify-step built-in (hwprofiles/builtins.py) it
+prices the parts the public table (hwprofiles/public/kernels.csv) measures
+at the built-in's GPU, geometry and EP degree, at each measured count of
+tokens per rank (B = dp x tokens per rank), per layer and per rank, and
+prints database against measurement with the ratio. `OFF` flags a ratio
+more than 20% from 1; `applied` says whether the rule of
+hwprofiles/aiconfigurator/public.py uses the row (same kernel, precision
+and topology, inside the profile's range), else why not. The last column
+says which parts the rule therefore sets in the committed file.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from specplan.hwprofiles.aiconfigurator import VerifyPricer, compile_target, quiet
+from specplan.hwprofiles.aiconfigurator.build import moe_layers, profile_key
+from specplan.hwprofiles.aiconfigurator.parts import part_of
+from specplan.hwprofiles.aiconfigurator.public import (
+    TOLERANCE,
+    Check,
+    load_measurements,
+    point_checks,
+    setting,
+)
+from specplan.hwprofiles.builtins import AIC_BUILTINS
+
+
+def database_us(pricer: VerifyPricer, layers: float):
+    """per_layer_us(parts, B): the database's parts at B tokens, per layer per rank, µs (any B)."""
+    def per_layer_us(parts: tuple[str, ...], tokens: int) -> float:
+        entries = pricer.leaf_entries(tokens)
+        ms = sum(e[1] for e in entries if part_of(str(e[0]).removeprefix("generation_")) in parts)
+        return ms / layers * 1000.0
+    return per_layer_us
+
+
+def checks_of(name: str) -> list[Check]:
+    target, layout, _ = AIC_BUILTINS[name]
+    compiled = compile_target(target, layout.max_tokens, layout.query_tokens, layout.memory_fraction)
+    ops = list(compiled.ops)
+    pricer = VerifyPricer(compiled, ops, layout.query_tokens)
+    parts = sorted({part_of(str(e[0]).removeprefix("generation_")) for e in pricer.leaf_entries(1)})
+    key = profile_key(compiled, ops, layout.max_tokens)
+    return point_checks(key, load_measurements(), parts, database_us(pricer, moe_layers(ops)))
+
+
+def line(check: Check) -> str:
+    m = check.measurement
+    flag = "OFF" if check.off else "ok "
+    use = "applied" if check.applies else f"not applied: {check.why_not}"
+    return (f"  {m.part:<13} {m.source:<30} {m.kernel:<28} {m.precision:<5} {m.tokens_per_rank:>6}  "
+            f"{check.database_us:>9.1f} {m.latency_us:>9.1f} {check.ratio:>6.2f} {flag} {use}")
+
+
+def main(pattern: str) -> None:
+    names = [n for n, (_, _, drafter) in AIC_BUILTINS.items()
+             if "deepseek-v4" in n and drafter is None and pattern in n]
+    flagged = compared = 0
+    print(f"database vs public measurement, per layer per rank (us); OFF: |ratio - 1| > {TOLERANCE:.0%}")
+    print(f"  {'part':<13} {'source':<30} {'kernel':<28} {'prec':<5} {'tok/rk':>6}  {'database':>9} "
+          f"{'measured':>9} {'ratio':>6}")
+    for name in names:
+        with quiet():
+            checks = checks_of(name)
+        sets = setting(checks)
+        print(f"\n{name}: {len(checks)} rows of its GPU, geometry and EP; the rule sets "
+              + (", ".join(f"{p} (from {len(c)} rows)" for p, c in sets.items()) or "no part"))
+        for check in checks:
+            print(line(check))
+        compared += len(checks)
+        flagged += sum(c.off for c in checks)
+    print(f"\n{compared} comparisons, {flagged} off by more than {TOLERANCE:.0%}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "")

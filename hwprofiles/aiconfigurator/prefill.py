@@ -1,0 +1,189 @@
+"""Prefill pricing: the context phase of a target as a (T, C) step profile.
+
+Place in the data flow: `python -m specplan.hwprofiles.builtins` writes the
+`*-prefill` built-ins with `prefill_profile`; a scenario names one as its
+prefill pool's step time.
+
+A prefill step computes T new prompt tokens of R requests, request i adding n_i tokens over p_i
+tokens already in its KV cache (a cached prefix, or the chunks of its prompt computed in earlier
+steps). Its non-attention operators run at T tokens, its LM head at R tokens (one sampled token per
+request) and its attention over n_i·(p_i + n_i/2) query-key pairs per request (causal). A prefill
+profile is a StepProfile over (T, C) with C = Σ n_i·(n_i + 2·p_i), twice the pairs: one number per
+batch that a simulator computes in one numpy reduction. Each (T, C) point is priced under a
+canonical layout read back from the two numbers: R = round(T / s) requests of s = C / T new tokens
+each and no prefix while s ≤ T (uniform prompts: the shapes the database's context-attention table
+measures, reproduced exactly), else one request of T new tokens over a prefix p = (C / T − T) / 2
+(capped at PREFILL_MAX_PREFIX: rows beyond any real context only bound the interpolation).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from specplan.hwprofiles.aiconfigurator.compile import CompiledTarget, compile_target
+from specplan.hwprofiles.aiconfigurator.operators import kind_of
+from specplan.hwprofiles.aiconfigurator.package import (
+    database,
+    first_line,
+    package_version,
+    quiet,
+    require_aic,
+)
+from specplan.hwprofiles.aiconfigurator.targets import DEVICE_NAMES, AicTarget, where
+from specplan.hwprofiles.aiconfigurator.tokengrid import (
+    GRID_TOLERANCE,
+    gemm_sample_tokens,
+    token_grid,
+)
+from specplan.hwprofiles.errors import ProfileError
+from specplan.hwprofiles.profile import StepProfile
+
+PREFILL_CONTEXT_ROWS = (0, *(4**k for k in range(8, 17)), 2 * 4**16)
+PREFILL_MAX_TOKENS = 16384
+PREFILL_QUERY_STEP = 16
+PREFILL_MAX_PREFIX = 1 << 20   # the layout's prefix is capped here (far beyond any model's context)
+
+
+def prefill_layout(tokens: int, pairs: float) -> tuple[int, int, int]:
+    """(requests R, new tokens per request, prefix per request) of the canonical layout at (T, C)."""
+    s = max(pairs / tokens, 1.0)
+    if s <= tokens:
+        requests = max(1, round(tokens / s))
+        return requests, max(1, round(tokens / requests)), 0
+    return 1, tokens, min(round((s - tokens) / 2), PREFILL_MAX_PREFIX)
+
+
+class PrefillPricer:
+    """Prices a prefill step over (T, C) from the context-phase operators (see the section comment)."""
+
+    def __init__(self, compiled: CompiledTarget, context_ops: list[dict[str, Any]]) -> None:
+        self.where = f"{compiled.target.model} on {where(compiled.target)}"
+        kinds = [kind_of(op) for op in context_ops]
+        unsupported = sorted({k for k in kinds if "Attention" in k and k != "ContextAttention"} | {
+            k for k in kinds if "Mla" in k or "Dsa" in k or "DeepSeek" in k})
+        if unsupported:
+            raise ProfileError(f"{self.where}: context operator(s) {', '.join(unsupported)} have no prefill "
+                                "rule here (supported: ContextAttention, the MHA/GQA models)")
+        self.attention = [i for i, k in enumerate(kinds) if k == "ContextAttention"]
+        self.logits = [i for i, op in enumerate(context_ops) if "logits" in str(op[kind_of(op)].get("name", ""))]
+        self.plain = [i for i in range(len(context_ops)) if i not in self.attention and i not in self.logits]
+        spec = {"schema_version": compiled.spec_schema, "engine": compiled.engine,
+                "context_ops": context_ops, "generation_ops": []}
+        aic = require_aic()
+        # aiconfigurator-core is the optional 'aic' extra
+        from aiconfigurator_core.sdk.engine import EngineHandle
+
+        try:
+            self.handle = EngineHandle(bytes(aic.engine_spec_bincode_from_json(json.dumps(spec))))
+        except Exception as exc:  # the package raises many kinds; the user needs one line
+            raise ProfileError(f"aiconfigurator-core cannot compile {self.where}: {first_line(exc)}") from None
+
+    def ms(self, indices: list[int], batch: int, new_tokens: int, prefix: int = 0) -> float:
+        if not indices:
+            return 0.0
+        try:
+            out = self.handle.evaluate_context_ops(indices, batch_size=batch, s=new_tokens, prefix=prefix)
+        except Exception as exc:  # as above
+            raise ProfileError(f"aiconfigurator-core cannot price {self.where}: {first_line(exc)}") from None
+        return float(sum(entry[1] for entry in out))
+
+    def plain_ms(self, tokens: int) -> float:
+        """Non-attention operators at T tokens (GEMMs, norms, activation, embedding, all-reduce)."""
+        return self.ms(self.plain, 1, tokens)
+
+    def layout_ms(self, tokens: int, pairs: float) -> float:
+        """LM head at R tokens + attention of the canonical layout at (T, C)."""
+        requests, new, prefix = prefill_layout(tokens, pairs)
+        return self.ms(self.logits, requests, 1) + self.ms(self.attention, requests, new, prefix)
+
+
+def prefill_profile(target: AicTarget, name: str, max_tokens: int = PREFILL_MAX_TOKENS,
+                    memory_fraction: float = 0.9, command: str = "") -> StepProfile:
+    """The prefill-step profile of `target`: step_ms(T, C) over batched prompt tokens and their pairs."""
+    require_aic()
+    with quiet():
+        compiled = compile_target(target, max_tokens, 1, memory_fraction)
+        pricer = PrefillPricer(compiled, context_op_list(compiled))
+        plain = np.array([pricer.plain_ms(t) for t in range(1, max_tokens + 1)])
+        tokens = token_grid(gemm_sample_tokens(compiled, list(compiled.ops)), PREFILL_QUERY_STEP, plain)
+        rows = PREFILL_CONTEXT_ROWS
+        layout = np.array([[pricer.layout_ms(int(t), c) for t in tokens] for c in rows])
+    return StepProfile(
+        name=name, tokens=tokens, step_ms_table=plain[tokens - 1] + layout,
+        context_tokens=np.array(rows, dtype=np.int64),
+        provenance=prefill_provenance(compiled, tokens, plain, command),
+    )
+
+
+def context_op_list(compiled: CompiledTarget) -> list[dict[str, Any]]:
+    """The target's context-phase operator list, as the estimator builds it."""
+    target = compiled.target
+    # aiconfigurator-core is the optional 'aic' extra
+    from aiconfigurator_core.sdk.config_builders import build_model_config
+    from aiconfigurator_core.sdk.engine import build_engine_spec_json
+    from aiconfigurator_core.sdk.models import get_model
+
+    config = build_model_config(tp_size=target.tp, pp_size=1, attention_dp_size=target.dp,
+                                moe_tp_size=target.gpus // target.ep, moe_ep_size=target.ep)
+    try:
+        model = get_model(target.model, config, target.backend)
+        spec = json.loads(build_engine_spec_json(
+            model, model_path=target.model, system=target.system, backend=target.backend,
+            backend_version=target.backend_version, kv_block_size=None, systems_path=None, nextn=0,
+            database=database(target.system, target.backend, target.backend_version)))
+    except Exception as exc:  # the package raises many kinds; the user needs one line
+        raise ProfileError(f"aiconfigurator-core cannot build {target.model} for {where(target)}: "
+                            f"{first_line(exc)}") from None
+    return list(spec["context_ops"])
+
+
+def prefill_command(target: AicTarget, max_tokens: int = PREFILL_MAX_TOKENS) -> str:
+    """How the prefill built-in is made (recorded in its `source`)."""
+    return (f"specplan.hwprofiles.aiconfigurator.prefill_profile(AicTarget({target.model!r}, {target.system!r}, "
+            f"{target.backend!r}, {target.backend_version!r}, tp={target.tp}), max_tokens={max_tokens})")
+
+
+def prefill_provenance(compiled: CompiledTarget, tokens: np.ndarray, plain: np.ndarray,
+                       command: str) -> dict[str, str]:
+    target, engine = compiled.target, compiled.engine
+    version = package_version()
+    grid_error = np.max(np.abs(np.interp(np.arange(1, plain.size + 1), tokens, plain[tokens - 1]) - plain) / plain)
+    return {
+        "phase": "prefill",
+        "device": f"{DEVICE_NAMES.get(target.system, target.system)} x {target.gpus} ({target.parallelism()}); "
+                  f"AIConfigurator system {target.system}",
+        "model": f"{target.model} ({compiled.model_summary})",
+        "what": "prefill (context-phase) step of the target: T new prompt tokens of a batch of requests",
+        "dtype": f"weights {engine['weight_dtype']}, activations {engine['activation_dtype']}, KV cache "
+                 f"{engine['kv_cache_dtype']} (the package's default quantisation for this model)",
+        "source": f"NVIDIA AIConfigurator per-operator database (context-phase tables) and estimator, "
+                  f"aiconfigurator-core {version}; composed by hwprofiles/aiconfigurator/"
+                  f"{f' ({command})' if command else ''}",
+        "package": f"aiconfigurator-core {version} (Apache-2.0, NVIDIA)",
+        "database": f"systems/data/{target.system}, {target.backend} {target.backend_version} tables "
+                    f"(context_attention, gemm, ...; estimator spec schema {compiled.spec_schema})",
+        "backend": f"{target.backend} {target.backend_version}",
+        "parallelism": target.parallelism(),
+        "license": "Apache-2.0 (NVIDIA AIConfigurator); a table derived from it, not its raw timings",
+        "tokens_axis": "T: new prompt tokens computed in the step (all requests of the batch)",
+        "context_axis": "C = sum over the batch's requests of n*(n + 2p): n new tokens over p tokens already "
+                        "cached (twice the causal attention pairs); C >= T",
+        "layout": "(T, C) is priced as R = round(T/s) requests of s = C/T new tokens and no prefix when s <= T, "
+                  "else one request of T new tokens over a prefix (C/T - T)/2",
+        "composition": "step_ms(T, C) = context-phase non-attention operators at T tokens (GEMMs, norms, "
+                       "activation, embedding, all-reduce) + LM head at R tokens + ContextAttention of the layout",
+        "approximations": "a heterogeneous batch is priced as the uniform layout with the same T and C (exact for "
+                          "uniform batches; attention kernels are bound by the pairs they compute); kernel "
+                          "timings only, no host or scheduler time; shapes the database did not sample are "
+                          "interpolated, beyond its largest sample (isl 16,384, batch 256) extrapolated by the "
+                          "estimator",
+        "kv_capacity_tokens": f"{compiled.kv_capacity_tokens} (the package's memory model at 0.9 of GPU memory)",
+        "token_grid": f"{tokens.size} token counts: every m the GEMM tables sample up to {int(tokens[-1])}, "
+                      f"{PREFILL_QUERY_STEP} x 2^k, and refinement until linear lookup matches the non-attention "
+                      f"time at every integer T within {GRID_TOLERANCE:.1%} (max {grid_error:.2%})",
+        "capture_mode": "per-operator GPU kernel latencies summed as the estimator composes them",
+        "statistic": "the database's per-operator latency (one value per shape, no spread)",
+    }
