@@ -174,10 +174,18 @@ def aic_terms(builtin: str, points: Points) -> dict[str, np.ndarray]:
     with quiet():
         compiled = compile_target(target, int(points.tokens.max()), layout.query_tokens, layout.memory_fraction)
         pricer = VerifyPricer(compiled, list(compiled.ops), layout.query_tokens)
-        splits = [pricer.op_split(int(b), float(c)) for b, c in zip(points.tokens, points.context, strict=True)]
-    terms = {term: np.array([sum(ms for op, ms, _ in split if term_of(op) == term) for split in splits])
+        splits = [operator_ms(pricer, int(b), float(c)) for b, c in zip(points.tokens, points.context, strict=True)]
+    terms = {term: np.array([sum(ms for op, ms in split if term_of(op) == term) for split in splits])
              for term in TERMS}
     return {"step": curve.step_ms(points.tokens, points.context), **terms}
+
+
+def operator_ms(pricer: VerifyPricer, tokens: int, context: float) -> list[tuple[str, float]]:
+    """(operator, ms) at one point: every plain leaf at B tokens, then attention (a dense list has no overlap)."""
+    if pricer.overlaps:
+        raise ProfileError("--against: the cross-check splits dense decoders only (this list overlaps operators)")
+    leaves = [(str(e[0]).removeprefix("generation_"), float(e[1])) for e in pricer.leaf_entries(tokens)]
+    return [*leaves, ("attention", pricer.attention_ms(tokens, context))]
 
 
 def term_of(operator: str) -> str:
