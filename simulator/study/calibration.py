@@ -47,7 +47,7 @@ from specplan.simulator.study.published import GOAL_METRICS, Case, Figure
 
 HOST_GRID_MS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 SCALE_GRID = (0.7, 0.85, 1.0, 1.2, 1.5, 2.0)
-MODES = ("calibrated", "split_a", "split_b")
+FIT_MODES = ("calibrated", "split_a", "split_b")   # the fits every group gets
 
 FigureKey = tuple[str, int]     # (case name, the figure's line in published.csv)
 

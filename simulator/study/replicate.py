@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from specplan.simulator.study.calibration import (
+    FIT_MODES,
     HOST_GRID_MS,
     SCALE_GRID,
     Fit,
@@ -142,8 +143,7 @@ def calibrations(runnable: list[Entry], rows: dict[int, dict], out: Path, host_g
             row = rows[id(figure)]
             record(row, fit, fit.params["calibrated"], case, figure, "calibrated")
             record(row, fit, split_params(fit, case, figure, members), case, figure, "split")
-    return {mode: {group: fit.params[mode] for group, fit in fits.items()} for mode in ("calibrated", "split_a",
-                                                                                        "split_b")}
+    return {mode: {group: fit.params[mode] for group, fit in fits.items()} for mode in FIT_MODES}
 
 
 def record(row: dict[str, Any], fit: Fit, params: Params, case: Case, figure: Figure, mode: str) -> None:
