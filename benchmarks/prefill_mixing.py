@@ -27,6 +27,7 @@ the way SGLang's scheduler does. One seed, the case's own.
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +64,7 @@ def cell(folder: Path) -> None:
     if availability(case):
         print(f"{folder.name}: {availability(case)}")
         return
-    runner = CaseRunner(case, Path("/tmp"))
+    runner = CaseRunner(case, Path(tempfile.gettempdir()))   # it writes nothing: no calibration here
     scenario = load_scenario(folder / "scenario.yaml")
     mean_in = float(np.mean(scenario.workload.prompt_tokens.values))
     mean_out = float(np.mean(scenario.workload.output_tokens.values))
