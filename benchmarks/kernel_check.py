@@ -10,14 +10,17 @@ prints database against measurement with the ratio. `OFF` flags a ratio
 more than 20% from 1; `applied` says whether the rule of
 hwprofiles/aiconfigurator/public.py uses the row (same kernel, precision
 and topology, inside the profile's range), else why not. The last column
-says which parts the rule therefore sets in the committed file.
+says which parts the rule therefore sets in the committed file. Then each
+GEMM against the public single-GEMM rows of its GPU and precision
+(hwprofiles/aiconfigurator/public_gemm.py): per call, at each measured m, the
+database, the implementations' band and mean, and whether the GEMM is set.
 """
 
 from __future__ import annotations
 
 import sys
 
-from specplan.hwprofiles.aiconfigurator import VerifyPricer, compile_target, quiet
+from specplan.hwprofiles.aiconfigurator import VerifyPricer, compile_target, price, quiet
 from specplan.hwprofiles.aiconfigurator.build import moe_layers, profile_key
 from specplan.hwprofiles.aiconfigurator.parts import part_of
 from specplan.hwprofiles.aiconfigurator.public import (
@@ -27,6 +30,7 @@ from specplan.hwprofiles.aiconfigurator.public import (
     point_checks,
     setting,
 )
+from specplan.hwprofiles.aiconfigurator.public_gemm import GemmCheck
 from specplan.hwprofiles.builtins import AIC_BUILTINS
 
 
@@ -57,6 +61,31 @@ def line(check: Check) -> str:
             f"{check.database_us:>9.1f} {m.latency_us:>9.1f} {check.ratio:>6.2f} {flag} {use}")
 
 
+def gemm_checks_of(name: str) -> list[GemmCheck]:
+    target, layout, drafter = AIC_BUILTINS[name]
+    return price(target, layout, "", drafter).gemm_checks
+
+
+def gemm_line(check: GemmCheck) -> str:
+    low, high = check.band
+    use = "applied" if check.applies else f"not applied: {check.why_not}"
+    return (f"  {check.leaf.name:<20} N {check.leaf.n:>5} K {check.leaf.k:>5} m {check.tokens:>5}  "
+            f"{check.database_us:>9.1f} {check.mean_us:>9.1f} [{low:.1f}, {high:.1f}] {check.ratio:>6.3f} "
+            f"{'OFF' if check.off else 'ok '} {use}")
+
+
+def gemm_section(names: list[str]) -> None:
+    print("\nsingle GEMMs against the public GEMM rows, per call (us); OFF: outside [fastest/2, 2 x slowest]")
+    for name in names:
+        with quiet():
+            checks = gemm_checks_of(name)
+        if checks:
+            sets = sorted({c.leaf.name for c in checks if c.off and c.applies})
+            print(f"\n{name}: the rule sets " + (", ".join(sets) or "no GEMM"))
+            for check in checks:
+                print(gemm_line(check))
+
+
 def main(pattern: str) -> None:
     names = [n for n, (_, _, drafter) in AIC_BUILTINS.items()
              if "deepseek-v4" in n and drafter is None and pattern in n]
@@ -75,6 +104,7 @@ def main(pattern: str) -> None:
         compared += len(checks)
         flagged += sum(c.off for c in checks)
     print(f"\n{compared} comparisons, {flagged} off by more than {TOLERANCE:.0%}")
+    gemm_section(names)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 from specplan.hwprofiles.aiconfigurator import (
@@ -145,15 +144,6 @@ V4_SPECS = [  # (gpus, family, topologies, engine, precision suffix, forwards)
 ]
 SYSTEMS = {"b200": "b200_sxm", "b300": "b300_sxm", "h200": "h200_sxm", "h100": "h100_sxm", "gb200": "gb200",
            "gb300": "gb300"}
-# Names committed cases and scenarios still require, kept as copies of their -fp8 twins (their header says
-# `legacy_name`) until scenarios/deepseek-v4-flash.yaml and benchmarks/published/sglang-33083-* name the
-# -fp8 files: unsuffixed, these names now mean the FP4 (Marlin) checkpoint the database has no rows for.
-LEGACY_NAMES = {
-    **{f"h200-deepseek-v4-flash-dp8ep8-vllm{f}": f"h200-deepseek-v4-flash-dp8ep8-vllm-fp8{f}" for f in ALL},
-    **{f"h200-deepseek-v4-flash-tp4ep4-sglang{f}": f"h200-deepseek-v4-flash-tp4ep4-sglang-fp8{f}" for f in DSPARK},
-}
-
-
 def v4_target(gpu: str, family: str, topology: str, engine: str, precision: str) -> AicTarget:
     checkpoints, moe_quant, moe_backend = PRECISIONS[precision]
     tp, ep, dp = TOPOLOGIES[topology]
@@ -211,17 +201,7 @@ def aic_builtins() -> dict[str, Callable[[], StepProfile]]:
         target, layout, drafter = AIC_BUILTINS[name]
         return lambda: aic_profile(target, layout, name, aic_command(target, layout, drafter), drafter)
 
-    def legacy(name: str) -> Callable[[], StepProfile]:
-        return lambda: legacy_copy(make(LEGACY_NAMES[name])(), name)
-
-    return {**{name: make(name) for name in AIC_BUILTINS}, **{name: legacy(name) for name in LEGACY_NAMES}}
-
-
-def legacy_copy(profile: StepProfile, name: str) -> StepProfile:
-    """`profile` under a legacy name, its header saying which file it copies and why."""
-    note = (f"a copy of {profile.name} under the name committed cases or scenarios still require; unsuffixed, "
-            "the name now means the released FP4 checkpoint, which the database cannot price on this GPU")
-    return replace(profile, name=name, provenance={"legacy_name": note, **profile.provenance})
+    return {name: make(name) for name in AIC_BUILTINS}
 
 
 def prefill_builtins() -> dict[str, Callable[[], StepProfile]]:

@@ -1,12 +1,15 @@
 """A replication's outputs: the table (text and Markdown), replication.csv, and the figure.
 
 `write_replication(result, out_dir)` writes replication.csv (one row per
-published figure: its source, workload, arm, metric, concurrency, the value
-and unit as published, status, and per mode the predicted value and signed
-error), replication.md (the table and the error statistics per mode) and
-replication.png (predicted against published on log axes, a point per
-figure, coloured by source; figures out of the error are not drawn), and
-returns the text table the command prints.
+published figure: its source, group, workload, arm, metric, concurrency, the
+value and unit as published, status, per mode the predicted value and signed
+error, and where the case assumes its acceptance the prediction at AL -10%
+and +10%), replication.md (the table; the goals, met or missed and by how
+much; the error statistics per mode, overall, per basis and per engine and
+GPU; a line per case on its AL sensitivity; the fitted parameters),
+replication.json (the same statistics) and replication.png (predicted against
+published on log axes, a point per figure, coloured by source; figures out of
+the error are not drawn), and returns the text the command prints.
 """
 
 from __future__ import annotations
@@ -19,40 +22,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from specplan.simulator.study.replicate import (
-    AS_RUN,
-    NEAREST,
-    Params,
-    Replication,
-    error_statistics,
-)
+from specplan.simulator.study.case_runner import AS_RUN, NEAREST, Params
+from specplan.simulator.study.replicate import SENSITIVITIES, Replication
+from specplan.simulator.study.replication_stats import MODES, goals, statistics
 
-MODES = ("predicted", "calibrated", "split")
 MODE_WORDS = {"predicted": "predicted (no parameter fitted)",
               "calibrated": "calibrated (parameters fitted on these figures)",
               "split": "predicted out of sample (fitted on the other half)"}
-
-
-def statistics(rows: pd.DataFrame) -> dict[str, Any]:
-    """Per mode: the statistics over every figure, and (`by_basis`) over each basis separately."""
-    out = {mode: error_statistics(rows, mode) for mode in MODES if f"{mode}_error" in rows}
-    for mode, stats in out.items():
-        stats["speedup_sign_agrees"] = speedup_signs(rows, mode)
-        stats["by_basis"] = {b: {**error_statistics(rows, mode, b), "speedup_sign_agrees": speedup_signs(rows, mode, b)}
-                             for b in (AS_RUN, NEAREST)}
-    return out
-
-
-def speedup_signs(rows: pd.DataFrame, mode: str, on_basis: str | None = None) -> str:
-    """How many speed-up figures the prediction reproduces in sign (above or below 1)."""
-    column = f"{mode}_value"
-    if on_basis is not None and "basis" in rows:
-        rows = rows[rows["basis"] == on_basis]
-    ok = rows[(rows["status"] == "ok") & (rows["metric"] == "speedup_output_throughput")]
-    if column not in ok or ok.empty:
-        return "0 of 0"
-    agree = np.sign(ok["published"] - 1.0) == np.sign(ok[column] - 1.0)
-    return f"{int(agree.sum())} of {len(ok)}"
 
 
 def table_lines(rows: pd.DataFrame) -> list[str]:
@@ -97,6 +73,51 @@ def statistics_line(words: str, s: dict[str, Any]) -> str:
             f"sign cases {s['sign_reproduced']} of {s['sign_cases']}")
 
 
+def group_lines(stats: dict[str, Any]) -> list[str]:
+    """A table: per engine and GPU, figures and median / max |error| of each mode."""
+    modes = list(stats)
+    groups = list(stats[modes[0]].get("by_group", {})) if modes else []
+    if not groups:
+        return []
+    head = ["engine/GPU", "figures", *[f"{m} median / max" for m in modes], "speed-ups in sign", "sign cases"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for group in [*groups, "all"]:
+        parts = [stats[m] if group == "all" else stats[m]["by_group"][group] for m in modes]
+        cells = [group, str(parts[0].get("figures", 0)), *[pair(p) for p in parts],
+                 parts[0].get("speedup_sign_agrees", "0 of 0"),
+                 f"{parts[0].get('sign_reproduced', 0)} of {parts[0].get('sign_cases', 0)}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def pair(s: dict[str, Any]) -> str:
+    return "—" if not s.get("figures") else f"{s['median_abs_error']:.1%} / {s['max_abs_error']:.1%}"
+
+
+def goal_lines(stats: dict[str, Any]) -> list[str]:
+    out = []
+    for g in goals(stats):
+        value = g["value"] if isinstance(g["value"], str) or g["value"] is None else f"{g['value']:.1%}"
+        verdict = "not evaluated" if g["met"] is None else ("met" if g["met"] else "MISSED")
+        out.append(f"goal {g['goal']}: {value} ({verdict})")
+    return out
+
+
+def sensitivity_lines(rows: pd.DataFrame, sources: dict[str, str]) -> list[str]:
+    """One line per case whose acceptance is assumed: how far AL -/+10% moves each of its figures."""
+    column = f"{SENSITIVITIES[0]}_change"
+    if column not in rows:
+        return []
+    out = []
+    for source, part in rows[rows[column].notna()].groupby("source", sort=False):
+        moves = [f"{r['metric']} c={r['concurrency']} {r[column]:+.1%} / {r[f'{SENSITIVITIES[1]}_change']:+.1%}"
+                 for _, r in part.iterrows()]
+        largest = part[[column, f"{SENSITIVITIES[1]}_change"]].abs().to_numpy().max()
+        out.append(f"AL -10% / +10%, case {source} ({sources.get(str(source), '')}): {'; '.join(moves)}; "
+                   f"largest |change| {largest:.1%}")
+    return out
+
+
 def status_lines(rows: pd.DataFrame) -> list[str]:
     """How many figures are in the error, and why the others are not (by the status's kind)."""
     if rows.empty:
@@ -123,12 +144,14 @@ def write_replication(result: Replication, out_dir: str | Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     rows = result.rows
     rows.to_csv(out / "replication.csv", index=False)
-    stats = statistics(rows)
+    stats = statistics(rows, (AS_RUN, NEAREST))
     cases = [f"case {name}: {status}" for name, status in result.cases.items()]
-    text = "\n".join([*table_lines(rows), "", *cases, *status_lines(rows), *statistics_lines(stats), *params_lines(result)])
+    text = "\n".join([*table_lines(rows), "", *cases, *status_lines(rows), "", *goal_lines(stats), "",
+                      *statistics_lines(stats), "", *group_lines(stats), "",
+                      *sensitivity_lines(rows, result.assumed_al), "", *params_lines(result)])
     (out / "replication.md").write_text("# Predictions against published measurements\n\n" + text + "\n")
     params = {mode: {g: vars(p) for g, p in groups.items()} for mode, groups in result.params.items()}
-    doc = {"cases": result.cases, "statistics": stats, "params": params}
+    doc = {"cases": result.cases, "statistics": stats, "goals": goals(stats), "params": params}
     (out / "replication.json").write_text(json.dumps(doc, indent=1) + "\n")
     plot_replication(rows, out / "replication.png")
     return text

@@ -15,11 +15,11 @@ from tests.conftest import REPO
 
 PUBLIC = REPO / "hwprofiles" / "public"
 HEADER = ["source", "gpu", "model", "part", "kernel", "precision", "ep", "tokens_per_rank", "latency_us",
-          "statistic", "note"]
+          "statistic", "note", "n", "k"]
 PARTS = {"dispatch", "combine", "routed_experts", "moe_block", "shared_expert", "attention_decode", "gemm"}
 GPUS = {"b200_sxm", "b300_sxm", "h200_sxm", "h100_sxm", "gb200", "gb300", "h800"}
-MODELS = {"deepseek-v4-flash", "deepseek-v4-pro", "deepseek-v3"}
-PRECISIONS = {"fp8", "mxfp4", "nvfp4", "bf16", "w4a8"}
+MODELS = {"deepseek-v4-flash", "deepseek-v4-pro", "deepseek-v3", "none"}
+PRECISIONS = {"fp8", "mxfp4", "nvfp4", "bf16", "w4a8", "fp8_block"}
 STATISTICS = {"p50", "mean", "median", "min"}
 SOURCE_KEYS = {"repository", "url", "reference", "commit", "measured", "conditions", "assumptions"}
 
@@ -48,6 +48,9 @@ def test_every_row_is_well_formed():
         assert row["kernel"] and row["kernel"] == row["kernel"].strip(), where
         assert int(row["ep"]) >= 1 and int(row["tokens_per_rank"]) >= 1, where   # int() refuses "8.0"
         assert float(row["latency_us"]) > 0, where
+        gemm = row["part"] == "gemm"   # a single GEMM: its shape in n, k, no model geometry; other rows none
+        assert (row["model"] == "none") == gemm and bool(row["n"] and row["k"]) == gemm, where
+        assert not gemm or (int(row["n"]) >= 1 and int(row["k"]) >= 1 and row["ep"] == "1"), where
 
 
 def test_every_source_is_documented_and_used():
@@ -68,6 +71,6 @@ def test_derived_rows_say_how():
 
 
 def test_one_point_per_measurement():
-    keys = [(r["source"], r["gpu"], r["model"], r["part"], r["kernel"], r["ep"], r["tokens_per_rank"], r["note"])
-            for r in rows()]
+    keys = [(r["source"], r["gpu"], r["model"], r["part"], r["kernel"], r["ep"], r["tokens_per_rank"], r["note"],
+             r["n"], r["k"]) for r in rows()]
     assert len(keys) == len(set(keys))

@@ -13,15 +13,10 @@ import shutil
 import pandas as pd
 import pytest
 
+from specplan.simulator.study.case_runner import AS_RUN, NEAREST
 from specplan.simulator.study.published import read_case
-from specplan.simulator.study.replicate import (
-    AS_RUN,
-    NEAREST,
-    case_status,
-    error_statistics,
-    replicate,
-    statuses,
-)
+from specplan.simulator.study.replicate import case_status, replicate, statuses
+from specplan.simulator.study.replication_stats import error_statistics
 from tests.conftest import REPO
 
 TINY = REPO / "tests" / "data" / "replication-tiny"
@@ -160,3 +155,36 @@ def test_bad_cookbook_cell_is_one_line_and_exit_2(tmp_path, cli, label, name, ed
     code, _out, err = cli("replicate", str(case), "--out", str(tmp_path / "out"))
     assert code == 2
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def frame(errors: dict[str, list[float]]) -> pd.DataFrame:
+    """Rows of two engine/GPU groups: throughput figures with the given predicted and calibrated errors."""
+    rows = []
+    for group, (predicted, calibrated) in {"a/X": errors["a"], "b/Y": errors["b"]}.items():
+        rows.append({"group": group, "status": "ok", "metric": "output_throughput", "basis": NEAREST,
+                     "published": 100.0, "predicted_value": 100 * (1 + predicted), "predicted_error": predicted,
+                     "calibrated_value": 100 * (1 + calibrated), "calibrated_error": calibrated})
+    rows.append({"group": "b/Y", "status": "ok", "metric": "mean_ttft", "basis": NEAREST, "published": 1.0,
+                 "predicted_value": 9.0, "predicted_error": 8.0, "calibrated_value": 9.0, "calibrated_error": 8.0})
+    return pd.DataFrame(rows)
+
+
+def test_statistics_per_engine_and_gpu_and_the_goals():
+    from specplan.simulator.study.replication_stats import goals, statistics
+
+    stats = statistics(frame({"a": [0.10, 0.02], "b": [-0.30, 0.20]}), (AS_RUN, NEAREST))
+    by_group = stats["predicted"]["by_group"]
+    assert by_group["a/X"]["median_abs_error"] == pytest.approx(0.10) and by_group["b/Y"]["figures"] == 1  # no TTFT
+    assert stats["predicted"]["median_abs_error"] == pytest.approx(0.20)
+    assert stats["calibrated"]["by_group"]["b/Y"]["max_abs_error"] == pytest.approx(0.20)
+    verdicts = {g["goal"]: g["met"] for g in goals(stats)}
+    assert verdicts["predicted median |error| <= 15%"] is False and verdicts["calibrated median |error| <= 10%"] is False
+    assert verdicts["calibrated max |error| <= 25%"] is True and verdicts["split median |error| <= 15%"] is None
+
+
+def test_calibration_on_two_processes_matches_one(tmp_path):
+    one = replicate([read_case(TINY)], tmp_path / "one", calibrate=True, host_grid=(0.0, 0.2), scale_grid=(1.0,))
+    two = replicate([read_case(TINY)], tmp_path / "two", calibrate=True, host_grid=(0.0, 0.2), scale_grid=(1.0,),
+                    workers=2)
+    assert one.params == two.params
+    pd.testing.assert_frame_equal(one.rows, two.rows)

@@ -1,7 +1,7 @@
 """Building a verify-step (or drafter-forward) profile: compile, price the parts, apply the public rule, grid.
 
     compile_target -> VerifyPricer.leaf_curves (every part at every B) -> apply_public_rule
-        -> token grid of the charged step -> attention and indexer at every (B, C) -> StepProfile
+        -> apply_gemm_rule -> token grid of the charged step -> attention and indexer at every (B, C) -> StepProfile
 
 The profile's main table holds step_ms, attention_ms and (DeepSeek-V4 CSA)
 indexer_ms over (B, C); its parts table the non-attention parts' own times
@@ -28,6 +28,7 @@ from specplan.hwprofiles.aiconfigurator.public import (
     geometry,
     load_measurements,
 )
+from specplan.hwprofiles.aiconfigurator.public_gemm import apply_gemm_rule, gemm_leaves
 from specplan.hwprofiles.aiconfigurator.targets import AicDrafter, AicLayout, AicTarget
 from specplan.hwprofiles.aiconfigurator.tokengrid import (
     context_rows,
@@ -72,14 +73,16 @@ def price(target: AicTarget, layout: AicLayout, command: str, drafter: AicDrafte
     ops = list(compiled.ops) if drafter is None else drafter_ops(compiled, drafter)
     pricer = VerifyPricer(compiled, ops, layout.query_tokens, 0 if drafter is None else attention_window(ops))
     database_leaves = pricer.leaf_curves(layout.max_tokens)
-    leaves, checks = apply_public_rule(database_leaves, profile_key(compiled, ops, layout.max_tokens),
-                                       load_measurements(), moe_layers(ops))
+    rows = load_measurements()
+    leaves, checks = apply_public_rule(database_leaves, profile_key(compiled, ops, layout.max_tokens), rows,
+                                       moe_layers(ops))
+    leaves, gemm_checks = apply_gemm_rule(leaves, gemm_leaves(pricer.plain_ops), target.system, target.dp, rows)
     if target.moe_backend == "megamoe" and not any(p in leaves.notes for p in PUBLIC_PARTS["moe_block"]):
         raise ProfileError(f"--moe-backend megamoe: no public MegaMoE measurement matches {target.model} on "
                            f"{target.system} at EP{target.ep} with data-parallel attention, and the database has "
                            "no MegaMoE table of this geometry (hwprofiles/public/kernels.csv)")
     tokens = replica_grid(gemm_sample_tokens(compiled, ops), layout.query_tokens, leaves.charged_ms(), target.dp)
-    return Priced(compiled, layout, drafter, pricer, leaves, tokens, checks, command)
+    return Priced(compiled, layout, drafter, pricer, leaves, tokens, checks, command, gemm_checks)
 
 
 def build_profile(target: AicTarget, layout: AicLayout, name: str, command: str,

@@ -123,8 +123,13 @@ class LeafCurves:
 
     def with_part(self, part: str, factor: np.ndarray, source: str, note: str) -> LeafCurves:
         """The same curves with every leaf of `part` multiplied by `factor` (per B) and its source set."""
-        columns = [i for i, p in enumerate(self.parts) if p == part]
+        columns = tuple(i for i, p in enumerate(self.parts) if p == part)
+        return self.with_columns(columns, factor, source, part, note)
+
+    def with_columns(self, columns: tuple[int, ...], factor: np.ndarray, source: str, part: str,
+                     note: str) -> LeafCurves:
+        """The same curves with the leaves `columns` multiplied by `factor` (per B), their source set, `part`'s note."""
         ms = self.ms.copy()
-        ms[:, columns] *= factor[:, None]
+        ms[:, list(columns)] *= factor[:, None]
         sources = tuple(source if i in columns else s for i, s in enumerate(self.sources))
         return replace(self, ms=ms, sources=sources, notes={**self.notes, part: note})

@@ -14,7 +14,7 @@ read.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from specplan.hwprofiles.aiconfigurator.parts import (
     LeafCurves,
 )
 from specplan.hwprofiles.aiconfigurator.public import PUBLIC_SOURCE, RULE, Check, table_stamp
+from specplan.hwprofiles.aiconfigurator.public_gemm import GEMM_RULE, GemmCheck, gemm_leaves
 from specplan.hwprofiles.aiconfigurator.targets import DEVICE_NAMES, AicDrafter, AicLayout
 from specplan.hwprofiles.aiconfigurator.tokengrid import GRID_TOLERANCE, grid_points
 from specplan.hwprofiles.aiconfigurator.verify import VerifyPricer
@@ -46,6 +47,7 @@ class Priced:
     tokens: np.ndarray
     checks: list[Check]
     command: str
+    gemm_checks: list[GemmCheck] = field(default_factory=list)
 
     @property
     def plain(self) -> np.ndarray:
@@ -194,8 +196,8 @@ def part_lines(priced: Priced) -> dict[str, str]:
         "provenance": f"{shares} of the parts' own time at B = {tokens}, C = {context:.0f} ({cached}): "
                       f"{own:.4f} ms, of which the overlap hides {hidden:.4f} ms; step {step:.4f} ms",
         "overlap": OVERLAP_RULE if priced.leaves.overlaps else "none (no operator of this list runs beside another)",
-        "public_rule": f"{RULE}; table {table_stamp()}; set here: "
-                       + (", ".join(sorted(priced.leaves.notes)) or "no part"),
+        "public_rule": f"{RULE}; {GEMM_RULE}; table {table_stamp()}; set here: "
+                       + (", ".join(sorted(priced.leaves.notes)) or "no part") + gemm_coverage(priced),
     }
     operators = operator_names(priced.leaves)
     for name, ms, source in parts:
@@ -211,3 +213,14 @@ def operator_names(leaves: LeafCurves) -> dict[str, str]:
     for name in leaves.names:
         out.setdefault(PART_OF.get(name, name), []).append(name)
     return {part: " + ".join(names) for part, names in out.items()}
+
+
+def gemm_coverage(priced: Priced) -> str:
+    """Which of the profile's GEMMs no public measurement checks (their figures stay the database's)."""
+    checked = {c.leaf.name for c in priced.gemm_checks}
+    unchecked = [g for g in gemm_leaves(priced.pricer.plain_ops) if g.name not in checked]
+    if not unchecked:
+        return ""
+    names = ", ".join(f"{g.name} ({g.precision}, N {g.n} K {g.k})" for g in unchecked)
+    return (f"; GEMMs no public measurement checks on {priced.compiled.target.system} (the database's figures "
+            f"stand): {names}")

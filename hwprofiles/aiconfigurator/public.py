@@ -92,6 +92,8 @@ class Measurement:
     latency_us: float
     statistic: str
     note: str
+    n: int = 0          # a single GEMM's shape (part gemm): output and input features; 0 otherwise
+    k: int = 0
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,8 @@ def load_measurements(path: Path = KERNELS_CSV) -> list[Measurement]:
         rows = list(csv.DictReader(handle))
     try:
         return [Measurement(r["source"], r["gpu"], r["model"], r["part"], r["kernel"], r["precision"], int(r["ep"]),
-                            int(r["tokens_per_rank"]), float(r["latency_us"]), r["statistic"], r["note"])
+                            int(r["tokens_per_rank"]), float(r["latency_us"]), r["statistic"], r["note"],
+                            int(r.get("n") or 0), int(r.get("k") or 0))
                 for r in rows]
     except (KeyError, ValueError) as exc:
         raise ProfileError(f"{path}: a row does not read as a public kernel measurement ({exc})") from None

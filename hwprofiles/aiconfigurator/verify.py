@@ -131,6 +131,7 @@ class VerifyPricer:
         self.where = f"{compiled.target.model} on {where(compiled.target)}"
         plain, self.overlaps = flatten_overlaps(
             [op for op in ops if kind_of(op) != "GenerationAttention" and not is_module(op)])
+        self.plain_ops = plain  # the leaf operators, in the order of the leaf curves' columns
         direct = [with_query_heads(op, q) for op in ops if kind_of(op) == "GenerationAttention"]
         modules = [op for op in ops if is_module(op)]
         folded = [op for op in modules if head_overflow(op, q) == 1.0]

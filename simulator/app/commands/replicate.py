@@ -24,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="results folder (default: DIR/results)")
     p.add_argument("--calibrate", action="store_true",
                    help="also fit host time and a verify-time factor per engine and GPU (calibrated, split)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes the calibration's grid points run on (default 1; the cores you can spare)")
     p.add_argument("--quiet", action="store_true", help="print only the statistics")
     p.set_defaults(func=run)
 
@@ -43,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
     folder = Path(args.dir)
     out = Path(args.out) if args.out else folder / "results"
     progress = (lambda _m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
-    result = replicate(cases(folder), out, calibrate=args.calibrate, progress=progress)
+    if args.workers < 1:
+        raise SpecplanError(f"--workers must be at least 1, got {args.workers}")
+    result = replicate(cases(folder), out, calibrate=args.calibrate, progress=progress, workers=args.workers)
     text = write_replication(result, out)
     lines = text.splitlines()
     print("\n".join(lines if not args.quiet else [line for line in lines if not line.startswith("|")]))

@@ -1,0 +1,191 @@
+"""Running a replication case's figures: its scenario per figure and arm, the prediction, and why it cannot run.
+
+Place in the data flow: `replicate.py` (every figure, nothing fitted) and
+`calibration.py` (every figure at each grid point) ask a `CaseRunner` for a
+figure's predicted value: the case's scenario with its workload's and arm's
+overrides at the figure's concurrency (`workload.arrivals.max_concurrency`,
+and `num_prompts` from the figure, the workload, or
+`prompts_per_concurrency` x c, default 4), extra overrides (an acceptance
+sensitivity) and the calibration's parameters, simulated once and cached;
+the client's metric is read from summary.json (a speed-up is the ratio of
+the two arms' output throughput). Signed error = predicted / published - 1.
+
+Availability is checked before anything runs, and never silently: a case
+with `runnable: false`, a `requires.unsupported` entry (a GPU, engine
+version or kernel the database lacks), a required built-in profile that is
+not installed, a workload marked `unavailable`, or a scenario that does not
+load gets that reason as its status and stays out of every error statistic.
+A case run on the database's nearest version of its engine says so
+(`requires.nearest_version`: basis "nearest database version", else "as
+run"), with what else stands in (`requires.stand_ins`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.fileformat import builtin_names, write_profile_csv
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.drafters.presets import check_preset
+from specplan.simulator.engine.bench_metrics import PREFIX
+from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.scenario import load_scenario
+from specplan.simulator.study.published import METRICS, RATIO_METRICS, Case, Figure
+
+DEFAULT_PROMPTS_PER_CONCURRENCY = 4
+NEAREST = "nearest database version"
+AS_RUN = "as run"
+
+
+@dataclass(frozen=True)
+class Params:
+    """The free parameters of one group (None: the scenario's own host time)."""
+
+    host_ms: float | None = None
+    verify_scale: float = 1.0
+
+
+class CaseRunner:
+    """Runs a case's scenarios, cached by (workload, arm, concurrency, prompts, params, extra overrides)."""
+
+    def __init__(self, case: Case, out_dir: Path) -> None:
+        self.case, self.out_dir = case, out_dir
+        self.cache: dict[tuple, float | dict[str, Any]] = {}
+
+    def workload(self, name: str) -> dict[str, Any]:
+        entry = self.case.source.get("workloads", {}).get(name) or {}
+        return {"overrides": entry} if isinstance(entry, list) else entry
+
+    def prompts(self, figure: Figure) -> int:
+        spec = self.workload(figure.workload)
+        if figure.num_prompts is not None:
+            return figure.num_prompts
+        if spec.get("num_prompts"):
+            return int(spec["num_prompts"])
+        return int(spec.get("prompts_per_concurrency", DEFAULT_PROMPTS_PER_CONCURRENCY)) * figure.concurrency
+
+    def overrides(self, figure: Figure, arm: str) -> list[str]:
+        arms = self.case.source["arms"]
+        return [*map(str, self.workload(figure.workload).get("overrides", [])), *map(str, arms[arm] or []),
+                f"workload.arrivals.max_concurrency={figure.concurrency}",
+                f"workload.arrivals.num_prompts={self.prompts(figure)}"]
+
+    def summary(self, figure: Figure, arm: str, params: Params, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+        key = (figure.workload, arm, figure.concurrency, self.prompts(figure), params, extra)
+        if key not in self.cache:
+            self.cache[key] = simulate(self.scenario(figure, arm, params, extra)).summary
+        return self.cache[key]  # type: ignore[return-value]
+
+    def scenario(self, figure: Figure, arm: str, params: Params, extra: tuple[str, ...] = ()) -> Any:
+        overrides = [*self.overrides(figure, arm), *extra]
+        if params.host_ms is not None:
+            overrides.append(f"engine.host_overhead_ms={params.host_ms}")
+        scenario = load_scenario(self.case.folder / "scenario.yaml", overrides)
+        if params.verify_scale != 1.0:
+            path = self.scaled_profile(scenario.hardware.profile, params.verify_scale)
+            scenario = load_scenario(self.case.folder / "scenario.yaml", [*overrides, f"hardware.profile={path}"])
+        return scenario
+
+    def scaled_profile(self, spec: Any, scale: float) -> Path:
+        """The target's profile with every step time × scale (a calibration copy, said so in its provenance)."""
+        profile = load_profile(spec)
+        digest = hashlib.sha1(f"{spec}|{scale}".encode()).hexdigest()[:12]
+        path = (self.out_dir / "profiles" / f"scaled-x{scale:g}-{digest}.csv").resolve()  # the scenario resolves it
+        if not path.exists():  # written aside and renamed: calibration tasks on other processes may read it
+            provenance = {"device": "unknown", "model": "unknown", **profile.provenance,
+                          "calibration": f"step times x {scale:g} of {profile.name} (specplan replicate)"}
+            aside = path.with_name(f"{path.stem}.{os.getpid()}.csv")
+            write_profile_csv(replace(profile, step_ms_table=profile.step_ms_table * scale,
+                                      provenance=provenance), aside)
+            os.replace(aside, path)
+        return path
+
+    def predict(self, figure: Figure, params: Params, extra: tuple[str, ...] = ()) -> float:
+        """The figure's predicted value, in the unit of its summary key (a ratio for speed-ups)."""
+        key = f"{PREFIX[self.case.client]}.{METRICS[figure.metric][0]}"
+        values = [float(self.summary(figure, arm, params, extra)[key]) for arm in figure.arms]
+        if figure.metric in RATIO_METRICS:
+            ratio = values[0] / values[1] if values[1] > 0 else math.nan
+            return float(np.sign(ratio - 1.0)) if figure.metric == "speedup_sign" else ratio
+        return values[0]
+
+
+def availability(case: Case) -> str | None:
+    """Why the case cannot run at all (None: it can)."""
+    source = case.source
+    if source.get("runnable", True) is False:
+        return f"not runnable: {source.get('reason', 'no reason given')}"
+    requires = source.get("requires") or {}
+    unsupported = requires.get("unsupported") or []
+    if unsupported:
+        return "database lacks: " + "; ".join(map(str, unsupported))
+    installed = set(builtin_names())
+    missing = [p for p in requires.get("profiles") or [] if p.removeprefix("builtin:") not in installed]
+    if missing:
+        return "profile not available: " + ", ".join(missing)
+    absent = [p for p in requires.get("presets") or [] if not preset_known(*str(p).split(":", 1))]
+    if absent:
+        return "acceptance preset not available: " + ", ".join(map(str, absent))
+    return None
+
+
+def basis(case: Case) -> str:
+    """Whether the case runs on the engine version that was measured, or the database's nearest."""
+    return NEAREST if (case.source.get("requires") or {}).get("nearest_version") else AS_RUN
+
+
+def case_label(case: Case) -> str:
+    """What the case runs on instead of what was measured (empty when nothing stands in)."""
+    requires = case.source.get("requires") or {}
+    parts = [f"{NEAREST}: {requires['nearest_version']}"] if requires.get("nearest_version") else []
+    parts += [f"stand-in: {s}" for s in requires.get("stand_ins") or []]
+    return "; ".join(parts)
+
+
+def preset_known(preset: str, family: str = "dspark") -> bool:
+    try:
+        check_preset(preset, family)
+    except SpecplanError:
+        return False
+    return True
+
+
+def figure_status(runner: CaseRunner, figure: Figure) -> str | None:
+    """Why this figure cannot be predicted (a workload marked unavailable, a scenario that does not load)."""
+    reason = runner.workload(figure.workload).get("unavailable")
+    if reason:
+        return f"workload not available: {reason}"
+    try:
+        for arm in figure.arms:
+            runner.scenario(figure, arm, Params())
+    except SpecplanError as exc:
+        return f"scenario does not load: {exc}"
+    return None
+
+
+def base_row(case: Case, figure: Figure) -> dict[str, Any]:
+    return {"source": case.name, "reference": case.source.get("reference", ""), "group": case.group,
+            "workload": figure.workload, "arm": figure.arm, "metric": figure.metric,
+            "concurrency": figure.concurrency, "published": figure.published, "unit": figure.unit,
+            "line": figure.line, "basis": basis(case)}
+
+
+def in_unit(figure: Figure, value: float) -> float:
+    """A predicted value in the unit the figure was published in."""
+    return value / METRICS[figure.metric][1][figure.unit]
+
+
+def signed_error(figure: Figure, predicted: float) -> float:
+    if figure.metric == "speedup_sign":
+        return 0.0 if predicted == figure.value else math.nan
+    return predicted / figure.value - 1.0
+
+
