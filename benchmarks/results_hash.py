@@ -1,6 +1,6 @@
 """Hash the results of a fixed set of cases, to show that a refactor changes no answer.
 
-    python benchmarks/results_hash.py [--out hashes.json]
+    python benchmarks/results_hash.py [--out hashes.json] [--ignore-key KEY ...]
 
 Each case is a scenario the project ships (every sweep variant of
 `scenarios/default.yaml` and `scenarios/deepseek-v3-h200.yaml` at a light
@@ -8,6 +8,8 @@ and a heavy load, the policies those files do not sweep, chunked prefill,
 tight KV) or one of the shared contract scenarios, run for a short horizon.
 A case's hash covers its requests and steps frames and its summary (less
 wall time). Run it before and after a change; the two outputs must be equal.
+A change that adds a summary key changes every hash; `--ignore-key KEY`
+leaves that key out, so the run after the change shows that nothing else moved.
 """
 
 from __future__ import annotations
@@ -64,12 +66,12 @@ def contract_cases() -> dict[str, dict]:
             for p in sorted((SHARED / "scenarios").glob("*.yaml"))}
 
 
-def case_hash(raw: dict, folder: Path) -> str:
+def case_hash(raw: dict, folder: Path, ignored: tuple[str, ...] = ()) -> str:
     result = simulate(scenario_from_mapping(raw, folder))
     digest = hashlib.sha256()
     digest.update(result.requests.to_csv(index=False).encode())
     digest.update(result.steps.to_csv(index=False).encode())
-    summary = {k: v for k, v in result.summary.items() if k != "wall_s"}
+    summary = {k: v for k, v in result.summary.items() if k != "wall_s" and k not in ignored}
     digest.update(json.dumps(summary, sort_keys=True, default=str).encode())
     return digest.hexdigest()[:16]
 
@@ -78,13 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="write the hashes as JSON here")
     parser.add_argument("--duration", type=float, default=6.0, help="simulated seconds per case (default 6)")
+    parser.add_argument("--ignore-key", action="append", default=[], metavar="KEY",
+                        help="leave this summary key out of the hash (a key the change adds)")
     args = parser.parse_args(argv)
+    ignored = tuple(args.ignore_key)
     default, deepseek = REPO / "scenarios" / "default.yaml", REPO / "scenarios" / "deepseek-v3-h200.yaml"
     cases = {**sweep_cases(default, (16, 128), args.duration), **extra_cases(default, args.duration),
              **sweep_cases(deepseek, (32,), args.duration)}
-    hashes = {name: case_hash(raw, default.parent) for name, raw in cases.items()}
+    hashes = {name: case_hash(raw, default.parent, ignored) for name, raw in cases.items()}
     if SHARED.exists():
-        hashes |= {name: case_hash(raw, SHARED / "scenarios") for name, raw in contract_cases().items()}
+        hashes |= {name: case_hash(raw, SHARED / "scenarios", ignored) for name, raw in contract_cases().items()}
     for name, value in hashes.items():
         print(f"{value}  {name}")
     if args.out:

@@ -52,7 +52,7 @@ from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.batch import PREFILL_LEFT, RID
 from specplan.simulator.engine.decode import StepPlan, StepTiming
-from specplan.simulator.engine.intake import FrontDoor
+from specplan.simulator.engine.intake import FrontDoor, reject_misfit
 from specplan.simulator.engine.records import DONE, QUEUED, RequestLog, StepLog
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.workload import start_workload
@@ -133,8 +133,7 @@ class ReferenceEngine:
         """One arrival (prompt block hashes, if the trace has them, are not used: no prefix cache here)."""
         rid, event = self.front.arrive(self.env, prompt, output, domain)
         self.log["replica"][rid] = 0
-        if prompt + output + self.config.block_size > self.config.kv_capacity_tokens:
-            self.log.reject(rid, "kv_capacity: prompt + output + block exceed kv_capacity_tokens")
+        if reject_misfit(self.log, self.config, rid):
             self.front.done(rid)
             return event
         self.enqueue(rid)

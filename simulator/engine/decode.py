@@ -198,7 +198,7 @@ class DecodeCore:
         cfg = self.config
         slots, kv = self.rank_usage()
         admitted = admit_to_ranks(self.queue, self.log, now, cfg.rank_requests - slots, cfg.rank_kv_tokens - kv,
-                                  self.block_size, free)
+                                  self.block_size, free, cfg.kv_capacity_tokens - self.footprint)
         if admitted:
             self.add_rows(admitted)
         return len(admitted)

@@ -15,6 +15,8 @@ import pandas as pd
 
 QUEUED, PREFILL, RUNNING, DONE, REJECTED, TRANSFER = range(6)
 STATUS_NAMES = ("queued", "prefill", "running", "completed", "rejected", "transfer")  # transfer: KV on its way to decode
+KV_CAPACITY = "kv_capacity"   # no cache the request may use can ever hold it (specplan.simulator.engine.intake)
+REJECT_REASONS = (KV_CAPACITY,)  # why a request may be rejected; the summary counts each (requests_rejected_<reason>)
 
 REQUEST_FIELDS: dict[str, type] = {
     "arrival_s": float, "prompt_tokens": np.int64, "output_tokens": np.int64, "domain": np.int64,
@@ -150,9 +152,12 @@ class RequestLog:
         c["accepted_tokens"][rids] += accepted
         c["verified_tokens"][rids] += verified
 
-    def reject(self, rid: int, reason: str) -> None:
+    def reject(self, rid: int, reason: str, detail: str) -> None:
+        """Request `rid` is turned away for `reason` (one of REJECT_REASONS); requests.csv reads "reason: detail"."""
+        if reason not in REJECT_REASONS:
+            raise ValueError(f"unknown reject reason {reason!r} (known: {', '.join(REJECT_REASONS)})")
         self.columns["status"][rid] = REJECTED
-        self.reject_reason[rid] = reason
+        self.reject_reason[rid] = f"{reason}: {detail}"
 
     def frame(self, domain_names: tuple[str, ...]) -> pd.DataFrame:
         """The requests as a DataFrame (one row per request, `tps_user` derived)."""

@@ -26,6 +26,7 @@ import numpy as np
 import simpy
 
 from specplan.simulator.engine.decode import DecodeCore, StepTiming
+from specplan.simulator.engine.intake import reject_misfit
 from specplan.simulator.engine.records import DONE, PREFILL, QUEUED, RequestLog
 
 
@@ -54,10 +55,7 @@ class Replica:
             self.core.prompt_cache.remember(rid, blocks)
         log = self.log
         log["replica"][rid] = self.index
-        need = int(log["prompt_tokens"][rid] + log["output_tokens"][rid]) + self.config.block_size
-        if need > self.config.request_kv_limit:
-            log.reject(rid, "kv_capacity: prompt + output + block exceed kv_capacity_tokens (of one attention rank)"
-                       if self.config.ranks > 1 else "kv_capacity: prompt + output + block exceed kv_capacity_tokens")
+        if reject_misfit(log, self.config, rid):
             self.on_done(rid)
         elif self.config.chunked:
             self.enqueue(rid)

@@ -25,7 +25,7 @@ from specplan.simulator.core.streams import stream
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.bench_metrics import bench_summary
-from specplan.simulator.engine.intake import FrontDoor
+from specplan.simulator.engine.intake import FrontDoor, reject_misfit
 from specplan.simulator.engine.prefill import PrefillPool, prefill_summary
 from specplan.simulator.engine.prefix_cache import ReplicaPromptCache, cache_fields
 from specplan.simulator.engine.records import ChunkLog, RequestLog, SpecCounters, StepLog
@@ -95,8 +95,7 @@ class Simulation:
         rid, event = self.front.arrive(self.env, prompt, output, domain)
         if self.pool is None:
             self.replicas[self.router.choose()].submit(rid, blocks)
-        elif prompt + output + self.config.block_size > self.config.kv_capacity_tokens:
-            self.log.reject(rid, "kv_capacity: prompt + output + block exceed kv_capacity_tokens")
+        elif reject_misfit(self.log, self.config, rid):  # the decode replicas' rule, asked before prefilling
             self.on_done(rid)
         else:
             self.pool.submit(rid, prompt, blocks, first=True)

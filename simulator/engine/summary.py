@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from specplan.policies.registry import policy_class
-from specplan.simulator.engine.records import ChunkLog
+from specplan.simulator.engine.records import REJECT_REASONS, ChunkLog
 
 SUMMARY_KEYS = (
     "policy", "throughput_tokens_per_s", "throughput_tokens_per_s_per_gpu", "tps_user_mean",
@@ -172,11 +172,15 @@ def step_gaps(measured: pd.DataFrame, chunks: ChunkLog) -> np.ndarray:
 
 
 def request_counts(requests: pd.DataFrame) -> dict[str, int]:
+    """Requests by where they ended; the rejected ones also by reason (requests_rejected_<reason>)."""
     status = requests["status"]
+    reasons = requests.loc[status == "rejected", "reject_reason"]
     return {"requests_arrived": len(requests),
             "requests_completed": int((status == "completed").sum()),
             "requests_running": int(status.isin(["queued", "prefill", "transfer", "running"]).sum()),
-            "requests_rejected": int((status == "rejected").sum())}
+            "requests_rejected": int((status == "rejected").sum()),
+            **{f"requests_rejected_{reason}": int(reasons.str.startswith(f"{reason}:").sum())
+               for reason in REJECT_REASONS}}
 
 
 def step_fields(in_window: pd.DataFrame, window: Window, replicas: int, profile: Any) -> dict[str, Any]:

@@ -45,7 +45,7 @@ import pandas as pd
 from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.streams import seed_sequence
-from specplan.simulator.engine.records import ChunkLog, SpecCounters
+from specplan.simulator.engine.records import REJECT_REASONS, ChunkLog, SpecCounters
 from specplan.simulator.engine.simulation import SimResult, simulate
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.scenario import Scenario
@@ -130,7 +130,8 @@ def renumbered_chunks(results: list[SimResult], requests: pd.DataFrame) -> Chunk
 
 SAMPLE_SCALED = ("throughput_tokens_per_s", "tokens_generated", "requests_arrived", "requests_completed",
                  "requests_running", "requests_rejected", "requests_completed_in_window", "engine_steps",
-                 "preemptions", "request_steps_deferred", "draft_tokens_truncated")
+                 "preemptions", "request_steps_deferred", "draft_tokens_truncated",
+                 *(f"requests_rejected_{reason}" for reason in REJECT_REASONS))
 
 
 def simulate_sampled(scenario: Scenario, sample: int, workers: int = 1, itl: bool = False) -> SimResult:
