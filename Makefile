@@ -39,7 +39,7 @@ FOLDERS := simulator policies hwprofiles traces reports scenarios validation
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	rm -rf build/typecheck && mkdir -p build/typecheck/specplan
-	ln -s $(CURDIR)/specplan/*.py $(CURDIR)/specplan/py.typed build/typecheck/specplan/
+	ln -s $(CURDIR)/specplan/*.py $(CURDIR)/specplan/py.typed $(CURDIR)/specplan/cli build/typecheck/specplan/
 	for d in $(FOLDERS); do ln -s $(CURDIR)/$$d build/typecheck/specplan/$$d; done
 	$(BIN)/mypy build/typecheck/specplan
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specplan.simulator.app.cli import main
+from specplan.cli.main import main
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.merge import deep_merge
 

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from specplan.simulator.app.commands.calibrate import table
+from specplan.cli.commands.calibrate import table
 from specplan.simulator.core.streams import seed_sequence
 from specplan.simulator.drafters.drafter import build_drafter
 from specplan.simulator.drafters.heads import evaluate_head

@@ -19,7 +19,7 @@ import pytest
 
 from tests.test_sweep import tiny, write_yaml
 
-SPECPLAN = [sys.executable, "-m", "specplan.simulator.app.cli"]
+SPECPLAN = [sys.executable, "-m", "specplan.cli.main"]
 
 
 POINTS = 6

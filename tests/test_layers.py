@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("specplan.simulator.study",),
     ("specplan.reports",),
     ("specplan.validation",),
-    ("specplan.simulator.app",),
+    ("specplan.cli",),
 )
 # the repository's folders, each installed as specplan.<folder> (pyproject's package-dir)
 FOLDERS = ("simulator", "hwprofiles", "traces", "policies", "reports", "validation", "scenarios")
@@ -52,6 +52,7 @@ def module_name(path: Path) -> str:
 
 def project_modules() -> dict[str, Path]:
     files = [f for p in FOLDERS for f in (REPO / p).rglob("*.py")] + [REPO / ROOT / "errors.py"]
+    files += list((REPO / ROOT / "cli").rglob("*.py"))
     return {module_name(f): f for f in files}
 
 

@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from specplan.cli.commands.sweep import comparison_text
 from specplan.reports.calibration import reliability_curves
 from specplan.reports.figures import MIN_BIN_COUNT, calibration_figure, frontier_figure
 from specplan.reports.report import write_report
-from specplan.simulator.app.commands.sweep import comparison_text
 from specplan.simulator.drafters.calibration import N_BINS
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.load import read_yaml

@@ -292,7 +292,7 @@ def test_sweep_command_errors_are_one_line(cli, tmp_path):
 
 
 def test_demo_runs_the_embedded_scenario(cli, tmp_path, monkeypatch):
-    import specplan.simulator.app.commands.demo as demo
+    import specplan.cli.commands.demo as demo
 
     assert demo.default_scenario().is_file()
     monkeypatch.setattr(demo, "default_scenario", lambda: write_yaml(tmp_path / "d.yaml", tiny()))
@@ -302,7 +302,7 @@ def test_demo_runs_the_embedded_scenario(cli, tmp_path, monkeypatch):
 
 
 def test_default_scenario_sweeps_the_six_policies():
-    from specplan.simulator.app.commands.demo import default_scenario
+    from specplan.cli.commands.demo import default_scenario
 
     plan = plan_sweep(default_scenario())
     policies = {p.label: p.scenario.policy.name for p in plan.points}

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import yaml
 
+from specplan.cli.commands.tune import parse_buckets, parse_lengths, parse_loads
 from specplan.policies.schedule import LengthSchedule, LengthScheduleParams
-from specplan.simulator.app.commands.tune import parse_buckets, parse_lengths, parse_loads
 from specplan.simulator.scenario.merge import deep_merge
 from specplan.simulator.study.export import write_schedule_files
 from specplan.simulator.study.tune import (

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from specplan.hwprofiles import load_profile
-from specplan.simulator.app.output import (
+from specplan.cli.output import (
     RUN_FILES,
     add_force_arg,
     out_folder,
     summary_table,
     write_run,
 )
-from specplan.simulator.app.progress import simulate_with_progress
+from specplan.cli.progress import simulate_with_progress
+from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.engine.config import EngineConfig

@@ -21,9 +21,9 @@ import json
 import sys
 from pathlib import Path
 
+from specplan.cli.commands.run import add_override_args
+from specplan.cli.output import out_folder
 from specplan.reports.search_files import write_search_files
-from specplan.simulator.app.commands.run import add_override_args
-from specplan.simulator.app.output import out_folder
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.scenario.study import STATISTICS, parse_bound
