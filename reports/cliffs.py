@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.profile import StepProfile
 
 CLIFF_FRACTION = 0.02
 
@@ -26,7 +27,7 @@ class ProfileCurve:
 
     name: str
     labels: str
-    profile: Any
+    profile: StepProfile
     tokens: np.ndarray
     step_ms: np.ndarray
     measured_tokens: np.ndarray
@@ -63,7 +64,7 @@ def profile_curves(plan: Any) -> list[ProfileCurve]:
     return [dense_curve(load_profile(spec), labels, reach) for spec, labels, reach in groups]
 
 
-def dense_curve(profile: Any, labels: list[str], reach: int) -> ProfileCurve:
+def dense_curve(profile: StepProfile, labels: list[str], reach: int) -> ProfileCurve:
     upper = max(1, min(reach, profile.max_tokens))
     tokens = np.arange(1, upper + 1)
     step_ms = np.asarray(profile.step_ms(tokens), dtype=float)

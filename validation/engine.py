@@ -47,6 +47,7 @@ import pandas as pd
 import simpy
 import simpy.rt
 
+from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import assemble
@@ -115,7 +116,7 @@ def check_engine_scenario(scenario: Scenario) -> None:
 class ReferenceEngine:
     """One device serving a scenario's workload with real forwards; `run()` measures it."""
 
-    def __init__(self, scenario: Scenario, runner: ModelRunner, profile: Any) -> None:
+    def __init__(self, scenario: Scenario, runner: ModelRunner, profile: StepProfile) -> None:
         check_engine_scenario(scenario)
         self.scenario, self.runner = scenario, runner
         self.env = PollingRealtimeEnvironment(strict=False)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.profile import StepProfile
 from specplan.policies.base import Policy
 from specplan.policies.registry import make_policy
 from specplan.simulator.core.streams import seed_sequence
@@ -32,7 +33,7 @@ class EngineParts:
     """What every decode core of a scenario shares; `core()` builds one with a fresh policy."""
 
     scenario: Scenario
-    profile: Any
+    profile: StepProfile
     drafter: Drafter
     config: EngineConfig
     policy_params: Any
@@ -45,7 +46,7 @@ class EngineParts:
                           index)
 
 
-def assemble(scenario: Scenario, profile: Any = None) -> EngineParts:
+def assemble(scenario: Scenario, profile: StepProfile | None = None) -> EngineParts:
     """The engine's parts for `scenario` (its own profile unless one is given)."""
     profile = load_profile(scenario.hardware.profile) if profile is None else profile
     drafter = build_drafter(scenario.drafter, profile, seed_sequence(scenario.seed, "calibration"))

@@ -27,11 +27,12 @@ scheduler's rule) and `defer` otherwise.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.engine.graphs import CaptureSizes, capture_sizes
 from specplan.simulator.engine.host import profile_engine, spec_step_fraction
 from specplan.simulator.scenario import ChunkedPrefill, Scenario
+from specplan.simulator.scenario.spec import CudaGraph, Engine
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class EngineConfig:
         return self.chunk_tokens is not None
 
     @classmethod
-    def from_scenario(cls, scenario: Scenario, profile: Any, block_size: int) -> EngineConfig:
+    def from_scenario(cls, scenario: Scenario, profile: StepProfile, block_size: int) -> EngineConfig:
         """The settings of a loaded scenario (its max_step_tokens resolved); `profile` is its step-time
         profile, whose source decides the `auto` host time and budget rule."""
         engine = scenario.engine
@@ -96,7 +97,7 @@ class EngineConfig:
         )
 
 
-def rank_graphs(graph: Any, engine: Any, block_size: int, max_step_tokens: int) -> CaptureSizes:
+def rank_graphs(graph: CudaGraph, engine: Engine, block_size: int, max_step_tokens: int) -> CaptureSizes:
     """The capture list; under data-parallel attention each rank captures its own sizes (its
     max_num_seqs and token cap), and the ranks step in lockstep at one padded size: ranks × the
     rank's list (a step of B tokens pads to ranks · pad(⌈B / ranks⌉))."""
@@ -108,7 +109,7 @@ def rank_graphs(graph: Any, engine: Any, block_size: int, max_step_tokens: int) 
     return CaptureSizes([n * int(s) for s in per_rank.sizes], per_rank.eager_overhead_ms)
 
 
-def rank_limits(engine: Any, max_step_tokens: int) -> dict[str, int]:
+def rank_limits(engine: Engine, max_step_tokens: int) -> dict[str, int]:
     """Per-rank caps of data-parallel attention (the totals split evenly where the scenario is silent)."""
     dp = engine.dp_attention
     if dp is None or dp.ranks == 1:
@@ -120,7 +121,7 @@ def rank_limits(engine: Any, max_step_tokens: int) -> dict[str, int]:
             "rank_step_tokens": dp.max_step_tokens or max_step_tokens // n}
 
 
-def budget_truncates(rule: str, profile: Any) -> bool:
+def budget_truncates(rule: str, profile: StepProfile) -> bool:
     """`engine.budget` resolved: vLLM's truncation for profiles read for vLLM when it says `auto`."""
     if rule == "auto":
         return profile_engine(profile) == "vllm"

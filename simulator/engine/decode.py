@@ -60,8 +60,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from specplan.hwprofiles.profile import StepProfile
 from specplan.policies.base import Decision, OracleView, Policy, StepOutcome, StepView, ThetaPlan
 from specplan.simulator.core.streams import stream
+from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.batch import (
     ACCEPTED,
     COLUMNS,
@@ -139,7 +141,7 @@ class StepTiming(NamedTuple):
 class DecodeCore:
     """One engine's queue, running batch and step logic (see the module docstring)."""
 
-    def __init__(self, config: EngineConfig, policy: Policy, drafter: Any, profile: Any, log: RequestLog,
+    def __init__(self, config: EngineConfig, policy: Policy, drafter: Drafter, profile: StepProfile, log: RequestLog,
                  steps: StepLog, seed: int, index: int = 0) -> None:
         self.config, self.policy, self.drafter, self.log, self.steps = config, policy, drafter, log, steps
         self.acceptance, self.confidence = drafter.acceptance, drafter.confidence
@@ -366,7 +368,9 @@ class DecodeCore:
 
     def draw_drafts(self, rows: Any) -> tuple[np.ndarray, np.ndarray]:
         """A step's drafts for policies that read them: acceptance logits x (R, γ) and accepted prefixes."""
-        x = self.acceptance.step_logits(self.batch.acceptance[rows], self.rng_p)
+        acceptance = self.acceptance
+        assert acceptance is not None  # a speculating drafter has an acceptance model
+        x = acceptance.step_logits(self.batch.acceptance[rows], self.rng_p)
         return x, self.first_rejected(self.rng_u.logistic(size=x.shape), x)
 
     def decide(self, x: np.ndarray, prefix: np.ndarray, rows: Any, r: int, reserved: int, context: int,

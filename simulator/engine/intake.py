@@ -20,21 +20,22 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any
 
 import numpy as np
 import simpy
 
 from specplan.simulator.core.streams import stream
+from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.records import KV_CAPACITY, RUNNING, RequestLog
+from specplan.simulator.scenario import Scenario
 from specplan.traces.draws import ScalarDraws
 
 
 class FrontDoor:
     """Where arrivals enter: their log rows, acceptance offsets and completion events."""
 
-    def __init__(self, scenario: Any, drafter: Any, log: RequestLog) -> None:
+    def __init__(self, scenario: Scenario, drafter: Drafter, log: RequestLog) -> None:
         self.log = log
         acc = drafter.acceptance
         mix = scenario.drafter.acceptance.domains

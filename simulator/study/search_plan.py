@@ -38,6 +38,7 @@ from typing import Any
 import pandas as pd
 
 from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.inline import InlineProfile
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.progress import Progress
 from specplan.simulator.scenario import Scenario
@@ -255,9 +256,9 @@ def plan_search(source: str | Path | Scenario | dict, target: Target, max_replic
     return SearchPlan(target, plans, name, raw, folder, backend)
 
 
-def provenance_of(profile: Any) -> dict[str, str]:
-    """A profile's provenance lines (empty for an inline profile without them)."""
-    return dict(getattr(load_profile(profile), "provenance", {}) or {})
+def provenance_of(spec: str | InlineProfile) -> dict[str, str]:
+    """The provenance lines of the profile `spec` names (empty for an inline profile without them)."""
+    return dict(load_profile(spec).provenance or {})
 
 
 def run_points(raw: dict, folder: Path, name: str, count: int, target: Target, max_replicas: int, workers: int,
