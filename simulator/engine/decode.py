@@ -79,6 +79,7 @@ from specplan.simulator.engine.batch import (
     attention_context,
 )
 from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.draft_record import SAMPLE_EVERY, draft_tally
 from specplan.simulator.engine.intake import admit_fifo, admit_to_ranks
 from specplan.simulator.engine.price import StepPricer, StepQuote
 from specplan.simulator.engine.records import (
@@ -176,6 +177,7 @@ class DecodeCore:
         self.prompt_cache: Any = None  # chunked prefill with a prefix cache: cached_tokens(rid, n), prompts_done(ids)
         self.chunks: ChunkLog | None = None  # per-request tokens per step, kept for a benchmark client's ITL
         self.truncates = config.truncate_budget and self.speculates and not policy.fits_budget
+        self.tally = draft_tally(drafter) if self.speculates else None  # what the drafts did, sampled
         self.ranked = config.ranks > 1  # data-parallel attention: per-rank caps
 
     # ---- intake -----------------------------------------------------------------------------
@@ -357,7 +359,10 @@ class DecodeCore:
             return 0, np.zeros(r, dtype=np.int64), 0, 0, self.quote(n, r, 0, context, 0), None
         if planned is not None:
             quote = self.quote(n, r, r, context, planned)
-            return planned, self.accepted_drafts(rows, r, planned), planned * r, r, quote, None
+            accepted = self.accepted_drafts(rows, r, planned)
+            if self.tally is not None and self.step_index % SAMPLE_EVERY == 0:
+                self.tally.outcomes(self.log["domain"][self.batch.rids[rows]], planned, accepted)
+            return planned, accepted, planned * r, r, quote, None
         x, prefix = self.draw_drafts(rows)
         return self.decide(x, prefix, rows, r, reserved, context, now)
 
@@ -378,9 +383,11 @@ class DecodeCore:
         """A policy that reads the drafts: confidences, drafting mask, the view, its Decision; ℓ and what it accepts."""
         ids = self.batch.rids if rows is ALL else self.batch.rids[rows]
         c = self.confidence.observe(x, self.rng_c)
+        mask = self.policy.drafting_mask(ids)
+        if self.tally is not None and self.step_index % SAMPLE_EVERY == 0:
+            self.record_drafts(ids, c, prefix, mask)
         if self.ranked and self.policy.fits_budget:
             c = self.rank_capped(c, rows)
-        mask = self.policy.drafting_mask(ids)
         if mask is None:
             drafted, drafting = self.drafted_all[:r], r
         else:
@@ -398,6 +405,16 @@ class DecodeCore:
             lengths = np.where(drafted, lengths, 0)
         lengths, accepted, drafts = self.settle(lengths, prefix, r)
         return lengths, accepted, drafts, drafting, quote, decision
+
+    def record_drafts(self, ids: np.ndarray, c: np.ndarray, prefix: np.ndarray, mask: Any) -> None:
+        """A sampled step's drafts for the run's DraftRecord: the rows that drafted, their outcomes over the
+        whole block and the confidences the head gave them."""
+        assert self.tally is not None
+        if mask is not None:
+            drafted = np.asarray(mask, dtype=bool)
+            ids, c, prefix = ids[drafted], c[drafted], prefix[drafted]
+        self.tally.outcomes(self.log["domain"][ids], self.block_size, prefix)
+        self.tally.confidences(c, prefix)
 
     def settle(self, lengths: np.ndarray | int, prefix: np.ndarray, r: int) -> tuple[np.ndarray | int, np.ndarray, int]:
         """A decision's ℓ in its cheapest form, the accepted drafts cut at ℓ, and Σℓ: the engine's fast paths.

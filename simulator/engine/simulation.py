@@ -6,6 +6,8 @@
     result.steps        pandas DataFrame, one row per engine step
     result.spec         speculative-decoding counters of the whole run, vLLM's meaning (SpecCounters)
     result.prefill_steps pandas DataFrame, one row per prefill step of a prefill pool (None without one)
+    result.drafts       what the drafts did, sampled: acceptance by position, the head's reliability
+                        (DraftRecord; None without drafts); summary.json keeps it as `draft_record`
 
 This is the notebook API; `specplan run` is a thin face over it.
 """
@@ -25,6 +27,7 @@ from specplan.simulator.core.streams import stream
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.bench_metrics import bench_summary
+from specplan.simulator.engine.draft_record import DraftRecord, merged_record
 from specplan.simulator.engine.intake import FrontDoor, reject_misfit
 from specplan.simulator.engine.prefill import PrefillPool, prefill_summary
 from specplan.simulator.engine.prefix_cache import ReplicaPromptCache, cache_fields
@@ -45,6 +48,7 @@ class SimResult:
     spec: SpecCounters
     prefill_steps: pd.DataFrame | None = None
     chunks: ChunkLog | None = None  # tokens each request received at each decode step (ITL)
+    drafts: DraftRecord | None = None  # what the drafts did (specplan.simulator.engine.draft_record)
 
 
 class Simulation:
@@ -139,7 +143,9 @@ class Simulation:
         if self.budget.bench is not None and chunks is not None:
             summary.update(bench_summary(requests, chunks, self.budget.bench, int(summary["gpus"])))
         spec = functools.reduce(SpecCounters.merge, (r.core.spec for r in self.replicas))
-        return SimResult(self.scenario, summary, requests, steps, spec, prefill_steps, chunks)
+        drafts = merged_record([r.core.tally.record() if r.core.tally else None for r in self.replicas])
+        summary["draft_record"] = None if drafts is None else drafts.as_json()
+        return SimResult(self.scenario, summary, requests, steps, spec, prefill_steps, chunks, drafts)
 
 
 def simulate(scenario: Scenario, itl: bool = False) -> SimResult:

@@ -45,6 +45,7 @@ import pandas as pd
 from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.streams import seed_sequence
+from specplan.simulator.engine.draft_record import merged_record
 from specplan.simulator.engine.records import REJECT_REASONS, ChunkLog, SpecCounters
 from specplan.simulator.engine.simulation import SimResult, simulate
 from specplan.simulator.engine.summary import summarize
@@ -110,7 +111,9 @@ def simulate_split(scenario: Scenario, workers: int = 1, itl: bool = False) -> S
                         load_profile(scenario.hardware.profile), chunks=chunks)
     summary["split_replicas"] = len(results)
     spec = functools.reduce(SpecCounters.merge, (r.spec for r in results))
-    return SimResult(scenario, summary, requests, steps, spec, chunks=chunks)
+    drafts = merged_record([r.drafts for r in results])
+    summary["draft_record"] = None if drafts is None else drafts.as_json()
+    return SimResult(scenario, summary, requests, steps, spec, chunks=chunks, drafts=drafts)
 
 
 def renumbered_chunks(results: list[SimResult], requests: pd.DataFrame) -> ChunkLog | None:

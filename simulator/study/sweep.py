@@ -6,6 +6,8 @@ The notebook API (`specplan sweep` is a thin face over it):
     result.points        one row per variant × load × seed: every summary key + label, load, seed
     result.frontier      per label: Pareto vertices + a monotone interpolation (specplan.simulator.study.frontier)
     result.comparisons   per SLA threshold: throughput/GPU per label, gains over the first label
+    result.drafts        per label: what its drafts did in the runs (acceptance by position, the head's
+                         reliability), pooled over its points: the report's figures read it
 
 With `out_dir`, each finished point is stored at once under
 `out_dir/points/<key>.json` (specplan.simulator.study.points); a re-run reuses every
@@ -17,13 +19,14 @@ simulation, differs between runs that computed a point anew).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from specplan.simulator.core.progress import Progress
+from specplan.simulator.engine.draft_record import DraftRecord
 from specplan.simulator.scenario import Scenario, write_resolved
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.backends import run_points
@@ -46,6 +49,7 @@ class SweepResult:
     computed: int
     reused: int
     out_dir: Path | None = None
+    drafts: dict[str, DraftRecord] = field(default_factory=dict)  # per label: what its drafts did, as run
 
 
 def run_sweep(scenario_or_path: str | Path | Scenario | dict, out_dir: str | Path | None = None,
@@ -93,7 +97,7 @@ def collect(plan: SweepPlan, points_dir: Path | None, workers: int | None, backe
 
 def sweep_frames(plan: SweepPlan, summaries: dict[str, dict[str, Any]], computed: int = 0) -> SweepResult:
     """Assemble the points, operating points, frontier and comparison frames from summaries."""
-    rows = [{**summaries[p.key], "label": p.label, "load_kind": p.load_kind, "load": p.load,
+    rows = [{**scalars(summaries[p.key]), "label": p.label, "load_kind": p.load_kind, "load": p.load,
              "seed": p.seed, "key": p.key} for p in plan.points]
     points = numeric_columns(pd.DataFrame(rows))
     sla = plan.sla
@@ -102,7 +106,25 @@ def sweep_frames(plan: SweepPlan, summaries: dict[str, dict[str, Any]], computed
     front = frontier_table(ops, plan.labels)
     comp = comparisons(ops, plan.labels, sla.tps_user if sla is not None else (), statistic)
     reused = len(plan.unique_points) - computed
-    return SweepResult(plan, points, ops, front, comp, statistic, computed, reused)
+    return SweepResult(plan, points, ops, front, comp, statistic, computed, reused,
+                       drafts=label_drafts(plan, summaries))
+
+
+def scalars(summary: dict[str, Any]) -> dict[str, Any]:
+    """A summary's figures, one column each (the nested draft record is kept per label instead)."""
+    return {k: v for k, v in summary.items() if k != "draft_record"}
+
+
+def label_drafts(plan: SweepPlan, summaries: dict[str, dict[str, Any]]) -> dict[str, DraftRecord]:
+    """Each label's draft record, pooled over its points (loads and seeds): what the report's acceptance
+    and calibration figures read."""
+    out: dict[str, DraftRecord] = {}
+    for point in plan.points:
+        stored = summaries[point.key].get("draft_record")
+        if stored is not None:
+            record = DraftRecord.from_json(stored)
+            out[point.label] = out[point.label].merged(record) if point.label in out else record
+    return out
 
 
 def numeric_columns(frame: pd.DataFrame) -> pd.DataFrame:
