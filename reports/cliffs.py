@@ -17,6 +17,7 @@ import numpy as np
 
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.profile import StepProfile
+from specplan.simulator.study.points import SweepDesign
 
 CLIFF_FRACTION = 0.02
 
@@ -50,10 +51,10 @@ def reach_tokens(scenario: Any) -> int:
     return int(engine.max_batch_requests * (1 + max(scenario.drafter.block_size, 0)))
 
 
-def profile_curves(plan: Any) -> list[ProfileCurve]:
+def profile_curves(design: SweepDesign) -> list[ProfileCurve]:
     """One curve per distinct `hardware.profile` among the sweep's labels."""
     groups: list[tuple[Any, list[str], int]] = []
-    for label, scenario in plan.variant_scenarios.items():
+    for label, scenario in design.variant_scenarios.items():
         spec = scenario.hardware.profile
         match = next((g for g in groups if g[0] == spec), None)
         if match is None:

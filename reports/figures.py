@@ -76,9 +76,9 @@ def frontier_figure(result: Any) -> Figure:
     fig = Figure(figsize=(8.5, 5.5), dpi=DPI)
     ax = fig.add_subplot()
     ops, front = result.operating, result.frontier
-    scenarios = result.plan.variant_scenarios
-    colour = colours(result.plan.labels)
-    for label in result.plan.labels:
+    scenarios = result.design.variant_scenarios
+    colour = colours(result.design.labels)
+    for label in result.design.labels:
         mine = ops[ops["label"] == label]
         ax.scatter(mine["tps_user"], mine["throughput_per_gpu"], s=18, alpha=0.45, color=colour[label])
         curve = front[front["label"] == label]
@@ -104,7 +104,7 @@ def edge_markers(ax: Any, result: Any, colour: dict[str, Any]) -> None:
 
 def frontier_axes(ax: Any, result: Any, title: str) -> None:
     """The frontier plot's SLA lines (labelled), axis labels, title, grid and legend."""
-    sla = result.plan.sla
+    sla = result.design.sla
     for value in sla.tps_user if sla is not None else ():
         ax.axvline(value, color="0.35", ls=":", lw=1.2)
         ax.annotate(f"SLA {value:g}", (value, 1.0), xycoords=("data", "axes fraction"),
@@ -119,7 +119,7 @@ def frontier_axes(ax: Any, result: Any, title: str) -> None:
 
 def concurrency_axis(result: Any) -> tuple[str, str]:
     """(operating-point column, axis label) for the concurrency axis."""
-    kinds = {p.load_kind for p in result.plan.points}
+    kinds = {p.load_kind for p in result.design.points}
     if kinds == {"users"}:
         return "load", "concurrent users (closed loop)"
     return "mean_batch_requests", "mean running requests per replica"
@@ -131,9 +131,9 @@ def concurrency_figure(result: Any) -> Figure:
     top, bottom = fig.subplots(2, 1, sharex=True)
     column, xlabel = concurrency_axis(result)
     ops = result.operating
-    scenarios = result.plan.variant_scenarios
-    colour = colours(result.plan.labels)
-    for label in result.plan.labels:
+    scenarios = result.design.variant_scenarios
+    colour = colours(result.design.labels)
+    for label in result.design.labels:
         mine = ops[ops["label"] == label].sort_values(column)
         style = line_style(scenarios[label])
         top.errorbar(mine[column], mine["throughput_per_gpu"], yerr=mine["throughput_per_gpu_ci95"],
@@ -169,7 +169,7 @@ def recorded_labels(result: Any) -> list[tuple[str, Scenario, DraftRecord]]:
     """(label, scenario, its runs' draft record) of every label whose runs drew drafts, one per distinct
     drafter and policy reading it (labels that differ in neither drew the same kind of drafts)."""
     out: list[tuple[str, Scenario, DraftRecord]] = []
-    scenarios = result.plan.variant_scenarios
+    scenarios = result.design.variant_scenarios
     for label, record in result.drafts.items():
         scenario = scenarios[label]
         if all((other.drafter, other.policy) != (scenario.drafter, scenario.policy) for _, other, _ in out):
@@ -185,7 +185,7 @@ def acceptance_figure(result: Any) -> Figure | None:
     domains = sorted({d for _, _, record in drafters for d in record.domains}, key=DOMAINS.index)
     fig = Figure(figsize=(4.0 * len(domains) + 1.0, 4.2), dpi=DPI)
     axes = np.atleast_1d(fig.subplots(1, len(domains), sharey=True))
-    colour = colours(result.plan.labels)
+    colour = colours(result.design.labels)
     for ax, domain in zip(axes, domains, strict=True):
         for label, _, record in drafters:
             if domain not in record.domains:
@@ -236,7 +236,7 @@ def calibration_figure(result: Any) -> Figure | None:
 
 def profile_figure(result: Any) -> Figure:
     """Step time and steps/s vs tokens in the verify batch (specplan.hwprofiles.plot), cliffs marked."""
-    curves = profile_curves(result.plan)
+    curves = profile_curves(result.design)
     fig = Figure(figsize=(11.0, 4.6), dpi=DPI)
     step_ax, sps_ax = fig.subplots(1, 2)
     plot_profiles([c.profile for c in curves], (step_ax, sps_ax), max_tokens=max(c.tokens.size for c in curves),

@@ -110,11 +110,11 @@ def test_the_theta_a_policy_maximised_is_tokens_over_the_charged_step(case):
         decided.append(plan.drafting_requests > 0)
         assert plan.verify_tokens <= core.config.max_step_tokens
         assert plan.step_ms == pytest.approx(independent_step_ms(core, plan, profile), rel=1e-9)
-        theta_plan = plan.theta_plan  # what the policy's Decision said it optimised
-        if theta_plan is not None and plan.decode_requests:
-            charged_ms = plan.quote.step_ms(theta_plan.verify_tokens)
-            assert theta_plan.theta == pytest.approx(theta_plan.expected_tokens * 1000.0 / charged_ms, rel=1e-9)
-            checked.append(theta_plan)
+        theta_choice = plan.theta_choice  # what the policy's Decision said it optimised
+        if theta_choice is not None and plan.decode_requests:
+            charged_ms = plan.quote.step_ms(theta_choice.verify_tokens)
+            assert theta_choice.theta == pytest.approx(theta_choice.expected_tokens * 1000.0 / charged_ms, rel=1e-9)
+            checked.append(theta_choice)
 
     driven = drive(scenario, prompts, outputs, on_plan=check)
     assert int(driven.log["generated_tokens"][: driven.log.size].sum()) == int(outputs.sum())

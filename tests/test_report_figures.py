@@ -78,7 +78,7 @@ def test_sts_brings_the_raw_head_back_to_the_diagonal_as_calibrate_reports():
 
 
 def figure_input(label: str, scenario, record) -> SimpleNamespace:
-    return SimpleNamespace(plan=SimpleNamespace(variant_scenarios={label: scenario}, labels=[label]),
+    return SimpleNamespace(design=SimpleNamespace(variant_scenarios={label: scenario}, labels=[label]),
                            drafts={label: record})
 
 

@@ -189,7 +189,7 @@ def test_bad_tune_requests_get_one_line(tuned, cli, args, message):
 
 def test_a_value_read_at_the_largest_simulated_load_says_so(tuned):
     _, _, result = tuned
-    statics = [label for label in result.verification.plan.labels if label.startswith("static")]
+    statics = [label for label in result.verification.design.labels if label.startswith("static")]
     ops = result.verification.operating
     # an SLA slower than every operating point reads each label's highest throughput
     rows = comparison_frame(result.verification, result.objective, statics, [1.0])

@@ -61,7 +61,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from specplan.hwprofiles.profile import StepProfile
-from specplan.policies.base import Decision, OracleView, Policy, StepOutcome, StepView, ThetaPlan
+from specplan.policies.base import Decision, OracleView, Policy, StepOutcome, StepView, ThetaChoice
 from specplan.simulator.core.streams import stream
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.batch import (
@@ -111,9 +111,9 @@ class StepPlan(NamedTuple):
     truncated_drafts: int = 0        # drafts cut at the budget edge (engine.budget: truncate)
 
     @property
-    def theta_plan(self) -> ThetaPlan | None:
-        """What the policy's Decision said it optimised (None: no Θ plan)."""
-        return None if self.decision is None else self.decision.plan
+    def theta_choice(self) -> ThetaChoice | None:
+        """What the policy's Decision said it optimised (None: no Θ choice)."""
+        return None if self.decision is None else self.decision.theta
 
     @property
     def draft_width(self) -> tuple[int, int] | None:

@@ -50,6 +50,7 @@ from specplan.simulator.engine.records import REJECT_REASONS, ChunkLog, SpecCoun
 from specplan.simulator.engine.simulation import SimResult, simulate
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.scenario import Scenario
+from specplan.simulator.study.backends import worker_count
 from specplan.simulator.study.interrupts import ignore_sigint
 from specplan.traces.spec import PoissonArrivals
 
@@ -98,8 +99,7 @@ def merged_frame(frames: list[pd.DataFrame], order: str) -> pd.DataFrame:
 
 def simulate_split(scenario: Scenario, workers: int = 1, itl: bool = False) -> SimResult:
     """The cluster of `scenario` as independent one-replica runs (see the module docstring)."""
-    if workers < 1:
-        raise SpecplanError(f"--workers must be >= 1, got {workers}")
+    workers = worker_count(workers)
     start = time.perf_counter()
     results = run_all(split_scenarios(scenario), workers, itl)
     requests = merged_frame([r.requests for r in results], "arrival_s")
