@@ -78,11 +78,11 @@ def independent_step_ms(core, plan, profile) -> float:
     widest, positions = plan.draft_width or (core.block_size, None)  # the block, or what async drafted
     draft = core.drafter.draft_ms(plan.drafting_requests,
                                   context * plan.drafting_requests / max(plan.decode_requests, 1), widest, positions)
-    host = cfg.host_overhead_ms + cfg.host_overhead_per_request_ms * batch.n
+    host = cfg.engine.host_overhead_ms + cfg.engine.host_overhead_per_request_ms * batch.n
     if plan.drafting_requests and cfg.spec_step_fraction:  # the engine's host time: a share of the plain step
         plain, plain_eager = padded_step(cfg, plan.decode_requests, plan.decode_requests)
         host += cfg.spec_step_fraction * (float(profile.step_ms(max(plain, 1), at)) + plain_eager)
-    overhead = cfg.scheduling_overhead_ms if core.policy.pays_scheduling() and plan.decode_requests else 0.0
+    overhead = cfg.engine.scheduling_overhead_ms if core.policy.pays_scheduling() and plan.decode_requests else 0.0
     return draft + verify + host + overhead
 
 

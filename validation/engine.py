@@ -38,7 +38,7 @@ work happens inside torch, never in Python loops.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,9 +52,9 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.batch import PREFILL_LEFT, RID
-from specplan.simulator.engine.decode import StepPlan, StepTiming
 from specplan.simulator.engine.intake import FrontDoor, reject_misfit
 from specplan.simulator.engine.records import DONE, QUEUED, RequestLog, StepLog
+from specplan.simulator.engine.step import StepPlan, StepTiming, step
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.workload import start_workload
 from specplan.simulator.scenario import ChunkedPrefill, Scenario
@@ -87,6 +87,34 @@ class PollingRealtimeEnvironment(simpy.rt.RealtimeEnvironment):
             while time.monotonic() < real_due:
                 pass
         simpy.core.Environment.step(self)
+
+
+class MeasuredClock:
+    """A step lasts what its real forwards and the host work around them took (specplan.simulator.engine.step).
+
+    `forwards(plan)` runs the drafter and verify forwards and returns their ms; the host time is
+    the rest of the cycle since the previous step's end (or, after an idle wait, since `begin`:
+    just before the step was scheduled). The driver
+    waits until the wall clock's end of the step, so requests that arrived meanwhile are
+    admitted at the next one.
+    """
+
+    def __init__(self, wall: WallClock, forwards: Callable[[StepPlan], tuple[float, float]]) -> None:
+        self.wall, self.forwards = wall, forwards
+        self.cycle_start_s: float | None = None
+
+    def begin(self) -> None:
+        """A step is about to be scheduled: its cycle starts now unless the previous step's end started it."""
+        if self.cycle_start_s is None:
+            self.cycle_start_s = self.wall.now_s()
+
+    def time(self, plan: StepPlan, now: float) -> tuple[StepTiming, float]:
+        start_s = self.wall.now_s() if self.cycle_start_s is None else self.cycle_start_s
+        draft_ms, verify_ms = self.forwards(plan)
+        end_s = self.wall.now_s()
+        host_ms = max(0.0, (end_s - start_s) * 1000.0 - draft_ms - verify_ms)
+        self.cycle_start_s = end_s
+        return StepTiming(draft_ms, verify_ms, host_ms), max(0.0, end_s - now)
 
 
 class WallClock:
@@ -148,7 +176,8 @@ class ReferenceEngine:
 
     # ---- the run ----------------------------------------------------------------
     def run(self) -> EngineResult:
-        self.runner.warm_up(self.config.max_step_tokens, self.config.max_batch_requests, self.config.block_size)
+        self.runner.warm_up(self.config.max_step_tokens, self.config.engine.max_batch_requests,
+                            self.config.block_size)
         start_workload(self.env, self.scenario, self.submit, self.front.domain_mix)
         self.env.process(self.loop())
         self.env.sync()
@@ -162,9 +191,9 @@ class ReferenceEngine:
         return EngineResult(self.scenario, summary, requests, steps)
 
     def loop(self) -> Generator[simpy.Event, Any, None]:
-        """Steps back to back while requests run; each step's time runs from the previous step's end."""
-        core = self.core
-        cycle_start_s: float | None = None
+        """Steps back to back while requests run (specplan.simulator.engine.step), each measured by
+        the wall clock from the previous step's end (`MeasuredClock`)."""
+        core, clock = self.core, MeasuredClock(self.clock, self.forwards)
         while True:
             admitted = core.admit(self.env.now)
             for rid in core.batch.ints[RID][core.batch.n - admitted:].tolist():
@@ -173,21 +202,14 @@ class ReferenceEngine:
                 self.wake = self.env.event()
                 yield self.wake
                 self.wake = None
-                cycle_start_s = None
+                clock.cycle_start_s = None
                 continue
-            if cycle_start_s is None:
-                cycle_start_s = self.clock.now_s()
-            plan = core.plan(self.env.now)
-            draft_ms, verify_ms = self.forwards(plan)
-            end_s = self.clock.now_s()
-            host_ms = max(0.0, (end_s - cycle_start_s) * 1000.0 - draft_ms - verify_ms)
-            yield self.env.timeout(max(0.0, end_s - self.env.now))
-            finished, evicted = core.commit(plan, StepTiming(draft_ms, verify_ms, host_ms), self.env.now)
+            clock.begin()
+            finished, evicted = yield from step(core, self.env, clock)
             self.finish(finished)
             self.runner.release(evicted)
             for rid in evicted[::-1].tolist():
                 self.enqueue(rid, front=True)
-            cycle_start_s = end_s
 
     def forwards(self, plan: StepPlan) -> tuple[float, float]:
         """The step's real forwards: the drafter over the drafting blocks, one verify; their ms."""

@@ -73,7 +73,7 @@ def kv_misfit(config: EngineConfig, prompt: int, output: int) -> str | None:
     """
     if prompt + output + config.block_size <= config.request_kv_limit:
         return None
-    return ("prompt + output + block exceed kv_capacity_tokens (of one attention rank)" if config.ranks > 1
+    return ("prompt + output + block exceed kv_capacity_tokens (of one attention rank)" if config.dp is not None
             else "prompt + output + block exceed kv_capacity_tokens")
 
 

@@ -135,9 +135,9 @@ class StepPricer:
                  pays_scheduling: bool, redrafts: bool = True) -> None:
         self.draft_ms = draft_ms
         self.redrafts = redrafts  # drafting cost depends on how many positions are drafted
-        self.host = (config.host_overhead_ms, config.host_overhead_per_request_ms)
+        self.host = (config.engine.host_overhead_ms, config.engine.host_overhead_per_request_ms)
         self.spec_fraction = config.spec_step_fraction
-        self.scheduling_ms = config.scheduling_overhead_ms if pays_scheduling else 0.0
+        self.scheduling_ms = config.engine.scheduling_overhead_ms if pays_scheduling else 0.0
         self.graphs = config.graphs
         self.pads_requests = config.graphs is not None and config.graph_axis == "requests"
         self.verify = self.verify_curve(profile, config)

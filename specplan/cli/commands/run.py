@@ -79,8 +79,8 @@ def check(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         raise SpecplanError(f"{args.scenario}: {exc}") from None
     seed = [] if args.seed is None else [f"seed={args.seed}"]
-    plan = design_sweep(args.scenario, [*args.overrides, *seed])
-    study = f", {len(plan.points)} sweep points over {len(plan.labels)} variant(s)" if scenario.sweep else ""
+    design = design_sweep(args.scenario, [*args.overrides, *seed])
+    study = f", {len(design.points)} sweep points over {len(design.labels)} variant(s)" if scenario.sweep else ""
     print(f"{args.scenario}: ok ({scenario.name}, policy {scenario.policy.name}, "
           f"{scenario.cluster.replicas} replica(s){study})")
     return 0
