@@ -23,6 +23,7 @@ RUNS = {
                    "one run of"),
     "search_time": (["--duration", "30", "--seeds", "1", "--max-replicas", "2", "--backends", "local"],
                     "identical plan.csv rows"),
+    "results_hash": (["--duration", "2", "--engine-paths", "--ignore-key", "draft_record"], "engine/split-fleet"),
 }
 
 
