@@ -41,6 +41,15 @@ def make_scenario(**changes):
     return scenario_from_mapping(merged(BASE, changes), REPO)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every slow mark says why the test is slow (`make test-fast` leaves them out)."""
+    for item in items:
+        for mark in item.iter_markers("slow"):
+            if not (mark.args and isinstance(mark.args[0], str) and mark.args[0].strip()):
+                raise pytest.UsageError(f"{item.nodeid}: give @pytest.mark.slow its reason, "
+                                        'e.g. @pytest.mark.slow("starts a local Ray")')
+
+
 @pytest.fixture
 def cli(capsys):
     """Run `specplan ARGS...` in-process; returns (status, stdout, stderr)."""

@@ -27,6 +27,7 @@ RUNS = {
 }
 
 
+@pytest.mark.slow("runs each benchmark script in a subprocess")
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_benchmark_runs(name):
     args, expected = RUNS[name]

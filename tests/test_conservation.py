@@ -11,6 +11,7 @@ verified and accepted drafts), whatever the policy.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -58,6 +59,7 @@ def small_scenarios(draw):
     )
 
 
+@pytest.mark.slow("many random scenarios (hypothesis)")
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_scenarios())
 def test_conservation(scenario):

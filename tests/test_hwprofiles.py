@@ -334,6 +334,7 @@ def test_plot_function_draws_every_profile_on_both_axes() -> None:
     np.testing.assert_array_equal(axes[0].lines[0].get_xdata(), np.arange(1, 101))
 
 
+@pytest.mark.slow("starts a real specplan process (interpreter start and imports)")
 def test_specplan_imports_and_loads_profiles_without_torch() -> None:
     code = (
         "import sys\n"

@@ -38,6 +38,7 @@ def pricer(model: str, system: str, q: int, tp: int = 8, dp: int = 1, drafter=No
     return compiled, VerifyPricer(compiled, ops, q, attention_window(ops) if drafter else 0)
 
 
+@pytest.mark.slow("regenerates built-in profiles from AIConfigurator's kernel database")
 @needs_aic
 def test_the_issue_command_now_writes_a_v4_pro_profile(cli, tmp_path) -> None:
     status, _out, err = cli("profile", "--source", "aiconfigurator", "--model", PRO, "--system", "b300_sxm",
@@ -48,6 +49,7 @@ def test_the_issue_command_now_writes_a_v4_pro_profile(cli, tmp_path) -> None:
     assert "DeepSeek-V4 attention (HCA x 31 + CSA x 30 layers" in text and "# op.moe_overlap:" in text
 
 
+@pytest.mark.slow("runs AIConfigurator's compiled step estimator")
 @needs_aic
 def test_one_token_per_request_is_the_estimators_own_v4_decode() -> None:
     from specplan.hwprofiles.aiconfigurator import engine_handle
@@ -61,6 +63,7 @@ def test_one_token_per_request_is_the_estimators_own_v4_decode() -> None:
         assert one.plain_ms(b) + one.attention_ms(b, b * 1024) == pytest.approx(estimator, rel=1e-9)
 
 
+@pytest.mark.slow("runs AIConfigurator's compiled step estimator")
 @needs_aic
 def test_a_v4_verify_reads_each_cache_once_and_adds_the_indexers_query_tokens() -> None:
     _, verify = pricer(FLASH, "b200_sxm", 4)      # 32 requests x 4 query tokens
@@ -151,6 +154,7 @@ def test_every_v4_file_states_each_operators_source(name: str) -> None:
     assert sum(float(v.split(" ms")[0]) for v in ops.values()) == pytest.approx(total, abs=0.01)
 
 
+@pytest.mark.slow("runs AIConfigurator's compiled step estimator")
 @needs_aic
 def test_the_split_sums_to_the_priced_step() -> None:
     _, verify = pricer(PRO, "b300_sxm", 4)

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow("builds a wheel and installs it in a fresh environment")
 SKIP = shutil.ignore_patterns(".git", ".venv", "out", "build", "dist", "*.egg-info", "__pycache__", ".*cache")
 
 

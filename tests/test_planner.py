@@ -100,6 +100,7 @@ def test_search_finds_the_threshold_with_few_probes():
     assert fewest_replicas(lambda n: n >= 20, 20) == 20
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_plan_matches_the_closed_form_answer(tmp_path):
     expected = {"c=1.0ms": closed_form_replicas(1.0), "c=0.5ms": closed_form_replicas(0.5)}
     assert expected == {"c=1.0ms": 4, "c=0.5ms": 2}
@@ -118,6 +119,7 @@ def test_plan_matches_the_closed_form_answer(tmp_path):
     assert "savings" in table and "+50%" in table  # 4 GPUs instead of 8
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_plan_json_contract_on_the_command_line(cli, tmp_path):
     scenario = copy.deepcopy(KNOWN)
     scenario["sweep"]["variants"] = scenario["sweep"]["variants"][1:]
@@ -244,6 +246,7 @@ def short_horizon_answer(duration_s: float, warmup_s: float) -> int | str | None
     return plan.variants[0].replicas
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_a_short_horizon_gives_the_long_horizons_answer_or_says_it_is_too_short(cli, tmp_path):
     # the old rule (tokens emitted ÷ tokens requested in the window) found no cluster up to 256 at 5 s
     long = short_horizon_answer(20, 4)
@@ -301,6 +304,7 @@ def fleet(router: str) -> dict:
     return scenario
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_a_fleet_plans_on_a_sample_of_its_replicas_and_the_swamped_probes_fall_behind(tmp_path):
     # 680 req/s: the mean field's threshold is 68 replicas; the 1-replica probe completes nothing of its window
     plan = rate_plan(fleet("random"), 680.0, SLA, statistic="p50", workers=1, seeds=2, replica_sample=4,
@@ -321,6 +325,7 @@ def test_a_fleet_plans_on_a_sample_of_its_replicas_and_the_swamped_probes_fall_b
     assert capacity_json(plan)["variants"][0]["one_fewer"]["replicas_simulated"] == 4
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_other_routers_are_simulated_whole_unless_asked(tmp_path):
     whole = rate_plan(fleet("round_robin"), 85.0, SLA, statistic="p50", workers=1, seeds=1, replica_sample=4)
     assert all(p.simulated == p.replicas for p in whole.variants[0].probes)
@@ -337,6 +342,7 @@ def test_a_bad_replica_sample_is_refused_in_one_line(cli, tmp_path):
     assert status == 2 and out == "" and err.strip() == "specplan: error: --replica-sample must be an integer >= 0, got -1"
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_a_sampled_probes_replicas_on_two_processes_give_the_same_plan():
     plans = [rate_plan(fleet("random"), 170.0, SLA, statistic="p50", workers=w, seeds=1, replica_sample=4)
              for w in (1, 2)]

@@ -56,6 +56,7 @@ def pool_waits(seed: int, rate: float, service_s: float, c: int) -> float:
     return float((done["prefill_end_s"] - done["arrival_s"]).mean()) - service_s
 
 
+@pytest.mark.slow("a statistical check: long or many simulations")
 def test_a_pull_pool_at_fixed_service_is_md_c() -> None:
     rate, service_s, c = 21.0, 0.1, 3      # ρ = 0.7
     expected = mdc_wait_cosmetatos(rate, service_s, c)

@@ -99,6 +99,7 @@ def padded_step(cfg, tokens: int, requests: int) -> tuple[int, float]:
     return (tokens if requests == 0 else -(-tokens * padded // requests)), 0.0
 
 
+@pytest.mark.slow("many random scenarios (hypothesis)")
 @settings(max_examples=40, deadline=None)
 @given(case=cases())
 def test_the_theta_a_policy_maximised_is_tokens_over_the_charged_step(case):

@@ -16,6 +16,7 @@ import copy
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from specplan.cli.commands.sweep import comparison_text
 from specplan.reports.calibration import reliability_curves
@@ -114,6 +115,7 @@ def test_without_spread_the_recorded_acceptance_is_the_models_own_and_the_figure
     assert calibration_figure(figure_input("static", scenario, record)) is None
 
 
+@pytest.mark.slow("renders every report figure (matplotlib)")
 def test_a_reading_at_the_largest_simulated_load_is_marked_in_table_and_figure(tmp_path):
     # a linear profile: throughput grows with users up to the largest simulated load (8), so an
     # SLA slower than every operating point reads the largest load's throughput, a lower bound

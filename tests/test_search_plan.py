@@ -58,6 +58,7 @@ def searched(tmp_path_factory):
     return searched_in(out), out
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_every_point_is_planned_and_ranked_by_cost(searched):
     plan, _ = searched
     rows = deployment_rows(plan)
@@ -83,6 +84,7 @@ def test_every_point_is_planned_and_ranked_by_cost(searched):
     assert "winner: fast / " in search_table(plan)
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_a_point_is_planned_exactly_as_plan_plans_that_scenario(searched):
     plan, _ = searched
     point = next(p for p in plan.deployments if p.info.label == "fast / aggregated / none")
@@ -102,6 +104,7 @@ def raw_profile(scenario) -> dict:
     return {"kind": "linear", "base_ms": profile.base_ms, "per_token_ms": profile.per_token_ms}
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_a_rerun_resumes_from_the_stored_probes(searched, monkeypatch):
     plan, out = searched
     stored = len(list((out / "probes").glob("*.json")))
@@ -115,6 +118,7 @@ def test_a_rerun_resumes_from_the_stored_probes(searched, monkeypatch):
     pd.testing.assert_frame_equal(deployment_rows(again), deployment_rows(plan))
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_the_cli_writes_the_table_csv_figure_and_launch_lines(cli, tmp_path):
     path = tmp_path / "space.yaml"
     raw = space_scenario()

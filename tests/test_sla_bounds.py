@@ -73,6 +73,7 @@ def test_every_bound_is_required_together_and_the_flags_spell_bounds(cli, tmp_pa
     assert status == 2 and "the SLA bounds tps_user_p50 twice" in err
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_an_itl_bound_adds_replicas_a_tps_bound_alone_does_not_need():
     raw = copy.deepcopy(KNOWN)
     raw["sweep"]["variants"] = raw["sweep"]["variants"][1:]

@@ -173,6 +173,7 @@ def test_without_a_sweep_block_the_scenario_is_one_point():
 # ---- running, storing, resuming ---------------------------------------------------------------
 
 
+@pytest.mark.slow("several sweep runs with their point stores")
 def test_sweep_writes_points_frontier_comparisons(tmp_path):
     result = run_sweep(tiny(), tmp_path, workers=1)
     points = pd.read_csv(tmp_path / "points.csv")
@@ -191,6 +192,7 @@ def test_sweep_writes_points_frontier_comparisons(tmp_path):
     assert (tmp_path / "scenario.resolved.yaml").exists()
 
 
+@pytest.mark.slow("several sweep runs with their point stores")
 def test_rerun_recomputes_only_missing_or_damaged_points(tmp_path):
     first = run_sweep(tiny(), tmp_path, workers=1)
     stored = sorted((tmp_path / "points").glob("*.json"))
@@ -206,6 +208,7 @@ def test_rerun_recomputes_only_missing_or_damaged_points(tmp_path):
     pd.testing.assert_frame_equal(third.points, again.points)
 
 
+@pytest.mark.slow("several sweep runs with their point stores")
 def test_changing_only_the_sla_reuses_every_point(tmp_path):
     run_sweep(tiny(), tmp_path, workers=1)
     result = run_sweep(tiny(sla={"tps_user": [50], "statistic": "mean"}), tmp_path, workers=1)
@@ -213,6 +216,7 @@ def test_changing_only_the_sla_reuses_every_point(tmp_path):
     assert result.comparisons["statistic"].unique().tolist() == ["mean"]
 
 
+@pytest.mark.slow("several sweep runs with their point stores")
 def test_results_do_not_depend_on_the_number_of_workers(tmp_path):
     one = run_sweep(tiny(), tmp_path / "one", workers=1)
     two = run_sweep(tiny(), tmp_path / "two", workers=2)
@@ -222,6 +226,7 @@ def test_results_do_not_depend_on_the_number_of_workers(tmp_path):
     pd.testing.assert_frame_equal(one.comparisons, two.comparisons)
 
 
+@pytest.mark.slow("several sweep runs with their point stores")
 def test_an_interrupted_sweep_resumes_without_losing_finished_points(tmp_path, monkeypatch):
     """The sweep is stopped after exactly 5 of 12 points (Ctrl-C as the 6th finishes); a re-run
     computes only the 7 missing ones, and an interrupted write leaves no point file behind."""
@@ -269,6 +274,7 @@ def test_a_point_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
 # ---- the command line -----------------------------------------------------------------------
 
 
+@pytest.mark.slow("several sweep runs with their point stores")
 def test_sweep_command_json_and_quiet(cli, tmp_path):
     scenario = write_yaml(tmp_path / "s.yaml", tiny())
     status, out, err = cli("sweep", scenario, "--out", tmp_path / "o", "--workers", "1", "--json",
