@@ -104,7 +104,8 @@ def target_of(args: argparse.Namespace) -> Target:
         bounds.append(Bound(tps_column(args.statistic), ">=", args.sla_tps))
     if args.ttft_s is not None:
         bounds.append(Bound("ttft_p99_s", "<=", args.ttft_s))
-    return Target(axis, value, tuple(bounds), args.statistic, args.seeds, args.gpu_hour_usd)
+    return Target(axis=axis, value=value, bounds=tuple(bounds), statistic=args.statistic, seeds=args.seeds,
+                  gpu_hour_usd=args.gpu_hour_usd)
 
 
 def options_of(args: argparse.Namespace, out: Path | None) -> RunOptions:
