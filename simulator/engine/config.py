@@ -18,7 +18,8 @@ the block leaves to be resolved:
                          (None: one KV cache)
 
 and a few readings of the block (`chunk_tokens`, `prefill_tokens_per_s`,
-`padded_attention`, `profiled_queries`, `request_kv_limit`).
+`padded_attention`, `profiled_queries`, `request_kv_limit`), each computed on
+first use and kept (the engine's step reads them).
 
 `engine.budget: auto` is `truncate` for profiles read for vLLM (its
 scheduler's rule) and `defer` otherwise.
@@ -27,6 +28,7 @@ scheduler's rule) and `defer` otherwise.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.engine.graphs import CaptureSizes, capture_sizes
@@ -58,32 +60,32 @@ class EngineConfig:
     truncate_budget: bool = False
     dp: RankLimits | None = None
 
-    @property
+    @cached_property
     def chunk_tokens(self) -> int | None:
         """Chunked prefill: prompt tokens per step at most (None: disaggregated)."""
         prefill = self.engine.prefill
         return prefill.chunk_tokens if isinstance(prefill, ChunkedPrefill) else None
 
-    @property
+    @cached_property
     def chunked(self) -> bool:
         return isinstance(self.engine.prefill, ChunkedPrefill)
 
-    @property
+    @cached_property
     def prefill_tokens_per_s(self) -> float | None:
         """Disaggregated prefill: the prefill stage's rate (None: chunked)."""
         prefill = self.engine.prefill
         return None if isinstance(prefill, ChunkedPrefill) else prefill.tokens_per_s
 
-    @property
+    @cached_property
     def padded_attention(self) -> bool:
         return self.engine.attention == "padded"
 
-    @property
+    @cached_property
     def profiled_queries(self) -> int | None:
         """Padded attention: verify queries per request the profile was measured at (None: not priced)."""
         return self.engine.attention_profiled_queries if self.padded_attention else None
 
-    @property
+    @cached_property
     def request_kv_limit(self) -> int:
         """The most KV one request may reserve: the whole cache, or one rank's."""
         total = self.engine.kv_capacity_tokens

@@ -123,7 +123,8 @@ class DecodeCore:
         self.rng_c = stream(seed, "confidence", index)
         self.rng_u = stream(seed, "outcomes", index)
         self.queue: deque[int] = deque()
-        self.batch = Batch(self.block_size, config.engine.max_batch_requests)
+        self.max_batch_requests = config.engine.max_batch_requests
+        self.batch = Batch(self.block_size, self.max_batch_requests)
         self.footprint = 0
         self.prefilling = 0
         self.step_index = 0
@@ -142,7 +143,7 @@ class DecodeCore:
 
     def admit(self, now: float) -> int:
         """FIFO admission under the KV rule; returns the number of requests admitted."""
-        free = self.config.engine.max_batch_requests - self.batch.n
+        free = self.max_batch_requests - self.batch.n
         if not self.queue or free <= 0:
             return 0
         admitted = self.kv.admit(self, now, free)
