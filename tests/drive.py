@@ -1,17 +1,16 @@
 """Drive a scenario's decode core with every request queued at t = 0, steps back to back.
 
 The core (specplan.simulator.engine.decode) takes its time from whoever drives it;
-here it steps through the same function as a replica (specplan.simulator.engine.step,
-each step lasting its price) in a SimPy environment of its own, but with no arrivals
-and no prefill stage to wait for, so a test can step the engine's own logic fast and
-look at it before each commit (`on_plan`) and after it (`on_step`).
+here it runs the same loop as a replica (specplan.simulator.engine.step.serve, each
+step lasting its price) in a SimPy environment of its own, but with no arrivals and no
+prefill stage to wait for, so a test can step the engine's own logic fast and look at
+it before each commit (`on_plan`) and after it (`on_step`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import simpy
@@ -21,7 +20,7 @@ from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.decode import DecodeCore
 from specplan.simulator.engine.intake import register
 from specplan.simulator.engine.records import DONE, RequestLog, StepLog
-from specplan.simulator.engine.step import PRICED, StepPlan, step
+from specplan.simulator.engine.step import PRICED, StepPlan, serve
 from specplan.simulator.scenario import Scenario
 
 
@@ -40,7 +39,7 @@ class Driven:
 
 def drive(scenario: Scenario, prompts: np.ndarray, outputs: np.ndarray, domains: np.ndarray | None = None,
           on_plan: Callable[[DecodeCore, StepPlan], None] | None = None,
-          on_step: Callable[[DecodeCore], None] | None = None, max_steps: int = 1_000_000) -> Driven:
+          on_step: Callable[[DecodeCore], None] | None = None) -> Driven:
     """Serve the requests (prompt and output lengths, domain indices) to completion; returns the records.
 
     `on_plan(core, plan)` sees each step before it is committed, `on_step(core)` after.
@@ -61,23 +60,35 @@ def drive(scenario: Scenario, prompts: np.ndarray, outputs: np.ndarray, domains:
                 continue
         core.enqueue(rid)
     env = simpy.Environment()
-    env.process(serve(core, env, log, on_plan, on_step, max_steps))
+    env.process(serve(core, env, PRICED, Driver(core, log, on_plan, on_step)))
     env.run()
     core.drain()
     return Driven(core, log, steps)
 
 
-def serve(core: DecodeCore, env: simpy.Environment, log: RequestLog,
-          on_plan: Callable[[DecodeCore, StepPlan], None] | None, on_step: Callable[[DecodeCore], None] | None,
-          max_steps: int) -> Generator[simpy.Event, Any, None]:
-    """Admit and step until the batch and the queue are empty (preempted requests back at the head)."""
-    for _ in range(max_steps):
-        core.admit(env.now)
-        if core.batch.n == 0:
-            return
-        finished, evicted = yield from step(core, env, PRICED, on_plan)
-        log["status"][finished] = DONE
+@dataclass
+class Driver:
+    """Requests finish in the log, preempted ones go back to the head of the queue; the loop stops when
+    the batch and the queue are empty (specplan.simulator.engine.step.Driver)."""
+
+    core: DecodeCore
+    log: RequestLog
+    on_plan: Callable[[DecodeCore, StepPlan], None] | None
+    on_step: Callable[[DecodeCore], None] | None
+
+    def admitted(self, count: int) -> None:
+        pass
+
+    def idle(self) -> None:
+        return None
+
+    def planned(self, plan: StepPlan) -> None:
+        if self.on_plan is not None:
+            self.on_plan(self.core, plan)
+
+    def stepped(self, finished: np.ndarray, evicted: np.ndarray) -> None:
+        self.log["status"][finished] = DONE
         for rid in evicted[::-1].tolist():
-            core.enqueue(rid, front=True)
-        if on_step is not None:
-            on_step(core)
+            self.core.enqueue(rid, front=True)
+        if self.on_step is not None:
+            self.on_step(self.core)

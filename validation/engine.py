@@ -54,7 +54,7 @@ from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.batch import PREFILL_LEFT, RID
 from specplan.simulator.engine.intake import FrontDoor, reject_misfit
 from specplan.simulator.engine.records import DONE, QUEUED, RequestLog, StepLog
-from specplan.simulator.engine.step import StepPlan, StepTiming, step
+from specplan.simulator.engine.step import StepPlan, StepTiming, serve
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.workload import start_workload
 from specplan.simulator.scenario import ChunkedPrefill, Scenario
@@ -93,8 +93,8 @@ class MeasuredClock:
     """A step lasts what its real forwards and the host work around them took (specplan.simulator.engine.step).
 
     `forwards(plan)` runs the drafter and verify forwards and returns their ms; the host time is
-    the rest of the cycle since the previous step's end (or, after an idle wait, since `begin`:
-    just before the step was scheduled). The driver
+    the rest of the cycle since the previous step's end, or since the engine woke from an idle
+    wait (`restart`): admission, scheduling and bookkeeping. The driver
     waits until the wall clock's end of the step, so requests that arrived meanwhile are
     admitted at the next one.
     """
@@ -103,10 +103,9 @@ class MeasuredClock:
         self.wall, self.forwards = wall, forwards
         self.cycle_start_s: float | None = None
 
-    def begin(self) -> None:
-        """A step is about to be scheduled: its cycle starts now unless the previous step's end started it."""
-        if self.cycle_start_s is None:
-            self.cycle_start_s = self.wall.now_s()
+    def restart(self) -> None:
+        """The engine woke from an idle wait: the next step's cycle starts now."""
+        self.cycle_start_s = self.wall.now_s()
 
     def time(self, plan: StepPlan, now: float) -> tuple[StepTiming, float]:
         start_s = self.wall.now_s() if self.cycle_start_s is None else self.cycle_start_s
@@ -156,6 +155,7 @@ class ReferenceEngine:
         self.core = parts.core(self.log, self.steps)
         self.front = FrontDoor(scenario, self.drafter, self.log)
         self.wake: simpy.Event | None = None
+        self.measured = MeasuredClock(self.clock, self.forwards)
 
     # ---- arrivals (the simulator's workload processes call this) ----------------
     def submit(self, prompt: int, output: int, domain: int, blocks: tuple[int, ...] | None = None) -> simpy.Event:
@@ -191,25 +191,29 @@ class ReferenceEngine:
         return EngineResult(self.scenario, summary, requests, steps)
 
     def loop(self) -> Generator[simpy.Event, Any, None]:
-        """Steps back to back while requests run (specplan.simulator.engine.step), each measured by
-        the wall clock from the previous step's end (`MeasuredClock`)."""
-        core, clock = self.core, MeasuredClock(self.clock, self.forwards)
-        while True:
-            admitted = core.admit(self.env.now)
-            for rid in core.batch.ints[RID][core.batch.n - admitted:].tolist():
-                self.runner.open(rid)
-            if core.batch.n == 0:
-                self.wake = self.env.event()
-                yield self.wake
-                self.wake = None
-                clock.cycle_start_s = None
-                continue
-            clock.begin()
-            finished, evicted = yield from step(core, self.env, clock)
-            self.finish(finished)
-            self.runner.release(evicted)
-            for rid in evicted[::-1].tolist():
-                self.enqueue(rid, front=True)
+        """Steps back to back while requests run (specplan.simulator.engine.step.serve, this engine its
+        driver), each measured by the wall clock from the previous step's end (`MeasuredClock`)."""
+        yield from serve(self.core, self.env, self.measured, self)
+
+    def admitted(self, count: int) -> None:
+        """Each admitted request gets its real KV cache."""
+        for rid in self.core.batch.ints[RID][self.core.batch.n - count:].tolist():
+            self.runner.open(rid)
+
+    def idle(self) -> simpy.Event:
+        """Wait for an arrival; the next step's cycle starts when it wakes the loop."""
+        self.wake = self.env.event()
+        self.wake.callbacks.append(lambda _event: self.measured.restart())
+        return self.wake
+
+    def planned(self, plan: StepPlan) -> None:
+        pass
+
+    def stepped(self, finished: np.ndarray, evicted: np.ndarray) -> None:
+        self.finish(finished)
+        self.runner.release(evicted)
+        for rid in evicted[::-1].tolist():
+            self.enqueue(rid, front=True)
 
     def forwards(self, plan: StepPlan) -> tuple[float, float]:
         """The step's real forwards: the drafter over the drafting blocks, one verify; their ms."""

@@ -1,6 +1,6 @@
 """The decode core: one continuous-batching speculative decode engine's step logic, without a clock.
 
-Every driver steps it through one function (specplan.simulator.engine.step):
+Every driver runs it through one loop (specplan.simulator.engine.step.serve):
 the simulator's replicas charge each step's price, the reference engine
 (specplan.validation.engine) runs real forwards and reads the wall clock,
 the tests' driver steps it back to back. One step:
@@ -83,7 +83,6 @@ from specplan.simulator.engine.records import (
     RequestLog,
     SpecCounters,
     StepLog,
-    StepRecord,
 )
 from specplan.simulator.engine.step import StepPlan, StepTiming
 
@@ -348,13 +347,7 @@ class DecodeCore:
             self.spec.add(plan.accepted, verifying, plan.verify_tokens - plan.decode_requests - plan.prefill_tokens)
         if plan.prefill_take is not None:
             emitted += self.advance_prefill(plan.prefill_take, now)
-        self.steps.add(StepRecord(
-            end_s=now, replica=self.index, batch_requests=self.batch.n, decode_requests=plan.decode_requests,
-            drafting_requests=plan.drafting_requests, verify_tokens=plan.verify_tokens,
-            prefill_tokens=plan.prefill_tokens, emitted_tokens=emitted, accepted_tokens=accepted,
-            deferred_requests=plan.deferred_requests, truncated_drafts=plan.truncated_drafts,
-            context_tokens=plan.context_tokens, draft_ms=timing.draft_ms, verify_ms=timing.verify_ms,
-            overhead_ms=timing.overhead_ms))
+        self.steps.add(now, self.index, self.batch.n, plan, emitted, accepted, timing)
         self.step_index += 1
         finished = self.retire() if self.finishing else NONE
         return finished, self.kv.preempt(self) if self.footprint > self.kv.fits_below else NONE

@@ -1,9 +1,9 @@
 """One replica: the decode core (specplan.simulator.engine.decode) driven by a SimPy clock, one event per step.
 
-    loop:  admit → step (schedule → wait the step's price → commit) → first tokens / finish / requeue
+    loop:  admit → schedule → wait the step's price → commit → first tokens / finish / requeue
 
-The step is the one every driver takes (specplan.simulator.engine.step),
-priced: its duration is the quote the policy's Θ read (drafting + verify at
+The loop is the one every driver runs (specplan.simulator.engine.step.serve),
+this replica its driver, each step priced: its duration is the quote the policy's Θ read (drafting + verify at
 B and the batch's KV context + host time + the scheduling overhead the
 policy pays). Prefill is either disaggregated (a FIFO prefill stage at
 tokens_per_s in front of the decode queue; the first token comes from
@@ -30,7 +30,7 @@ from specplan.simulator.engine.decode import DecodeCore
 from specplan.simulator.engine.intake import reject_misfit
 from specplan.simulator.engine.prefill import PrefillPool
 from specplan.simulator.engine.records import DONE, PREFILL, QUEUED, RequestLog
-from specplan.simulator.engine.step import PRICED, StepPlan, step
+from specplan.simulator.engine.step import PRICED, StepPlan, serve
 
 
 class Replica:
@@ -100,31 +100,33 @@ class Replica:
         if self.wake is not None and not self.wake.triggered:
             self.wake.succeed()
 
-    # ---- the engine loop ------------------------------------------------------------
+    # ---- the engine loop (specplan.simulator.engine.step.serve): this replica as its driver ----------
     def run(self) -> Generator[simpy.Event, Any, None]:
-        core, env = self.core, self.env
-        while True:
-            if core.queue:
-                core.admit(env.now)
-            if core.batch.n == 0:
-                self.wake = env.event()
-                yield self.wake
-                self.wake = None
-                continue
-            finished, evicted = yield from step(core, env, PRICED,
-                                                self.note_decoding if self.awaiting_first else None)
-            if self.decoding is not None:
-                self.first_tokens(self.decoding)
-                self.decoding = None
-            if finished.size:
-                self.finish(finished)
-            if evicted.size:
-                for rid in evicted[::-1].tolist():
-                    self.requeue(rid)
+        yield from serve(self.core, self.env, PRICED, self)
 
-    def note_decoding(self, core: DecodeCore, plan: StepPlan) -> None:
-        """Before a step's time passes: the ids it decodes (a pool's requests get their first token at its end)."""
-        self.decoding = core.batch.rids[plan.rows].copy()
+    def admitted(self, count: int) -> None:
+        pass
+
+    def idle(self) -> simpy.Event:
+        """The event a submitted or received request fires (`enqueue`)."""
+        self.wake = self.env.event()
+        return self.wake
+
+    def planned(self, plan: StepPlan) -> None:
+        """Before a step's time passes: the ids it decodes, while some await their first token (a pool's
+        requests get it at the end of their first step)."""
+        if self.awaiting_first:
+            self.decoding = self.core.batch.rids[plan.rows].copy()
+
+    def stepped(self, finished: np.ndarray, evicted: np.ndarray) -> None:
+        if self.decoding is not None:
+            self.first_tokens(self.decoding)
+            self.decoding = None
+        if finished.size:
+            self.finish(finished)
+        if evicted.size:
+            for rid in evicted[::-1].tolist():
+                self.requeue(rid)
 
     def first_tokens(self, ids: np.ndarray) -> None:
         """Requests from a prefill pool that decoded their first step: their first token is now."""

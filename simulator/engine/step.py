@@ -1,7 +1,9 @@
-"""One engine step, written once: schedule → time → wait → commit. Every driver of a decode core calls it.
+"""The engine loop, written once: admit → schedule → time → wait → commit. Every driver of a decode core runs it.
 
-    finished, evicted = yield from step(core, env, clock, on_plan)     inside a SimPy process
+    yield from serve(core, env, clock, driver)     the body of a SimPy process
 
+    admit     waiting requests join the batch under the KV rule (`DecodeCore.admit`);
+              with no running row the loop waits for the driver's wake-up (`driver.idle()`)
     schedule  the core decides the step (`DecodeCore.schedule`: rows, drafts, the policy's
               lengths, the price quote) and returns its `StepPlan`
     time      the clock says how long its parts took (`StepTiming`, ms) and how long to wait:
@@ -11,18 +13,19 @@
               the wall clock (specplan.validation.engine)
     wait      one SimPy timeout: one event per engine step
     commit    the core applies the step at its end (`DecodeCore.commit`): tokens, records,
-              retirements, preemptions
+              retirements, preemptions; the driver then handles the finished and preempted
+              requests (`driver.stepped`)
 
 The simulator's replicas (specplan.simulator.engine.replica), the reference
-engine and the tests' driver (tests/drive.py) all step through here, so a
-test drives the code it tests; what each does around a step (admission and
-waking, first tokens, requeueing) stays its own.
+engine and the tests' driver (tests/drive.py) all run this loop, so a test
+drives the code it tests; what each does around a step (waking, first
+tokens, requeueing, opening real KV caches) is its `Driver`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
-from typing import Any, NamedTuple, Protocol, TypeVar
+from collections.abc import Generator
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import simpy
@@ -96,24 +99,51 @@ class PricedClock:
 PRICED = PricedClock()
 
 class Core(Protocol):
-    """What a step asks of a decode core (specplan.simulator.engine.decode.DecodeCore)."""
+    """What the loop asks of a decode core (specplan.simulator.engine.decode.DecodeCore)."""
+
+    queue: Any
+    batch: Any
+
+    def admit(self, now: float) -> int: ...
 
     def schedule(self, now: float) -> StepPlan: ...
 
     def commit(self, plan: StepPlan, timing: StepTiming, now: float) -> tuple[np.ndarray, np.ndarray]: ...
 
 
-C = TypeVar("C", bound=Core)
+class Driver(Protocol):
+    """What a driver does around the loop's steps."""
+
+    def admitted(self, count: int) -> None:
+        """`count` requests joined the batch (its last rows)."""
+
+    def idle(self) -> simpy.Event | None:
+        """No row runs: the event that wakes the loop (a request arrived), or None to stop."""
+
+    def planned(self, plan: StepPlan) -> None:
+        """A step is decided, before its time passes."""
+
+    def stepped(self, finished: np.ndarray, evicted: np.ndarray) -> None:
+        """A step was committed: the ids of the requests it finished and preempted."""
 
 
-def step(core: C, env: simpy.Environment, clock: StepClock = PRICED,
-         on_plan: Callable[[C, StepPlan], None] | None = None
-         ) -> Generator[simpy.Event, Any, tuple[np.ndarray, np.ndarray]]:
-    """One step of a core with at least one running row (see the module docstring); `on_plan` sees the
-    plan before its time passes. Returns the ids of the requests the step finished and preempted."""
-    plan = core.schedule(env.now)
-    if on_plan is not None:
-        on_plan(core, plan)
-    timing, wait_s = clock.time(plan, env.now)
-    yield env.timeout(wait_s)
-    return core.commit(plan, timing, env.now)
+def serve(core: Core, env: simpy.Environment, clock: StepClock,
+          driver: Driver) -> Generator[simpy.Event, Any, None]:
+    """The engine loop (see the module docstring), until the driver's `idle` says stop."""
+    while True:
+        if core.queue:
+            admitted = core.admit(env.now)
+            if admitted:
+                driver.admitted(admitted)
+        if core.batch.n == 0:
+            wake = driver.idle()
+            if wake is None:
+                return
+            yield wake
+            continue
+        plan = core.schedule(env.now)
+        driver.planned(plan)
+        timing, wait_s = clock.time(plan, env.now)
+        yield env.timeout(wait_s)
+        finished, evicted = core.commit(plan, timing, env.now)
+        driver.stepped(finished, evicted)
