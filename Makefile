@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test browser lint bench clean
+.PHONY: demo test test-fast browser lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,13 +33,18 @@ browser:
 test: $(VENV)/.installed-dev browser lint
 	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest -q -n 2
 
+# The inner loop: the suite without the tests marked slow (each mark says why: a real process,
+# SIGINT, Chromium, Ray, torch forwards, benchmarks, long statistical checks, whole plans).
+test-fast: $(VENV)/.installed-dev
+	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest -q -n 2 -m "not slow"
+
 # mypy reads the package as it installs (specplan.<folder>, pyproject's package-dir):
 # build/typecheck/specplan is a tree of links to the repository's folders.
 FOLDERS := simulator policies hwprofiles traces reports scenarios validation
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	rm -rf build/typecheck && mkdir -p build/typecheck/specplan
-	ln -s $(CURDIR)/specplan/*.py $(CURDIR)/specplan/py.typed build/typecheck/specplan/
+	ln -s $(CURDIR)/specplan/*.py $(CURDIR)/specplan/py.typed $(CURDIR)/specplan/cli build/typecheck/specplan/
 	for d in $(FOLDERS); do ln -s $(CURDIR)/$$d build/typecheck/specplan/$$d; done
 	$(BIN)/mypy build/typecheck/specplan
 

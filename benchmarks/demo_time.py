@@ -27,7 +27,7 @@ LIMIT_S = 180.0
 def time_demo(workers: int | None) -> tuple[float, dict]:
     """(wall seconds, the demo's JSON summary) of one cold `specplan demo` run."""
     with tempfile.TemporaryDirectory(prefix="specplan-demo-") as tmp:
-        command = [sys.executable, "-m", "specplan.simulator.app.cli", "demo", "--out", str(Path(tmp) / "demo"), "--json"]
+        command = [sys.executable, "-m", "specplan.cli.main", "demo", "--out", str(Path(tmp) / "demo"), "--json"]
         if workers is not None:
             command += ["--workers", str(workers)]
         start = time.perf_counter()

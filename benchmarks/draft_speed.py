@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from specplan.simulator.engine.assembly import assemble
-from specplan.simulator.engine.decode import ALL, DecodeCore
+from specplan.simulator.engine.batch import ALL
+from specplan.simulator.engine.decode import DecodeCore
 from specplan.simulator.engine.intake import register
 from specplan.simulator.engine.records import RequestLog, StepLog
 from specplan.simulator.scenario import Scenario, scenario_from_mapping
@@ -50,7 +51,7 @@ def full_core(scenario: Scenario) -> DecodeCore:
     drafter, config = parts.drafter, parts.config
     log = RequestLog()
     core = parts.core(log, StepLog())
-    domains = np.random.default_rng(2).integers(0, len(drafter.acceptance.domains), config.max_batch_requests)
+    domains = np.random.default_rng(2).integers(0, len(drafter.acceptance.domains), config.engine.max_batch_requests)
     offsets = drafter.acceptance.request_offsets(domains.size, np.random.default_rng(3))
     for domain, offset in zip(domains.tolist(), offsets.tolist(), strict=True):
         rid = register(log, 0.0, 100, 1000, domain, offset)

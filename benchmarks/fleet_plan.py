@@ -32,14 +32,15 @@ from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario.study import Bound
 from specplan.simulator.study.planner import plan_capacity
 from specplan.simulator.study.split import simulate_sampled
+from specplan.simulator.study.target import RunOptions, Target
 
 BOUNDS = (Bound("tps_user_p10", ">=", 200.0), Bound("ttft_p99_s", "<=", 1.0))
 
 
 def plan(rate: float, seeds: int, sample: int, workers: int):
     start = time.perf_counter()
-    result = plan_capacity(scenario(1, rate, 30.0, 0, "random"), rate, None, seeds=seeds, bounds=BOUNDS,
-                           max_replicas=1024, workers=workers, progress=False, replica_sample=sample)
+    result = plan_capacity(scenario(1, rate, 30.0, 0, "random"), Target("rate_per_s", rate, BOUNDS, seeds=seeds),
+                           RunOptions(max_replicas=1024, workers=workers, progress=False, replica_sample=sample))
     return result.variants[0], time.perf_counter() - start
 
 

@@ -1,6 +1,6 @@
 """Hash the results of a fixed set of cases, to show that a refactor changes no answer.
 
-    python benchmarks/results_hash.py [--out hashes.json]
+    python benchmarks/results_hash.py [--out hashes.json] [--ignore-key KEY ...] [--engine-paths]
 
 Each case is a scenario the project ships (every sweep variant of
 `scenarios/default.yaml` and `scenarios/deepseek-v3-h200.yaml` at a light
@@ -8,6 +8,14 @@ and a heavy load, the policies those files do not sweep, chunked prefill,
 tight KV) or one of the shared contract scenarios, run for a short horizon.
 A case's hash covers its requests and steps frames and its summary (less
 wall time). Run it before and after a change; the two outputs must be equal.
+A change that adds a summary key changes every hash; `--ignore-key KEY`
+leaves that key out, so the run after the change shows that nothing else moved.
+`--engine-paths` adds the engine's paths those cases miss (a prefill pool,
+data-parallel attention under each budget rule, vLLM's truncation, chunked
+prefill with a prefix cache on a Mooncake-format trace, a benchmark client,
+the oracle with padded attention, sampled and split fleets, a run that logs
+ITL, and the two cases issue 30's KV-fit fix changed); its hashes also
+cover the prefill steps.
 """
 
 from __future__ import annotations
@@ -16,13 +24,20 @@ import argparse
 import hashlib
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
 
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.simulation import SimResult, simulate
 from specplan.simulator.scenario import scenario_from_mapping
-from specplan.simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
+from specplan.simulator.scenario.merge import (
+    apply_load,
+    apply_variant,
+    deep_merge,
+    strip_study_blocks,
+)
+from specplan.simulator.study.split import simulate_sampled, simulate_split
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -64,27 +79,125 @@ def contract_cases() -> dict[str, dict]:
             for p in sorted((SHARED / "scenarios").glob("*.yaml"))}
 
 
-def case_hash(raw: dict, folder: Path) -> str:
-    result = simulate(scenario_from_mapping(raw, folder))
+def case_hash(raw: dict, folder: Path, ignored: tuple[str, ...] = ()) -> str:
+    return result_hash(simulate(scenario_from_mapping(raw, folder)), ignored)
+
+
+def result_hash(result: SimResult, ignored: tuple[str, ...] = ()) -> str:
     digest = hashlib.sha256()
     digest.update(result.requests.to_csv(index=False).encode())
     digest.update(result.steps.to_csv(index=False).encode())
-    summary = {k: v for k, v in result.summary.items() if k != "wall_s"}
+    if result.prefill_steps is not None:
+        digest.update(result.prefill_steps.to_csv(index=False).encode())
+    summary = {k: v for k, v in result.summary.items() if k != "wall_s" and k not in ignored}
     digest.update(json.dumps(summary, sort_keys=True, default=str).encode())
     return digest.hexdigest()[:16]
+
+
+ENGINE_BASE = {
+    "name": "engine-paths", "seed": 7, "horizon": {"duration_s": 8, "warmup_s": 1},
+    "hardware": {"profile": {"kind": "linear", "base_ms": 10.0, "per_token_ms": 0.05}},
+    "cluster": {"replicas": 1, "router": "round_robin"},
+    "engine": {"max_batch_requests": 16, "kv_capacity_tokens": 1_000_000,
+               "prefill": {"mode": "disaggregated", "tokens_per_s": 20_000}},
+    "drafter": {"family": "mtp", "block_size": 3, "latency": {"kind": "fixed", "ms": 0.5},
+                "acceptance": {"per_position": {"chat": [0.8, 0.7, 0.6]}, "domains": {"chat": 1.0},
+                               "request_sigma": 0.3, "token_sigma": 0.3}},
+    "policy": {"name": "static", "params": {"length": 3}},
+    "workload": {"arrivals": {"kind": "poisson", "rate_per_s": 20},
+                 "prompt_tokens": {"kind": "lognormal", "median": 300, "sigma": 0.6, "max": 2000},
+                 "output_tokens": {"kind": "lognormal", "median": 60, "sigma": 0.6, "max": 400}},
+}
+POOL = {"replicas": 2, "router": "least_loaded", "max_batch_tokens": 512, "link": {"gbps": 50.0, "latency_ms": 1.0},
+        "kv_bytes_per_token": 131072, "profile": {"kind": "linear", "base_ms": 5.0, "per_token_ms": 0.01}}
+BENCH = {  # a benchmark client (vllm bench serve's shape): its requests, a warm-up, two in flight
+    "name": "engine-bench", "seed": 3, "horizon": {"requests": 8},
+    "hardware": {"profile": {"kind": "linear", "base_ms": 10.0, "per_token_ms": 0.0, "max_tokens": 512}},
+    "engine": {"max_batch_requests": 8, "kv_capacity_tokens": 100_000,
+               "prefill": {"mode": "disaggregated", "tokens_per_s": 1000}},
+    "drafter": {"family": "none", "block_size": 0, "acceptance": {"preset": "qwen3-8b", "domains": {"chat": 1.0}}},
+    "policy": {"name": "none"},
+    "workload": {"arrivals": {"kind": "bench_client", "num_prompts": 4, "max_concurrency": 2, "warmup_requests": 1,
+                              "client": "vllm"},
+                 "prompt_tokens": {"kind": "fixed", "value": 100}, "output_tokens": {"kind": "fixed", "value": 3}},
+}
+
+
+def engine_cases(trace: Path) -> dict[str, dict]:
+    """The engine's paths the fixed cases miss (see the module docstring)."""
+    pool = deep_merge(ENGINE_BASE, {"engine": {"prefill": {"tokens_per_s": 1e12}},
+                                    "cluster": {"replicas": 2, "router": "least_loaded", "prefill": POOL}})
+    greedy = {"name": "dspark-greedy", "params": {"bypass": {}}}
+    cases = {
+        "pool": deep_merge(pool, {"engine": {"kv_capacity_tokens": 3000}}),
+        "pool-dp": deep_merge(pool, {"engine": {"kv_capacity_tokens": 8000, "max_batch_requests": 32,
+                                                "dp_attention": {"ranks": 2}}}),
+        "bench": BENCH,
+        # the two cases the KV-fit rule's fix (issue 30) changed: prompts beyond one rank's cache behind a
+        # pool (they used to wait at decode for good), ranks whose caches sum past the engine's total
+        "pool-dp-beyond-a-rank": deep_merge(pool, {"engine": {"kv_capacity_tokens": 2000, "max_batch_requests": 32,
+                                                              "dp_attention": {"ranks": 2}}}),
+    }
+    changes = {
+        "dp-truncate-greedy": {"engine": {"budget": "truncate", "max_step_tokens": 64, "max_batch_requests": 32,
+                                          "dp_attention": {"ranks": 2}}, "policy": greedy},
+        "dp-defer-static": {"engine": {"budget": "defer", "max_step_tokens": 96, "max_batch_requests": 32,
+                                       "kv_capacity_tokens": 12000, "dp_attention": {"ranks": 4}}},
+        "dp-async-sglang-graphs": {"engine": {"max_batch_requests": 32, "cuda_graph": {"engine": "sglang"},
+                                              "dp_attention": {"ranks": 2, "max_step_tokens": 64}},
+                                   "policy": {"name": "dspark-async"}},
+        "truncate-static": {"engine": {"budget": "truncate", "max_step_tokens": 40, "max_batch_requests": 32}},
+        "truncate-threshold-chunked": {"engine": {"budget": "truncate", "max_step_tokens": 128,
+                                                  "prefill": {"mode": "chunked", "chunk_tokens": 64}},
+                                       "policy": {"name": "threshold", "params": {"threshold": 0.5}}},
+        "chunked-cache-trace": {"engine": {"prefill": {"mode": "chunked", "chunk_tokens": 512},
+                                           "prefix_cache": {"block_tokens": 512, "capacity_tokens": 1 << 20}},
+                                "workload": {"arrivals": {"kind": "trace", "path": str(trace), "format": "mooncake"}}},
+        "oracle-padded": {"engine": {"attention": "padded", "attention_profiled_queries": 2},
+                          "policy": {"name": "oracle"}},
+        "goodput-tight": {"engine": {"kv_capacity_tokens": 2500}, "policy": {"name": "goodput"}},
+        "dp-ranks-past-the-total": {"engine": {"kv_capacity_tokens": 4000, "max_batch_requests": 32,
+                                               "dp_attention": {"ranks": 2, "kv_capacity_tokens": 3000}}},
+    }
+    cases |= {name: deep_merge(ENGINE_BASE, change) for name, change in changes.items()}
+    return {f"engine/{name}": raw for name, raw in cases.items()}
+
+
+def engine_path_hashes(folder: Path, ignored: tuple[str, ...]) -> dict[str, str]:
+    """The engine cases, plus a run that logs ITL and a fleet sampled and split (simulate_sampled / _split)."""
+    trace = folder / "trace.jsonl"
+    rows = [(t * 0.3, 1536 if t % 3 else 512, [1, 2, 3 + (t % 4)]) for t in range(40)]
+    trace.write_text("\n".join(json.dumps({"timestamp": t * 1000, "input_length": n, "output_length": 30,
+                                           "hash_ids": h}) for t, n, h in rows) + "\n")
+    hashes = {name: case_hash(raw, folder, ignored) for name, raw in engine_cases(trace).items()}
+    itl = scenario_from_mapping(deep_merge(ENGINE_BASE, {"policy": {"name": "dspark-async"}}), folder)
+    hashes["engine/itl-async"] = result_hash(simulate(itl, itl=True), ignored)
+    fleet = scenario_from_mapping(deep_merge(ENGINE_BASE, {"cluster": {"replicas": 6, "router": "random"},
+                                                           "workload": {"arrivals": {"rate_per_s": 60}}}), folder)
+    hashes["engine/sampled-fleet"] = result_hash(simulate_sampled(fleet, 2), ignored)
+    hashes["engine/split-fleet"] = result_hash(simulate_split(fleet, 1), ignored)
+    return hashes
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="write the hashes as JSON here")
     parser.add_argument("--duration", type=float, default=6.0, help="simulated seconds per case (default 6)")
+    parser.add_argument("--ignore-key", action="append", default=[], metavar="KEY",
+                        help="leave this summary key out of the hash (a key the change adds)")
+    parser.add_argument("--engine-paths", action="store_true",
+                        help="also hash the engine's paths the fixed cases miss (see the module docstring)")
     args = parser.parse_args(argv)
+    ignored = tuple(args.ignore_key)
     default, deepseek = REPO / "scenarios" / "default.yaml", REPO / "scenarios" / "deepseek-v3-h200.yaml"
     cases = {**sweep_cases(default, (16, 128), args.duration), **extra_cases(default, args.duration),
              **sweep_cases(deepseek, (32,), args.duration)}
-    hashes = {name: case_hash(raw, default.parent) for name, raw in cases.items()}
+    hashes = {name: case_hash(raw, default.parent, ignored) for name, raw in cases.items()}
     if SHARED.exists():
-        hashes |= {name: case_hash(raw, SHARED / "scenarios") for name, raw in contract_cases().items()}
+        hashes |= {name: case_hash(raw, SHARED / "scenarios", ignored) for name, raw in contract_cases().items()}
+    if args.engine_paths:
+        with tempfile.TemporaryDirectory() as folder:
+            hashes |= engine_path_hashes(Path(folder), ignored)
     for name, value in hashes.items():
         print(f"{value}  {name}")
     if args.out:

@@ -24,8 +24,9 @@ import pandas as pd
 
 from specplan.simulator.scenario.load import read_yaml
 from specplan.simulator.scenario.study import parse_bound
-from specplan.simulator.study.planner import Target
-from specplan.simulator.study.search_plan import SearchPlan, plan_search
+from specplan.simulator.study.plan_json import deployment_rows
+from specplan.simulator.study.search_plan import DeploymentPlan, plan_search
+from specplan.simulator.study.target import RunOptions, Target
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,11 +43,11 @@ def scenario(path: Path, duration_s: float | None) -> dict:
     return raw
 
 
-def timed(raw: dict, target: Target, backend: str, args: argparse.Namespace) -> tuple[SearchPlan, float, int]:
+def timed(raw: dict, target: Target, backend: str, args: argparse.Namespace) -> tuple[DeploymentPlan, float, int]:
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        plan = plan_search(raw, target, max_replicas=args.max_replicas, workers=args.workers, backend=backend,
-                           out_dir=out, progress=False)
+        plan = plan_search(raw, target, RunOptions(max_replicas=args.max_replicas, workers=args.workers,
+                                                   backend=backend, out_dir=out, progress=False))
         wall = time.perf_counter() - start
         runs = len(list((Path(out) / "probes").glob("*.json")))
     return plan, wall, runs
@@ -65,13 +66,13 @@ def main() -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     raw = scenario(Path(args.scenario), args.duration)
     bounds = tuple(parse_bound(text) for text in raw["sla"]["bounds"])
-    target = Target(None, None, rate_scale=args.rate_scale, seeds=args.seeds, bounds=bounds)
+    target = Target("rate_scale", args.rate_scale, bounds, seeds=args.seeds)
     rows = {}
     for backend in args.backends.split(","):
         plan, wall, runs = timed(raw, target, backend, args)
-        rows[backend] = plan.rows()
+        rows[backend] = deployment_rows(plan)
         winner = plan.winner.info.label if plan.winner else "none"
-        print(f"{backend}: {wall:.1f} s wall, {len(plan.points)} deployments, {runs} probe runs, "
+        print(f"{backend}: {wall:.1f} s wall, {len(plan.deployments)} deployments, {runs} probe runs, "
               f"{args.workers} worker(s); winner {winner}")
     frames = list(rows.values())
     same = all(f.equals(frames[0]) for f in frames[1:])

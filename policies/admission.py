@@ -22,7 +22,7 @@ no per-candidate Python loop.
     n = global_best(ranked.theta)       argmax over every prefix (lossy when synchronous)
     ℓ = top_lengths(ranked, n)          per-request lengths of the top-n set
     ℓ = top_k_lengths(survivals, k)     the same for a given k, by selection instead of a sort
-    plan = theta_plan(view, ranked, n)  B, expected tokens and Θ of the choice (the Decision's plan)
+    choice = theta_choice(view, ranked, n)  B, expected tokens and Θ of the choice (the Decision's theta)
 
 Candidates with zero survival are never admitted (they cannot add a token),
 and at most `view.verify_capacity` candidates are ranked, so every length
@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from specplan.policies.base import StepView, ThetaPlan, water_fill
+from specplan.policies.base import StepView, ThetaChoice, water_fill
 
 
 class Ranked(NamedTuple):
@@ -80,9 +80,9 @@ def rank_candidates(view: StepView, survivals: np.ndarray | None = None) -> Rank
     return Ranked(a, descending[1:limit + 1], tau, tau * view.price.steps_per_s_range(base, base + limit + 1))
 
 
-def theta_plan(view: StepView, ranked: Ranked, n: int) -> ThetaPlan:
+def theta_choice(view: StepView, ranked: Ranked, n: int) -> ThetaChoice:
     """Θ_n with its B and expected tokens: what the policy optimised, for its Decision."""
-    return ThetaPlan(view.base_tokens + n, float(ranked.tau[n]), float(ranked.theta[n]))
+    return ThetaChoice(view.base_tokens + n, float(ranked.tau[n]), float(ranked.theta[n]))
 
 
 def early_stop(theta: np.ndarray) -> int:

@@ -4,7 +4,7 @@ Per engine step the decode core builds a `StepView` (calibrated confidences
 of the running requests, the step's price, the step's capacity) and asks
 its policy to `decide`: the policy returns one `Decision`, its verification
 lengths `ℓ` (R integers in [0, γ], or one integer for every row:
-`Decision.uniform(n)`) together with the Θ plan it optimised, if any.
+`Decision.uniform(n)`) together with the Θ choice it optimised, if any.
 After the step, `observe(StepOutcome)` tells the policy what was accepted,
 for policies that learn. This is the vLLM v1 split between "what I decided
 from what I could see" and "what happened".
@@ -158,8 +158,8 @@ class StepOutcome:
     now_s: float
 
 
-class ThetaPlan(NamedTuple):
-    """What a throughput-maximising policy planned for a step: B, expected tokens, Θ = tokens · SPS(B)."""
+class ThetaChoice(NamedTuple):
+    """What a throughput-maximising policy chose for a step: B, expected tokens, Θ = tokens · SPS(B)."""
 
     verify_tokens: int
     expected_tokens: float
@@ -167,22 +167,22 @@ class ThetaPlan(NamedTuple):
 
 
 class Decision(NamedTuple):
-    """What a policy hands the engine for one step: its lengths and the Θ plan it optimised (if any).
+    """What a policy hands the engine for one step: its lengths and the Θ choice it optimised (if any).
 
     lengths      ℓ per request (R,), or one int: every request verifies that many (`Decision.uniform`)
-    plan         the ThetaPlan behind the lengths; None for policies that do not maximise Θ
+    theta        the ThetaChoice behind the lengths; None for policies that do not maximise Θ
     draft_width  (widest, all) drafts the step needed when the policy knew them before drafting and
                  they are fewer than the whole blocks (the engine prices drafting for them); else None
     """
 
     lengths: np.ndarray | int
-    plan: ThetaPlan | None = None
+    theta: ThetaChoice | None = None
     draft_width: tuple[int, int] | None = None
 
     @classmethod
-    def uniform(cls, length: int, plan: ThetaPlan | None = None) -> Decision:
+    def uniform(cls, length: int, theta: ThetaChoice | None = None) -> Decision:
         """Every request verifies `length` drafts."""
-        return cls(int(length), plan)
+        return cls(int(length), theta)
 
     def per_request(self, requests: int) -> np.ndarray:
         """ℓ as an (R,) array, whichever form the policy gave."""
@@ -210,7 +210,7 @@ class Policy:
     lengths are set, and so who pays the scheduling overhead),
     `fits_budget` (chooses within the step's token capacity itself),
     `drafts` (False for no speculation). Policies that maximise
-    Θ = expected tokens · SPS(B) return their plan in the Decision; a policy
+    Θ = expected tokens · SPS(B) return their ThetaChoice in the Decision; a policy
     that knew before drafting how many drafts each request can be verified
     returns (the widest, all of them) as the Decision's `draft_width`, and
     the engine charges drafting for those.

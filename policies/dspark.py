@@ -60,11 +60,18 @@ from specplan.policies.admission import (
     global_best,
     rank_candidates,
     survival,
-    theta_plan,
+    theta_choice,
     top_k_lengths,
     top_lengths,
 )
-from specplan.policies.base import Decision, LengthSetting, Policy, StepOutcome, StepView, ThetaPlan
+from specplan.policies.base import (
+    Decision,
+    LengthSetting,
+    Policy,
+    StepOutcome,
+    StepView,
+    ThetaChoice,
+)
 from specplan.policies.bypass import BypassParams, DraftingBypass
 
 
@@ -99,7 +106,7 @@ class DSparkPolicy(Policy):
     def decide(self, view: StepView) -> Decision:
         ranked = rank_candidates(view)
         n = self.admit_count(view, ranked)
-        return Decision(top_lengths(ranked, n), theta_plan(view, ranked, n))
+        return Decision(top_lengths(ranked, n), theta_choice(view, ranked, n))
 
     def admit_count(self, view: StepView, ranked: Ranked) -> int:
         raise NotImplementedError
@@ -214,7 +221,7 @@ class DSparkAsync(DSparkPolicy):
         return None
 
     def lagged_capacity(self, view: StepView, drafted: np.ndarray,
-                        all_drafted: bool) -> tuple[int, ThetaPlan | None]:
+                        all_drafted: bool) -> tuple[int, ThetaChoice | None]:
         """K and its plan: the global argmax of Θ for this batch, planned with survivals two steps old."""
         past = self.lagged(view.step_index)
         self.planned = None
@@ -227,7 +234,7 @@ class DSparkAsync(DSparkPolicy):
         ranked = rank_candidates(view, planned)
         k = global_best(ranked.theta)
         self.planned = planned
-        return k, theta_plan(view, ranked, k)
+        return k, theta_choice(view, ranked, k)
 
 
 def same_requests(before: np.ndarray, now: np.ndarray) -> bool:

@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from specplan.fields import bounded
-from specplan.policies.base import Decision, Policy, StepOutcome, StepView, ThetaPlan
+from specplan.policies.base import Decision, Policy, StepOutcome, StepView, ThetaChoice
 from specplan.policies.history import AcceptanceHistory
 
 
@@ -51,7 +51,7 @@ class Goodput(Policy):
         lengths[drafted] = best
         return Decision(lengths, plan)
 
-    def best_length(self, view: StepView, drafted: np.ndarray, drafting: int) -> tuple[int, ThetaPlan]:
+    def best_length(self, view: StepView, drafted: np.ndarray, drafting: int) -> tuple[int, ThetaChoice]:
         rates = self.history.rate(view.request_ids[drafted], self.params.prior_acceptance)
         gain = (rates[:, None] ** self.positions[: view.block_size]).sum(axis=0).cumsum()
         longest = min(view.block_size, view.verify_capacity // drafting)
@@ -59,7 +59,7 @@ class Goodput(Policy):
         tau = view.batch_requests + np.concatenate(([0.0], gain[:longest]))
         theta = tau * view.price.steps_per_s(tokens)
         best = int(np.argmax(theta))
-        return best, ThetaPlan(int(tokens[best]), float(tau[best]), float(theta[best]))
+        return best, ThetaChoice(int(tokens[best]), float(tau[best]), float(theta[best]))
 
     def observe(self, outcome: StepOutcome) -> None:
         self.history.record(outcome.request_ids, outcome.verify_lengths, outcome.accepted)

@@ -25,7 +25,7 @@ from specplan.policies.base import (
     OracleView,
     Policy,
     StepView,
-    ThetaPlan,
+    ThetaChoice,
     water_fill,
 )
 
@@ -50,4 +50,4 @@ class Oracle(Policy):
         tau = view.batch_requests + np.arange(total + 1, dtype=float)
         theta = tau * view.price.steps_per_s_range(base, base + total + 1)
         best = int(np.argmax(theta))
-        return Decision(water_fill(accepted, best), ThetaPlan(base + best, float(tau[best]), float(theta[best])))
+        return Decision(water_fill(accepted, best), ThetaChoice(base + best, float(tau[best]), float(theta[best])))

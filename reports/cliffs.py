@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.profile import StepProfile
+from specplan.simulator.study.points import SweepDesign
 
 CLIFF_FRACTION = 0.02
 
@@ -26,7 +28,7 @@ class ProfileCurve:
 
     name: str
     labels: str
-    profile: Any
+    profile: StepProfile
     tokens: np.ndarray
     step_ms: np.ndarray
     measured_tokens: np.ndarray
@@ -49,10 +51,10 @@ def reach_tokens(scenario: Any) -> int:
     return int(engine.max_batch_requests * (1 + max(scenario.drafter.block_size, 0)))
 
 
-def profile_curves(plan: Any) -> list[ProfileCurve]:
+def profile_curves(design: SweepDesign) -> list[ProfileCurve]:
     """One curve per distinct `hardware.profile` among the sweep's labels."""
     groups: list[tuple[Any, list[str], int]] = []
-    for label, scenario in plan.variant_scenarios.items():
+    for label, scenario in design.variant_scenarios.items():
         spec = scenario.hardware.profile
         match = next((g for g in groups if g[0] == spec), None)
         if match is None:
@@ -63,7 +65,7 @@ def profile_curves(plan: Any) -> list[ProfileCurve]:
     return [dense_curve(load_profile(spec), labels, reach) for spec, labels, reach in groups]
 
 
-def dense_curve(profile: Any, labels: list[str], reach: int) -> ProfileCurve:
+def dense_curve(profile: StepProfile, labels: list[str], reach: int) -> ProfileCurve:
     upper = max(1, min(reach, profile.max_tokens))
     tokens = np.arange(1, upper + 1)
     step_ms = np.asarray(profile.step_ms(tokens), dtype=float)

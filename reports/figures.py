@@ -4,8 +4,12 @@
                          Pareto frontier, SLA lines
     concurrency_figure   throughput per GPU (top) and mean verification budget 1 + ℓ (bottom)
                          vs concurrency
-    acceptance_figure    per-position conditional acceptance p_k of every label's drafter, per domain
-    calibration_figure   reliability of prefix survival Π c_i: raw head vs what policies see
+    acceptance_figure    per-position conditional acceptance p_k as every label's runs drew it, per domain
+    calibration_figure   reliability of prefix survival Π c_i: raw head vs what policies saw, as run
+
+The acceptance and calibration figures read what the runs recorded (the
+sweep result's `drafts`, specplan.simulator.engine.draft_record), never the
+scenario's model, so they cannot disagree with what was simulated.
     profile_figure       the step-time curve(s) of the sweep, measured points and cliffs
 
 Each label keeps one colour in every figure; lossy and oracle policies are
@@ -26,8 +30,8 @@ from specplan.policies.registry import policy_class
 from specplan.reports.calibration import reliability_curves
 from specplan.reports.cliffs import profile_curves
 from specplan.simulator.core.domains import DOMAINS
-from specplan.simulator.drafters.acceptance import acceptance_model
 from specplan.simulator.drafters.curves import expected_tau
+from specplan.simulator.engine.draft_record import DraftRecord
 from specplan.simulator.scenario import Scenario
 
 DPI = 110
@@ -72,9 +76,9 @@ def frontier_figure(result: Any) -> Figure:
     fig = Figure(figsize=(8.5, 5.5), dpi=DPI)
     ax = fig.add_subplot()
     ops, front = result.operating, result.frontier
-    scenarios = result.plan.variant_scenarios
-    colour = colours(result.plan.labels)
-    for label in result.plan.labels:
+    scenarios = result.design.variant_scenarios
+    colour = colours(result.design.labels)
+    for label in result.design.labels:
         mine = ops[ops["label"] == label]
         ax.scatter(mine["tps_user"], mine["throughput_per_gpu"], s=18, alpha=0.45, color=colour[label])
         curve = front[front["label"] == label]
@@ -100,7 +104,7 @@ def edge_markers(ax: Any, result: Any, colour: dict[str, Any]) -> None:
 
 def frontier_axes(ax: Any, result: Any, title: str) -> None:
     """The frontier plot's SLA lines (labelled), axis labels, title, grid and legend."""
-    sla = result.plan.sla
+    sla = result.design.sla
     for value in sla.tps_user if sla is not None else ():
         ax.axvline(value, color="0.35", ls=":", lw=1.2)
         ax.annotate(f"SLA {value:g}", (value, 1.0), xycoords=("data", "axes fraction"),
@@ -115,7 +119,7 @@ def frontier_axes(ax: Any, result: Any, title: str) -> None:
 
 def concurrency_axis(result: Any) -> tuple[str, str]:
     """(operating-point column, axis label) for the concurrency axis."""
-    kinds = {p.load_kind for p in result.plan.points}
+    kinds = {p.load_kind for p in result.design.points}
     if kinds == {"users"}:
         return "load", "concurrent users (closed loop)"
     return "mean_batch_requests", "mean running requests per replica"
@@ -127,9 +131,9 @@ def concurrency_figure(result: Any) -> Figure:
     top, bottom = fig.subplots(2, 1, sharex=True)
     column, xlabel = concurrency_axis(result)
     ops = result.operating
-    scenarios = result.plan.variant_scenarios
-    colour = colours(result.plan.labels)
-    for label in result.plan.labels:
+    scenarios = result.design.variant_scenarios
+    colour = colours(result.design.labels)
+    for label in result.design.labels:
         mine = ops[ops["label"] == label].sort_values(column)
         style = line_style(scenarios[label])
         top.errorbar(mine[column], mine["throughput_per_gpu"], yerr=mine["throughput_per_gpu_ci95"],
@@ -161,57 +165,62 @@ def log_load_axis(ax: Any, loads: np.ndarray) -> None:
     ax.minorticks_off()
 
 
-def speculating_labels(result: Any) -> list[tuple[str, Scenario]]:
-    """(label, scenario) of every label whose drafter speculates, one per distinct drafter."""
-    out: list[tuple[str, Scenario]] = []
-    for label, scenario in result.plan.variant_scenarios.items():
-        drafter = scenario.drafter
-        if drafter.speculates and all(other.drafter != drafter for _, other in out):
-            out.append((label, scenario))
+def recorded_labels(result: Any) -> list[tuple[str, Scenario, DraftRecord]]:
+    """(label, scenario, its runs' draft record) of every label whose runs drew drafts, one per distinct
+    drafter and policy reading it (labels that differ in neither drew the same kind of drafts)."""
+    out: list[tuple[str, Scenario, DraftRecord]] = []
+    scenarios = result.design.variant_scenarios
+    for label, record in result.drafts.items():
+        scenario = scenarios[label]
+        if all((other.drafter, other.policy) != (scenario.drafter, scenario.policy) for _, other, _ in out):
+            out.append((label, scenario, record))
     return out
 
 
 def acceptance_figure(result: Any) -> Figure | None:
-    """Per-position conditional acceptance p_k per drafter, one panel per domain of the mix."""
-    drafters = [(label, acceptance_model(s.drafter)) for label, s in speculating_labels(result)]
+    """Per-position conditional acceptance as the runs drew it, per label, one panel per domain of the mix."""
+    drafters = recorded_labels(result)
     if not drafters:
         return None
-    domains = sorted({d for _, model in drafters for d in model.domains}, key=DOMAINS.index)
+    domains = sorted({d for _, _, record in drafters for d in record.domains}, key=DOMAINS.index)
     fig = Figure(figsize=(4.0 * len(domains) + 1.0, 4.2), dpi=DPI)
     axes = np.atleast_1d(fig.subplots(1, len(domains), sharey=True))
-    colour = colours(result.plan.labels)
+    colour = colours(result.design.labels)
     for ax, domain in zip(axes, domains, strict=True):
-        for label, model in drafters:
-            if domain not in model.curves:
+        for label, _, record in drafters:
+            if domain not in record.domains:
                 continue
-            curve = model.curves[domain]
-            ax.plot(np.arange(1, curve.size + 1), curve, "o-", ms=4, color=colour[label],
-                    label=f"{label} (E[τ] {expected_tau(curve):.2f})")
+            p = record.acceptance[record.domains.index(domain)]
+            drawn = p[np.isfinite(p)]
+            ax.plot(np.arange(1, p.size + 1), p, "o-", ms=4, color=colour[label],
+                    label=f"{label} (E[τ] {expected_tau(drawn):.2f}, {drawn.size} positions)")
         ax.set_title(f"{domain} requests")
         ax.set_xlabel("draft position k")
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower left")
     axes[0].set_ylabel("conditional acceptance p_k")
-    fig.suptitle("Per-position acceptance of each drafter (E[τ]: full block verified)")
+    fig.suptitle("Per-position acceptance as simulated (E[τ]: every drawn position verified)")
     fig.tight_layout()
     return fig
 
 
-def calibration_figure(result: Any, blocks: int = 20000) -> Figure | None:
-    """Reliability of prefix survival a_k = Π_{i≤k} c_i (all positions pooled), per drafter."""
-    drafters = speculating_labels(result)
+def calibration_figure(result: Any) -> Figure | None:
+    """Reliability of prefix survival a_k = Π_{i≤k} c_i (all positions pooled), per label whose policy read
+    confidences, from the confidences and outcomes its runs recorded."""
+    drafters = [(label, scenario, record) for label, scenario, record in recorded_labels(result)
+                if record.seen is not None]
     if not drafters:
         return None
     fig = Figure(figsize=(4.0 * len(drafters) + 0.5, 4.4), dpi=DPI)
     axes = np.atleast_1d(fig.subplots(1, len(drafters), sharey=True))
-    for ax, (label, scenario) in zip(axes, drafters, strict=True):
+    for ax, (label, scenario, record) in zip(axes, drafters, strict=True):
+        head = scenario.drafter.confidence
         ax.plot([0, 1], [0, 1], color="0.6", lw=1, label="perfectly calibrated")
-        for curve in reliability_curves(scenario, blocks):
+        for curve in reliability_curves(record, head.kind):
             keep = curve.counts >= MIN_BIN_COUNT
             ax.plot(curve.mean_pred[keep], curve.observed[keep], curve.style, ms=3,
                     label=f"{curve.name} (ECE {100 * curve.ece:.1f}%)")
-        head = scenario.drafter.confidence
         ax.set_title(f"{label}: {head.kind} head" + (f", {head.calibration}" if head.kind == "model" else ""),
                      fontsize=9)
         ax.set_xlabel("predicted prefix survival Π c_i")
@@ -227,7 +236,7 @@ def calibration_figure(result: Any, blocks: int = 20000) -> Figure | None:
 
 def profile_figure(result: Any) -> Figure:
     """Step time and steps/s vs tokens in the verify batch (specplan.hwprofiles.plot), cliffs marked."""
-    curves = profile_curves(result.plan)
+    curves = profile_curves(result.design)
     fig = Figure(figsize=(11.0, 4.6), dpi=DPI)
     step_ax, sps_ax = fig.subplots(1, 2)
     plot_profiles([c.profile for c in curves], (step_ax, sps_ax), max_tokens=max(c.tokens.size for c in curves),
@@ -259,11 +268,13 @@ FIGURES = (
      "Top: throughput per GPU with 95% confidence intervals over seeds. Bottom: mean tokens verified "
      "per request per step (1 + ℓ): how much each policy spends on verification as load grows."),
     ("acceptance", "Per-position acceptance", acceptance_figure,
-     "Conditional acceptance p_k of each drafter at draft position k (before request/token spread)."),
+     "Conditional acceptance p_k at draft position k as the label's runs drew it: accepted ÷ reached "
+     "(drafts 1..k−1 accepted and k drawn), pooled over proposals, request and token spread included, "
+     "from a sample of every run's steps (every 8th step)."),
     ("calibration", "Confidence calibration", calibration_figure,
-     "Reliability of predicted prefix survival for each drafter's confidence head, on draft blocks "
-     "drawn from the scenario's acceptance model: the raw head and the confidences policies see "
-     "(bins with fewer than 30 blocks not drawn)."),
+     "Reliability of predicted prefix survival for the confidences each label's policy saw in its runs, "
+     "against those drafts' outcomes (a sample of every run's steps): the raw head and the confidences "
+     "policies see (bins with fewer than 30 blocks not drawn)."),
     ("profile", "Step-time profile", profile_figure,
      "Engine step time against tokens verified in one forward (at zero KV context where the profile "
      "has a context axis); dots are measured points, triangles the cliffs (a jump of more than 2% "

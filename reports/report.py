@@ -32,6 +32,7 @@ from specplan.reports.fidelity import fidelity_blocks
 from specplan.reports.figures import write_figures
 from specplan.simulator.core.schema import to_plain
 from specplan.simulator.scenario import Scenario
+from specplan.simulator.study.points import SweepDesign
 from specplan.traces.spec import TraceArrivals
 
 
@@ -63,7 +64,7 @@ def write_report(result: Any, out: Path, fidelity_dir: Path | None = None) -> Pa
     if fidelity_dir is not None:
         blocks += copied_fidelity_blocks(Path(fidelity_dir), out / "figures")
     blocks += files_blocks()
-    title = f"specplan sweep report: {result.plan.base.name}"
+    title = f"specplan sweep report: {result.design.base.name}"
     html_path = out / "report.html"
     html_path.write_text(to_html(title, blocks))
     (out / "report.md").write_text(to_markdown(title, blocks, out))
@@ -72,8 +73,8 @@ def write_report(result: Any, out: Path, fidelity_dir: Path | None = None) -> Pa
 
 def report_blocks(result: Any) -> list[Block]:
     blocks: list[Block] = []
-    if result.plan.base.description:
-        blocks.append(Paragraph(result.plan.base.description.strip()))
+    if result.design.base.description:
+        blocks.append(Paragraph(result.design.base.description.strip()))
     blocks += [Heading("What was simulated"), Bullets(tuple(simulated_items(result)))]
     blocks += [Heading("Variants"), variants_table(result)]
     warning = policy_warning(result)
@@ -84,17 +85,17 @@ def report_blocks(result: Any) -> list[Block]:
 
 
 def simulated_items(result: Any) -> list[str]:
-    plan = result.plan
-    base: Scenario = plan.base
-    seeds = sorted({p.seed for p in plan.points})
-    items = [f"Scenario: {base.name} ({plan.source})",
+    design = result.design
+    base: Scenario = design.base
+    seeds = sorted({p.seed for p in design.points})
+    items = [f"Scenario: {base.name} ({design.source})",
              f"Horizon: {horizon_text(base)}",
              f"Load axis: {load_text(result)}",
-             f"Seeds: {', '.join(map(str, seeds))}; {len(plan.points)} points "
+             f"Seeds: {', '.join(map(str, seeds))}; {len(design.points)} points "
              f"({result.computed} simulated in this run, {result.reused} reused from earlier runs)",
              f"Cluster: {base.cluster.replicas} replica(s) × {base.hardware.gpus_per_replica} GPU(s), "
              f"router {base.cluster.router}"]
-    items += profile_items(plan)
+    items += profile_items(design)
     engine = base.engine
     items.append(f"Engine: max batch {engine.max_batch_requests} requests, KV capacity "
                  f"{engine.kv_capacity_tokens:,} tokens, prefill {compact(engine.prefill)}, "
@@ -122,8 +123,8 @@ LOAD_WORDS = {"users": "closed-loop users", "rate_per_s": "mean arrival rate (re
 
 def load_text(result: Any) -> str:
     """The load axis and the workload it scales (its kind and parameters, as the first point has them)."""
-    point = result.plan.points[0]
-    values = sorted({p.load for p in result.plan.points if p.load is not None})
+    point = result.design.points[0]
+    values = sorted({p.load for p in result.design.points if p.load is not None})
     arrivals = compact(point.scenario.workload.arrivals)
     if point.load_kind is None:
         return f"the scenario's own arrivals: {arrivals}"
@@ -131,9 +132,9 @@ def load_text(result: Any) -> str:
             f"own arrivals ({arrivals} at the first load)")
 
 
-def profile_items(plan: Any) -> list[str]:
+def profile_items(design: SweepDesign) -> list[str]:
     items, seen = [], []
-    for scenario in plan.variant_scenarios.values():
+    for scenario in design.variant_scenarios.values():
         spec = scenario.hardware.profile
         if spec in seen:
             continue
@@ -146,7 +147,7 @@ def profile_items(plan: Any) -> list[str]:
 
 
 def sla_text(result: Any) -> str:
-    sla = result.plan.sla
+    sla = result.design.sla
     if sla is None or not sla.tps_user:
         return f"none given (frontiers use the {result.statistic} of tokens/s/user)"
     ttft = f", TTFT p99 ≤ {sla.ttft_s:g} s" if sla.ttft_s is not None else ""
@@ -167,7 +168,7 @@ def compact(spec: Any) -> str:
 
 def variants_table(result: Any) -> Table:
     rows = []
-    for label, scenario in result.plan.variant_scenarios.items():
+    for label, scenario in result.design.variant_scenarios.items():
         drafter = scenario.drafter
         cls = policy_class(scenario.policy.name)
         params = ", ".join(f"{k}={v}" for k, v in scenario.policy.params.items() if v is not None)
@@ -222,7 +223,7 @@ def verification_kind(cls: Any) -> str:
 
 def policy_warning(result: Any) -> Callout | None:
     items = []
-    for label, scenario in result.plan.variant_scenarios.items():
+    for label, scenario in result.design.variant_scenarios.items():
         cls = policy_class(scenario.policy.name)
         if cls.oracle:
             items.append(f"{label}: {cls.label()} — it knows which drafts will be accepted; an upper bound only")
@@ -264,7 +265,7 @@ def edge_note(edge: Any, result: Any) -> str:
 
 
 def load_unit(result: Any) -> str:
-    kinds = {p.load_kind for p in result.plan.points}
+    kinds = {p.load_kind for p in result.design.points}
     return {frozenset({"users"}): " users", frozenset({"rate_per_s"}): " req/s"}.get(frozenset(kinds), "")
 
 

@@ -13,15 +13,16 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from specplan.simulator.study.search_plan import SearchPlan, point_row
+from specplan.simulator.study.plan_json import deployment_row, deployment_rows
+from specplan.simulator.study.search_plan import DeploymentPlan
 
 MARKERS = {"aggregated": "o", "disaggregated": "s"}
 
 
-def search_figure(plan: SearchPlan) -> Figure:
-    bounds = plan.target.sla_bounds
+def search_figure(plan: DeploymentPlan) -> Figure:
+    bounds = plan.target.bounds
     bound = next((b for b in bounds if b.key.startswith("tps_user")), bounds[0])
-    rows = plan.rows()
+    rows = deployment_rows(plan)
     priced = rows["usd_per_hour"].notna().any()
     fig = Figure(figsize=(7.0, 4.4), dpi=110)
     ax = fig.add_subplot()
@@ -29,8 +30,8 @@ def search_figure(plan: SearchPlan) -> Figure:
     # matplotlib's colormaps load only when a figure is drawn
     from matplotlib import colormaps
     cmap = colormaps["tab10"]
-    for p in plan.points:
-        row = point_row(p, 0, plan.target)
+    for p in plan.deployments:
+        row = deployment_row(p, 0, plan.target)
         x = row[bound.key]
         y = row["usd_per_hour"] if priced else row["gpus"]
         if y is None and p.shown is not None:
@@ -42,7 +43,7 @@ def search_figure(plan: SearchPlan) -> Figure:
                 mfc=colour if p.meets_sla else "none", mew=1.5)
     winner = plan.winner
     if winner is not None:
-        row = point_row(winner, 1, plan.target)
+        row = deployment_row(winner, 1, plan.target)
         wy = row["usd_per_hour"] if priced else row["gpus"]
         ax.plot([row[bound.key]], [wy], "o", ms=16, mfc="none", mec="black", mew=1.2)
         ax.annotate(f"winner: {winner.info.label}", (row[bound.key], wy), xytext=(8, 10),
@@ -50,7 +51,7 @@ def search_figure(plan: SearchPlan) -> Figure:
     ax.axvline(bound.value, ls="--", color="grey", lw=1)
     ax.set_xlabel(f"{bound.key} at the answer (SLA {bound.text()}, dashed)")
     ax.set_ylabel("$ per hour (every GPU of both pools)" if priced else "GPUs (both pools)")
-    ax.set_title(f"{plan.target.demand_text()}: {len(plan.points)} deployments", fontsize=10)
+    ax.set_title(f"{plan.target.demand_text()}: {len(plan.deployments)} deployments", fontsize=10)
     for h in hardware:
         ax.plot([], [], "o", color=cmap(hardware.index(h) % 10), label=h)
     for mode, marker in MARKERS.items():
@@ -62,6 +63,6 @@ def search_figure(plan: SearchPlan) -> Figure:
     return fig
 
 
-def write_search_figure(plan: SearchPlan, path: Path) -> Path:
+def write_search_figure(plan: DeploymentPlan, path: Path) -> Path:
     search_figure(plan).savefig(path)
     return path

@@ -139,7 +139,7 @@ def verification_blocks(tuned: TunedSchedule) -> list[Block]:
 
 
 def seeds_note(tuned: TunedSchedule) -> str:
-    seeds = len({p.seed for p in tuned.verification.plan.points})
+    seeds = len({p.seed for p in tuned.verification.design.points})
     if seeds > 1:
         return f"Each operating point is the mean of {seeds} seeds (points.csv has every seed)."
     return ("Each operating point is one seed: differences of a few percent are within run-to-run noise; add "

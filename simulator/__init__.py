@@ -5,10 +5,11 @@
     scenario/   the scenario contract: YAML → validated, frozen dataclasses
     engine/     the decode engine core, replicas, the cluster, records, the summary
     study/      sweeps, Pareto frontiers, capacity plans
-    app/        the `specplan` command (the only layer that writes reports or runs validation)
 
-Beside it, `hwprofiles/`, `traces/` and `policies/` sit just above `core/`;
-`reports/` and `validation/` just below `app/`. `tests/test_layers.py`
-fails on an import against this order or on a cycle. This file imports
+Below it sit `hwprofiles/`, `traces/` and `policies/` (leaf packages);
+above it `reports/`, `validation/` and the `specplan` command
+(`specplan.cli`), which import the simulator and never the other way
+round. `tests/test_layers.py` fails on an import against this order or on
+a cycle. This file imports
 nothing, so that importing any layer never loads the others.
 """

@@ -1,5 +1,5 @@
 """`python -m specplan` runs the `specplan` command."""
 
-from specplan.simulator.app.cli import main
+from specplan.cli.main import main
 
 raise SystemExit(main())

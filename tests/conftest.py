@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specplan.simulator.app.cli import main
+from specplan.cli.main import main
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.merge import deep_merge
 
@@ -39,6 +39,15 @@ def merged(base: dict, changes: dict) -> dict:
 
 def make_scenario(**changes):
     return scenario_from_mapping(merged(BASE, changes), REPO)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every slow mark says why the test is slow (`make test-fast` leaves them out)."""
+    for item in items:
+        for mark in item.iter_markers("slow"):
+            if not (mark.args and isinstance(mark.args[0], str) and mark.args[0].strip()):
+                raise pytest.UsageError(f"{item.nodeid}: give @pytest.mark.slow its reason, "
+                                        'e.g. @pytest.mark.slow("starts a local Ray")')
 
 
 @pytest.fixture

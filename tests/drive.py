@@ -1,9 +1,10 @@
-"""Drive a scenario's decode core without SimPy: every request queued at t = 0, steps back to back.
+"""Drive a scenario's decode core with every request queued at t = 0, steps back to back.
 
 The core (specplan.simulator.engine.decode) takes its time from whoever drives it;
-here each step lasts its price, as in a replica, but there are no arrivals
-and no prefill stage to wait for, so a test can step the engine's own logic
-fast and look at it between steps (`on_step`).
+here it runs the same loop as a replica (specplan.simulator.engine.step.serve, each
+step lasting its price) in a SimPy environment of its own, but with no arrivals and no
+prefill stage to wait for, so a test can step the engine's own logic fast and look at
+it before each commit (`on_plan`) and after it (`on_step`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import simpy
 
 from specplan.simulator.core.streams import stream
 from specplan.simulator.engine.assembly import assemble
-from specplan.simulator.engine.decode import DecodeCore, StepPlan, StepTiming
+from specplan.simulator.engine.decode import DecodeCore
 from specplan.simulator.engine.intake import register
 from specplan.simulator.engine.records import DONE, RequestLog, StepLog
+from specplan.simulator.engine.step import PRICED, StepPlan, serve
 from specplan.simulator.scenario import Scenario
 
 
@@ -36,44 +39,56 @@ class Driven:
 
 def drive(scenario: Scenario, prompts: np.ndarray, outputs: np.ndarray, domains: np.ndarray | None = None,
           on_plan: Callable[[DecodeCore, StepPlan], None] | None = None,
-          on_step: Callable[[DecodeCore], None] | None = None, max_steps: int = 1_000_000) -> Driven:
+          on_step: Callable[[DecodeCore], None] | None = None) -> Driven:
     """Serve the requests (prompt and output lengths, domain indices) to completion; returns the records.
 
     `on_plan(core, plan)` sees each step before it is committed, `on_step(core)` after.
     """
     parts = assemble(scenario)
-    drafter, config = parts.drafter, parts.config
     log, steps = RequestLog(), StepLog()
     core = parts.core(log, steps)
-    offsets = drafter.acceptance.request_offsets(len(prompts), stream(scenario.seed, "request_sigma"))
+    offsets = parts.drafter.acceptance.request_offsets(len(prompts), stream(scenario.seed, "request_sigma"))
     domains = np.zeros(len(prompts), dtype=np.int64) if domains is None else domains
     for prompt, output, domain, offset in zip(prompts.tolist(), outputs.tolist(), domains.tolist(), offsets.tolist(),
                                               strict=True):
         rid = register(log, 0.0, prompt, output, domain, offset)
-        if not config.chunked:  # the prefill stage's first token, at once
+        if not parts.config.chunked:  # the prefill stage's first token, at once
             log["first_token_s"][rid] = 0.0
             log["generated_tokens"][rid] = 1
             if output <= 1:
                 log["status"][rid] = DONE
                 continue
         core.enqueue(rid)
-    now, finished = 0.0, 0
-    for _ in range(max_steps):
-        core.admit(now)
-        if core.batch.n == 0:
-            break
-        plan = core.plan(now)
-        if on_plan is not None:
-            on_plan(core, plan)
-        quote = plan.quote
-        now += plan.step_ms / 1000.0
-        timing = StepTiming(quote.draft_ms, quote.verify_ms(plan.verify_tokens), quote.host_ms + quote.scheduling_ms)
-        done, evicted = core.commit(plan, timing, now)
-        log["status"][done] = DONE
-        finished += done.size
-        for rid in evicted[::-1].tolist():
-            core.enqueue(rid, front=True)
-        if on_step is not None:
-            on_step(core)
+    env = simpy.Environment()
+    env.process(serve(core, env, PRICED, Driver(core, log, on_plan, on_step)))
+    env.run()
     core.drain()
     return Driven(core, log, steps)
+
+
+@dataclass
+class Driver:
+    """Requests finish in the log, preempted ones go back to the head of the queue; the loop stops when
+    the batch and the queue are empty (specplan.simulator.engine.step.Driver)."""
+
+    core: DecodeCore
+    log: RequestLog
+    on_plan: Callable[[DecodeCore, StepPlan], None] | None
+    on_step: Callable[[DecodeCore], None] | None
+
+    def admitted(self, count: int) -> None:
+        pass
+
+    def idle(self) -> None:
+        return None
+
+    def planned(self, plan: StepPlan) -> None:
+        if self.on_plan is not None:
+            self.on_plan(self.core, plan)
+
+    def stepped(self, finished: np.ndarray, evicted: np.ndarray) -> None:
+        self.log["status"][finished] = DONE
+        for rid in evicted[::-1].tolist():
+            self.core.enqueue(rid, front=True)
+        if self.on_step is not None:
+            self.on_step(self.core)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy import stats
 
 from specplan.simulator.engine.simulation import simulate
@@ -15,6 +16,7 @@ def ci99(samples: np.ndarray) -> tuple[float, float]:
     return samples.mean() - half, samples.mean() + half
 
 
+@pytest.mark.slow("a statistical check: long or many simulations")
 def test_closed_loop_linear_matches_formula():
     """users · E[τ] / T(users · (1 + ℓ)), every parameter read from the contract scenario itself."""
     path = SHARED / "scenarios" / "contract-closed-loop-linear.yaml"
@@ -51,6 +53,7 @@ def md1_waits(seed: int, rate: float, service_s: float) -> float:
     return float((measured["admitted_s"] - measured["first_token_s"]).mean())
 
 
+@pytest.mark.slow("a statistical check: long or many simulations")
 def test_open_loop_single_replica_is_md1():
     rate, service_s = 6.0, 0.1
     rho = rate * service_s

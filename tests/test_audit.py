@@ -20,6 +20,7 @@ PARAMS = {"length-schedule": {"schedule": {"2": 2, "8": 1}}}
 EXPECTED_A = {"dspark-global": 0.85, "oracle": 0.64}
 
 
+@pytest.mark.slow("a statistical check: long or many simulations")
 @pytest.mark.parametrize("name", sorted(POLICIES))
 def test_appendix_a_output_distribution_of_every_policy(name):
     result = audit_policy(name, PARAMS.get(name), case="appendix-a", trials=2500)

@@ -114,9 +114,10 @@ def test_unknown_subcommand_and_missing_argument(cli):
     assert status == 2
 
 
+@pytest.mark.slow("starts a real specplan process (interpreter start and imports)")
 def test_real_process_prints_no_traceback(tmp_path):
     path = scenario_file(tmp_path, merged(BASE, {"workload": {"arrivals": {"rate_per_s": -1}}}))
-    proc = subprocess.run([sys.executable, "-m", "specplan.simulator.app.cli", "run", str(path), "--out", str(tmp_path / "o")],
+    proc = subprocess.run([sys.executable, "-m", "specplan.cli.main", "run", str(path), "--out", str(tmp_path / "o")],
                           capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 2
     assert proc.stderr.startswith("specplan: error:") and "Traceback" not in proc.stderr

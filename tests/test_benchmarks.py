@@ -23,9 +23,11 @@ RUNS = {
                    "one run of"),
     "search_time": (["--duration", "30", "--seeds", "1", "--max-replicas", "2", "--backends", "local"],
                     "identical plan.csv rows"),
+    "results_hash": (["--duration", "2", "--engine-paths", "--ignore-key", "draft_record"], "engine/split-fleet"),
 }
 
 
+@pytest.mark.slow("runs each benchmark script in a subprocess")
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_benchmark_runs(name):
     args, expected = RUNS[name]

@@ -1,7 +1,8 @@
 """Conservation, as properties over small random scenarios (hypothesis).
 
 Every arrived request is completed, still in the system, or rejected with a
-reason; completed requests emitted exactly their requested output tokens;
+reason (counted by reason in the summary), behind a prefill pool or not;
+completed requests emitted exactly their requested output tokens;
 per step and per request, accepted ≤ verified ≤ block size; and the
 requests' step counters add up to the steps' (decoding request-steps,
 verified and accepted drafts), whatever the policy.
@@ -10,9 +11,11 @@ verified and accepted drafts), whatever the policy.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from specplan.simulator.engine.records import REJECT_REASONS
 from specplan.simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 
@@ -23,13 +26,20 @@ def small_scenarios(draw):
     prefill = draw(st.sampled_from([
         {"mode": "disaggregated", "tokens_per_s": draw(st.sampled_from([2_000, 50_000]))},
         {"mode": "chunked", "chunk_tokens": draw(st.sampled_from([16, 256]))},
+        "pool",
     ]))
+    pool = None
+    if prefill == "pool":  # a prefill pool in front of the decode replicas replaces the engine's prefill stage
+        prefill = {"mode": "disaggregated", "tokens_per_s": 1e12}
+        pool = {"replicas": draw(st.integers(1, 2)), "link": {"gbps": 50.0, "latency_ms": 1.0},
+                "kv_bytes_per_token": 131072, "max_batch_tokens": 256,
+                "profile": {"kind": "linear", "base_ms": 5.0, "per_token_ms": 0.01}}
     horizon = draw(st.sampled_from([{"duration_s": 6.0, "warmup_s": 1.0}, {"requests": 25, "warmup_s": 0.0}]))
     return make_scenario(
         seed=draw(st.integers(0, 10_000)),
         horizon=horizon,
         cluster={"replicas": draw(st.integers(1, 3)),
-                 "router": draw(st.sampled_from(["round_robin", "least_loaded", "random"]))},
+                 "router": draw(st.sampled_from(["round_robin", "least_loaded", "random"])), "prefill": pool},
         engine={"max_batch_requests": draw(st.integers(1, 8)),
                 "kv_capacity_tokens": draw(st.sampled_from([300, 900, 100_000])),
                 "prefill": prefill, "max_step_tokens": draw(st.sampled_from([64, 512])),
@@ -49,6 +59,7 @@ def small_scenarios(draw):
     )
 
 
+@pytest.mark.slow("many random scenarios (hypothesis)")
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_scenarios())
 def test_conservation(scenario):
@@ -56,12 +67,13 @@ def test_conservation(scenario):
     req, steps = result.requests, result.steps
     gamma = scenario.drafter.block_size
     status = req["status"]
-    assert set(status) <= {"completed", "queued", "prefill", "running", "rejected"}
+    assert set(status) <= {"completed", "queued", "prefill", "transfer", "running", "rejected"}
     s = result.summary
     assert s["requests_arrived"] == s["requests_completed"] + s["requests_running"] + s["requests_rejected"]
     rejected = req[status == "rejected"]
     assert (rejected["reject_reason"] != "").all()
     assert (req.loc[status != "rejected", "reject_reason"] == "").all()
+    assert sum(s[f"requests_rejected_{reason}"] for reason in REJECT_REASONS) == s["requests_rejected"]
     done = req[status == "completed"]
     assert (done["generated_tokens"] == done["output_tokens"]).all()
     assert (done["finish_s"] >= done["first_token_s"]).all()
@@ -82,7 +94,8 @@ def test_conservation(scenario):
         assert s["requests_arrived"] == scenario.horizon.requests
     if scenario.horizon.requests is not None:  # drained: every token is in the log
         total = int(steps["emitted_tokens"].sum())
-        if scenario.engine.prefill.KIND == "disaggregated":
+        if scenario.engine.prefill.KIND == "disaggregated" and scenario.cluster.prefill is None:
+            # the prefill stage emits the first token; behind a pool it is the first decode step's
             total += int(req["first_token_s"].notna().sum())
         assert total == int(req["generated_tokens"].sum())
     assert np.isfinite(s["throughput_tokens_per_s"])

@@ -22,6 +22,7 @@ def test_contract_scenario_checks(cli, name):
     assert "ok" in out
 
 
+@pytest.mark.slow("a shared contract scenario at its full horizon")
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_contract_scenario_runs(cli, tmp_path, name):
     status, _, err = cli("run", SHARED / "scenarios" / name, "--out", tmp_path, "--quiet")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
-from specplan.simulator.app.commands.calibrate import table
+from specplan.cli.commands.calibrate import table
 from specplan.simulator.core.streams import seed_sequence
 from specplan.simulator.drafters.drafter import build_drafter
 from specplan.simulator.drafters.heads import evaluate_head
@@ -16,6 +17,7 @@ MINIMAL = SHARED / "scenarios" / "contract-minimal.yaml"
 SMALL = ("--set", "drafter.confidence.calibration_samples=4000", "--samples", "20000")
 
 
+@pytest.mark.slow("draws and scores a large calibration sample")
 def test_calibrate_writes_json_and_reliability_diagrams(cli, tmp_path):
     status, out, err = cli("calibrate", MINIMAL, "--out", tmp_path, "--json", *SMALL)
     assert status == 0, err
@@ -54,6 +56,7 @@ def test_calibrate_reports_the_temperatures_the_simulation_uses():
     assert evaluation.sts_applied
 
 
+@pytest.mark.slow("draws and scores a large calibration sample")
 def test_the_default_scenarios_head_is_in_the_published_range(cli, tmp_path):
     """scenarios/default.yaml: raw ECE 3–8% and ROC-AUC 0.81–0.91 per position; STS ≈ 1% held out."""
     status, out, err = cli("calibrate", REPO / "scenarios" / "default.yaml", "--out", tmp_path, "--json")

@@ -79,6 +79,7 @@ def test_sts_preserves_each_positions_order():
         assert np.all(np.diff(scaled[order, k]) >= 0)
 
 
+@pytest.mark.slow("draws and scores a large calibration sample")
 @pytest.mark.parametrize(("overconfidence", "noise"), [(0.6, 0.0), (1.3, 0.0), (1.5, 0.4), (2.5, 1.0)])
 def test_sts_never_raises_ece_in_sample(overconfidence, noise):
     s = sample(ModelHead(overconfidence, noise), 20_000, 2)
@@ -86,6 +87,7 @@ def test_sts_never_raises_ece_in_sample(overconfidence, noise):
     assert np.all(report.ece_after <= report.ece_before + 1e-12)
 
 
+@pytest.mark.slow("draws and scores a large calibration sample")
 def test_sts_leaves_a_calibrated_head_calibrated():
     """c = p already: temperatures stay near 1 and ECE moves only within sampling noise."""
     s = sample(ModelHead(1.0, 0.0), 20_000, 7)
@@ -98,6 +100,7 @@ def test_sts_leaves_a_calibrated_head_calibrated():
     assert np.all(calibration_report(held_out.raw, held_out.accepted, temperatures).ece_after < 0.01)
 
 
+@pytest.mark.slow("draws and scores a large calibration sample")
 def test_sts_direction_follows_the_heads_bias():
     over = sample(ModelHead(1.5, 0.0), 20_000, 3)
     under = sample(ModelHead(0.6, 0.0), 20_000, 3)
@@ -105,6 +108,7 @@ def test_sts_direction_follows_the_heads_bias():
     assert np.all(fit_sts(under.raw, under.accepted) < 0.8)
 
 
+@pytest.mark.slow("draws and scores a large calibration sample")
 def test_default_head_lands_in_the_published_range_and_sts_fixes_it():
     """Defaults on realistic spread: raw ECE 3–8%, AUC 0.81–0.91 per position; STS ≈ 1% held out."""
     spec = ConfidenceSpec(kind="model", calibration="sts")
@@ -119,6 +123,7 @@ def test_default_head_lands_in_the_published_range_and_sts_fixes_it():
 
 
 # ---- the modelled head in the drafter ---------------------------------------------------------
+@pytest.mark.slow("draws and scores a large calibration sample")
 def test_noise_lowers_auc_and_overconfidence_raises_ece():
     def first_position(head: ModelHead) -> tuple[float, float]:
         s = sample(head, 50_000, 8)

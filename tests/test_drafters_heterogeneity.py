@@ -55,6 +55,7 @@ def ci99(samples: np.ndarray) -> tuple[float, float]:
     return samples.mean() - half, samples.mean() + half
 
 
+@pytest.mark.slow("a statistical check: long or many simulations")
 @pytest.mark.parametrize("sigma", [0.0, 0.5, 0.7])
 @pytest.mark.parametrize("family", sorted(TABLE1_QWEN3_8B))
 def test_pooled_tau_of_a_static_full_block_run_is_table_1s(family, sigma):

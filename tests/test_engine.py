@@ -16,7 +16,9 @@ from specplan.simulator.engine.batch import (
     Batch,
     attention_context,
 )
+from specplan.simulator.engine.records import StepLog, StepRecord
 from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.step import StepPlan, StepTiming
 from tests.conftest import make_scenario
 from tests.drive import drive
 
@@ -293,3 +295,19 @@ def test_the_batch_keeps_arrival_order_whatever_order_requests_are_admitted_in()
     assert batch.rids.tolist() == [1, 7, 11] and batch.acceptance[:, 1].tolist() == [-1, -7, -11]
     batch.drop(np.array([0, 2]))
     assert batch.rids.tolist() == [7] and batch.ints.shape == (len(COLUMNS), 1)
+
+
+def test_a_step_row_puts_each_count_under_its_name():
+    """StepLog writes a step's row in one place, from the plan's and the timing's named fields: every
+    StepRecord field must come out under its own name (a reordered field would swap two columns)."""
+    plan = StepPlan(rows=None, decode_requests=4, lengths=0, accepted=np.zeros(4, dtype=np.int64), prefill_take=None,
+                    prefill_tokens=5, drafting_requests=6, verify_tokens=7, context_tokens=12, deferred_requests=10,
+                    quote=None, decision=None, truncated_drafts=11)
+    log = StepLog()
+    log.add(1.5, 2, 3, plan, 8, 9, StepTiming(draft_ms=13.0, verify_ms=14.0, overhead_ms=15.0))
+    (row,) = log.frame().to_dict(orient="records")
+    expected = {"end_s": 1.5, "replica": 2, "batch_requests": 3, "decode_requests": 4, "prefill_tokens": 5,
+                "drafting_requests": 6, "verify_tokens": 7, "emitted_tokens": 8, "accepted_tokens": 9,
+                "deferred_requests": 10, "truncated_drafts": 11, "context_tokens": 12, "draft_ms": 13.0,
+                "verify_ms": 14.0, "overhead_ms": 15.0}
+    assert row == expected and list(row) == list(StepRecord._fields)

@@ -7,7 +7,8 @@ where async crosses it; a measured built-in pays its engine's host time on
 speculating steps, in the clock and in Θ alike; vLLM's budget truncates a
 request's drafts at the edge where the other rule defers whole requests,
 each counted; and an attention rank's own token cap binds while the
-step's total does not.
+step's total does not. Which rules an engine runs by is chosen once, when
+its core is assembled.
 """
 
 from __future__ import annotations
@@ -17,10 +18,14 @@ import pytest
 
 from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import ScenarioError
+from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.batch import RANK
+from specplan.simulator.engine.budget import Defer, RankCaps, Truncate
+from specplan.simulator.engine.caches import OneCache, RankCaches
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.graphs import sglang_capture_sizes, vllm_capture_sizes
 from specplan.simulator.engine.price import StepPricer
+from specplan.simulator.engine.records import RequestLog, StepLog
 from specplan.simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 from tests.drive import drive
@@ -247,3 +252,18 @@ def test_under_dp_attention_each_rank_pads_to_its_own_graph():
     assert quote.verify_ms(121) == pytest.approx(float(profile.step_ms(128)))   # 31 per rank → 32
     assert quote.verify_ms(130) == pytest.approx(float(profile.step_ms(160)))   # 33 per rank → 40
     assert quote.verify_ms(256) == pytest.approx(float(profile.step_ms(256)))   # no eager step below the caps
+
+
+@pytest.mark.parametrize(("engine", "policy", "rule", "caches"), [
+    ({"budget": "defer"}, {"name": "static", "params": {"length": 3}}, Defer, OneCache),
+    ({"budget": "truncate"}, {"name": "static", "params": {"length": 3}}, Truncate, OneCache),
+    ({"budget": "truncate"}, {"name": "dspark-greedy"}, Defer, OneCache),  # it chooses within the budget
+    ({"budget": "defer", "dp_attention": {"ranks": 2}}, {"name": "static", "params": {"length": 3}}, RankCaps,
+     RankCaches),
+])
+def test_each_engines_rules_are_chosen_once_when_its_core_is_assembled(engine, policy, rule, caches):
+    """The budget rule and the KV caches are objects the core is built with, not branches in its step."""
+    parts = assemble(make_scenario(engine=engine, policy=policy))
+    core = parts.core(RequestLog(), StepLog())
+    assert type(core.budget) is rule and type(core.kv) is caches
+    assert not hasattr(core, "ranked") and not hasattr(core, "truncates")

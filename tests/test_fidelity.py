@@ -89,6 +89,7 @@ def test_report_section_shows_each_points_step_time_check(tmp_path) -> None:
     assert all(text in html for text in ("412", "1.023", "0.961", "1.100", "23.4", "n/a"))
 
 
+@pytest.mark.slow("the fidelity command: real torch forwards and simulations")
 def test_fidelity_command_writes_its_json_on_a_tiny_configuration(tmp_path, cli) -> None:
     shape = tmp_path / "micro.yaml"
     shape.write_text(yaml.safe_dump(MICRO_SHAPE))

@@ -334,6 +334,7 @@ def test_plot_function_draws_every_profile_on_both_axes() -> None:
     np.testing.assert_array_equal(axes[0].lines[0].get_xdata(), np.arange(1, 101))
 
 
+@pytest.mark.slow("starts a real specplan process (interpreter start and imports)")
 def test_specplan_imports_and_loads_profiles_without_torch() -> None:
     code = (
         "import sys\n"
@@ -342,7 +343,7 @@ def test_specplan_imports_and_loads_profiles_without_torch() -> None:
         "        if name.split('.')[0] == 'torch':\n"
         "            raise ImportError('torch is not installed')\n"
         "sys.meta_path.insert(0, NoTorch())\n"
-        "from specplan.simulator.app.cli import parser, main\n"
+        "from specplan.cli.main import parser, main\n"
         "from hwprofiles import load_profile\n"
         "parser(); print(load_profile('builtin:synthetic-h200-llama3-8b').max_tokens)\n"
         "status = main(['profile', '--model', 'tiny-cpu', '--out', '/dev/null'])\n"

@@ -33,6 +33,7 @@ def aic_cli(cli, out: Path, *extra: str) -> tuple[int, str, str]:
 # --- the importer ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow("regenerates built-in profiles from AIConfigurator's kernel database")
 @needs_aic
 def test_importer_writes_a_verify_profile_that_keeps_tile_edges_and_regenerates_identically(cli, tmp_path):
     small = ("--max-tokens", "160", "--total-context", "0,65536", "--name", "small", "--quiet")
@@ -54,6 +55,7 @@ def test_importer_writes_a_verify_profile_that_keeps_tile_edges_and_regenerates_
     np.testing.assert_allclose(sum(parts.values()) + attention[0], profile.step_ms_table[0], atol=1e-5 * len(parts))
 
 
+@pytest.mark.slow("runs AIConfigurator's compiled step estimator")
 @needs_aic
 def test_one_token_per_request_is_the_estimators_own_decode_step() -> None:
     """With q = 1 the composition is AIConfigurator's decode step; DESIGN §4's figures come out."""
@@ -143,6 +145,7 @@ V4_REGENERATED = ("b200-deepseek-v4-flash-tp8ep8-vllm", "b300-deepseek-v4-pro-dp
                   "b300-deepseek-v4-flash-dp8ep8-sglang-mtp", "gb300-deepseek-v4-flash-dp4ep4-sglang-megamoe")
 
 
+@pytest.mark.slow("regenerates built-in profiles from AIConfigurator's kernel database")
 @needs_aic
 def test_aic_builtins_regenerate_byte_for_byte(tmp_path) -> None:
     from specplan.hwprofiles.builtins import regenerate_aic

@@ -16,6 +16,7 @@ needs_aic = pytest.mark.skipif(importlib.util.find_spec("aiconfigurator_core") i
                                reason="aiconfigurator-core (the 'aic' extra) is not installed")
 
 
+@pytest.mark.slow("regenerates built-in profiles from AIConfigurator's kernel database")
 @needs_aic
 def test_prefill_builtins_regenerate_byte_for_byte(tmp_path) -> None:
     from specplan.hwprofiles.builtins import prefill_builtins, write_all
@@ -27,6 +28,7 @@ def test_prefill_builtins_regenerate_byte_for_byte(tmp_path) -> None:
         assert path.stat().st_size < 40_000, path.name
 
 
+@pytest.mark.slow("regenerates built-in profiles from AIConfigurator's kernel database")
 @needs_aic
 def test_uniform_batches_match_the_estimators_own_prefill() -> None:
     """At measured (T, C) points of a uniform batch the table is the estimator's context phase (LM head aside)."""

@@ -38,6 +38,7 @@ def pricer(model: str, system: str, q: int, tp: int = 8, dp: int = 1, drafter=No
     return compiled, VerifyPricer(compiled, ops, q, attention_window(ops) if drafter else 0)
 
 
+@pytest.mark.slow("regenerates built-in profiles from AIConfigurator's kernel database")
 @needs_aic
 def test_the_issue_command_now_writes_a_v4_pro_profile(cli, tmp_path) -> None:
     status, _out, err = cli("profile", "--source", "aiconfigurator", "--model", PRO, "--system", "b300_sxm",
@@ -49,6 +50,7 @@ def test_the_issue_command_now_writes_a_v4_pro_profile(cli, tmp_path) -> None:
     assert "# part.routed_experts:" in text and "# part.shared_down:" in text and "# table: parts" in text
 
 
+@pytest.mark.slow("runs AIConfigurator's compiled step estimator")
 @needs_aic
 def test_one_token_per_request_is_the_estimators_own_v4_decode() -> None:
     from specplan.hwprofiles.aiconfigurator import engine_handle
@@ -62,6 +64,7 @@ def test_one_token_per_request_is_the_estimators_own_v4_decode() -> None:
         assert one.plain_ms(b) + one.attention_ms(b, b * 1024) == pytest.approx(estimator, rel=1e-9)
 
 
+@pytest.mark.slow("runs AIConfigurator's compiled step estimator")
 @needs_aic
 def test_a_v4_verify_reads_each_cache_once_and_adds_the_indexers_query_tokens() -> None:
     _, verify = pricer(FLASH, "b200_sxm", 4)      # 32 requests x 4 query tokens

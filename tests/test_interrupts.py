@@ -19,7 +19,7 @@ import pytest
 
 from tests.test_sweep import tiny, write_yaml
 
-SPECPLAN = [sys.executable, "-m", "specplan.simulator.app.cli"]
+SPECPLAN = [sys.executable, "-m", "specplan.cli.main"]
 
 
 POINTS = 6
@@ -51,6 +51,7 @@ def ctrl_c(proc: subprocess.Popen) -> None:
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal does: the parent and its workers
 
 
+@pytest.mark.slow("sends a real SIGINT to a process group of sweep workers")
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups and signals")
 def test_one_ctrl_c_finishes_running_points_exits_130_and_the_next_run_resumes(tmp_path):
     scenario, out = slow_sweep(tmp_path), tmp_path / "out"
@@ -70,6 +71,7 @@ def test_one_ctrl_c_finishes_running_points_exits_130_and_the_next_run_resumes(t
     assert f"({POINTS - stored} simulated, {stored} reused)" in done.stdout
 
 
+@pytest.mark.slow("sends a real SIGINT to a process group of sweep workers")
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups and signals")
 def test_a_second_ctrl_c_stops_the_workers_at_once(tmp_path):
     scenario, out = slow_sweep(tmp_path), tmp_path / "out"

@@ -3,7 +3,20 @@
 Data flows one way (DESIGN.md §2): scenario → model → records → summary →
 sweep → frontier → plan/report. Each module belongs to one layer; it may
 import its own layer's package and any layer below, never a layer above
-and never a peer package of its own layer. Function-local imports count
+and never a peer package of its own layer.
+
+Each top-level folder is one band of that order, lowest first:
+
+    specplan.errors, specplan.fields     the root's error base and field declarations
+    hwprofiles, traces, policies         the leaf packages (peers)
+    simulator                            core → drafters → scenario → engine → study
+    reports                              figures and report files, from what a run recorded
+    validation                           the reference engine and the fidelity check
+    specplan.cli                         the `specplan` command: the only layer that
+                                         runs simulations, writes reports and validates
+
+so the simulator imports neither reports, validation nor the command, and
+reports and validation build on the simulator, never the other way round. Function-local imports count
 like any other; they are kept only for heavy optional dependencies
 (torch, ray, matplotlib, aiconfigurator) or a project module that loads one
 when imported, each with a one-line reason on the line above.
@@ -33,7 +46,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("specplan.simulator.study",),
     ("specplan.reports",),
     ("specplan.validation",),
-    ("specplan.simulator.app",),
+    ("specplan.cli",),
 )
 # the repository's folders, each installed as specplan.<folder> (pyproject's package-dir)
 FOLDERS = ("simulator", "hwprofiles", "traces", "policies", "reports", "validation", "scenarios")
@@ -52,6 +65,7 @@ def module_name(path: Path) -> str:
 
 def project_modules() -> dict[str, Path]:
     files = [f for p in FOLDERS for f in (REPO / p).rglob("*.py")] + [REPO / ROOT / "errors.py"]
+    files += list((REPO / ROOT / "cli").rglob("*.py"))
     return {module_name(f): f for f in files}
 
 
@@ -85,6 +99,19 @@ def project_edges() -> dict[str, set[str]]:
             if target.split(".")[0] == ROOT and target not in (ROOT, f"{ROOT}.scenarios"):
                 edges[name].add(target)
     return edges
+
+
+def test_each_top_level_folder_is_one_band_of_layers():
+    """A folder's packages sit next to each other in LAYERS: no folder is split by another."""
+    folder_of = [{package.split(".")[1] if package.count(".") else package for package in packages}
+                 for packages in LAYERS]
+    seen: list[str] = []
+    for folders in folder_of:
+        for folder in sorted(folders):
+            if folder in seen and seen[-1] != folder:
+                raise AssertionError(f"{folder} is split by {seen[-1]} in LAYERS")
+            if not seen or seen[-1] != folder:
+                seen.append(folder)
 
 
 def test_every_module_has_a_layer():

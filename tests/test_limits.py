@@ -19,7 +19,7 @@ from specplan.simulator.drafters.presets import FITTED_BLOCK
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import load_scenario, scenario_from_mapping
 from specplan.simulator.scenario.size import run_size
-from specplan.simulator.study.points import plan_sweep
+from specplan.simulator.study.points import design_sweep
 from tests.test_load_axes import TRACE_ROWS, write_trace
 from tests.test_sweep import BASE, REPO, tiny, write_yaml
 
@@ -38,11 +38,11 @@ def test_a_horizon_of_1e12_seconds_is_refused_with_its_estimate(cli):
 def test_too_many_requests_or_too_high_a_load_is_refused(tmp_path):
     raw = tiny(horizon={"requests": 10**12})
     with pytest.raises(SpecplanError, match=r"horizon.requests: this run is about .* 1e\+12 arrivals"):
-        plan_sweep(raw)
+        design_sweep(raw)
     raw = tiny()
     raw["sweep"]["load"] = {"users": [4, 10**9]}
     with pytest.raises(SpecplanError, match=r"sweep.variants\[0\] \(plain\): horizon.duration_s: this run is"):
-        plan_sweep(raw)
+        design_sweep(raw)
     trace = copy.deepcopy(BASE)
     trace["workload"] = {"arrivals": {"kind": "trace", "path": str(write_trace(tmp_path / "t.csv")),
                                       "format": "csv", "rate_scale": 1e12}}

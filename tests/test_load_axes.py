@@ -17,10 +17,12 @@ from typing import Any
 
 import pytest
 
+from specplan.cli.commands.plan import FLAGS
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.study.planner import variant_mappings
-from specplan.simulator.study.points import plan_sweep, validated
+from specplan.simulator.study.points import design_sweep, validated
+from specplan.simulator.study.target import RunOptions, Target
 from specplan.traces.arrivals import arrival_process
 from tests.test_sweep import BASE, write_yaml
 
@@ -55,7 +57,7 @@ def unscaled(arrivals: Any, *names: str) -> dict[str, Any]:
 
 def check_points(raw: dict[str, Any], scaled: tuple[str, ...]) -> list[Any]:
     """Every point keeps the base's arrival kind, lengths and unscaled parameters; returns their arrivals."""
-    plan = plan_sweep(raw)
+    plan = design_sweep(raw)
     base = plan.base.workload
     assert len(plan.points) == len(raw["sweep"]["variants"]) * len(raw["sweep"]["seeds"]) * 2
     for point in plan.points:
@@ -115,7 +117,7 @@ def test_trace_rate_scale_keeps_the_trace_its_window_and_its_lengths(tmp_path):
     arrivals = check_points(raw, ("rate_scale",))
     assert {a.rate_scale for a in arrivals} == {1.5, 3.0}  # the trace's own scale times the axis
     assert {a.use_lengths for a in arrivals} == {True}
-    point = next(p for p in plan_sweep(raw).points if p.load == 2)
+    point = next(p for p in design_sweep(raw).points if p.load == 2)
     requests = simulate(point.scenario).requests
     assert len(requests) == 3 * len(TRACE_ROWS)  # an integer scale: exactly 3 copies of the window
     assert set(requests["prompt_tokens"]) == {p for _, p, _ in TRACE_ROWS}  # the trace's own lengths
@@ -136,7 +138,7 @@ def test_an_axis_that_does_not_fit_is_refused_never_substituted(cli, tmp_path, a
         arrivals = {**arrivals, "path": str(write_trace(tmp_path / "t.csv"))}
     raw = scenario_with(arrivals, load)
     with pytest.raises(SpecplanError, match=message):
-        plan_sweep(raw)
+        design_sweep(raw)
     path = write_yaml(tmp_path / "s.yaml", raw)
     for command in (("sweep", path, "--out", tmp_path / "o"), ("check", path)):
         status, out, err = cli(*command)
@@ -148,21 +150,22 @@ def test_a_variant_with_another_workload_is_checked_against_the_axis(tmp_path):
     raw = scenario_with({"kind": "closed_loop", "users": 2}, {"users": [1, 4]})
     raw["sweep"]["variants"][1]["workload"] = {"arrivals": {"kind": "poisson", "rate_per_s": 2.0}}
     with pytest.raises(SpecplanError, match=r"sweep.variants\[1\] \(MTP-1\): sweep.load.users: .*'poisson'"):
-        plan_sweep(raw)
+        design_sweep(raw)
 
 
 def test_plan_probes_scale_the_same_workload_the_same_way(tmp_path):
     spec = {"kind": "gamma", "rate_per_s": 2.0, "cv": 2.5}
     raw = scenario_with(spec, {"rate_per_s": [1.0]})
-    mappings, folder, name = variant_mappings(raw, ("rate_per_s", 7.0))
+    flags = RunOptions(names=FLAGS)
+    mappings, folder, name = variant_mappings(raw, Target("rate_per_s", 7.0), flags)
     for _label, mapping, where in mappings:
         workload = validated(mapping, folder, name, where).workload
         assert (workload.arrivals.KIND, workload.arrivals.cv, workload.arrivals.rate_per_s) == ("gamma", 2.5, 7.0)
-        assert workload.prompt_tokens == plan_sweep(raw).base.workload.prompt_tokens
+        assert workload.prompt_tokens == design_sweep(raw).base.workload.prompt_tokens
     with pytest.raises(SpecplanError, match=r"--users: a 'users' load does not fit .*'gamma'.*--rate"):
-        variant_mappings(raw, ("users", 4))
+        variant_mappings(raw, Target("users", 4), flags)
     trace = scenario_with({"kind": "trace", "path": str(write_trace(tmp_path / "t.csv")), "format": "csv"},
                           {"rate_scale": [1]}, lengths=False)
-    mappings, folder, name = variant_mappings(trace, ("rate_scale", 3.0))
+    mappings, folder, name = variant_mappings(trace, Target("rate_scale", 3.0), flags)
     scaled = validated(mappings[0][1], folder, name, mappings[0][2]).workload.arrivals
     assert (scaled.KIND, scaled.rate_scale, scaled.use_lengths) == ("trace", 3.0, True)

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow("builds a wheel and installs it in a fresh environment")
 SKIP = shutil.ignore_patterns(".git", ".venv", "out", "build", "dist", "*.egg-info", "__pycache__", ".*cache")
 
 
@@ -57,8 +57,8 @@ def test_installed_in_a_fresh_environment_it_adds_only_specplan(wheel: Path, tmp
     added = {p.name for p in site.iterdir()} - {"__pycache__"}
     assert {a for a in added if not a.endswith(".dist-info")} == {"specplan"}, added
     environ = {**os.environ, "PYTHONPATH": sysconfig.get_path("purelib")}
-    probe = ("import specplan, specplan.simulator.app.cli as cli\n"
-             "from specplan.simulator.app.commands.demo import default_scenario\n"
+    probe = ("import specplan, specplan.cli.main as cli\n"
+             "from specplan.cli.commands.demo import default_scenario\n"
              f"assert specplan.__file__.startswith({str(site)!r}), specplan.__file__\n"
              "raise SystemExit(cli.main(['check', str(default_scenario())]))\n")
     done = subprocess.run([str(python), "-c", probe], cwd=tmp_path, env=environ, capture_output=True, text=True)

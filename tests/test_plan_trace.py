@@ -9,6 +9,7 @@ import numpy as np
 
 from specplan.simulator.scenario.study import parse_bound
 from specplan.simulator.study.planner import plan_capacity
+from specplan.simulator.study.target import RunOptions, Target
 from tests.test_planner import KNOWN, OUTPUT_TOKENS, RATE, SLA, closed_form_replicas
 
 
@@ -27,13 +28,12 @@ def test_a_trace_grown_k_times_plans_as_k_times_its_rate(tmp_path):
     raw["sweep"]["variants"] = raw["sweep"]["variants"][1:]  # c = 0.5 ms: 2 replicas at RATE
     trace = poisson_trace(tmp_path / "ours.csv", RATE / 4, 60.0)
     raw["workload"] = {"arrivals": {"kind": "trace", "path": str(trace), "format": "csv"}}
-    plan = plan_capacity(raw, None, None, workers=1, seeds=2, rate_scale=4.0,
-                         bounds=(parse_bound(f"tps_user_p50>={SLA:g}"),))
+    bounds = (parse_bound(f"tps_user_p50>={SLA:g}"),)
+    plan = plan_capacity(raw, Target("rate_scale", 4.0, bounds, seeds=2), RunOptions(workers=1))
     (variant,) = plan.variants
     assert variant.replicas == closed_form_replicas(0.5) == 2
     run = variant.chosen.runs[0]
     arrived_per_s = run["requests_arrived"] / run["simulated_s"]
     assert abs(arrived_per_s - RATE) < 0.15 * RATE  # four superposed copies of the trace
-    today = plan_capacity(raw, None, None, workers=1, seeds=1, rate_scale=1.0,
-                          bounds=(parse_bound(f"tps_user_p50>={SLA:g}"),))
+    today = plan_capacity(raw, Target("rate_scale", 1.0, bounds, seeds=1), RunOptions(workers=1))
     assert today.variants[0].replicas == 1

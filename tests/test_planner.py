@@ -11,17 +11,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from specplan.cli.plan_files import write_plan_files
+from specplan.cli.plan_tables import plan_table
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario.load import read_yaml
+from specplan.simulator.scenario.study import Bound, tps_column
 from specplan.simulator.study.keepup import FALLS_BEHIND, KEEPS_UP, TOO_SHORT, judge_backlog
-from specplan.simulator.study.plan_files import write_plan_files
-from specplan.simulator.study.planner import (
-    Probe,
-    fewest_replicas,
-    plan_capacity,
-    plan_table,
-    swamped_growth,
-)
+from specplan.simulator.study.plan_json import capacity_json
+from specplan.simulator.study.planner import CapacityPlan, plan_capacity
+from specplan.simulator.study.probe import Probe
+from specplan.simulator.study.replica_search import fewest_replicas, swamped_growth
+from specplan.simulator.study.target import DEFAULT_SEEDS, RunOptions, Target
 from tests.conftest import REPO
 from tests.test_sweep import write_yaml
 
@@ -72,6 +72,19 @@ def closed_form_replicas(per_token_ms: float) -> int:
     return n
 
 
+def rate_plan(source: object, rate: float, sla: float, statistic: str = "p10", seeds: int = DEFAULT_SEEDS,
+              gpu_hour_usd: float | None = None, **options: object) -> CapacityPlan:
+    """A plan for `rate` req/s at tokens/s/user `statistic` >= `sla` (what --rate and --sla-tps spell)."""
+    target = Target("rate_per_s", rate, (Bound(tps_column(statistic), ">=", sla),), statistic, seeds, gpu_hour_usd)
+    return plan_capacity(source, target, RunOptions(**options))
+
+
+def swamped(growth: float, runs: tuple[dict, ...]) -> Probe:
+    """A one-replica probe that fell behind with this backlog growth."""
+    return Probe(replicas=1, meets_sla=False, tps_user=math.nan, tps_user_ci95=math.nan, throughput_per_gpu=0.0,
+                 ttft_p99_s=math.nan, backlog_growth=growth, gpus=1, keep_up=FALLS_BEHIND, runs=runs)
+
+
 def test_search_finds_the_threshold_with_few_probes():
     for threshold in (1, 2, 3, 5, 17, 64, 100):
         calls: list[int] = []
@@ -87,11 +100,12 @@ def test_search_finds_the_threshold_with_few_probes():
     assert fewest_replicas(lambda n: n >= 20, 20) == 20
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_plan_matches_the_closed_form_answer(tmp_path):
     expected = {"c=1.0ms": closed_form_replicas(1.0), "c=0.5ms": closed_form_replicas(0.5)}
     assert expected == {"c=1.0ms": 4, "c=0.5ms": 2}
-    plan = plan_capacity(KNOWN, RATE, SLA, statistic="p50", gpu_hour_usd=3.0, workers=1, seeds=2)
-    rows = plan.to_json()["variants"]
+    plan = rate_plan(KNOWN, RATE, SLA, statistic="p50", gpu_hour_usd=3.0, workers=1, seeds=2)
+    rows = capacity_json(plan)["variants"]
     assert [r["label"] for r in rows] == ["c=1.0ms", "c=0.5ms"]
     for row in rows:
         n = expected[row["label"]]
@@ -105,6 +119,7 @@ def test_plan_matches_the_closed_form_answer(tmp_path):
     assert "savings" in table and "+50%" in table  # 4 GPUs instead of 8
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_plan_json_contract_on_the_command_line(cli, tmp_path):
     scenario = copy.deepcopy(KNOWN)
     scenario["sweep"]["variants"] = scenario["sweep"]["variants"][1:]
@@ -126,8 +141,8 @@ def test_an_unreachable_sla_reports_no_cluster():
     raw = copy.deepcopy(KNOWN)
     raw["sweep"]["variants"] = raw["sweep"]["variants"][:1]
     raw["horizon"] = {"duration_s": 20, "warmup_s": 2}
-    plan = plan_capacity(raw, 4.0, 200.0, statistic="p50", max_replicas=4, workers=1, seeds=1)
-    (row,) = plan.to_json()["variants"]
+    plan = rate_plan(raw, 4.0, 200.0, statistic="p50", max_replicas=4, workers=1, seeds=1)
+    (row,) = capacity_json(plan)["variants"]
     assert (row["replicas"], row["gpus"], row["meets_sla"], row["cost_per_hour"]) == (None, None, False, None)
     assert "no cluster up to 4 replicas meets the SLA" in plan_table(plan)
 
@@ -141,15 +156,15 @@ def test_bad_plan_inputs_are_one_line_errors(cli, tmp_path):
     trace = copy.deepcopy(KNOWN)
     trace["workload"] = {"arrivals": {"kind": "trace", "path": str(tmp_path / "t.csv"), "format": "csv"}}
     (tmp_path / "t.csv").write_text("timestamp_s,prompt_tokens,output_tokens\n0.0,10,10\n")
-    with pytest.raises(SpecplanError, match=r"--rate: a 'rate_per_s' load does not fit .*'trace'.*--rate-scale"):
-        plan_capacity(trace, 1.0, 50.0)
+    with pytest.raises(SpecplanError, match=r"rate_per_s: a 'rate_per_s' load does not fit .*'trace'.*rate_scale"):
+        rate_plan(trace, 1.0, 50.0)
     status, _, err = cli("plan", path, "--users", "4", "--sla-tps", "50")
     assert status == 2 and err.count("\n") == 1
     assert "--users: a 'users' load does not fit workload.arrivals kind 'poisson'" in err
     status, _, err = cli("plan", path, "--rate", "1", "--users", "4", "--sla-tps", "50")
     assert status == 2 and "not allowed with" in err
-    with pytest.raises(SpecplanError, match="give exactly one demand"):
-        plan_capacity(path, None, 50.0)
+    with pytest.raises(SpecplanError, match="rate_per_s must be a positive number, got -1"):
+        rate_plan(path, -1.0, 50.0)
 
 
 # ---- how sure a plan is: the keep-up test, seeds, files, KV capacity ----------------------------
@@ -224,13 +239,14 @@ def h100_mtp1(duration_s: float, warmup_s: float) -> dict:
 
 def short_horizon_answer(duration_s: float, warmup_s: float) -> int | str | None:
     try:
-        plan = plan_capacity(h100_mtp1(duration_s, warmup_s), 70.0, 50.0, max_replicas=8, workers=1, seeds=1)
+        plan = rate_plan(h100_mtp1(duration_s, warmup_s), 70.0, 50.0, max_replicas=8, workers=1, seeds=1)
     except SpecplanError as exc:
         assert "is too short to judge whether the cluster keeps up" in str(exc)
         return "too short"
     return plan.variants[0].replicas
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_a_short_horizon_gives_the_long_horizons_answer_or_says_it_is_too_short(cli, tmp_path):
     # the old rule (tokens emitted ÷ tokens requested in the window) found no cluster up to 256 at 5 s
     long = short_horizon_answer(20, 4)
@@ -263,7 +279,7 @@ def test_plan_out_writes_every_probe_and_a_report_and_a_rerun_reuses_them(cli, t
     def no_simulation(*_a, **_k):
         raise AssertionError("a stored probe was simulated again")
 
-    monkeypatch.setattr("specplan.simulator.study.planner.simulate", no_simulation)
+    monkeypatch.setattr("specplan.simulator.study.probe.simulate", no_simulation)
     status, again, _ = cli(*args)
     assert status == 0 and again == text
 
@@ -288,9 +304,10 @@ def fleet(router: str) -> dict:
     return scenario
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_a_fleet_plans_on_a_sample_of_its_replicas_and_the_swamped_probes_fall_behind(tmp_path):
     # 680 req/s: the mean field's threshold is 68 replicas; the 1-replica probe completes nothing of its window
-    plan = plan_capacity(fleet("random"), 680.0, SLA, statistic="p50", workers=1, seeds=2, replica_sample=4,
+    plan = rate_plan(fleet("random"), 680.0, SLA, statistic="p50", workers=1, seeds=2, replica_sample=4,
                          out_dir=tmp_path)
     (variant,) = plan.variants
     assert 0.9 * 68 <= variant.replicas <= 1.1 * 68
@@ -305,14 +322,15 @@ def test_a_fleet_plans_on_a_sample_of_its_replicas_and_the_swamped_probes_fall_b
     write_plan_files(plan, tmp_path)
     rows = pd.read_csv(tmp_path / "probes.csv")
     assert (rows["replicas_simulated"] == rows["replicas"].clip(upper=4)).all()
-    assert plan.to_json()["variants"][0]["one_fewer"]["replicas_simulated"] == 4
+    assert capacity_json(plan)["variants"][0]["one_fewer"]["replicas_simulated"] == 4
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_other_routers_are_simulated_whole_unless_asked(tmp_path):
-    whole = plan_capacity(fleet("round_robin"), 85.0, SLA, statistic="p50", workers=1, seeds=1, replica_sample=4)
+    whole = rate_plan(fleet("round_robin"), 85.0, SLA, statistic="p50", workers=1, seeds=1, replica_sample=4)
     assert all(p.simulated == p.replicas for p in whole.variants[0].probes)
     assert max(p.replicas for p in whole.variants[0].probes) > 4
-    sampled = plan_capacity(fleet("round_robin"), 85.0, SLA, statistic="p50", workers=1, seeds=1,
+    sampled = rate_plan(fleet("round_robin"), 85.0, SLA, statistic="p50", workers=1, seeds=1,
                             replica_sample=4, sample_any_router=True)
     assert any(p.simulated < p.replicas for p in sampled.variants[0].probes)
     assert "other routers approximated" in plan_table(sampled)
@@ -324,8 +342,9 @@ def test_a_bad_replica_sample_is_refused_in_one_line(cli, tmp_path):
     assert status == 2 and out == "" and err.strip() == "specplan: error: --replica-sample must be an integer >= 0, got -1"
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_a_sampled_probes_replicas_on_two_processes_give_the_same_plan():
-    plans = [plan_capacity(fleet("random"), 170.0, SLA, statistic="p50", workers=w, seeds=1, replica_sample=4)
+    plans = [rate_plan(fleet("random"), 170.0, SLA, statistic="p50", workers=w, seeds=1, replica_sample=4)
              for w in (1, 2)]
     one, two = (p.variants[0] for p in plans)
     assert one.replicas == two.replicas and one.replicas > 4
@@ -334,17 +353,17 @@ def test_a_sampled_probes_replicas_on_two_processes_give_the_same_plan():
 
 def test_after_one_swamped_replica_the_search_jumps_and_still_brackets_the_answer():
     run = {"keep_up_growth": 0.99}
-    probes = {1: Probe(1, False, math.nan, 0.0, math.nan, 0.99, 1, keep_up=FALLS_BEHIND, runs=(run, run))}
+    probes = {1: swamped(0.99, (run, run))}
     grow = swamped_growth(probes)
     assert grow(1) == 32 and grow(32) == 64  # 1 replica serves 1%: 0.5 / 0.01 = 50 → 32
-    probes[1] = Probe(1, False, math.nan, 0.0, math.nan, 0.5, 1, keep_up=FALLS_BEHIND, runs=({"keep_up_growth": 0.5},))
+    probes[1] = swamped(0.5, ({"keep_up_growth": 0.5},))
     assert grow(1) == 2  # serving half its demand: no jump
     calls: list[int] = []
 
     def meets(n: int) -> bool:
         calls.append(n)
         if n == 1:
-            probes[1] = Probe(1, False, math.nan, 0.0, math.nan, 0.99, 1, keep_up=FALLS_BEHIND, runs=(run,))
+            probes[1] = swamped(0.99, (run,))
         return n >= 20
 
     probes.clear()

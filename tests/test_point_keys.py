@@ -14,7 +14,7 @@ from typing import Any
 
 import specplan.simulator.study.inputs as inputs
 from specplan.hwprofiles.fileformat import DATA_DIR
-from specplan.simulator.study.points import plan_sweep, point_key
+from specplan.simulator.study.points import design_sweep, point_key
 from specplan.simulator.study.sweep import run_sweep
 from tests.test_load_axes import TRACE_ROWS, write_trace
 from tests.test_sweep import BASE, REPO
@@ -74,7 +74,7 @@ def test_a_trace_edited_in_place_is_simulated_again(tmp_path):
 
 
 def test_builtin_profiles_are_files_the_key_covers():
-    point = plan_sweep(REPO / "scenarios" / "default.yaml").points[0]
+    point = design_sweep(REPO / "scenarios" / "default.yaml").points[0]
     files = inputs.input_files(point.scenario)
     assert DATA_DIR / "h200-llama3.1-8b-vllm.csv" in files
     assert any(f.parent == DATA_DIR and "drafter" in f.name for f in files)  # the drafter's latency profile
@@ -83,7 +83,7 @@ def test_builtin_profiles_are_files_the_key_covers():
 
 
 def test_another_specplan_is_another_key(monkeypatch):
-    point = plan_sweep(one_point()).points[0]
+    point = design_sweep(one_point()).points[0]
     key = point_key(point.scenario)
     monkeypatch.setattr(inputs, "code_version", lambda: {"version": "9.9", "source": "other"})
     assert point_key(point.scenario) != key

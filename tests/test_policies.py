@@ -16,7 +16,7 @@ from specplan.policies.base import (
     SpsTable,
     StepOutcome,
     StepView,
-    ThetaPlan,
+    ThetaChoice,
     water_fill,
 )
 from specplan.policies.registry import POLICIES, make_policy
@@ -194,14 +194,14 @@ def test_whole_blocks_when_every_candidate_fits_are_one_length_for_every_row():
     assert top_k_lengths(np.zeros((0, 3)), 5).tolist() == []
 
 
-def test_a_decision_carries_its_lengths_and_its_theta_plan():
+def test_a_decision_carries_its_lengths_and_its_theta_choice():
     greedy = policy("dspark-greedy", 4).decide(cliff_view())
     assert greedy.lengths.tolist() == [1, 1, 1, 1]
-    assert greedy.plan == ThetaPlan(8, pytest.approx(4 + 4 * 0.95), pytest.approx((4 + 4 * 0.95) * 125.0))
-    assert policy("static", 4, length=2).decide(cliff_view()) == Decision.uniform(2)  # fixed: no Θ plan
+    assert greedy.theta == ThetaChoice(8, pytest.approx(4 + 4 * 0.95), pytest.approx((4 + 4 * 0.95) * 125.0))
+    assert policy("static", 4, length=2).decide(cliff_view()) == Decision.uniform(2)  # fixed: no Θ choice
     assert Decision.uniform(3).per_request(2).tolist() == [3, 3]
     p = policy("dspark-async", 4)
-    assert [p.decide(cliff_view(step)).plan is None for step in range(3)] == [True, True, False]
+    assert [p.decide(cliff_view(step)).theta is None for step in range(3)] == [True, True, False]
     assert p.decide(cliff_view(3)).lengths == 4  # every candidate fits: uniform, the whole block
 
 

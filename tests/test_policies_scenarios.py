@@ -90,6 +90,7 @@ def mean_verify(policy: str, users: int, seed: int) -> float:
     return result.summary["mean_verify_tokens_per_request_step"]
 
 
+@pytest.mark.slow("a statistical check: long or many simulations")
 @pytest.mark.parametrize("policy", ["dspark-greedy", "dspark-global", "dspark-async"])
 def test_verification_length_falls_as_load_rises(policy):
     """Four replications at 2 and at 48 concurrent users; a one-sided Welch test at 1%."""
@@ -104,6 +105,7 @@ def sawtooth(policy: str, seed: int, *overrides: str):
     return simulate(scenario)
 
 
+@pytest.mark.slow("a statistical check: long or many simulations")
 def test_contract_sawtooth_async_beats_greedy():
     """Paired over 5 seeds (the same workload per seed): the 99% CI of async's relative gain is above 0."""
     gains = []

@@ -13,6 +13,10 @@ from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.merge import deep_merge
+from specplan.simulator.scenario.study import Bound
+from specplan.simulator.study.plan_json import capacity_json
+from specplan.simulator.study.planner import plan_capacity
+from specplan.simulator.study.target import RunOptions, Target
 from tests.conftest import BASE, REPO
 
 LINK = {"gbps": 100.0, "latency_ms": 2.0}
@@ -52,6 +56,7 @@ def pool_waits(seed: int, rate: float, service_s: float, c: int) -> float:
     return float((done["prefill_end_s"] - done["arrival_s"]).mean()) - service_s
 
 
+@pytest.mark.slow("a statistical check: long or many simulations")
 def test_a_pull_pool_at_fixed_service_is_md_c() -> None:
     rate, service_s, c = 21.0, 0.1, 3      # ρ = 0.7
     expected = mdc_wait_cosmetatos(rate, service_s, c)
@@ -137,13 +142,11 @@ def test_bad_prefill_pools_are_refused_in_one_line(pool: dict, changes: dict, me
 
 
 def test_a_plan_counts_the_prefill_pool_in_its_gpus() -> None:
-    from specplan.simulator.study.planner import plan_capacity
-
     raw = copy.deepcopy(BASE)
     del raw["engine"]["prefill"]
     raw["horizon"] = {"duration_s": 24, "warmup_s": 1}  # long enough for the keep-up test to judge
     raw["cluster"]["prefill"] = {"replicas": 2, "gpus_per_replica": 1, "link": LINK, "kv_bytes_per_token": 131072,
                                  "profile": {"kind": "linear", "base_ms": 5.0, "per_token_ms": 0.01}}
-    plan = plan_capacity(raw, rate_per_s=4.0, sla_tps=1.0, workers=1, progress=False)
-    row = plan.to_json()["variants"][0]
+    target = Target("rate_per_s", 4.0, (Bound("tps_user_p10", ">=", 1.0),))
+    row = capacity_json(plan_capacity(raw, target, RunOptions(workers=1, progress=False)))["variants"][0]
     assert row["meets_sla"] and row["gpus"] == row["replicas"] + 2

@@ -78,11 +78,11 @@ def independent_step_ms(core, plan, profile) -> float:
     widest, positions = plan.draft_width or (core.block_size, None)  # the block, or what async drafted
     draft = core.drafter.draft_ms(plan.drafting_requests,
                                   context * plan.drafting_requests / max(plan.decode_requests, 1), widest, positions)
-    host = cfg.host_overhead_ms + cfg.host_overhead_per_request_ms * batch.n
+    host = cfg.engine.host_overhead_ms + cfg.engine.host_overhead_per_request_ms * batch.n
     if plan.drafting_requests and cfg.spec_step_fraction:  # the engine's host time: a share of the plain step
         plain, plain_eager = padded_step(cfg, plan.decode_requests, plan.decode_requests)
         host += cfg.spec_step_fraction * (float(profile.step_ms(max(plain, 1), at)) + plain_eager)
-    overhead = cfg.scheduling_overhead_ms if core.policy.pays_scheduling() and plan.decode_requests else 0.0
+    overhead = cfg.engine.scheduling_overhead_ms if core.policy.pays_scheduling() and plan.decode_requests else 0.0
     return draft + verify + host + overhead
 
 
@@ -99,6 +99,7 @@ def padded_step(cfg, tokens: int, requests: int) -> tuple[int, float]:
     return (tokens if requests == 0 else -(-tokens * padded // requests)), 0.0
 
 
+@pytest.mark.slow("many random scenarios (hypothesis)")
 @settings(max_examples=40, deadline=None)
 @given(case=cases())
 def test_the_theta_a_policy_maximised_is_tokens_over_the_charged_step(case):
@@ -110,11 +111,11 @@ def test_the_theta_a_policy_maximised_is_tokens_over_the_charged_step(case):
         decided.append(plan.drafting_requests > 0)
         assert plan.verify_tokens <= core.config.max_step_tokens
         assert plan.step_ms == pytest.approx(independent_step_ms(core, plan, profile), rel=1e-9)
-        theta_plan = plan.theta_plan  # what the policy's Decision said it optimised
-        if theta_plan is not None and plan.decode_requests:
-            charged_ms = plan.quote.step_ms(theta_plan.verify_tokens)
-            assert theta_plan.theta == pytest.approx(theta_plan.expected_tokens * 1000.0 / charged_ms, rel=1e-9)
-            checked.append(theta_plan)
+        theta_choice = plan.theta_choice  # what the policy's Decision said it optimised
+        if theta_choice is not None and plan.decode_requests:
+            charged_ms = plan.quote.step_ms(theta_choice.verify_tokens)
+            assert theta_choice.theta == pytest.approx(theta_choice.expected_tokens * 1000.0 / charged_ms, rel=1e-9)
+            checked.append(theta_choice)
 
     driven = drive(scenario, prompts, outputs, on_plan=check)
     assert int(driven.log["generated_tokens"][: driven.log.size].sum()) == int(outputs.sum())

@@ -45,6 +45,7 @@ def ids(*lengths: int, seed: int = 0) -> list[torch.Tensor]:
 
 
 # ---- the model as the engine drives it --------------------------------------------
+@pytest.mark.slow("real torch forwards in wall-clock time (the reference engine)")
 def test_flattened_verify_equals_each_request_alone() -> None:
     prompts, new = ids(7, 12, 3, seed=1), ids(4, 1, 3, seed=2)
     together = runner_with(3)
@@ -159,6 +160,7 @@ def run_engine(raw: dict):
 
 @pytest.mark.parametrize("policy", [{"name": "mtp-1"}, {"name": "static", "params": {"length": 3}},
                                     {"name": "dspark-async"}, {"name": "none"}])
+@pytest.mark.slow("real torch forwards in wall-clock time (the reference engine)")
 def test_each_policy_serves_requests_with_real_steps(policy: dict) -> None:
     raw = engine_mapping(policy)
     if policy["name"] == "none":
@@ -178,11 +180,13 @@ def test_each_policy_serves_requests_with_real_steps(policy: dict) -> None:
 
 @pytest.mark.parametrize(("policy", "verify_per_request"), [({"name": "mtp-1"}, 2.0),
                                                             ({"name": "static", "params": {"length": 3}}, 4.0)])
+@pytest.mark.slow("real torch forwards in wall-clock time (the reference engine)")
 def test_fixed_policies_verify_their_length(policy: dict, verify_per_request: float) -> None:
     summary = run_engine(engine_mapping(policy)).summary
     assert summary["mean_verify_tokens_per_request_step"] == pytest.approx(verify_per_request)
 
 
+@pytest.mark.slow("real torch forwards in wall-clock time (the reference engine)")
 @pytest.mark.parametrize(("p", "tau"), [(1.0, 4.0), (0.0, 1.0)])
 def test_acceptance_comes_from_the_simulators_model(p: float, tau: float) -> None:
     raw = engine_mapping({"name": "static", "params": {"length": 3}})
@@ -190,6 +194,7 @@ def test_acceptance_comes_from_the_simulators_model(p: float, tau: float) -> Non
     assert run_engine(raw).summary["mean_accepted_per_step"] == pytest.approx(tau)
 
 
+@pytest.mark.slow("real torch forwards in wall-clock time (the reference engine)")
 def test_poisson_arrivals_come_in_wall_clock_time() -> None:
     raw = engine_mapping({"name": "mtp-1"}, workload={
         "arrivals": {"kind": "poisson", "rate_per_s": 8.0},

@@ -58,6 +58,7 @@ def test_missing_profile_is_reported_and_left_out(tmp_path):
     assert error_statistics(rows, "predicted")["figures"] == 0
 
 
+@pytest.mark.slow("simulates every case of the development set")
 def test_the_development_set_says_why_each_case_is_out(tmp_path):
     """Every committed case reads; each one that cannot run says why (never a silent drop).
 

@@ -47,6 +47,7 @@ def report_dir(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow("renders every report figure (matplotlib)")
 def test_every_figure_is_written_as_png_and_svg(report_dir):
     for name, *_ in FIGURES:
         png, svg = report_dir / "figures" / f"{name}.png", report_dir / "figures" / f"{name}.svg"
@@ -65,6 +66,7 @@ def test_html_is_self_contained_and_embeds_every_figure(report_dir):
         assert title in html
 
 
+@pytest.mark.slow("renders every report figure (matplotlib)")
 def test_a_named_fidelity_result_adds_its_section_with_a_copied_figure(report_dir, tmp_path):
     results = tmp_path / "fid"
     results.mkdir()
@@ -106,6 +108,7 @@ def test_cliffs_are_jumps_not_slopes():
     assert find_cliffs(tokens, 10.0 + 0.05 * tokens).size == 0  # a linear profile has none
 
 
+@pytest.mark.slow("renders the report in a headless Chromium")
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Chromium is not installed at /usr/bin/chromium")
 def test_report_renders_in_headless_chromium(report_dir, tmp_path):
     shot = tmp_path / "report.png"

@@ -10,11 +10,14 @@ import pandas as pd
 import pytest
 import yaml
 
+from specplan.cli.plan_tables import search_table
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario.study import parse_bound
-from specplan.simulator.study import planner
-from specplan.simulator.study.planner import Target, plan_capacity
-from specplan.simulator.study.search_plan import plan_search, search_table
+from specplan.simulator.study import probe
+from specplan.simulator.study.plan_json import deployment_rows
+from specplan.simulator.study.planner import plan_capacity
+from specplan.simulator.study.search_plan import DeploymentPlan, plan_search
+from specplan.simulator.study.target import RunOptions, Target
 from tests.test_planner import KNOWN, RATE
 
 SLA = "tps_user_p50>=50"
@@ -42,18 +45,23 @@ def space_scenario() -> dict:
 
 
 def target(**changes) -> Target:
-    return Target(RATE, None, seeds=1, bounds=(parse_bound(SLA),), **changes)
+    return Target("rate_per_s", RATE, (parse_bound(SLA),), seeds=1, **changes)
+
+
+def searched_in(out, **options) -> DeploymentPlan:
+    return plan_search(space_scenario(), target(), RunOptions(max_replicas=2, workers=1, out_dir=out, **options))
 
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory):
     out = tmp_path_factory.mktemp("search")
-    return plan_search(space_scenario(), target(), max_replicas=2, workers=1, out_dir=out), out
+    return searched_in(out), out
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_every_point_is_planned_and_ranked_by_cost(searched):
     plan, _ = searched
-    rows = plan.rows()
+    rows = deployment_rows(plan)
     assert len(rows) == 4 and set(rows["label"]) == {
         "slow / aggregated / none", "slow / disaggregated 0.5:1 / none",
         "fast / aggregated / none", "fast / disaggregated 0.5:1 / none"}
@@ -61,11 +69,11 @@ def test_every_point_is_planned_and_ranked_by_cost(searched):
     assert set(met["hardware"]) == {"fast"}  # the slow GPU needs 4 replicas: not met up to the cap of 2
     assert list(rows["meets_sla"]) == [True, True, False, False]  # met first, then the rest
     assert list(met["usd_per_hour"]) == sorted(met["usd_per_hour"])
-    for p in plan.points:
+    for p in plan.deployments:
         if p.meets_sla:
-            assert p.plan.chosen.meets_sla and (p.plan.replicas == 1 or not p.plan.one_fewer.meets_sla)
+            assert p.sizing.chosen.meets_sla and (p.sizing.replicas == 1 or not p.sizing.one_fewer.meets_sla)
         else:
-            assert p.plan.replicas is None and max(q.replicas for q in p.plan.probes) == 2
+            assert p.sizing.replicas is None and max(q.replicas for q in p.sizing.probes) == 2
     disagg = rows[(rows["mode"] == "disaggregated") & rows["meets_sla"]].iloc[0]
     assert disagg["gpus"] == 2 * disagg["decode_replicas"] + disagg["prefill_replicas"]
     assert disagg["gpus_prefill"] == disagg["prefill_replicas"] >= 1
@@ -76,18 +84,19 @@ def test_every_point_is_planned_and_ranked_by_cost(searched):
     assert "winner: fast / " in search_table(plan)
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_a_point_is_planned_exactly_as_plan_plans_that_scenario(searched):
     plan, _ = searched
-    point = next(p for p in plan.points if p.info.label == "fast / aggregated / none")
+    point = next(p for p in plan.deployments if p.info.label == "fast / aggregated / none")
     alone = plan.point_scenario(point, 1)
     raw = copy.deepcopy(space_scenario())
     raw.pop("search")
     raw["hardware"] = {"profile": raw_profile(alone), "gpus_per_replica": 2}
     raw["engine"]["prefill"] = {"mode": "chunked", "chunk_tokens": 512}
-    same = plan_capacity(raw, RATE, None, workers=1, seeds=1, max_replicas=2, bounds=(parse_bound(SLA),))
-    assert same.variants[0].replicas == point.plan.replicas
+    same = plan_capacity(raw, target(), RunOptions(workers=1, max_replicas=2))
+    assert same.variants[0].replicas == point.sizing.replicas
     assert [r["key"] for q in same.variants[0].probes for r in q.runs] == \
-        [r["key"] for q in point.plan.probes for r in q.runs]
+        [r["key"] for q in point.sizing.probes for r in q.runs]
 
 
 def raw_profile(scenario) -> dict:
@@ -95,19 +104,21 @@ def raw_profile(scenario) -> dict:
     return {"kind": "linear", "base_ms": profile.base_ms, "per_token_ms": profile.per_token_ms}
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_a_rerun_resumes_from_the_stored_probes(searched, monkeypatch):
     plan, out = searched
     stored = len(list((out / "probes").glob("*.json")))
-    assert stored == sum(len(q.runs) for p in plan.points for q in p.plan.probes)
+    assert stored == sum(len(q.runs) for p in plan.deployments for q in p.sizing.probes)
 
     def refuse(_scenario):
         raise AssertionError("a stored probe was simulated again")
 
-    monkeypatch.setattr(planner, "simulate", refuse)
-    again = plan_search(space_scenario(), target(), max_replicas=2, workers=1, out_dir=out)
-    pd.testing.assert_frame_equal(again.rows(), plan.rows())
+    monkeypatch.setattr(probe, "simulate", refuse)
+    again = searched_in(out)
+    pd.testing.assert_frame_equal(deployment_rows(again), deployment_rows(plan))
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_the_cli_writes_the_table_csv_figure_and_launch_lines(cli, tmp_path):
     path = tmp_path / "space.yaml"
     raw = space_scenario()

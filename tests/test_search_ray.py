@@ -8,22 +8,24 @@ import importlib.util
 import pandas as pd
 import pytest
 
-from specplan.simulator.study import planner
+from specplan.simulator.study import probe
+from specplan.simulator.study.plan_json import deployment_rows
 from specplan.simulator.study.search_plan import plan_search
+from specplan.simulator.study.target import RunOptions
 from tests.test_search_plan import space_scenario, target
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                 reason="ray is not installed (the 'ray' extra)")
 
 
-@pytest.mark.slow
+@pytest.mark.slow("starts a local Ray")
 def test_a_search_on_ray_matches_the_local_search(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     raw = space_scenario()
     raw["search"]["serving"] = raw["search"]["serving"][:1]  # aggregated only: two points
-    local = plan_search(raw, target(), max_replicas=2, workers=1, out_dir=tmp_path / "local")
-    on_ray = plan_search(raw, target(), max_replicas=2, workers=2, backend="ray", out_dir=tmp_path / "ray")
-    pd.testing.assert_frame_equal(local.rows(), on_ray.rows())
+    local = plan_search(raw, target(), RunOptions(max_replicas=2, workers=1, out_dir=tmp_path / "local"))
+    on_ray = plan_search(raw, target(), RunOptions(max_replicas=2, workers=2, backend="ray", out_dir=tmp_path / "ray"))
+    pd.testing.assert_frame_equal(deployment_rows(local), deployment_rows(on_ray))
     keys = {p.name for p in (tmp_path / "local" / "probes").glob("*.json")}
     assert keys and keys == {p.name for p in (tmp_path / "ray" / "probes").glob("*.json")}
     import ray
@@ -33,6 +35,6 @@ def test_a_search_on_ray_matches_the_local_search(tmp_path, monkeypatch):
     def refuse(_scenario):
         raise AssertionError("a stored probe was simulated again")
 
-    monkeypatch.setattr(planner, "simulate", refuse)
-    again = plan_search(raw, target(), max_replicas=2, workers=1, out_dir=tmp_path / "ray")
-    pd.testing.assert_frame_equal(again.rows(), local.rows())
+    monkeypatch.setattr(probe, "simulate", refuse)
+    again = plan_search(raw, target(), RunOptions(max_replicas=2, workers=1, out_dir=tmp_path / "ray"))
+    pd.testing.assert_frame_equal(deployment_rows(again), deployment_rows(local))

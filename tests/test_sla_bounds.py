@@ -9,13 +9,17 @@ import pandas as pd
 import pytest
 import yaml
 
+from specplan.cli.commands.plan import target_of
+from specplan.cli.main import parser
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.engine.records import ChunkLog
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.engine.summary import Window, itl_fields
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.study import Bound, parse_bound
-from specplan.simulator.study.planner import Target, plan_capacity
+from specplan.simulator.study.plan_json import capacity_json
+from specplan.simulator.study.planner import plan_capacity
+from specplan.simulator.study.target import RunOptions, Target
 from tests.conftest import BASE, REPO
 from tests.test_planner import KNOWN, RATE
 
@@ -51,26 +55,37 @@ def test_the_scenario_sla_block_takes_bounds():
         scenario_from_mapping(raw, REPO)
 
 
-def test_every_bound_is_required_together():
-    target = Target(RATE, 50.0, "p50", ttft_s=2.0, bounds=(parse_bound("itl_p99_ms<=80"),))
-    assert [b.text() for b in target.sla_bounds] == ["itl_p99_ms<=80", "tps_user_p50>=50", "ttft_p99_s<=2"]
+def test_every_bound_is_required_together_and_the_flags_spell_bounds(cli, tmp_path):
+    args = parser().parse_args(["plan", "s.yaml", "--rate", "17", "--sla", "itl_p99_ms<=80", "--sla-tps", "50",
+                                "--statistic", "p50", "--ttft-s", "2"])
+    target = target_of(args)
+    assert [b.text() for b in target.bounds] == ["itl_p99_ms<=80", "tps_user_p50>=50", "ttft_p99_s<=2"]
+    twice = Target("rate_per_s", RATE, (parse_bound("tps_user_p50>=3"), parse_bound("tps_user_p50>=50")))
     with pytest.raises(SpecplanError, match="the SLA bounds tps_user_p50 twice"):
-        Target(RATE, 50.0, "p50", bounds=(parse_bound("tps_user_p50>=3"),)).check()
+        twice.check({})
     with pytest.raises(SpecplanError, match="give an SLA"):
-        Target(RATE, None).check()
+        Target("rate_per_s", RATE).check({})
+    raw = copy.deepcopy(KNOWN)
+    path = tmp_path / "known.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    status, _, err = cli("plan", path, "--rate", RATE, "--sla", "tps_user_p50>=3", "--sla-tps", 50,
+                         "--statistic", "p50")
+    assert status == 2 and "the SLA bounds tps_user_p50 twice" in err
 
 
+@pytest.mark.slow("a whole capacity plan: many cluster simulations")
 def test_an_itl_bound_adds_replicas_a_tps_bound_alone_does_not_need():
     raw = copy.deepcopy(KNOWN)
     raw["sweep"]["variants"] = raw["sweep"]["variants"][1:]
-    loose = plan_capacity(raw, RATE, None, workers=1, seeds=1, bounds=(parse_bound("tps_user_p50>=1"),))
-    tight = plan_capacity(raw, RATE, None, workers=1, seeds=1,
-                          bounds=(parse_bound("tps_user_p50>=1"), parse_bound("itl_p90_ms<=15")))
+    one = RunOptions(workers=1)
+    loose = plan_capacity(raw, Target("rate_per_s", RATE, (parse_bound("tps_user_p50>=1"),), seeds=1), one)
+    tight = plan_capacity(raw, Target("rate_per_s", RATE, (parse_bound("tps_user_p50>=1"),
+                                                          parse_bound("itl_p90_ms<=15")), seeds=1), one)
     assert loose.variants[0].replicas == 2  # one replica falls behind; two keep up at ITL p90 ≈ 20 ms
     chosen = tight.variants[0].chosen
     assert tight.variants[0].replicas > 2 and chosen.stats["itl_p90_ms"][0] <= 15
     assert tight.variants[0].one_fewer.stats["itl_p90_ms"][0] > 15
-    assert tight.to_json()["variants"][0]["sla"]["itl_p90_ms"]["met"] is True
+    assert capacity_json(tight)["variants"][0]["sla"]["itl_p90_ms"]["met"] is True
 
 
 def test_the_cli_takes_repeated_sla_flags(cli, tmp_path):

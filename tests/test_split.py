@@ -43,6 +43,7 @@ def test_the_split_run_is_conserved_and_does_not_depend_on_workers() -> None:
     assert one.requests["arrival_s"].is_monotonic_increasing
 
 
+@pytest.mark.slow("a statistical check: long or many simulations")
 def test_random_routing_split_or_whole_agrees_within_intervals() -> None:
     figures = ("throughput_tokens_per_s", "tps_user_mean", "ttft_p50_s")
     whole = [simulate(make_scenario(seed=seed, **CLUSTER)).summary for seed in range(6)]
@@ -83,6 +84,7 @@ def test_a_sampled_fleet_is_its_sample_with_the_fleets_totals() -> None:
     assert s["throughput_tokens_per_s"] == pytest.approx(16 * s["throughput_tokens_per_s_per_gpu"])
 
 
+@pytest.mark.slow("a statistical check: long or many simulations")
 def test_a_sampled_fleet_agrees_with_the_whole_one_within_intervals() -> None:
     figures = ("throughput_tokens_per_s", "tps_user_mean", "ttft_p50_s")
     whole = [simulate(make_scenario(seed=seed, **CLUSTER)).summary for seed in range(6)]

@@ -16,7 +16,7 @@ import specplan.simulator.study.sweep as sweep_module
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.engine.summary import SUMMARY_KEYS
 from specplan.simulator.scenario.merge import apply_load, apply_variant, deep_merge
-from specplan.simulator.study.sweep import plan_sweep, run_sweep
+from specplan.simulator.study.sweep import design_sweep, run_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -108,7 +108,7 @@ def test_a_different_policy_name_drops_the_base_params():
 
 
 def test_load_axis_sets_the_closed_loop_users_keeping_its_think_time():
-    base = plan_sweep(tiny()).base
+    base = design_sweep(tiny()).base
     users = apply_load(BASE, base.workload.arrivals, "users", 16)
     assert users["workload"]["arrivals"] == {"kind": "closed_loop", "users": 16, "think_s": 0.1, "think_cv": 1.0}
     assert users["workload"]["prompt_tokens"] == BASE["workload"]["prompt_tokens"]
@@ -120,7 +120,7 @@ def test_load_axis_sets_the_closed_loop_users_keeping_its_think_time():
 
 
 def test_points_cover_variants_loads_seeds_in_order_with_content_keys():
-    plan = plan_sweep(tiny())
+    plan = design_sweep(tiny())
     rows = [(p.label, p.load, p.seed) for p in plan.points]
     assert rows[:4] == [("plain", 2, 1), ("plain", 2, 2), ("plain", 8, 1), ("plain", 8, 2)]
     assert len(rows) == 12 and plan.labels == ["plain", "MTP-1", "static-3"]
@@ -133,13 +133,13 @@ def test_points_cover_variants_loads_seeds_in_order_with_content_keys():
 def test_keys_ignore_labels_and_the_sla_block_but_not_the_scenario():
     raw = tiny()
     raw["sweep"]["variants"].append({"label": "static-3 again", "policy": {"name": "static"}})
-    plan = plan_sweep(raw)
+    plan = design_sweep(raw)
     keys = {p.label: p.key for p in plan.points if p.load == 2 and p.seed == 1}
     assert keys["static-3"] == keys["static-3 again"]  # the same simulation, computed once
     assert len(plan.unique_points) == 12
-    other_sla = plan_sweep(tiny(sla={"tps_user": [10], "statistic": "p10"}))
-    assert [p.key for p in other_sla.points] == [p.key for p in plan_sweep(tiny()).points]
-    longer = plan_sweep(tiny(horizon={"duration_s": 7, "warmup_s": 1}))
+    other_sla = design_sweep(tiny(sla={"tps_user": [10], "statistic": "p10"}))
+    assert [p.key for p in other_sla.points] == [p.key for p in design_sweep(tiny()).points]
+    longer = design_sweep(tiny(horizon={"duration_s": 7, "warmup_s": 1}))
     assert longer.points[0].key != plan.points[0].key
 
 
@@ -147,7 +147,7 @@ def test_a_bad_variant_is_named_with_its_key_path():
     raw = tiny()
     raw["sweep"]["variants"][1]["drafter"] = {"blok_size": 2}
     with pytest.raises(SpecplanError, match=r"sweep.variants\[1\] \(MTP-1\).*blok_size.*block_size"):
-        plan_sweep(raw)
+        design_sweep(raw)
 
 
 @pytest.mark.parametrize(("sweep", "message"), [
@@ -160,19 +160,20 @@ def test_a_bad_variant_is_named_with_its_key_path():
 ])
 def test_sweep_block_errors(sweep, message):
     with pytest.raises(SpecplanError, match=message):
-        plan_sweep(tiny(sweep=sweep))
+        design_sweep(tiny(sweep=sweep))
 
 
 def test_without_a_sweep_block_the_scenario_is_one_point():
     raw = tiny()
     del raw["sweep"]
-    plan = plan_sweep(raw)
+    plan = design_sweep(raw)
     assert [(p.label, p.load, p.seed) for p in plan.points] == [("static", None, 1)]
 
 
 # ---- running, storing, resuming ---------------------------------------------------------------
 
 
+@pytest.mark.slow("several sweep runs with their point stores")
 def test_sweep_writes_points_frontier_comparisons(tmp_path):
     result = run_sweep(tiny(), tmp_path, workers=1)
     points = pd.read_csv(tmp_path / "points.csv")
@@ -191,6 +192,7 @@ def test_sweep_writes_points_frontier_comparisons(tmp_path):
     assert (tmp_path / "scenario.resolved.yaml").exists()
 
 
+@pytest.mark.slow("several sweep runs with their point stores")
 def test_rerun_recomputes_only_missing_or_damaged_points(tmp_path):
     first = run_sweep(tiny(), tmp_path, workers=1)
     stored = sorted((tmp_path / "points").glob("*.json"))
@@ -206,6 +208,7 @@ def test_rerun_recomputes_only_missing_or_damaged_points(tmp_path):
     pd.testing.assert_frame_equal(third.points, again.points)
 
 
+@pytest.mark.slow("several sweep runs with their point stores")
 def test_changing_only_the_sla_reuses_every_point(tmp_path):
     run_sweep(tiny(), tmp_path, workers=1)
     result = run_sweep(tiny(sla={"tps_user": [50], "statistic": "mean"}), tmp_path, workers=1)
@@ -213,6 +216,7 @@ def test_changing_only_the_sla_reuses_every_point(tmp_path):
     assert result.comparisons["statistic"].unique().tolist() == ["mean"]
 
 
+@pytest.mark.slow("several sweep runs with their point stores")
 def test_results_do_not_depend_on_the_number_of_workers(tmp_path):
     one = run_sweep(tiny(), tmp_path / "one", workers=1)
     two = run_sweep(tiny(), tmp_path / "two", workers=2)
@@ -222,6 +226,7 @@ def test_results_do_not_depend_on_the_number_of_workers(tmp_path):
     pd.testing.assert_frame_equal(one.comparisons, two.comparisons)
 
 
+@pytest.mark.slow("several sweep runs with their point stores")
 def test_an_interrupted_sweep_resumes_without_losing_finished_points(tmp_path, monkeypatch):
     """The sweep is stopped after exactly 5 of 12 points (Ctrl-C as the 6th finishes); a re-run
     computes only the 7 missing ones, and an interrupted write leaves no point file behind."""
@@ -254,7 +259,7 @@ def test_an_interrupted_sweep_resumes_without_losing_finished_points(tmp_path, m
 
 def test_a_point_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     """store_point writes a temporary file and renames it: a failure mid-write leaves nothing."""
-    plan = plan_sweep(tiny())
+    plan = design_sweep(tiny())
     point = plan.unique_points[0]
 
     def failing_dump(*_args, **_kwargs):
@@ -269,6 +274,7 @@ def test_a_point_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
 # ---- the command line -----------------------------------------------------------------------
 
 
+@pytest.mark.slow("several sweep runs with their point stores")
 def test_sweep_command_json_and_quiet(cli, tmp_path):
     scenario = write_yaml(tmp_path / "s.yaml", tiny())
     status, out, err = cli("sweep", scenario, "--out", tmp_path / "o", "--workers", "1", "--json",
@@ -288,11 +294,11 @@ def test_sweep_command_errors_are_one_line(cli, tmp_path):
     status, _, err = cli("sweep", scenario, "--out", tmp_path / "o", "--backend", "spark")
     assert status == 2 and "invalid choice" in err and err.count("\n") == 1
     status, _, err = cli("sweep", scenario, "--out", tmp_path / "o", "--workers", "0")
-    assert status == 2 and "--workers must be >= 1" in err
+    assert status == 2 and "workers must be >= 1, got 0" in err
 
 
 def test_demo_runs_the_embedded_scenario(cli, tmp_path, monkeypatch):
-    import specplan.simulator.app.commands.demo as demo
+    import specplan.cli.commands.demo as demo
 
     assert demo.default_scenario().is_file()
     monkeypatch.setattr(demo, "default_scenario", lambda: write_yaml(tmp_path / "d.yaml", tiny()))
@@ -302,9 +308,9 @@ def test_demo_runs_the_embedded_scenario(cli, tmp_path, monkeypatch):
 
 
 def test_default_scenario_sweeps_the_six_policies():
-    from specplan.simulator.app.commands.demo import default_scenario
+    from specplan.cli.commands.demo import default_scenario
 
-    plan = plan_sweep(default_scenario())
+    plan = design_sweep(default_scenario())
     policies = {p.label: p.scenario.policy.name for p in plan.points}
     assert sorted(policies.values()) == sorted(
         ["mtp-1", "static", "static", "dspark-greedy", "dspark-async", "oracle"])

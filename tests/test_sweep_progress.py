@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from specplan.simulator.app.progress import simulate_with_progress
+from specplan.cli.progress import simulate_with_progress
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.core.progress import Progress, format_duration
 from specplan.simulator.engine.simulation import simulate

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                 reason="ray is not installed (the 'ray' extra)")
 
 
-@pytest.mark.slow
+@pytest.mark.slow("starts a local Ray")
 def test_ray_backend_matches_the_local_backend(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     raw = tiny()

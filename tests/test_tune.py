@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import yaml
 
+from specplan.cli.commands.tune import parse_buckets, parse_lengths, parse_loads
 from specplan.policies.schedule import LengthSchedule, LengthScheduleParams
-from specplan.simulator.app.commands.tune import parse_buckets, parse_lengths, parse_loads
 from specplan.simulator.scenario.merge import deep_merge
 from specplan.simulator.study.export import write_schedule_files
 from specplan.simulator.study.tune import (
@@ -71,6 +71,7 @@ def tuned(tmp_path_factory):
     return folder, out, result
 
 
+@pytest.mark.slow("a whole length-schedule tune: search and verification sweeps")
 def test_schedule_follows_the_analytic_best_length_where_it_is_clear(tuned):
     _, _, result = tuned
     lengths = [c.length for c in result.buckets]
@@ -115,6 +116,7 @@ def test_a_second_tune_reuses_every_point(tuned):
     assert again.schedule == first.schedule
 
 
+@pytest.mark.slow("a whole length-schedule tune: search and verification sweeps")
 def test_cli_writes_report_and_json(tuned, cli):
     folder, out, result = tuned
     status, stdout, _ = cli("tune", folder / "small.yaml", "--out", out, "--json")
@@ -181,6 +183,7 @@ def test_argument_parsing_and_the_search_space():
      "tune needs a drafter that speculates"),
     (("--set", "sweep.variants=[{label: static 2}]"), "variant label 'static 2' is one tune generates"),
 ])
+@pytest.mark.slow("a whole length-schedule tune: search and verification sweeps")
 def test_bad_tune_requests_get_one_line(tuned, cli, args, message):
     folder, _, _ = tuned
     status, _, stderr = cli("tune", folder / "small.yaml", "--out", folder / "bad", "--no-report", *args)
@@ -189,7 +192,7 @@ def test_bad_tune_requests_get_one_line(tuned, cli, args, message):
 
 def test_a_value_read_at_the_largest_simulated_load_says_so(tuned):
     _, _, result = tuned
-    statics = [label for label in result.verification.plan.labels if label.startswith("static")]
+    statics = [label for label in result.verification.design.labels if label.startswith("static")]
     ops = result.verification.operating
     # an SLA slower than every operating point reads each label's highest throughput
     rows = comparison_frame(result.verification, result.objective, statics, [1.0])

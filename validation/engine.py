@@ -38,7 +38,7 @@ work happens inside torch, never in Python loops.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,13 +47,14 @@ import pandas as pd
 import simpy
 import simpy.rt
 
+from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.batch import PREFILL_LEFT, RID
-from specplan.simulator.engine.decode import StepPlan, StepTiming
-from specplan.simulator.engine.intake import FrontDoor
+from specplan.simulator.engine.intake import FrontDoor, reject_misfit
 from specplan.simulator.engine.records import DONE, QUEUED, RequestLog, StepLog
+from specplan.simulator.engine.step import StepPlan, StepTiming, serve
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.workload import start_workload
 from specplan.simulator.scenario import ChunkedPrefill, Scenario
@@ -88,6 +89,33 @@ class PollingRealtimeEnvironment(simpy.rt.RealtimeEnvironment):
         simpy.core.Environment.step(self)
 
 
+class MeasuredClock:
+    """A step lasts what its real forwards and the host work around them took (specplan.simulator.engine.step).
+
+    `forwards(plan)` runs the drafter and verify forwards and returns their ms; the host time is
+    the rest of the cycle since the previous step's end, or since the engine woke from an idle
+    wait (`restart`): admission, scheduling and bookkeeping. The driver
+    waits until the wall clock's end of the step, so requests that arrived meanwhile are
+    admitted at the next one.
+    """
+
+    def __init__(self, wall: WallClock, forwards: Callable[[StepPlan], tuple[float, float]]) -> None:
+        self.wall, self.forwards = wall, forwards
+        self.cycle_start_s: float | None = None
+
+    def restart(self) -> None:
+        """The engine woke from an idle wait: the next step's cycle starts now."""
+        self.cycle_start_s = self.wall.now_s()
+
+    def time(self, plan: StepPlan, now: float) -> tuple[StepTiming, float]:
+        start_s = self.wall.now_s() if self.cycle_start_s is None else self.cycle_start_s
+        draft_ms, verify_ms = self.forwards(plan)
+        end_s = self.wall.now_s()
+        host_ms = max(0.0, (end_s - start_s) * 1000.0 - draft_ms - verify_ms)
+        self.cycle_start_s = end_s
+        return StepTiming(draft_ms, verify_ms, host_ms), max(0.0, end_s - now)
+
+
 class WallClock:
     """Seconds since the run started, on the same scale as the environment's clock."""
 
@@ -115,7 +143,7 @@ def check_engine_scenario(scenario: Scenario) -> None:
 class ReferenceEngine:
     """One device serving a scenario's workload with real forwards; `run()` measures it."""
 
-    def __init__(self, scenario: Scenario, runner: ModelRunner, profile: Any) -> None:
+    def __init__(self, scenario: Scenario, runner: ModelRunner, profile: StepProfile) -> None:
         check_engine_scenario(scenario)
         self.scenario, self.runner = scenario, runner
         self.env = PollingRealtimeEnvironment(strict=False)
@@ -127,14 +155,14 @@ class ReferenceEngine:
         self.core = parts.core(self.log, self.steps)
         self.front = FrontDoor(scenario, self.drafter, self.log)
         self.wake: simpy.Event | None = None
+        self.measured = MeasuredClock(self.clock, self.forwards)
 
     # ---- arrivals (the simulator's workload processes call this) ----------------
     def submit(self, prompt: int, output: int, domain: int, blocks: tuple[int, ...] | None = None) -> simpy.Event:
         """One arrival (prompt block hashes, if the trace has them, are not used: no prefix cache here)."""
         rid, event = self.front.arrive(self.env, prompt, output, domain)
         self.log["replica"][rid] = 0
-        if prompt + output + self.config.block_size > self.config.kv_capacity_tokens:
-            self.log.reject(rid, "kv_capacity: prompt + output + block exceed kv_capacity_tokens")
+        if reject_misfit(self.log, self.config, rid):
             self.front.done(rid)
             return event
         self.enqueue(rid)
@@ -148,7 +176,8 @@ class ReferenceEngine:
 
     # ---- the run ----------------------------------------------------------------
     def run(self) -> EngineResult:
-        self.runner.warm_up(self.config.max_step_tokens, self.config.max_batch_requests, self.config.block_size)
+        self.runner.warm_up(self.config.max_step_tokens, self.config.engine.max_batch_requests,
+                            self.config.block_size)
         start_workload(self.env, self.scenario, self.submit, self.front.domain_mix)
         self.env.process(self.loop())
         self.env.sync()
@@ -162,32 +191,29 @@ class ReferenceEngine:
         return EngineResult(self.scenario, summary, requests, steps)
 
     def loop(self) -> Generator[simpy.Event, Any, None]:
-        """Steps back to back while requests run; each step's time runs from the previous step's end."""
-        core = self.core
-        cycle_start_s: float | None = None
-        while True:
-            admitted = core.admit(self.env.now)
-            for rid in core.batch.ints[RID][core.batch.n - admitted:].tolist():
-                self.runner.open(rid)
-            if core.batch.n == 0:
-                self.wake = self.env.event()
-                yield self.wake
-                self.wake = None
-                cycle_start_s = None
-                continue
-            if cycle_start_s is None:
-                cycle_start_s = self.clock.now_s()
-            plan = core.plan(self.env.now)
-            draft_ms, verify_ms = self.forwards(plan)
-            end_s = self.clock.now_s()
-            host_ms = max(0.0, (end_s - cycle_start_s) * 1000.0 - draft_ms - verify_ms)
-            yield self.env.timeout(max(0.0, end_s - self.env.now))
-            finished, evicted = core.commit(plan, StepTiming(draft_ms, verify_ms, host_ms), self.env.now)
-            self.finish(finished)
-            self.runner.release(evicted)
-            for rid in evicted[::-1].tolist():
-                self.enqueue(rid, front=True)
-            cycle_start_s = end_s
+        """Steps back to back while requests run (specplan.simulator.engine.step.serve, this engine its
+        driver), each measured by the wall clock from the previous step's end (`MeasuredClock`)."""
+        yield from serve(self.core, self.env, self.measured, self)
+
+    def admitted(self, count: int) -> None:
+        """Each admitted request gets its real KV cache."""
+        for rid in self.core.batch.ints[RID][self.core.batch.n - count:].tolist():
+            self.runner.open(rid)
+
+    def idle(self) -> simpy.Event:
+        """Wait for an arrival; the next step's cycle starts when it wakes the loop."""
+        self.wake = self.env.event()
+        self.wake.callbacks.append(lambda _event: self.measured.restart())
+        return self.wake
+
+    def planned(self, plan: StepPlan) -> None:
+        pass
+
+    def stepped(self, finished: np.ndarray, evicted: np.ndarray) -> None:
+        self.finish(finished)
+        self.runner.release(evicted)
+        for rid in evicted[::-1].tolist():
+            self.enqueue(rid, front=True)
 
     def forwards(self, plan: StepPlan) -> tuple[float, float]:
         """The step's real forwards: the drafter over the drafting blocks, one verify; their ms."""

@@ -49,7 +49,7 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import Scenario, resolved_mapping, scenario_from_mapping
-from specplan.simulator.study.points import Point, SweepPlan, plan_sweep
+from specplan.simulator.study.points import Point, SweepDesign, design_sweep
 from specplan.validation.capture import (
     CaptureSettings,
     bracket,
@@ -133,20 +133,20 @@ def error_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 class Fidelity:
-    """One fidelity study: plan, measure the machine, run every point on both sides."""
+    """One fidelity study: design its points, measure the machine, run every point on both sides."""
 
     def __init__(self, source: str | Path, overrides: list[str], settings: FidelitySettings,
                  out_dir: Path, progress: Progress | None = None) -> None:
         self.settings, self.out_dir = settings, out_dir
         self.progress = progress or (lambda _msg: None)
-        self.plan: SweepPlan = plan_sweep(source, overrides)
+        self.design: SweepDesign = design_sweep(source, overrides)
         # the reference engine imports torch
         from specplan.validation.engine import check_engine_scenario
 
         self.shape = load_shape(settings.model)
-        for point in self.plan.points:
+        for point in self.design.points:
             check_engine_scenario(point.scenario)
-        if len(self.plan.points) < 1:
+        if len(self.design.points) < 1:
             raise SpecplanError("fidelity: the scenario's sweep has no points")
 
     def run(self) -> FidelityResult:
@@ -158,7 +158,7 @@ class Fidelity:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         host, before = self.calibrate_host(self.capture(self.out_dir / "profiles" / "p00"))
         rows, checks = [], []
-        for i, point in enumerate(self.plan.points, start=1):
+        for i, point in enumerate(self.design.points, start=1):
             row, check, before = self.run_point(point, before, host[point.label], i)
             rows.append(row)
             checks.append(check)
@@ -196,7 +196,7 @@ class Fidelity:
     def capture(self, folder: Path) -> tuple[Path, Path]:
         self.progress(f"profiling {self.shape.name} and its drafter with the harness -> {folder}")
         folder.mkdir(parents=True, exist_ok=True)
-        return capture_profiles([pt.scenario for pt in self.plan.points], self.capture_settings(), folder)
+        return capture_profiles([pt.scenario for pt in self.design.points], self.capture_settings(), folder)
 
     def capture_settings(self) -> CaptureSettings:
         s = self.settings
@@ -217,7 +217,7 @@ class Fidelity:
         Returns the fits and a profile taken after the runs (the first point's "before").
         """
         host: dict[str, tuple[float, float]] = {}
-        for label in self.plan.variant_scenarios:
+        for label in self.design.variant_scenarios:
             runs = [self.engine_run(s)[1] for s in self.calibration_scenarios(label, before)]
             requests = np.concatenate([steps["batch_requests"].to_numpy() for steps in runs])
             overhead = np.concatenate([steps["overhead_ms"].to_numpy() for steps in runs])
@@ -228,7 +228,7 @@ class Fidelity:
 
     def calibration_scenarios(self, label: str, profiles: tuple[Path, Path]) -> list[Scenario]:
         """The label's lowest and highest loads, each with its own seed and a `calibration_s` horizon."""
-        loads = [p.scenario for p in self.plan.points if p.label == label]
+        loads = [p.scenario for p in self.design.points if p.label == label]
         ends = [loads[0]] if len(loads) == 1 else [loads[0], loads[-1]]
         return [self.calibration_scenario(s, profiles, i) for i, s in enumerate(ends)]
 
@@ -271,7 +271,7 @@ class Fidelity:
         from specplan.hwprofiles.harness import device_name
 
         return {
-            "scenario": self.plan.source,
+            "scenario": self.design.source,
             "device": device_name(torch.device("cpu")),
             "model": self.shape.describe(),
             "torch": torch.__version__,

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.drafters.acceptance import AcceptanceModel, acceptance_model
 from specplan.simulator.drafters.confidence import PerfectConfidence
 from specplan.simulator.drafters.heads import model_head
@@ -92,14 +93,14 @@ def build_confidence(spec: DrafterSpec, acceptance: AcceptanceModel | None, seed
     return model_head(spec.confidence, acceptance, seed)
 
 
-def build_latency(spec: DrafterSpec, profile: Any) -> DraftLatency:
+def build_latency(spec: DrafterSpec, profile: StepProfile) -> DraftLatency:
     if isinstance(spec.latency, FixedLatency):
         return FixedDraftLatency(spec.latency.ms)
 
     return latency_model(spec, profile)
 
 
-def build_drafter(spec: DrafterSpec, profile: Any, calibration_seed: Any) -> Drafter:
+def build_drafter(spec: DrafterSpec, profile: StepProfile, calibration_seed: Any) -> Drafter:
     acceptance = acceptance_model(spec) if spec.speculates else None
     return Drafter(
         spec=spec,

@@ -41,6 +41,7 @@ from specplan.simulator.drafters.acceptance import AcceptanceModel, acceptance_m
 from specplan.simulator.drafters.calibration import (
     CalibrationReport,
     calibration_report,
+    clipped_logit,
     fit_sts,
     sigmoid,
 )
@@ -78,6 +79,12 @@ class ModelHead:
         if self.temperatures is not None:
             raw = raw / self.temperatures[: x.shape[1]]
         return sigmoid(raw)
+
+    def unscaled(self, c: np.ndarray) -> np.ndarray:
+        """The raw confidences behind `observe`'s output `c` (R, γ): STS's temperatures undone."""
+        if self.temperatures is None:
+            return c
+        return sigmoid(clipped_logit(c) * self.temperatures[: c.shape[1]])
 
 
 @dataclass(frozen=True)

@@ -40,10 +40,9 @@ extrapolation rule when it declares one), never below it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.dense import DenseCurve
+from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.drafters.spec import DrafterSpec, LayersLatency, ProfileLatency
 
@@ -58,7 +57,7 @@ class Forward:
     proportionally to its tokens (its own extrapolation rule when it declares one).
     """
 
-    def __init__(self, profile: Any, share: float = 1.0) -> None:
+    def __init__(self, profile: StepProfile, share: float = 1.0) -> None:
         self.profile, self.share = profile, share
         self.curve = DenseCurve(profile, max(profile.max_tokens, DENSE_TOKENS), beyond="proportional")
         self.uses_context = profile.context_tokens is not None
@@ -112,7 +111,7 @@ class FamilyDraftLatency:
         return backbone
 
 
-def latency_model(spec: DrafterSpec, profile: Any) -> FamilyDraftLatency:
+def latency_model(spec: DrafterSpec, profile: StepProfile) -> FamilyDraftLatency:
     """The drafting-latency model a drafter spec names, priced on the target `profile`."""
     lat = spec.latency
     if isinstance(lat, LayersLatency):

@@ -13,6 +13,9 @@ requests writes and masks all of them at once:
                   touches no counter column
     RANK          the attention rank holding the request's KV (data-parallel attention; 0 otherwise)
 
+`Ledger.emit` applies a decode step to the rows' counters and `RetiredRows`
+holds finished rows' counters until they are written to the request log.
+
 Tokens in a request's KV cache are derived, never stored: `kv_tokens` =
 TOTAL − REMAINING − PREFILL_LEFT (prompt computed so far + generated), and
 its footprint (what the KV rule reserves) is that + PREFILL_LEFT + γ.
@@ -24,10 +27,17 @@ averaged out for those that do not (specplan.simulator.engine.decode).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+from specplan.simulator.engine.records import RequestLog
 
 COLUMNS = ("rid", "remaining", "total", "prefill_left", "steps", "accepted", "verified", "rank")
 RID, REMAINING, TOTAL, PREFILL_LEFT, STEPS, ACCEPTED, VERIFIED, RANK = range(len(COLUMNS))
+ALL = slice(None)  # every row (the fast path: no index array)
+RETIRED_ROWS = 1024  # finished requests' counters are written to the log in bulk, this many at a time
+LEDGER_STEPS, LEDGER_VERIFIED = len(COLUMNS), len(COLUMNS) + 1  # extra rows of RetiredRows.block
 
 
 class Ledger:
@@ -69,6 +79,75 @@ class Ledger:
         ints[STEPS] = -self.steps
         ints[ACCEPTED] = ints[REMAINING]
         ints[VERIFIED] = -self.verified
+
+    def emit(self, ints: np.ndarray, rows: Any, accepted: np.ndarray,
+             lengths: np.ndarray | int) -> tuple[int, int, np.ndarray | None]:
+        """One decode step of `rows` (ALL, or an index array): each row emits its accepted drafts + 1.
+
+        Each row's REMAINING drops by accepted + 1 and is then floored at 0
+        (a row that reaches 0 has emitted its last token); its step and
+        verified drafts are counted, in the scalars when every row decoded.
+        Returns (tokens emitted, drafts accepted, what the floor took back
+        per row or None when no row finished).
+        """
+        remaining = ints[REMAINING] if rows is ALL else ints[REMAINING, rows]
+        np.subtract(remaining, accepted, out=remaining)
+        remaining -= 1
+        total = int(np.add.reduce(accepted))
+        emitted = total + accepted.size
+        over = None
+        if remaining[remaining.argmin()] <= 0:  # some rows finish (argmin: a fifth of a min's cost)
+            over = np.minimum(remaining, 0)
+            emitted += int(over.sum())
+            remaining -= over
+        if rows is ALL:  # the scalars count the step (and a fixed ℓ) for every row at once
+            self.steps += 1
+            if isinstance(lengths, int):
+                self.verified += lengths
+            else:
+                ints[VERIFIED] += lengths
+            if over is not None:
+                ints[ACCEPTED] -= over
+        else:
+            ints[REMAINING, rows] = remaining
+            ints[STEPS, rows] += 1
+            ints[VERIFIED, rows] += lengths
+            if over is not None:
+                ints[ACCEPTED, rows] -= over
+        return emitted, total, over
+
+    def write(self, rows: np.ndarray, log: RequestLog) -> None:
+        """Add a block of running rows' counters (columns × rows) to the request log."""
+        log.add_counts(rows[RID], rows[REMAINING], *self.counters(rows))
+
+
+class RetiredRows:
+    """Finished rows' counters, held until they are written to the request log in bulk.
+
+    A finished row leaves the batch at once, but its log row is written
+    `RETIRED_ROWS` at a time: its columns and the ledger's scalars at the
+    moment it left (`keep`), resolved when written (`write`).
+    """
+
+    def __init__(self) -> None:
+        self.block = np.zeros((len(COLUMNS) + 2, RETIRED_ROWS), dtype=np.int64)
+        self.filled = 0
+
+    def keep(self, gone: np.ndarray, ledger: Ledger, log: RequestLog) -> None:
+        start, k = self.filled, gone.shape[1]
+        if start + k > RETIRED_ROWS:
+            self.write(ledger, log)
+            start = 0
+        block = self.block[:, start:start + k]
+        block[:LEDGER_STEPS] = gone
+        block[LEDGER_STEPS] = ledger.steps
+        block[LEDGER_VERIFIED] = ledger.verified
+        self.filled = start + k
+
+    def write(self, ledger: Ledger, log: RequestLog) -> None:
+        rows = self.block[:, :self.filled]
+        log.add_counts(rows[RID], rows[REMAINING], *ledger.counters(rows, rows[LEDGER_STEPS], rows[LEDGER_VERIFIED]))
+        self.filled = 0
 
 
 class Batch:
@@ -149,10 +228,15 @@ class Batch:
         self.acceptance = self.acceptance_store[:self.n]
         self.rids = self.ints[RID].copy()
 
-    def kv_tokens(self, rows: object = slice(None)) -> np.ndarray:
+    def kv_tokens(self, rows: object = ALL) -> np.ndarray:
         """Tokens in each row's KV cache: prompt computed so far + generated."""
         ints = self.ints
         return ints[TOTAL][rows] - ints[REMAINING][rows] - ints[PREFILL_LEFT][rows]
+
+    def footprints(self, block_size: int, rows: Any = ALL) -> np.ndarray:
+        """KV tokens the rows reserve (the KV rule): prompt (computed or not) + generated + the draft block."""
+        ints = self.ints
+        return ints[TOTAL][rows] - ints[REMAINING][rows] + block_size
 
 
 def attention_context(kv_tokens: np.ndarray, decode: np.ndarray | None, prefill_take: np.ndarray | None,

@@ -1,20 +1,26 @@
 """The decode core: one continuous-batching speculative decode engine's step logic, without a clock.
 
-The simulator's replicas (specplan.simulator.engine.replica) and the reference
-engine (specplan.validation.engine) both drive this class; only time differs. A
-replica charges the step's price (specplan.simulator.engine.price); the reference
-engine runs real forwards and reads the wall clock. One step:
+Every driver runs it through one loop (specplan.simulator.engine.step.serve):
+the simulator's replicas charge each step's price, the reference engine
+(specplan.validation.engine) runs real forwards and reads the wall clock,
+the tests' driver steps it back to back. One step:
 
-    admit    waiting requests, FIFO, while a batch slot and KV capacity remain
-    plan     decoding rows, token budget and deferral, prompt chunks, drafts,
-             the policy's lengths ℓ, the accepted prefixes, and the step's
-             price quote and verify tokens B
-    (time)   the driver prices or measures the step and waits for its end
-    commit   emit min(accepted + 1, remaining) per request, advance prompt
-             chunks (a finished prompt emits its first token), record the
-             step, retire finished requests, preempt on KV overflow
+    admit     waiting requests, FIFO, under the KV rule (`kv.admit`)
+    schedule  decoding rows, the token budget's rows (`budget.select`), prompt chunks,
+              drafts, the policy's lengths ℓ, the budget's cut (`budget.cut`), the
+              accepted prefixes, and the step's price quote and verify tokens B
+    (time)    the driver prices or measures the step and waits for its end
+    commit    emit min(accepted + 1, remaining) per request (`Ledger.emit`), advance prompt
+              chunks (a finished prompt emits its first token), record the step, retire
+              finished requests, preempt on KV overflow (`kv.preempt`)
 
-**The KV rule** (one choice, the same for both drivers): a request reserves
+What differs between engines is chosen once, when the core is assembled
+(specplan.simulator.engine.assembly), never a branch in the step: the token
+budget's rule (specplan.simulator.engine.budget: defer, truncate, per-rank
+caps) and the KV caches (specplan.simulator.engine.caches: one, or one per
+data-parallel attention rank), as are the prompt cache and the chunk log.
+
+**The KV rule** (one choice, the same for every driver): a request reserves
 its whole footprint at admission, prompt + generated tokens + the draft
 block γ, whether its prompt is already computed (disaggregated prefill)
 or will be computed in chunks (chunked prefill). Admission is FIFO while
@@ -25,23 +31,13 @@ dropped, they go back to the head of the queue and their prompt and
 generated tokens are computed again on re-admission, in their place by
 arrival) until it fits; the oldest request always stays. So after every
 step Σ footprints ≤ capacity, unless one request alone exceeds it
-(rejected at submission).
+(rejected on arrival: specplan.simulator.engine.intake.kv_misfit).
 
 **The token budget** (`max_step_tokens`): decoding requests come first,
 then prompt chunks. A policy that chooses within the budget (`fits_budget`)
 gets one anchor token per request reserved; for the others the engine
 reserves the policy's planned length (or the whole block) per request
-before drafting. Requests beyond the budget, youngest (by arrival) first, sit this step
-out (they neither draft nor verify) and are counted as deferred request
-steps (`engine.budget: defer`). Under vLLM's rule (`truncate`, `plan_truncated`)
-every request whose anchor fits runs and the drafts past the budget edge
-are dropped (counted as truncated drafts). A policy that chooses within the
-budget is never cut.
-
-**Data-parallel attention** (`engine.dp_attention`, `plan_ranks`): each row
-carries the attention rank holding its KV; admission picks the rank with room
-(`admit_to_ranks`), each rank's KV cache, slots and token cap bind on its own
-rows, preemption is per rank (`preempt_ranks`).
+before drafting; the rule then decides who runs and where drafts are cut.
 
 Draws: for a policy that reads the drafts, acceptance logits x = row +
 token noise (`acceptance` stream), a draft is accepted when a logistic
@@ -49,101 +45,70 @@ draw falls below x (`outcomes`), and the confidence head reads x
 (`confidence`). A fixed-length policy reads nothing but the outcomes, so
 its requests carry their acceptance with the token noise averaged out and
 a draft is accepted when a uniform draw falls below it (`outcomes`): the
-same outcome distribution for fewer draws.
+same outcome distribution for fewer draws. A sample of the steps' drafts
+goes to the run's draft record (specplan.simulator.engine.draft_record).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from specplan.policies.base import Decision, OracleView, Policy, StepOutcome, StepView, ThetaPlan
+from specplan.hwprofiles.profile import StepProfile
+from specplan.policies.base import Decision, OracleView, Policy, StepOutcome, StepView
 from specplan.simulator.core.streams import stream
+from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.batch import (
     ACCEPTED,
-    COLUMNS,
+    ALL,
     PREFILL_LEFT,
-    RANK,
     REMAINING,
     RID,
-    STEPS,
     TOTAL,
-    VERIFIED,
     Batch,
     Ledger,
+    RetiredRows,
     attention_context,
 )
+from specplan.simulator.engine.budget import TokenBudget
+from specplan.simulator.engine.caches import KvCaches
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.intake import admit_fifo, admit_to_ranks
+from specplan.simulator.engine.draft_record import SAMPLE_EVERY, draft_tally
 from specplan.simulator.engine.price import StepPricer, StepQuote
 from specplan.simulator.engine.records import (
     ChunkLog,
     RequestLog,
     SpecCounters,
     StepLog,
-    StepRecord,
 )
+from specplan.simulator.engine.step import StepPlan, StepTiming
 
-ALL = slice(None)
-
-
-class StepPlan(NamedTuple):
-    """What one step will do: decided before its time passes, applied by `commit`."""
-
-    rows: Any                        # decoding rows that run: ALL, or an index array
-    decode_requests: int             # R: rows that decode this step
-    lengths: np.ndarray | int        # ℓ per decoding row (R,), or one ℓ for all (fixed lengths, uniform decisions)
-    accepted: np.ndarray             # drafts the target accepts per decoding row (R,), ≤ ℓ
-    prefill_take: np.ndarray | None  # prompt tokens per batch row this step (chunked prefill)
-    prefill_tokens: int
-    drafting_requests: int
-    verify_tokens: int               # B = R + Σℓ + prefill tokens
-    context_tokens: int              # KV context the profile lookup uses
-    deferred_requests: int           # decoding rows the token budget left out
-    quote: StepQuote
-    decision: Decision | None        # the policy's Decision when it decided this step (None: fixed or no drafts)
-    truncated_drafts: int = 0        # drafts cut at the budget edge (engine.budget: truncate)
-
-    @property
-    def theta_plan(self) -> ThetaPlan | None:
-        """What the policy's Decision said it optimised (None: no Θ plan)."""
-        return None if self.decision is None else self.decision.plan
-
-    @property
-    def draft_width(self) -> tuple[int, int] | None:
-        """(widest, all) drafts when the policy drafted fewer than whole blocks (drafting priced for them)."""
-        return None if self.decision is None else self.decision.draft_width
-
-    @property
-    def step_ms(self) -> float:
-        """The step's price at its B: what a priced driver charges."""
-        return self.quote.step_ms(self.verify_tokens)
+NONE = np.zeros(0, dtype=np.int64)
 
 
-class StepTiming(NamedTuple):
-    """How long the step's parts took (priced or measured), in ms.
-
-    `overhead_ms` is everything outside drafting and the verify forward: host
-    time plus the scheduling overhead the policy pays (a quote's `host_ms +
-    scheduling_ms`), as the step records keep it.
-    """
-
-    draft_ms: float
-    verify_ms: float
-    overhead_ms: float
+# A step's drafts as settled: ℓ, accepted drafts, Σℓ, drafting requests, the quote and the Decision
+# (a plain tuple: built every step, read once by `schedule`)
+Speculation = tuple[np.ndarray | int, np.ndarray, int, int, StepQuote, Decision | None]
 
 
 class DecodeCore:
-    """One engine's queue, running batch and step logic (see the module docstring)."""
+    """One engine's queue, running batch and step logic (see the module docstring).
 
-    def __init__(self, config: EngineConfig, policy: Policy, drafter: Any, profile: Any, log: RequestLog,
-                 steps: StepLog, seed: int, index: int = 0) -> None:
+    Wired at construction: the token budget's rule and the KV caches (chosen by the
+    assembly), a prompt cache (chunked prefill with `engine.prefix_cache`: `cached_tokens(rid,
+    n)`, `prompts_done(ids)`) and a chunk log of every step's emissions (the ITL statistics).
+    """
+
+    def __init__(self, config: EngineConfig, policy: Policy, drafter: Drafter, profile: StepProfile,
+                 log: RequestLog, steps: StepLog, seed: int, *, budget: TokenBudget, kv: KvCaches, index: int = 0,
+                 prompt_cache: Any = None, chunks: ChunkLog | None = None) -> None:
         self.config, self.policy, self.drafter, self.log, self.steps = config, policy, drafter, log, steps
+        self.budget, self.kv, self.index = budget, kv, index
+        self.prompt_cache, self.chunks = prompt_cache, chunks
         self.acceptance, self.confidence = drafter.acceptance, drafter.confidence
-        self.index = index
         self.block_size = config.block_size
         self.speculates = policy.drafts and self.block_size > 0
         self.learns = policy.learns
@@ -157,24 +122,19 @@ class DecodeCore:
         self.rng_c = stream(seed, "confidence", index)
         self.rng_u = stream(seed, "outcomes", index)
         self.queue: deque[int] = deque()
-        self.batch = Batch(self.block_size, config.max_batch_requests)
+        self.max_batch_requests = config.engine.max_batch_requests
+        self.batch = Batch(self.block_size, self.max_batch_requests)
         self.footprint = 0
         self.prefilling = 0
         self.step_index = 0
         self.ledger = Ledger()
-        # finished rows not yet in the log (`write_retired`): their columns, then the ledger's steps and verified
-        self.retired = np.zeros((len(COLUMNS) + 2, RETIRED_ROWS), dtype=np.int64)
-        self.retired_rows = 0
+        self.retired = RetiredRows()
         self.spec = SpecCounters(self.block_size)
         self.outcomes: dict[int, np.ndarray] = {}
-        self.drafted_all = np.ones(config.max_batch_requests, dtype=bool)
+        self.drafted_all = np.ones(config.engine.max_batch_requests, dtype=bool)
         self.quotes: dict[tuple[int, int, int, int], StepQuote] = {}
-        self.max_step_tokens = config.max_step_tokens
         self.finishing = False  # a row may have emitted its last token this step (commit retires it)
-        self.prompt_cache: Any = None  # chunked prefill with a prefix cache: cached_tokens(rid, n), prompts_done(ids)
-        self.chunks: ChunkLog | None = None  # per-request tokens per step, kept for a benchmark client's ITL
-        self.truncates = config.truncate_budget and self.speculates and not policy.fits_budget
-        self.ranked = config.ranks > 1  # data-parallel attention: per-rank caps
+        self.tally = draft_tally(drafter) if self.speculates else None  # what the drafts did, sampled
 
     # ---- intake -----------------------------------------------------------------------------
     def enqueue(self, rid: int, front: bool = False) -> None:
@@ -182,33 +142,13 @@ class DecodeCore:
 
     def admit(self, now: float) -> int:
         """FIFO admission under the KV rule; returns the number of requests admitted."""
-        free = self.config.max_batch_requests - self.batch.n
+        free = self.max_batch_requests - self.batch.n
         if not self.queue or free <= 0:
             return 0
-        if self.ranked:
-            return self.admit_ranks(now, free)
-        admitted = admit_fifo(self.queue, self.log, now, free, self.footprint, self.config.kv_capacity_tokens,
-                              self.block_size)
+        admitted = self.kv.admit(self, now, free)
         if admitted:
             self.add_rows(admitted)
         return len(admitted)
-
-    def admit_ranks(self, now: float, free: int) -> int:
-        """Data-parallel attention: FIFO admission to the rank with a free slot and the most free KV."""
-        cfg = self.config
-        slots, kv = self.rank_usage()
-        admitted = admit_to_ranks(self.queue, self.log, now, cfg.rank_requests - slots, cfg.rank_kv_tokens - kv,
-                                  self.block_size, free)
-        if admitted:
-            self.add_rows(admitted)
-        return len(admitted)
-
-    def rank_usage(self) -> tuple[np.ndarray, np.ndarray]:
-        """Rows and KV footprint per attention rank."""
-        ranks, n = self.batch.ints[RANK], self.config.ranks
-        slots = np.bincount(ranks, minlength=n)
-        kv = np.bincount(ranks, weights=self.footprints(ALL), minlength=n).astype(np.int64)
-        return slots, kv
 
     def add_rows(self, admitted: Sequence[tuple[int, ...]]) -> None:
         """Rows for admitted requests, given (id, tokens generated so far, prompt + generated tokens[, rank])."""
@@ -229,8 +169,8 @@ class DecodeCore:
         self.batch.append(block, self.row_acceptance(log["domain"][rid], log["acceptance_offset"][rid]))
         self.footprint += footprint + self.block_size * len(rows)
 
-    # ---- plan -------------------------------------------------------------------------------
-    def plan(self, now: float) -> StepPlan:
+    # ---- schedule ---------------------------------------------------------------------------
+    def schedule(self, now: float) -> StepPlan:
         """Draw, decide and price one step of the running batch (at least one row)."""
         if self.prefilling:
             decode = self.batch.ints[PREFILL_LEFT] == 0
@@ -239,87 +179,22 @@ class DecodeCore:
             decode, r = None, self.batch.n
         planned = self.policy.planned_length(r) if self.fixed else None
         per_request = 1 + (self.reserve if planned is None else planned)
-        kept = min(r, self.max_step_tokens // per_request)
-        if self.ranked:
-            return self.plan_ranks(decode, r, planned, per_request, now)
-        if self.truncates and kept < r:
-            return self.plan_truncated(decode, r, planned, per_request, now)
-        if decode is None and kept == r:
-            rows, take, prefill_tokens = ALL, None, 0
-        else:
-            rows = self.decoding_rows(decode, kept)
-            take, prefill_tokens = self.prefill_chunks(kept * per_request)
+        rows, kept, cuts = self.budget.select(self.batch, decode, r, per_request)
+        take, prefill_tokens = self.prefill_chunks(kept * per_request) if self.prefilling else (None, 0)
         context = self.context_tokens(rows, take, planned) if self.uses_context else 0
-        lengths, accepted, drafts, drafting, quote, decision = self.speculate(rows, kept, planned, prefill_tokens,
-                                                                           context, now)
-        return StepPlan(rows, kept, lengths, accepted, take, prefill_tokens, drafting, kept + drafts + prefill_tokens,
-                        context, r - kept, quote, decision)
+        lengths, accepted, verified, drafting, quote, decision = self.speculate(rows, kept, planned, prefill_tokens,
+                                                                               context, now)
+        truncated, decoded = 0, kept
+        if cuts:
+            rows, decoded, lengths, accepted, verified, truncated = self.budget.cut(
+                self.batch, rows, lengths, accepted, prefill_tokens)
+        return StepPlan(rows=rows, decode_requests=decoded, lengths=lengths, accepted=accepted, prefill_take=take,
+                        prefill_tokens=prefill_tokens, drafting_requests=drafting,
+                        verify_tokens=decoded + verified + prefill_tokens, context_tokens=context,
+                        deferred_requests=r - decoded, quote=quote, decision=decision, truncated_drafts=truncated)
 
-    def plan_truncated(self, decode: np.ndarray | None, r: int, planned: int | None, per_request: int,
-                       now: float) -> StepPlan:
-        """vLLM's token budget: every row whose anchor fits runs; drafts past the budget edge are dropped.
-
-        Its scheduler takes min(num_new_tokens, token_budget) per running request in order, so the
-        request at the edge keeps the drafts that fit and the ones after it, with no budget left,
-        are not scheduled (deferred). Those rows drafted (an engine drafts for its whole running
-        batch before scheduling): their drafting is paid, their drafts are counted as truncated
-        only for the request at the edge.
-        """
-        budget = self.max_step_tokens
-        kept = min(r, budget)
-        rows = self.decoding_rows(decode, kept)
-        take, prefill_tokens = self.prefill_chunks(kept * per_request)
-        context = self.context_tokens(rows, take, planned) if self.uses_context else 0
-        lengths, accepted, _, drafting, quote, decision = self.speculate(rows, kept, planned, prefill_tokens,
-                                                                      context, now)
-        wanted = np.broadcast_to(np.asarray(lengths, dtype=np.int64), (kept,))
-        cut, running = budget_edge(wanted, budget - prefill_tokens)
-        truncated = int(wanted[:running].sum() - cut.sum())
-        accepted = np.minimum(accepted[:running], cut)
-        return StepPlan(rows[:running], running, cut, accepted, take, prefill_tokens, drafting,
-                        running + int(cut.sum()) + prefill_tokens, context, r - running, quote, decision, truncated)
-
-    def plan_ranks(self, decode: np.ndarray | None, r: int, planned: int | None, per_request: int,
-                   now: float) -> StepPlan:
-        """A step under data-parallel attention: each rank's token cap binds on its own rows.
-
-        Before drafting each rank keeps, oldest first, the rows whose reserved tokens fit its cap
-        (one anchor under `truncate` and for policies that choose within the budget, else the
-        planned length or the whole block: `defer`) and the global budget; after the lengths are
-        chosen every rank cuts drafts at its own edge (vLLM's rule, `budget_edge`), so a policy
-        planning against the whole step's capacity is held to its ranks'. Prompt chunks count
-        against the global budget only.
-        """
-        cfg = self.config
-        index = np.arange(self.batch.n) if decode is None else decode.nonzero()[0]
-        ranks = self.batch.ints[RANK][index]
-        reserve = 1 if self.truncates or self.policy.fits_budget else per_request
-        fits = (rank_order(ranks) + 1) * reserve <= cfg.rank_step_tokens
-        fits &= np.cumsum(fits) * reserve <= self.max_step_tokens
-        rows = index[fits]
-        kept = rows.size
-        take, prefill_tokens = self.prefill_chunks(kept * per_request)
-        context = self.context_tokens(rows, take, planned) if self.uses_context else 0
-        lengths, accepted, _, drafting, quote, decision = self.speculate(rows, kept, planned, prefill_tokens,
-                                                                      context, now)
-        wanted = np.broadcast_to(np.asarray(lengths, dtype=np.int64), (kept,))
-        cut, running = rank_edges(wanted, ranks[fits], cfg.rank_step_tokens)
-        truncated = int((wanted - cut)[running].sum())
-        accepted = np.minimum(accepted, cut)[running]
-        cut = cut[running]
-        decoded = int(np.count_nonzero(running))
-        return StepPlan(rows[running], decoded, cut, accepted, take, prefill_tokens, drafting,
-                        decoded + int(cut.sum()) + prefill_tokens, context, r - decoded, quote, decision, truncated)
-
-    def decoding_rows(self, decode: np.ndarray | None, kept: int) -> Any:
-        """The oldest `kept` decoding rows (every row decodes when `decode` is None)."""
-        index = np.arange(self.batch.n) if decode is None else decode.nonzero()[0]
-        return index[:kept]
-
-    def prefill_chunks(self, decode_tokens: int) -> tuple[np.ndarray | None, int]:
+    def prefill_chunks(self, decode_tokens: int) -> tuple[np.ndarray, int]:
         """Prompt tokens each prefilling row computes this step: FIFO within the chunk budget."""
-        if self.prefilling == 0:
-            return None, 0
         left = self.batch.ints[PREFILL_LEFT]
         budget = max(0, min(self.config.chunk_tokens or 0, self.config.max_step_tokens - decode_tokens))
         before = np.cumsum(left) - left
@@ -344,7 +219,7 @@ class DecodeCore:
         return longest / (self.config.profiled_queries or 1)
 
     def speculate(self, rows: Any, r: int, planned: int | None, reserved: int, context: int,
-                  now: float) -> tuple[np.ndarray | int, np.ndarray, int, int, StepQuote, Decision | None]:
+                  now: float) -> Speculation:
         """ℓ, accepted drafts, Σℓ, drafting requests, the quote and the policy's Decision, for the rows that run.
 
         A fixed-length policy's ℓ is its planned length, known before drafting, and its outcomes
@@ -355,7 +230,10 @@ class DecodeCore:
             return 0, np.zeros(r, dtype=np.int64), 0, 0, self.quote(n, r, 0, context, 0), None
         if planned is not None:
             quote = self.quote(n, r, r, context, planned)
-            return planned, self.accepted_drafts(rows, r, planned), planned * r, r, quote, None
+            accepted = self.accepted_drafts(rows, r, planned)
+            if self.tally is not None and self.step_index % SAMPLE_EVERY == 0:
+                self.tally.outcomes(self.log["domain"][self.batch.rids[rows]], planned, accepted)
+            return planned, accepted, planned * r, r, quote, None
         x, prefix = self.draw_drafts(rows)
         return self.decide(x, prefix, rows, r, reserved, context, now)
 
@@ -366,17 +244,20 @@ class DecodeCore:
 
     def draw_drafts(self, rows: Any) -> tuple[np.ndarray, np.ndarray]:
         """A step's drafts for policies that read them: acceptance logits x (R, γ) and accepted prefixes."""
-        x = self.acceptance.step_logits(self.batch.acceptance[rows], self.rng_p)
+        acceptance = self.acceptance
+        assert acceptance is not None  # a speculating drafter has an acceptance model
+        x = acceptance.step_logits(self.batch.acceptance[rows], self.rng_p)
         return x, self.first_rejected(self.rng_u.logistic(size=x.shape), x)
 
     def decide(self, x: np.ndarray, prefix: np.ndarray, rows: Any, r: int, reserved: int, context: int,
-               now: float) -> tuple[np.ndarray | int, np.ndarray, int, int, StepQuote, Decision | None]:
+               now: float) -> Speculation:
         """A policy that reads the drafts: confidences, drafting mask, the view, its Decision; ℓ and what it accepts."""
         ids = self.batch.rids if rows is ALL else self.batch.rids[rows]
         c = self.confidence.observe(x, self.rng_c)
-        if self.ranked and self.policy.fits_budget:
-            c = self.rank_capped(c, rows)
         mask = self.policy.drafting_mask(ids)
+        if self.tally is not None and self.step_index % SAMPLE_EVERY == 0:
+            self.record_drafts(ids, c, prefix, mask)
+        c = self.budget.capped(c, self.batch, rows)
         if mask is None:
             drafted, drafting = self.drafted_all[:r], r
         else:
@@ -395,6 +276,16 @@ class DecodeCore:
         lengths, accepted, drafts = self.settle(lengths, prefix, r)
         return lengths, accepted, drafts, drafting, quote, decision
 
+    def record_drafts(self, ids: np.ndarray, c: np.ndarray, prefix: np.ndarray, mask: Any) -> None:
+        """A sampled step's drafts for the run's DraftRecord: the rows that drafted, their outcomes over the
+        whole block and the confidences the head gave them."""
+        assert self.tally is not None
+        if mask is not None:
+            drafted = np.asarray(mask, dtype=bool)
+            ids, c, prefix = ids[drafted], c[drafted], prefix[drafted]
+        self.tally.outcomes(self.log["domain"][ids], self.block_size, prefix)
+        self.tally.confidences(c, prefix)
+
     def settle(self, lengths: np.ndarray | int, prefix: np.ndarray, r: int) -> tuple[np.ndarray | int, np.ndarray, int]:
         """A decision's ℓ in its cheapest form, the accepted drafts cut at ℓ, and Σℓ: the engine's fast paths.
 
@@ -411,28 +302,6 @@ class DecodeCore:
             return self.block_size, prefix, drafts
         return lengths, np.minimum(prefix, lengths), drafts
 
-    def rank_capped(self, c: np.ndarray, rows: Any) -> np.ndarray:
-        """Confidences with each attention rank's candidates cut to the top ones its token cap can verify.
-
-        A policy that chooses within the step's budget sees one capacity; under data-parallel
-        attention each rank has its own. Zeroing the confidences of a rank's candidates past its
-        top (cap − its anchors) by survival keeps every selection a prefix of each block and within
-        its rank's cap, whatever the policy then admits (ties at the cut may pass; `plan_ranks`
-        cuts them at the edge). One partition per rank, not per candidate.
-        """
-        ranks = self.batch.ints[RANK] if rows is ALL else self.batch.ints[RANK][rows]
-        survival = np.multiply.accumulate(c, axis=1)
-        room = self.config.rank_step_tokens - np.bincount(ranks, minlength=self.config.ranks)
-        keep = np.ones(c.shape, dtype=bool)
-        for rank in np.unique(ranks).tolist():
-            members = ranks == rank
-            a = survival[members]
-            k = max(int(room[rank]), 0)
-            if k < a.size:
-                cut = np.partition(a.ravel(), a.size - k)[a.size - k] if k else np.inf
-                keep[members] = a >= cut
-        return np.where(keep, c, 0.0)
-
     def quote(self, n: int, r: int, drafting: int, context: int, draft_length: int) -> StepQuote:
         """The step's price; without a context axis it depends on the batch's shape alone, so it is reused."""
         if self.uses_context:
@@ -446,9 +315,10 @@ class DecodeCore:
     def view(self, c: np.ndarray, ids: np.ndarray, quote: StepQuote, reserved: int, drafted: np.ndarray,
              drafting: int, prefix: np.ndarray, now: float) -> StepView:
         """The step's view; the oracle's adds the truth (how many drafts each request will have accepted)."""
-        cfg = self.config
-        fields = (c, ids, quote, cfg.max_step_tokens, reserved, cfg.max_batch_requests, self.block_size,
-                  self.step_index, now, drafted, drafting)
+        # StepView's fields in order: confidences, request_ids, price, max_step_tokens, reserved_tokens,
+        # max_batch_requests, block_size, step_index, now_s, drafted, drafting
+        fields = (c, ids, quote, self.config.max_step_tokens, reserved, self.config.engine.max_batch_requests,
+                  self.block_size, self.step_index, now, drafted, drafting)
         return OracleView(*fields, accepted_prefix=prefix) if self.policy.oracle else StepView(*fields)
 
     def first_rejected(self, draws: np.ndarray, bounds: np.ndarray) -> np.ndarray:
@@ -460,7 +330,8 @@ class DecodeCore:
         r, length = draws.shape
         buffer = self.outcomes.get(length)
         if buffer is None or buffer.shape[0] < r:
-            buffer = self.outcomes[length] = np.zeros((max(r, self.config.max_batch_requests), length + 1), bool)
+            rows = max(r, self.config.engine.max_batch_requests)
+            buffer = self.outcomes[length] = np.zeros((rows, length + 1), bool)
         ok = buffer[:r]
         ok[:, :length] = draws < bounds  # a contiguous comparison, then one strided copy: faster than `out=`
         return ok.argmin(axis=1)
@@ -476,55 +347,24 @@ class DecodeCore:
             self.spec.add(plan.accepted, verifying, plan.verify_tokens - plan.decode_requests - plan.prefill_tokens)
         if plan.prefill_take is not None:
             emitted += self.advance_prefill(plan.prefill_take, now)
-        self.steps.add(StepRecord(now, self.index, self.batch.n, plan.decode_requests, plan.drafting_requests,
-                                  plan.verify_tokens, plan.prefill_tokens, emitted, accepted,
-                                  plan.deferred_requests, plan.truncated_drafts, plan.context_tokens, *timing))
+        self.steps.add(now, self.index, self.batch.n, plan, emitted, accepted, timing)
         self.step_index += 1
         finished = self.retire() if self.finishing else NONE
-        evicted = self.preempt() if self.footprint > self.config.kv_capacity_tokens else NONE
-        if self.ranked:  # each rank's own cache binds too, whatever the global rule evicted
-            more = self.preempt_ranks()
-            evicted = np.concatenate([evicted, more]) if more.size else evicted
-        return finished, evicted
+        return finished, self.kv.preempt(self) if self.footprint > self.kv.fits_below else NONE
 
     def emit(self, plan: StepPlan, now: float) -> tuple[int, int]:
-        """Emit accepted + 1 tokens per decoding row, up to what it has left; returns (emitted, accepted).
-
-        Each row's remaining count drops by accepted + 1 and is then floored at
-        0: a row that reaches 0 has emitted its last token and retires.
-        """
-        ints, rows, accepted = self.batch.ints, plan.rows, plan.accepted
-        remaining = ints[REMAINING] if rows is ALL else ints[REMAINING, rows]
-        np.subtract(remaining, accepted, out=remaining)
-        remaining -= 1
-        total = int(np.add.reduce(accepted))
-        emitted = total + plan.decode_requests
-        over = None
-        if remaining[remaining.argmin()] <= 0:  # some rows finish (argmin: a fifth of a min's cost)
-            over = np.minimum(remaining, 0)
-            emitted += int(over.sum())
-            remaining -= over
+        """Emit accepted + 1 tokens per decoding row, up to what it has left (`Ledger.emit`); returns
+        (emitted, accepted), tells the chunk log and a learning policy."""
+        rows, accepted = plan.rows, plan.accepted
+        emitted, total, over = self.ledger.emit(self.batch.ints, rows, accepted, plan.lengths)
+        if over is not None:
             self.finishing = True
-        if rows is ALL:  # the ledger counts the step (and a fixed ℓ) for every row at once
-            self.ledger.steps += 1
-            if isinstance(plan.lengths, int):
-                self.ledger.verified += plan.lengths
-            else:
-                ints[VERIFIED] += plan.lengths
-            if over is not None:
-                ints[ACCEPTED] -= over
-        else:
-            ints[REMAINING, rows] = remaining
-            ints[STEPS, rows] += 1
-            ints[VERIFIED, rows] += plan.lengths
-            if over is not None:
-                ints[ACCEPTED, rows] -= over
         if self.chunks is not None:
             ids = self.batch.rids if rows is ALL else self.batch.rids[rows]
             self.chunks.add(now, ids, accepted + 1 if over is None else accepted + 1 + over)
         if self.learns:
             lengths = np.broadcast_to(plan.lengths, accepted.shape)
-            self.policy.observe(StepOutcome(ints[RID][rows], lengths, accepted, now))
+            self.policy.observe(StepOutcome(self.batch.ints[RID][rows], lengths, accepted, now))
         self.footprint += emitted
         return emitted, total
 
@@ -555,23 +395,9 @@ class DecodeCore:
         done = (self.batch.ints[REMAINING] == 0).nonzero()[0]
         return self.remove(done, finished=True) if done.size else NONE
 
-    def preempt(self) -> np.ndarray:
-        """Evict the youngest requests until Σ footprints fits the KV capacity again."""
-        keep = np.cumsum(self.footprints(ALL)) <= self.config.kv_capacity_tokens
-        keep[0] = True  # the oldest request always stays (it fits on its own)
-        evicted = self.remove((~keep).nonzero()[0])
-        self.log["preemptions"][evicted] += 1
-        return evicted
-
-    def preempt_ranks(self) -> np.ndarray:
-        """Data-parallel attention: evict the youngest rows of each rank whose KV exceeds its cache."""
-        ranks = self.batch.ints[RANK]
-        held = rank_cumsum(self.footprints(ALL), ranks)
-        keep = held <= self.config.rank_kv_tokens
-        keep[rank_order(ranks) == 0] = True  # each rank's oldest request stays (it fits on its own)
-        if keep.all():
-            return NONE
-        evicted = self.remove((~keep).nonzero()[0])
+    def evict(self, index: np.ndarray) -> np.ndarray:
+        """Preempt the rows at `index` (the KV rule chose them); returns their ids."""
+        evicted = self.remove(index)
         self.log["preemptions"][evicted] += 1
         return evicted
 
@@ -579,21 +405,13 @@ class DecodeCore:
         """Take the rows at `index` out of the batch; returns their ids.
 
         Their counters go to the request log: at once for preempted requests
-        (re-admission reads them), in bulk for finished ones (`write_retired`).
+        (re-admission reads them), in bulk for finished ones (`RetiredRows`).
         """
         gone = self.batch.ints[:, index]
         if finished:
-            start, k = self.retired_rows, index.size
-            if start + k > RETIRED_ROWS:
-                self.write_retired()
-                start = 0
-            block = self.retired[:, start:start + k]
-            block[:LEDGER_STEPS] = gone
-            block[LEDGER_STEPS] = self.ledger.steps
-            block[LEDGER_VERIFIED] = self.ledger.verified
-            self.retired_rows = start + k
+            self.retired.keep(gone, self.ledger, self.log)
         else:
-            self.flush(gone)
+            self.ledger.write(gone, self.log)
         kept = gone[TOTAL] if finished else gone[TOTAL] - gone[REMAINING]  # a finished row has nothing left
         self.footprint -= int(np.add.reduce(kept)) + self.block_size * index.size
         if self.prefilling:
@@ -601,69 +419,13 @@ class DecodeCore:
         self.batch.drop(index)
         return gone[RID]
 
-    def flush(self, rows: np.ndarray) -> None:
-        """Add a block of running rows' counters (columns × rows) to the request log."""
-        self.log.add_counts(rows[RID], rows[REMAINING], *self.ledger.counters(rows))
-
-    def write_retired(self) -> None:
-        """Add the counters of the finished requests not yet written to the request log."""
-        rows = self.retired[:, :self.retired_rows]
-        self.log.add_counts(rows[RID], rows[REMAINING],
-                            *self.ledger.counters(rows, rows[LEDGER_STEPS], rows[LEDGER_VERIFIED]))
-        self.retired_rows = 0
-
     def footprints(self, rows: Any) -> np.ndarray:
         """KV tokens the rows reserve: prompt (computed or not) + generated + the draft block."""
-        ints = self.batch.ints
-        return ints[TOTAL][rows] - ints[REMAINING][rows] + self.block_size
+        return self.batch.footprints(self.block_size, rows)
 
     def drain(self) -> None:
         """Write every request's counters to the log (at the end of a run, or before reading them)."""
-        self.write_retired()
-        self.flush(self.batch.ints)
+        self.retired.write(self.ledger, self.log)
+        self.ledger.write(self.batch.ints, self.log)
         self.ledger.reopen(self.batch.ints)
         self.spec.flush()
-
-
-def budget_edge(lengths: np.ndarray, budget: int) -> tuple[np.ndarray, int]:
-    """vLLM's budget rule over rows in order: (ℓ cut at the edge, rows that run).
-
-    Row r runs when tokens before it leave at least its anchor; it keeps
-    min(ℓ_r, left − 1) drafts.
-    """
-    tokens = lengths + 1
-    before = np.cumsum(tokens) - tokens
-    left = budget - before
-    running = int(np.count_nonzero(left >= 1))
-    return np.minimum(lengths[:running], left[:running] - 1), running
-
-
-def rank_cumsum(values: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    """Running sum of `values` within each rank, in row order (inclusive)."""
-    order = np.argsort(ranks, kind="stable")
-    total = np.cumsum(values[order])
-    sorted_ranks = ranks[order]
-    first = np.ones(order.size, dtype=bool)
-    first[1:] = sorted_ranks[1:] != sorted_ranks[:-1]
-    start = np.maximum.accumulate(np.where(first, total - values[order], 0))
-    out = np.empty_like(total)
-    out[order] = total - start
-    return out
-
-
-def rank_order(ranks: np.ndarray) -> np.ndarray:
-    """Each row's position among its rank's rows (0 for the oldest)."""
-    return rank_cumsum(np.ones(ranks.size, dtype=np.int64), ranks) - 1
-
-
-def rank_edges(lengths: np.ndarray, ranks: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
-    """`budget_edge` within each rank: (ℓ cut at its rank's edge, which rows run), rows in order."""
-    tokens = lengths + 1
-    left = cap - (rank_cumsum(tokens, ranks) - tokens)
-    running = left >= 1
-    return np.minimum(lengths, np.maximum(left - 1, 0)), running
-
-
-NONE = np.zeros(0, dtype=np.int64)
-RETIRED_ROWS = 1024  # finished requests' counters are written to the log in bulk, this many at a time
-LEDGER_STEPS, LEDGER_VERIFIED = len(COLUMNS), len(COLUMNS) + 1  # extra rows of DecodeCore.retired

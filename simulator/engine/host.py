@@ -37,11 +37,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from specplan.hwprofiles.profile import StepProfile
+
 SPEC_STEP_FRACTION = {"vllm": 0.084, "sglang": 0.049}
 AIC_SOURCE = "NVIDIA AIConfigurator"
 
 
-def profile_engine(profile: Any) -> str | None:
+def profile_engine(profile: StepProfile) -> str | None:
     """The serving engine a measured built-in was read for (None when it is not from AIConfigurator)."""
     provenance = getattr(profile, "provenance", {}) or {}
     if not str(provenance.get("source", "")).startswith(AIC_SOURCE):
@@ -50,7 +52,7 @@ def profile_engine(profile: Any) -> str | None:
     return backend if backend in SPEC_STEP_FRACTION else None
 
 
-def resolve_engine(spec: Any, profile: Any) -> str | None:
+def resolve_engine(spec: Any, profile: StepProfile) -> str | None:
     """`engine.host.engine` with `auto` resolved from the profile (None: no engine's host time)."""
     if spec.engine == "none":
         return None
@@ -59,7 +61,7 @@ def resolve_engine(spec: Any, profile: Any) -> str | None:
     return str(spec.engine)
 
 
-def spec_step_fraction(spec: Any, profile: Any) -> float:
+def spec_step_fraction(spec: Any, profile: StepProfile) -> float:
     """The fraction of a plain step a speculating step pays in host time."""
     if spec.spec_step_fraction is not None:
         return float(spec.spec_step_fraction)

@@ -7,30 +7,35 @@ way, so both use these rather than copies:
                                          row and the event its closed-loop user waits on), `done`
     register(log, now, prompt, output, domain, offset) -> rid
                                          a request's row, with its acceptance offset z_r
+    reject_misfit(log, config, rid)      the KV-fit rule: a request that no cache it may use can ever
+                                         hold is rejected on arrival (every admission path calls this)
     admit_fifo(queue, log, now, free_slots, kv_used, kv_capacity, block_size)
                                          FIFO admission while a slot and KV capacity remain
-    admit_to_ranks(queue, log, now, free_slots, kv_free, block_size, total_free)
-                                         the same over data-parallel attention ranks (per-rank slots and KV)
+    admit_to_ranks(queue, log, now, free_slots, kv_free, block_size, total_free, total_kv_free)
+                                         the same over data-parallel attention ranks (per-rank slots and KV,
+                                         within the engine's totals, as preemption keeps them)
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any
 
 import numpy as np
 import simpy
 
 from specplan.simulator.core.streams import stream
-from specplan.simulator.engine.records import RUNNING, RequestLog
+from specplan.simulator.drafters.drafter import Drafter
+from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.records import KV_CAPACITY, RUNNING, RequestLog
+from specplan.simulator.scenario import Scenario
 from specplan.traces.draws import ScalarDraws
 
 
 class FrontDoor:
     """Where arrivals enter: their log rows, acceptance offsets and completion events."""
 
-    def __init__(self, scenario: Any, drafter: Any, log: RequestLog) -> None:
+    def __init__(self, scenario: Scenario, drafter: Drafter, log: RequestLog) -> None:
         self.log = log
         acc = drafter.acceptance
         mix = scenario.drafter.acceptance.domains
@@ -55,6 +60,29 @@ def register(log: RequestLog, now: float, prompt: int, output: int, domain: int,
     rid = log.add(now, prompt, output, domain)
     log["acceptance_offset"][rid] = offset
     return rid
+
+
+def kv_misfit(config: EngineConfig, prompt: int, output: int) -> str | None:
+    """Why a request can never be admitted, or None when it fits.
+
+    Its footprint at its largest (prompt + output + the draft block, the KV
+    rule of specplan.simulator.engine.decode) must fit the most KV one request
+    may hold: the whole cache, or under data-parallel attention one rank's
+    (`EngineConfig.request_kv_limit`). Anything larger would wait at the head
+    of the decode queue for good.
+    """
+    if prompt + output + config.block_size <= config.request_kv_limit:
+        return None
+    return ("prompt + output + block exceed kv_capacity_tokens (of one attention rank)" if config.dp is not None
+            else "prompt + output + block exceed kv_capacity_tokens")
+
+
+def reject_misfit(log: RequestLog, config: EngineConfig, rid: int) -> bool:
+    """Reject request `rid` (reason `kv_capacity`) if it can never fit (`kv_misfit`); whether it was."""
+    detail = kv_misfit(config, int(log["prompt_tokens"][rid]), int(log["output_tokens"][rid]))
+    if detail is not None:
+        log.reject(rid, KV_CAPACITY, detail)
+    return detail is not None
 
 
 def admit_fifo(queue: deque[int], log: RequestLog, now: float, free_slots: int, kv_used: int,
@@ -85,13 +113,15 @@ def admit_fifo(queue: deque[int], log: RequestLog, now: float, free_slots: int, 
 
 
 def admit_to_ranks(queue: deque[int], log: RequestLog, now: float, free_slots: np.ndarray, kv_free: np.ndarray,
-                   block_size: int, total_free: int) -> list[tuple[int, int, int, int]]:
+                   block_size: int, total_free: int, total_kv_free: int) -> list[tuple[int, int, int, int]]:
     """FIFO admission over data-parallel attention ranks: each request goes to the rank with room.
 
     Of the ranks with a free slot and KV room for the request's footprint, the
     one with the most free KV takes it (the lowest index on ties); the queue
-    stops at the first request no rank can hold, or once `total_free` (the engine's own free
-    slots) are taken. Returns (rid, generated, kv, rank).
+    stops at the first request no rank can hold, once `total_free` (the engine's own free
+    slots) are taken, or at the first footprint the engine's free KV (`total_kv_free`) cannot
+    hold: preemption keeps both the ranks' caches and the engine's total, so admission does.
+    Returns (rid, generated, kv, rank).
     """
     admitted: list[tuple[int, int, int, int]] = []
     generated_col, prompt_col = log["generated_tokens"], log["prompt_tokens"]
@@ -103,11 +133,12 @@ def admit_to_ranks(queue: deque[int], log: RequestLog, now: float, free_slots: n
         kv = int(prompt_col[rid]) + generated
         room = np.where((slots > 0) & (free >= kv + block_size), free, -1)
         rank = int(room.argmax())
-        if room[rank] < 0:
+        if room[rank] < 0 or kv + block_size > total_kv_free:
             break
         queue.popleft()
         slots[rank] -= 1
         free[rank] -= kv + block_size
+        total_kv_free -= kv + block_size
         if math.isnan(admitted_col[rid]):
             admitted_col[rid] = now
         status_col[rid] = RUNNING

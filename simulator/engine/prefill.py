@@ -41,6 +41,7 @@ import simpy
 
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.modelshape import load_shape
+from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.streams import stream
 from specplan.simulator.engine.prefix_cache import BlockCache, cache_fields
@@ -239,7 +240,7 @@ def column(values: dict[int, Any], n: int, fill: Any, kind: type) -> np.ndarray:
     return out
 
 
-def default_cache_tokens(profile: Any, max_batch_tokens: int) -> int:
+def default_cache_tokens(profile: StepProfile, max_batch_tokens: int) -> int:
     """The KV a prefill replica can keep: the profile's KV capacity less one batch being computed."""
     stated = str(profile.provenance.get("kv_capacity_tokens", "")).split()
     if not stated or not stated[0].isdigit():

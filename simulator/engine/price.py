@@ -35,11 +35,11 @@ the largest size); SGLang's pad requests, so a quote of R requests
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 from specplan.hwprofiles.dense import DenseCurve
+from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.graphs import padded_tokens, widest_padded
 
@@ -131,18 +131,18 @@ class PaddedQuote(StepQuote):
 class StepPricer:
     """Quotes steps for one engine: its profile, drafter, host costs and the policy's overhead."""
 
-    def __init__(self, profile: Any, draft_ms: Callable[[int, float, int, int | None], float], config: EngineConfig,
+    def __init__(self, profile: StepProfile, draft_ms: Callable[[int, float, int, int | None], float], config: EngineConfig,
                  pays_scheduling: bool, redrafts: bool = True) -> None:
         self.draft_ms = draft_ms
         self.redrafts = redrafts  # drafting cost depends on how many positions are drafted
-        self.host = (config.host_overhead_ms, config.host_overhead_per_request_ms)
+        self.host = (config.engine.host_overhead_ms, config.engine.host_overhead_per_request_ms)
         self.spec_fraction = config.spec_step_fraction
-        self.scheduling_ms = config.scheduling_overhead_ms if pays_scheduling else 0.0
+        self.scheduling_ms = config.engine.scheduling_overhead_ms if pays_scheduling else 0.0
         self.graphs = config.graphs
         self.pads_requests = config.graphs is not None and config.graph_axis == "requests"
         self.verify = self.verify_curve(profile, config)
 
-    def verify_curve(self, profile: Any, config: EngineConfig) -> DenseCurve:
+    def verify_curve(self, profile: StepProfile, config: EngineConfig) -> DenseCurve:
         """The dense verify table; vLLM's graphs pad it in place (row[B] ← row[pad(B)] + eager)."""
         graphs, stop = self.graphs, config.max_step_tokens
         if graphs is None:

@@ -1,8 +1,9 @@
 """Per-request and per-step records: what the summary and every report are computed from.
 
 `RequestLog` is a structure of growable numpy arrays, one row per arrived
-request. `StepLog` collects one `StepRecord` per engine step (converted to
-a frame once at the end).
+request. `StepLog` collects one row of `StepRecord`'s fields per engine
+step, read by name from the step's plan and timing (converted to a frame
+once at the end).
 """
 
 from __future__ import annotations
@@ -13,8 +14,12 @@ from typing import NamedTuple, get_type_hints
 import numpy as np
 import pandas as pd
 
+from specplan.simulator.engine.step import StepPlan, StepTiming
+
 QUEUED, PREFILL, RUNNING, DONE, REJECTED, TRANSFER = range(6)
 STATUS_NAMES = ("queued", "prefill", "running", "completed", "rejected", "transfer")  # transfer: KV on its way to decode
+KV_CAPACITY = "kv_capacity"   # no cache the request may use can ever hold it (specplan.simulator.engine.intake)
+REJECT_REASONS = (KV_CAPACITY,)  # why a request may be rejected; the summary counts each (requests_rejected_<reason>)
 
 REQUEST_FIELDS: dict[str, type] = {
     "arrival_s": float, "prompt_tokens": np.int64, "output_tokens": np.int64, "domain": np.int64,
@@ -150,9 +155,12 @@ class RequestLog:
         c["accepted_tokens"][rids] += accepted
         c["verified_tokens"][rids] += verified
 
-    def reject(self, rid: int, reason: str) -> None:
+    def reject(self, rid: int, reason: str, detail: str) -> None:
+        """Request `rid` is turned away for `reason` (one of REJECT_REASONS); requests.csv reads "reason: detail"."""
+        if reason not in REJECT_REASONS:
+            raise ValueError(f"unknown reject reason {reason!r} (known: {', '.join(REJECT_REASONS)})")
         self.columns["status"][rid] = REJECTED
-        self.reject_reason[rid] = reason
+        self.reject_reason[rid] = f"{reason}: {detail}"
 
     def frame(self, domain_names: tuple[str, ...]) -> pd.DataFrame:
         """The requests as a DataFrame (one row per request, `tps_user` derived)."""
@@ -247,22 +255,29 @@ class ChunkLog:
 
 
 class StepLog:
-    """One `StepRecord` per engine step (`add`), sealed into numpy blocks.
+    """One row of `StepRecord`'s fields per engine step (`add`), sealed into numpy blocks.
 
-    Every `SEAL_ROWS` records the rows become one float64 block (every field
-    is a number; integers up to 2^53 are exact), so a long run holds a few
-    arrays instead of millions of records for the garbage collector to walk
-    (a NamedTuple stays tracked by it for life).
+    A step's row is written here and only here, its counts read by name from
+    the step's plan and timing (tests/test_engine.py checks every field lands
+    under its name); no record object is built per step. Every `SEAL_ROWS`
+    rows become one float64 block (every field is a number; integers up to
+    2^53 are exact), so a long run holds a few arrays instead of millions of
+    rows for the garbage collector to walk.
     """
 
     SEAL_ROWS = 4096
 
     def __init__(self) -> None:
-        self.rows: list[StepRecord] = []
+        self.rows: list[tuple[float, ...]] = []
         self.blocks: list[np.ndarray] = []
 
-    def add(self, record: StepRecord) -> None:
-        self.rows.append(record)
+    def add(self, end_s: float, replica: int, batch_requests: int, plan: StepPlan, emitted_tokens: int,
+            accepted_tokens: int, timing: StepTiming) -> None:
+        """The step that ended at `end_s`: `StepRecord`'s fields, in its order."""
+        self.rows.append((end_s, replica, batch_requests, plan.decode_requests, plan.drafting_requests,
+                          plan.verify_tokens, plan.prefill_tokens, emitted_tokens, accepted_tokens,
+                          plan.deferred_requests, plan.truncated_drafts, plan.context_tokens,
+                          timing.draft_ms, timing.verify_ms, timing.overhead_ms))
         if len(self.rows) >= self.SEAL_ROWS:
             self.seal()
 

@@ -1,20 +1,21 @@
 """One replica: the decode core (specplan.simulator.engine.decode) driven by a SimPy clock, one event per step.
 
-    loop:  admit → plan → wait the step's price → commit → finish / requeue
+    loop:  admit → schedule → wait the step's price → commit → first tokens / finish / requeue
 
-The step's duration is its price (`StepPlan.step_ms`: drafting + verify at
+The loop is the one every driver runs (specplan.simulator.engine.step.serve),
+this replica its driver, each step priced: its duration is the quote the policy's Θ read (drafting + verify at
 B and the batch's KV context + host time + the scheduling overhead the
-policy pays), the same quote the policy's Θ read. Prefill is either
-disaggregated (a FIFO prefill stage at tokens_per_s in front of the decode
-queue; the first token comes from prefill) or chunked (prompt chunks share
-the decode step's token budget, in the core). Preempted requests go back
-to the head of the queue (chunked) or through the prefill stage again to
-recompute their prompt and generated tokens (disaggregated).
+policy pays). Prefill is either disaggregated (a FIFO prefill stage at
+tokens_per_s in front of the decode queue; the first token comes from
+prefill) or chunked (prompt chunks share the decode step's token budget,
+in the core). Preempted requests go back to the head of the queue
+(chunked) or through the prefill stage again to recompute their prompt and
+generated tokens (disaggregated).
 
-With a prefill pool (specplan.simulator.engine.prefill) a replica is a decode
-replica only: `receive` takes a request whose KV has arrived, with no token
-yet, and the end of its first decode step is its first token; a preempted
-request goes back through the pool (`prefill_pool`).
+With a prefill pool (specplan.simulator.engine.prefill, given at
+construction) a replica is a decode replica only: `receive` takes a request
+whose KV has arrived, with no token yet, and the end of its first decode
+step is its first token; a preempted request goes back through the pool.
 """
 
 from __future__ import annotations
@@ -25,22 +26,26 @@ from typing import Any
 import numpy as np
 import simpy
 
-from specplan.simulator.engine.decode import DecodeCore, StepTiming
+from specplan.simulator.engine.decode import DecodeCore
+from specplan.simulator.engine.intake import reject_misfit
+from specplan.simulator.engine.prefill import PrefillPool
 from specplan.simulator.engine.records import DONE, PREFILL, QUEUED, RequestLog
+from specplan.simulator.engine.step import PRICED, StepPlan, serve
 
 
 class Replica:
     """A decode engine in simulated time; `submit(rid)` hands it a routed request."""
 
     def __init__(self, env: simpy.Environment, core: DecodeCore, log: RequestLog,
-                 on_done: Callable[[int], None]) -> None:
+                 on_done: Callable[[int], None], prefill_pool: PrefillPool | None = None) -> None:
         self.env, self.index, self.log, self.on_done = env, core.index, log, on_done
         self.config = core.config
         self.core = core
+        self.prefill_pool = prefill_pool
         self.prefill_free_at = 0.0
         self.in_prefill = 0
         self.awaiting_first = 0    # received from a prefill pool, first token not yet emitted
-        self.prefill_pool: Any = None
+        self.decoding: np.ndarray | None = None  # a step's decoding ids, while some await their first token
         self.wake: simpy.Event | None = None
         env.process(self.run())
 
@@ -54,10 +59,7 @@ class Replica:
             self.core.prompt_cache.remember(rid, blocks)
         log = self.log
         log["replica"][rid] = self.index
-        need = int(log["prompt_tokens"][rid] + log["output_tokens"][rid]) + self.config.block_size
-        if need > self.config.request_kv_limit:
-            log.reject(rid, "kv_capacity: prompt + output + block exceed kv_capacity_tokens (of one attention rank)"
-                       if self.config.ranks > 1 else "kv_capacity: prompt + output + block exceed kv_capacity_tokens")
+        if reject_misfit(log, self.config, rid):
             self.on_done(rid)
         elif self.config.chunked:
             self.enqueue(rid)
@@ -98,31 +100,33 @@ class Replica:
         if self.wake is not None and not self.wake.triggered:
             self.wake.succeed()
 
-    # ---- the engine loop ------------------------------------------------------------
+    # ---- the engine loop (specplan.simulator.engine.step.serve): this replica as its driver ----------
     def run(self) -> Generator[simpy.Event, Any, None]:
-        core, env = self.core, self.env
-        while True:
-            if core.queue:
-                core.admit(env.now)
-            if core.batch.n == 0:
-                self.wake = env.event()
-                yield self.wake
-                self.wake = None
-                continue
-            plan = core.plan(env.now)
-            quote = plan.quote
-            verify_ms = quote.verify_ms(plan.verify_tokens)
-            decoding = core.batch.rids[plan.rows].copy() if self.awaiting_first else None
-            yield env.timeout((quote.fixed_ms + verify_ms) / 1000.0)
-            timing = StepTiming(quote.draft_ms, verify_ms, quote.host_ms + quote.scheduling_ms)
-            finished, evicted = core.commit(plan, timing, env.now)
-            if decoding is not None:
-                self.first_tokens(decoding)
-            if finished.size:
-                self.finish(finished)
-            if evicted.size:
-                for rid in evicted[::-1].tolist():
-                    self.requeue(rid)
+        yield from serve(self.core, self.env, PRICED, self)
+
+    def admitted(self, count: int) -> None:
+        pass
+
+    def idle(self) -> simpy.Event:
+        """The event a submitted or received request fires (`enqueue`)."""
+        self.wake = self.env.event()
+        return self.wake
+
+    def planned(self, plan: StepPlan) -> None:
+        """Before a step's time passes: the ids it decodes, while some await their first token (a pool's
+        requests get it at the end of their first step)."""
+        if self.awaiting_first:
+            self.decoding = self.core.batch.rids[plan.rows].copy()
+
+    def stepped(self, finished: np.ndarray, evicted: np.ndarray) -> None:
+        if self.decoding is not None:
+            self.first_tokens(self.decoding)
+            self.decoding = None
+        if finished.size:
+            self.finish(finished)
+        if evicted.size:
+            for rid in evicted[::-1].tolist():
+                self.requeue(rid)
 
     def first_tokens(self, ids: np.ndarray) -> None:
         """Requests from a prefill pool that decoded their first step: their first token is now."""

@@ -6,6 +6,8 @@
     result.steps        pandas DataFrame, one row per engine step
     result.spec         speculative-decoding counters of the whole run, vLLM's meaning (SpecCounters)
     result.prefill_steps pandas DataFrame, one row per prefill step of a prefill pool (None without one)
+    result.drafts       what the drafts did, sampled: acceptance by position, the head's reliability
+                        (DraftRecord; None without drafts); summary.json keeps it as `draft_record`
 
 This is the notebook API; `specplan run` is a thin face over it.
 """
@@ -25,7 +27,8 @@ from specplan.simulator.core.streams import stream
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.bench_metrics import bench_summary
-from specplan.simulator.engine.intake import FrontDoor
+from specplan.simulator.engine.draft_record import DraftRecord, merged_record
+from specplan.simulator.engine.intake import FrontDoor, reject_misfit
 from specplan.simulator.engine.prefill import PrefillPool, prefill_summary
 from specplan.simulator.engine.prefix_cache import ReplicaPromptCache, cache_fields
 from specplan.simulator.engine.records import ChunkLog, RequestLog, SpecCounters, StepLog
@@ -34,6 +37,7 @@ from specplan.simulator.engine.router import Router
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.workload import ArrivalBudget, start_workload
 from specplan.simulator.scenario import Scenario
+from specplan.traces.spec import BenchClientArrivals
 
 
 @dataclass
@@ -45,6 +49,7 @@ class SimResult:
     spec: SpecCounters
     prefill_steps: pd.DataFrame | None = None
     chunks: ChunkLog | None = None  # tokens each request received at each decode step (ITL)
+    drafts: DraftRecord | None = None  # what the drafts did (specplan.simulator.engine.draft_record)
 
 
 class Simulation:
@@ -61,42 +66,27 @@ class Simulation:
         self.finished = 0
         self.all_done = self.env.event()
         self.front = FrontDoor(scenario, self.drafter, self.log)
-        self.replicas = [Replica(self.env, parts.core(self.log, self.steps, i), self.log, self.on_done)
-                         for i in range(scenario.cluster.replicas)]
-        self.router = Router(scenario.cluster.router, self.replicas, stream(scenario.seed, "router"))
+        n = scenario.cluster.replicas
+        self.prompt_caches = replica_caches(scenario, n)
+        bench = isinstance(scenario.workload.arrivals, BenchClientArrivals)
         self.pool = self.prefill_pool(scenario)
-        self.prompt_caches = self.replica_caches(scenario)
+        self.replicas = [Replica(self.env, parts.core(self.log, self.steps, i, self.prompt_caches[i] if self.prompt_caches
+                                                      else None, chunk_log(itl, bench)), self.log, self.on_done,
+                                 self.pool) for i in range(n)]
+        self.router = Router(scenario.cluster.router, self.replicas, stream(scenario.seed, "router"))
         self.budget: ArrivalBudget = start_workload(self.env, scenario, self.submit, self.front.domain_mix)
-        if itl or self.budget.bench is not None:  # every step's emissions: the ITL statistics read them
-            for replica in self.replicas:
-                replica.core.chunks = ChunkLog(keep_tokens=self.budget.bench is not None)
 
     def prefill_pool(self, scenario: Scenario) -> PrefillPool | None:
         """With cluster.prefill: the pool every arrival goes through, feeding the decode replicas."""
         if scenario.cluster.prefill is None:
             return None
-        pool = PrefillPool(self.env, scenario.cluster.prefill, scenario.seed, self.log, self.kv_ready)
-        for replica in self.replicas:
-            replica.prefill_pool = pool
-        return pool
-
-    def replica_caches(self, scenario: Scenario) -> list[ReplicaPromptCache]:
-        """Aggregated serving with engine.prefix_cache: one cache per replica, asked at admission."""
-        spec = scenario.engine.prefix_cache
-        if spec is None:
-            return []
-        capacity = spec.capacity_tokens or scenario.engine.kv_capacity_tokens
-        caches = [ReplicaPromptCache(capacity, spec.block_tokens) for _ in self.replicas]
-        for replica, cache in zip(self.replicas, caches, strict=True):
-            replica.core.prompt_cache = cache
-        return caches
+        return PrefillPool(self.env, scenario.cluster.prefill, scenario.seed, self.log, self.kv_ready)
 
     def submit(self, prompt: int, output: int, domain: int, blocks: Sequence[int] | None = None) -> simpy.Event:
         rid, event = self.front.arrive(self.env, prompt, output, domain)
         if self.pool is None:
             self.replicas[self.router.choose()].submit(rid, blocks)
-        elif prompt + output + self.config.block_size > self.config.kv_capacity_tokens:
-            self.log.reject(rid, "kv_capacity: prompt + output + block exceed kv_capacity_tokens")
+        elif reject_misfit(self.log, self.config, rid):  # the decode replicas' rule, asked before prefilling
             self.on_done(rid)
         else:
             self.pool.submit(rid, prompt, blocks, first=True)
@@ -140,7 +130,24 @@ class Simulation:
         if self.budget.bench is not None and chunks is not None:
             summary.update(bench_summary(requests, chunks, self.budget.bench, int(summary["gpus"])))
         spec = functools.reduce(SpecCounters.merge, (r.core.spec for r in self.replicas))
-        return SimResult(self.scenario, summary, requests, steps, spec, prefill_steps, chunks)
+        drafts = merged_record([r.core.tally.record() if r.core.tally else None for r in self.replicas])
+        summary["draft_record"] = None if drafts is None else drafts.as_json()
+        return SimResult(self.scenario, summary, requests, steps, spec, prefill_steps, chunks, drafts)
+
+
+def replica_caches(scenario: Scenario, replicas: int) -> list[ReplicaPromptCache]:
+    """Aggregated serving with engine.prefix_cache: one cache per replica, asked at admission."""
+    spec = scenario.engine.prefix_cache
+    if spec is None:
+        return []
+    capacity = spec.capacity_tokens or scenario.engine.kv_capacity_tokens
+    return [ReplicaPromptCache(capacity, spec.block_tokens) for _ in range(replicas)]
+
+
+def chunk_log(itl: bool, bench: bool) -> ChunkLog | None:
+    """Every step's emissions, when the ITL statistics or a benchmark client read them (whose SGLang ITL
+    also reads each chunk's tokens)."""
+    return ChunkLog(keep_tokens=bench) if itl or bench else None
 
 
 def simulate(scenario: Scenario, itl: bool = False) -> SimResult:

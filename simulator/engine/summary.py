@@ -30,8 +30,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specplan.hwprofiles.profile import StepProfile
 from specplan.policies.registry import policy_class
-from specplan.simulator.engine.records import ChunkLog
+from specplan.simulator.engine.records import REJECT_REASONS, ChunkLog
+from specplan.simulator.scenario import Scenario
 
 SUMMARY_KEYS = (
     "policy", "throughput_tokens_per_s", "throughput_tokens_per_s_per_gpu", "tps_user_mean",
@@ -64,8 +66,8 @@ def ratio(num: float, den: float) -> float:
     return float(num / den) if den else math.nan
 
 
-def summarize(scenario: Any, requests: pd.DataFrame, steps: pd.DataFrame, end_s: float, wall_s: float,
-              profile: Any = None, extra_counts: dict[str, int] | None = None,
+def summarize(scenario: Scenario, requests: pd.DataFrame, steps: pd.DataFrame, end_s: float, wall_s: float,
+              profile: StepProfile | None = None, extra_counts: dict[str, int] | None = None,
               chunks: ChunkLog | None = None) -> dict[str, Any]:
     """The whole summary of a run; `profile` (optional) splits attention out of the verify time,
     `chunks` (the per-step emissions) gives the inter-token latencies (NaN without)."""
@@ -172,14 +174,19 @@ def step_gaps(measured: pd.DataFrame, chunks: ChunkLog) -> np.ndarray:
 
 
 def request_counts(requests: pd.DataFrame) -> dict[str, int]:
+    """Requests by where they ended; the rejected ones also by reason (requests_rejected_<reason>)."""
     status = requests["status"]
+    reasons = requests.loc[status == "rejected", "reject_reason"]
     return {"requests_arrived": len(requests),
             "requests_completed": int((status == "completed").sum()),
             "requests_running": int(status.isin(["queued", "prefill", "transfer", "running"]).sum()),
-            "requests_rejected": int((status == "rejected").sum())}
+            "requests_rejected": int((status == "rejected").sum()),
+            **{f"requests_rejected_{reason}": int(reasons.str.startswith(f"{reason}:").sum())
+               for reason in REJECT_REASONS}}
 
 
-def step_fields(in_window: pd.DataFrame, window: Window, replicas: int, profile: Any) -> dict[str, Any]:
+def step_fields(in_window: pd.DataFrame, window: Window, replicas: int,
+                profile: StepProfile | None) -> dict[str, Any]:
     """Per request-step figures (pooled τ, 1 + ℓ, deferrals) and where the step time went."""
     decode_steps = float(in_window["decode_requests"].sum())
     deferred = int(in_window["deferred_requests"].sum())
@@ -204,7 +211,7 @@ def step_fields(in_window: pd.DataFrame, window: Window, replicas: int, profile:
     }
 
 
-def attention_time(steps: pd.DataFrame, profile: Any) -> float:
+def attention_time(steps: pd.DataFrame, profile: StepProfile | None) -> float:
     """ms of the verify forwards spent on KV context: step_ms(B, context) − step_ms(B, 0), summed.
 
     NaN without a profile that has a context axis (the split is then unknown).

@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.schema import Context, build, to_plain
 from specplan.simulator.scenario.merge import deep_merge
@@ -130,7 +131,7 @@ def with_step_budget(scenario: Scenario) -> Scenario:
     return dataclasses.replace(scenario, engine=engine)
 
 
-def check_kv_capacity(kv_tokens: int, profile: Any) -> None:
+def check_kv_capacity(kv_tokens: int, profile: StepProfile) -> None:
     """engine.kv_capacity_tokens must fit the profile's memory model, where the profile states one."""
     stated = profile_kv_capacity(profile)
     if stated is not None and kv_tokens > stated:
@@ -139,7 +140,7 @@ def check_kv_capacity(kv_tokens: int, profile: Any) -> None:
                             f"{profile.provenance['kv_capacity_tokens']}); set it to at most {stated:,}")
 
 
-def profile_kv_capacity(profile: Any) -> int | None:
+def profile_kv_capacity(profile: StepProfile) -> int | None:
     """The leading integer of the profile's `kv_capacity_tokens` provenance line, None without one."""
     text = str(profile.provenance.get("kv_capacity_tokens", ""))
     match = re.match(r"\s*(\d+)", text)

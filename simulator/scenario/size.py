@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.progress import format_duration
 from specplan.simulator.scenario.scaling import OPEN_LOOP, mean_rate_per_s
@@ -76,7 +77,7 @@ class RunSize:
         return self.wall_s <= MAX_WALL_S and self.memory_bytes <= memory_bytes
 
 
-def check_run_size(scenario: Any, profile: Any) -> None:
+def check_run_size(scenario: Any, profile: StepProfile) -> None:
     """Raise ScenarioError (one line, with the estimate) when the horizon cannot run in an hour or in memory."""
     memory = machine_memory_bytes()
     size = run_size(scenario, profile, read_files=False)
@@ -99,7 +100,7 @@ def wall_text(wall_s: float) -> str:
     return f"{wall_s / 3600:.3g} hours" if wall_s >= 360_000 else format_duration(wall_s)
 
 
-def run_size(scenario: Any, profile: Any, read_files: bool) -> RunSize:
+def run_size(scenario: Any, profile: StepProfile, read_files: bool) -> RunSize:
     """Steps and arrivals of a run (files read only when `read_files`)."""
     step_s = (float(np.min(profile.step_ms_table)) + scenario.engine.host_overhead_ms) / 1000.0
     duration = scenario.horizon.duration_s

@@ -18,7 +18,7 @@ loop; the mean rate of poisson / gamma / mmpp / piecewise arrivals; a
 multiple of any open-loop or trace workload's own rate), never replacing
 its kind or its lengths (`specplan.simulator.scenario.scaling`).
 Only the structure is checked here; each variant is validated as a whole
-scenario when the sweep expands its points (`specplan.simulator.study.points.plan_sweep`).
+scenario when the sweep expands its points (`specplan.simulator.study.points.design_sweep`).
 These dataclasses never import the scenario module (the scenario imports them).
 """
 

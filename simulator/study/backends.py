@@ -54,14 +54,22 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
+def worker_count(workers: int | None, name: str = "workers") -> int:
+    """The worker processes to use: `workers`, or one per core when None. The one check of a worker
+    count (sweeps, split runs, plans and searches all call it); a refusal names it `name`."""
+    if workers is None:
+        return default_workers()
+    if not isinstance(workers, int) or workers < 1:
+        raise SpecplanError(f"{name} must be >= 1, got {workers}")
+    return workers
+
+
 def run_points(points: Sequence[Point], on_done: OnDone, backend: str = "local", workers: int | None = None,
                points_dir: Path | None = None, address: str | None = None) -> None:
     """Run `points` on `backend`, calling `on_done` for each as it finishes."""
     if backend not in BACKENDS:
         raise SpecplanError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    workers = default_workers() if workers is None else workers
-    if workers < 1:
-        raise SpecplanError(f"--workers must be >= 1, got {workers}")
+    workers = worker_count(workers)
     if not points:
         return
     if backend == "ray":

@@ -54,7 +54,7 @@ class Point:
 
 
 @dataclass(frozen=True)
-class SweepPlan:
+class SweepDesign:
     """The validated base scenario, its labels (variant order) and every point (row order)."""
 
     base: Scenario
@@ -107,8 +107,8 @@ def read_source(source: str | Path | Scenario | dict, overrides: tuple[str, ...]
     return apply_overrides(raw, overrides), path.resolve().parent, str(path)
 
 
-def plan_sweep(source: str | Path | Scenario | dict, overrides: tuple[str, ...] | list[str] = (),
-               base_dir: Path | None = None) -> SweepPlan:
+def design_sweep(source: str | Path | Scenario | dict, overrides: tuple[str, ...] | list[str] = (),
+               base_dir: Path | None = None) -> SweepDesign:
     """Validate the base scenario and every variant × load; list the points in row order."""
     raw, folder, name = read_source(source, overrides, base_dir)
     base = validated(raw, folder, name, "")
@@ -134,7 +134,7 @@ def plan_sweep(source: str | Path | Scenario | dict, overrides: tuple[str, ...] 
                 seeded = dataclasses.replace(scenario, seed=seed)
                 points.append(Point(variant["label"], index, load_kind, value, seed, seeded, point_key(seeded)))
     labels = [v["label"] for v in variants]
-    return SweepPlan(base=base, labels=labels, points=points, sla=base.sla, source=name)
+    return SweepDesign(base=base, labels=labels, points=points, sla=base.sla, source=name)
 
 
 def validated(raw: dict, folder: Path, name: str, where: str) -> Scenario:
@@ -150,7 +150,7 @@ def loaded(raw: dict, scenario: Scenario, load_kind: str, value: float, name: st
     """`raw` (validated as `scenario`) with its own workload scaled to one load value (sweeps and plans).
 
     `names` shows the load axes in the refusal when one does not fit the
-    workload (`sweep.load.users`, or the planner's `--rate`, ...).
+    workload (`sweep.load.users`, or a plan's `rate_per_s` (the command's `--rate`), ...).
     """
     try:
         return apply_load(raw, scenario.workload.arrivals, load_kind, value, names)

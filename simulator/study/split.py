@@ -45,10 +45,12 @@ import pandas as pd
 from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.streams import seed_sequence
-from specplan.simulator.engine.records import ChunkLog, SpecCounters
+from specplan.simulator.engine.draft_record import merged_record
+from specplan.simulator.engine.records import REJECT_REASONS, ChunkLog, SpecCounters
 from specplan.simulator.engine.simulation import SimResult, simulate
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.scenario import Scenario
+from specplan.simulator.study.backends import worker_count
 from specplan.simulator.study.interrupts import ignore_sigint
 from specplan.traces.spec import PoissonArrivals
 
@@ -97,8 +99,7 @@ def merged_frame(frames: list[pd.DataFrame], order: str) -> pd.DataFrame:
 
 def simulate_split(scenario: Scenario, workers: int = 1, itl: bool = False) -> SimResult:
     """The cluster of `scenario` as independent one-replica runs (see the module docstring)."""
-    if workers < 1:
-        raise SpecplanError(f"--workers must be >= 1, got {workers}")
+    workers = worker_count(workers)
     start = time.perf_counter()
     results = run_all(split_scenarios(scenario), workers, itl)
     requests = merged_frame([r.requests for r in results], "arrival_s")
@@ -110,7 +111,9 @@ def simulate_split(scenario: Scenario, workers: int = 1, itl: bool = False) -> S
                         load_profile(scenario.hardware.profile), chunks=chunks)
     summary["split_replicas"] = len(results)
     spec = functools.reduce(SpecCounters.merge, (r.spec for r in results))
-    return SimResult(scenario, summary, requests, steps, spec, chunks=chunks)
+    drafts = merged_record([r.drafts for r in results])
+    summary["draft_record"] = None if drafts is None else drafts.as_json()
+    return SimResult(scenario, summary, requests, steps, spec, chunks=chunks, drafts=drafts)
 
 
 def renumbered_chunks(results: list[SimResult], requests: pd.DataFrame) -> ChunkLog | None:
@@ -130,7 +133,8 @@ def renumbered_chunks(results: list[SimResult], requests: pd.DataFrame) -> Chunk
 
 SAMPLE_SCALED = ("throughput_tokens_per_s", "tokens_generated", "requests_arrived", "requests_completed",
                  "requests_running", "requests_rejected", "requests_completed_in_window", "engine_steps",
-                 "preemptions", "request_steps_deferred", "draft_tokens_truncated")
+                 "preemptions", "request_steps_deferred", "draft_tokens_truncated",
+                 *(f"requests_rejected_{reason}" for reason in REJECT_REASONS))
 
 
 def simulate_sampled(scenario: Scenario, sample: int, workers: int = 1, itl: bool = False) -> SimResult:

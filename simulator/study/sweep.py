@@ -6,6 +6,8 @@ The notebook API (`specplan sweep` is a thin face over it):
     result.points        one row per variant × load × seed: every summary key + label, load, seed
     result.frontier      per label: Pareto vertices + a monotone interpolation (specplan.simulator.study.frontier)
     result.comparisons   per SLA threshold: throughput/GPU per label, gains over the first label
+    result.drafts        per label: what its drafts did in the runs (acceptance by position, the head's
+                         reliability), pooled over its points: the report's figures read it
 
 With `out_dir`, each finished point is stored at once under
 `out_dir/points/<key>.json` (specplan.simulator.study.points); a re-run reuses every
@@ -17,27 +19,34 @@ simulation, differs between runs that computed a point anew).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from specplan.simulator.core.progress import Progress
+from specplan.simulator.engine.draft_record import DraftRecord
 from specplan.simulator.scenario import Scenario, write_resolved
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.backends import run_points
 from specplan.simulator.study.frontier import comparisons, frontier_table, operating_points
-from specplan.simulator.study.points import Point, SweepPlan, load_point, plan_sweep, store_point
+from specplan.simulator.study.points import (
+    Point,
+    SweepDesign,
+    design_sweep,
+    load_point,
+    store_point,
+)
 
-__all__ = ["SweepPlan", "SweepResult", "plan_sweep", "run_sweep", "sweep_frames"]
+__all__ = ["SweepDesign", "SweepResult", "design_sweep", "run_sweep", "sweep_frames"]
 
 
 @dataclass
 class SweepResult:
     """The frames of a finished sweep, how many points ran or were reused, and where files went."""
 
-    plan: SweepPlan
+    design: SweepDesign
     points: pd.DataFrame
     operating: pd.DataFrame
     frontier: pd.DataFrame
@@ -46,6 +55,7 @@ class SweepResult:
     computed: int
     reused: int
     out_dir: Path | None = None
+    drafts: dict[str, DraftRecord] = field(default_factory=dict)  # per label: what its drafts did, as run
 
 
 def run_sweep(scenario_or_path: str | Path | Scenario | dict, out_dir: str | Path | None = None,
@@ -56,21 +66,21 @@ def run_sweep(scenario_or_path: str | Path | Scenario | dict, out_dir: str | Pat
 
     The report (`specplan.reports.report.write_report`) is the caller's: `specplan sweep` writes it.
     """
-    plan = plan_sweep(scenario_or_path, overrides)
+    design = design_sweep(scenario_or_path, overrides)
     out = Path(out_dir) if out_dir is not None else None
     points_dir = out / "points" if out is not None else None
-    summaries, computed = collect(plan, points_dir, workers, backend, address, progress)
-    result = sweep_frames(plan, summaries, computed)
+    summaries, computed = collect(design, points_dir, workers, backend, address, progress)
+    result = sweep_frames(design, summaries, computed)
     if out is not None:
         write_outputs(result, out)
         result.out_dir = out
     return result
 
 
-def collect(plan: SweepPlan, points_dir: Path | None, workers: int | None, backend: str,
+def collect(design: SweepDesign, points_dir: Path | None, workers: int | None, backend: str,
             address: str | None, progress: bool | None) -> tuple[dict[str, dict[str, Any]], int]:
     """Summaries by key: stored ones reused, the rest run and stored as each finishes."""
-    unique = plan.unique_points
+    unique = design.unique_points
     summaries: dict[str, dict[str, Any]] = {}
     if points_dir is not None:
         for point in unique:
@@ -91,18 +101,36 @@ def collect(plan: SweepPlan, points_dir: Path | None, workers: int | None, backe
     return summaries, len(missing)
 
 
-def sweep_frames(plan: SweepPlan, summaries: dict[str, dict[str, Any]], computed: int = 0) -> SweepResult:
+def sweep_frames(design: SweepDesign, summaries: dict[str, dict[str, Any]], computed: int = 0) -> SweepResult:
     """Assemble the points, operating points, frontier and comparison frames from summaries."""
-    rows = [{**summaries[p.key], "label": p.label, "load_kind": p.load_kind, "load": p.load,
-             "seed": p.seed, "key": p.key} for p in plan.points]
+    rows = [{**scalars(summaries[p.key]), "label": p.label, "load_kind": p.load_kind, "load": p.load,
+             "seed": p.seed, "key": p.key} for p in design.points]
     points = numeric_columns(pd.DataFrame(rows))
-    sla = plan.sla
+    sla = design.sla
     statistic = sla.statistic if sla is not None else "p50"
     ops = operating_points(points, tps_column(statistic), sla.ttft_s if sla is not None else None)
-    front = frontier_table(ops, plan.labels)
-    comp = comparisons(ops, plan.labels, sla.tps_user if sla is not None else (), statistic)
-    reused = len(plan.unique_points) - computed
-    return SweepResult(plan, points, ops, front, comp, statistic, computed, reused)
+    front = frontier_table(ops, design.labels)
+    comp = comparisons(ops, design.labels, sla.tps_user if sla is not None else (), statistic)
+    reused = len(design.unique_points) - computed
+    return SweepResult(design, points, ops, front, comp, statistic, computed, reused,
+                       drafts=label_drafts(design, summaries))
+
+
+def scalars(summary: dict[str, Any]) -> dict[str, Any]:
+    """A summary's figures, one column each (the nested draft record is kept per label instead)."""
+    return {k: v for k, v in summary.items() if k != "draft_record"}
+
+
+def label_drafts(design: SweepDesign, summaries: dict[str, dict[str, Any]]) -> dict[str, DraftRecord]:
+    """Each label's draft record, pooled over its points (loads and seeds): what the report's acceptance
+    and calibration figures read."""
+    out: dict[str, DraftRecord] = {}
+    for point in design.points:
+        stored = summaries[point.key].get("draft_record")
+        if stored is not None:
+            record = DraftRecord.from_json(stored)
+            out[point.label] = out[point.label].merged(record) if point.label in out else record
+    return out
 
 
 def numeric_columns(frame: pd.DataFrame) -> pd.DataFrame:
@@ -124,4 +152,4 @@ def write_outputs(result: SweepResult, out: Path) -> None:
     result.points.to_csv(out / "points.csv", index=False, float_format="%.9g")
     result.frontier.to_csv(out / "frontier.csv", index=False, float_format="%.9g")
     result.comparisons.to_csv(out / "comparisons.csv", index=False, float_format="%.9g")
-    write_resolved(result.plan.base, out / "scenario.resolved.yaml")
+    write_resolved(result.design.base, out / "scenario.resolved.yaml")

@@ -71,7 +71,7 @@ from specplan.simulator.study.frontier import (
     tps_user_at,
     tps_user_edge,
 )
-from specplan.simulator.study.points import SweepPlan, plan_sweep, read_source
+from specplan.simulator.study.points import SweepDesign, design_sweep, read_source
 from specplan.simulator.study.sweep import SweepResult, collect, sweep_frames, write_outputs
 
 TUNED = "tuned schedule"
@@ -237,10 +237,11 @@ def sweep_mapping(raw: dict, variants: list[dict[str, Any]], load_kind: str, loa
     return out
 
 
-def run_plan(plan: SweepPlan, points_dir: Path | None, workers: int | None, progress: bool | None) -> SweepResult:
-    """Collect a plan's points (stored ones reused) and assemble its frames."""
-    summaries, computed = collect(plan, points_dir, workers, "local", None, progress)
-    return sweep_frames(plan, summaries, computed)
+def run_design(design: SweepDesign, points_dir: Path | None, workers: int | None,
+               progress: bool | None) -> SweepResult:
+    """Collect a sweep design's points (stored ones reused) and assemble its frames."""
+    summaries, computed = collect(design, points_dir, workers, "local", None, progress)
+    return sweep_frames(design, summaries, computed)
 
 
 # ---- the per-bucket choice ----------------------------------------------------------------------
@@ -315,7 +316,7 @@ def merged_schedule(choices: list[BucketChoice]) -> dict[int, int]:
 def label_roles(result: SweepResult, statics: list[str]) -> dict[str, str]:
     """label → 'tuned', 'static length' (a generated static length) or a scenario variant's policy name."""
     roles = {}
-    for label, scenario in result.plan.variant_scenarios.items():
+    for label, scenario in result.design.variant_scenarios.items():
         roles[label] = TUNED_ROLE if label == TUNED else STATIC_ROLE if label in statics else scenario.policy.name
     return roles
 
@@ -323,8 +324,8 @@ def label_roles(result: SweepResult, statics: list[str]) -> dict[str, str]:
 def comparison_frame(result: SweepResult, objective: Objective, statics: list[str], sla_values: list[float]) -> pd.DataFrame:
     """Every label against the tuned schedule: throughput/GPU at each SLA, or tokens/s/user at matched throughput."""
     ops = result.operating
-    vertices = {label: frontier_vertices(ops[ops["label"] == label]) for label in result.plan.labels}
-    loads = {label: ops.loc[ops["label"] == label, "load"] for label in result.plan.labels}
+    vertices = {label: frontier_vertices(ops[ops["label"] == label]) for label in result.design.labels}
+    loads = {label: ops.loc[ops["label"] == label, "load"] for label in result.design.labels}
     roles = label_roles(result, statics)
     rows = []
     if sla_values:
@@ -393,7 +394,7 @@ class TuneInputs:
 def tune_inputs(source: str | Path | Scenario | dict, lengths: tuple[int, ...] | None,
                 buckets: tuple[int, ...] | None, loads: tuple[float, ...] | None, sla_tps: float | None,
                 overrides: tuple[str, ...] | list[str]) -> TuneInputs:
-    base = plan_sweep(source, overrides).base
+    base = design_sweep(source, overrides).base
     raw, folder, name = read_source(source, overrides)
     if not base.drafter.speculates:
         raise SpecplanError(f"{name}: tune needs a drafter that speculates (drafter.family is '{base.drafter.family}')")
@@ -410,15 +411,15 @@ def tune_inputs(source: str | Path | Scenario | dict, lengths: tuple[int, ...] |
                       objective_of(base, sla_tps))
 
 
-def planned(inputs: TuneInputs, variants: list[dict[str, Any]], loads: tuple[float, ...]) -> SweepPlan:
-    """The plan of a generated sweep, its errors naming the scenario file."""
+def tune_design(inputs: TuneInputs, variants: list[dict[str, Any]], loads: tuple[float, ...]) -> SweepDesign:
+    """The design of a generated sweep, its errors naming the scenario file."""
     seeds = inputs.base.sweep.seeds if inputs.base.sweep else None
     mapping = sweep_mapping(inputs.raw, variants, inputs.load_kind, loads, seeds)
     try:
-        plan = plan_sweep(mapping, base_dir=inputs.folder)
+        design = design_sweep(mapping, base_dir=inputs.folder)
     except SpecplanError as exc:
         raise SpecplanError(str(exc).replace("<mapping>", inputs.name, 1)) from None
-    return dataclasses.replace(plan, source=inputs.name)
+    return dataclasses.replace(design, source=inputs.name)
 
 
 def tune_schedule(source: str | Path | Scenario | dict, out_dir: str | Path | None = None,
@@ -438,11 +439,11 @@ def tune_schedule(source: str | Path | Scenario | dict, out_dir: str | Path | No
     if clash:
         raise SpecplanError(f"{inputs.name}: variant label '{sorted(clash)[0]}' is one tune generates; rename it")
     statics = static_variants(inputs.lengths)
-    search = run_plan(planned(inputs, statics, inputs.search_loads), points_dir, workers, progress)
+    search = run_design(tune_design(inputs, statics, inputs.search_loads), points_dir, workers, progress)
     choices = choose_buckets(search.points, inputs.lengths, inputs.bounds, inputs.objective)
     schedule = merged_schedule(choices)
-    verify_plan = planned(inputs, [*own, *statics, schedule_variant(schedule)], inputs.verify_loads)
-    verification = run_plan(verify_plan, points_dir, workers, progress)
+    verify_design = tune_design(inputs, [*own, *statics, schedule_variant(schedule)], inputs.verify_loads)
+    verification = run_design(verify_design, points_dir, workers, progress)
     if out is not None:
         write_outputs(verification, out)
         verification.out_dir = out

@@ -3,13 +3,16 @@
 Each probe runs `--seeds` seeds; the table shows the statistic's 95%
 interval for the answer and its one-fewer probe. `--out DIR` stores every
 probe run (DIR/probes/<key>.json, reused by a re-run) and writes plan.json,
-probes.csv and plan.md (specplan.simulator.study.plan_files).
+probes.csv and plan.md (specplan.cli.plan_files). The flags spell a
+`Target` and `RunOptions` (specplan.simulator.study.target): `--sla-tps` is
+the bound tps_user_<statistic>>=VALUE and `--ttft-s` the bound
+ttft_p99_s<=VALUE, beside every `--sla`; a refusal names the flag (`FLAGS`).
 
 A scenario with a `search:` block is a deployment search instead
 (specplan.simulator.study.search_plan): every GPU type × serving mode ×
 variant planned, ranked by cost, `--backend ray [--address]` to run its
 points as Ray tasks; `--out DIR` adds plan.csv, plan.png and the winner's
-launch lines (specplan.reports.search_files). The SLA is every `--sla`
+launch lines (specplan.cli.search_files). The SLA is every `--sla`
 bound together (`ttft_p99_s<=2`, `tps_user_p10>=30`, `itl_p99_ms<=80`),
 `--sla-tps` / `--ttft-s`, or the scenario's `sla.bounds`.
 """
@@ -21,23 +24,30 @@ import json
 import sys
 from pathlib import Path
 
-from specplan.reports.search_files import write_search_files
-from specplan.simulator.app.commands.run import add_override_args
-from specplan.simulator.app.output import out_folder
-from specplan.simulator.core.errors import SpecplanError
+from specplan.cli.commands.run import add_override_args
+from specplan.cli.output import out_folder
+from specplan.cli.plan_files import write_plan_files
+from specplan.cli.plan_tables import plan_table, search_table
+from specplan.cli.search_files import write_search_files
 from specplan.simulator.core.jsonsafe import clean
-from specplan.simulator.scenario.study import STATISTICS, parse_bound
-from specplan.simulator.study.plan_files import write_plan_files
-from specplan.simulator.study.planner import (
+from specplan.simulator.scenario.study import STATISTICS, Bound, parse_bound, tps_column
+from specplan.simulator.study.plan_json import capacity_json, search_json
+from specplan.simulator.study.planner import plan_capacity
+from specplan.simulator.study.points import read_source, validated
+from specplan.simulator.study.search_plan import plan_search
+from specplan.simulator.study.target import (
+    DEFAULT_MAX_REPLICAS,
     DEFAULT_REPLICA_SAMPLE,
     DEFAULT_SEEDS,
+    RunOptions,
     Target,
-    plan_capacity,
-    plan_table,
-    scenario_bounds,
 )
-from specplan.simulator.study.points import read_source, validated
-from specplan.simulator.study.search_plan import plan_search, search_table
+
+# how a refusal names a Target or RunOptions field: by the flag that sets it
+FLAGS = {"rate_per_s": "--rate", "rate_scale": "--rate-scale", "users": "--users", "seeds": "--seeds",
+         "gpu_hour_usd": "--gpu-hour-usd", "max_replicas": "--max-replicas", "replica_sample": "--replica-sample",
+         "workers": "--workers", "backend": "--backend", "out_dir": "--out DIR",
+         "bounds": "--sla KEY<=VALUE / KEY>=VALUE (or --sla-tps)"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,12 +63,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="an SLA bound on a summary.json key, repeatable: ttft_p50_s / ttft_p90_s / ttft_p99_s "
                         "<= s, itl_mean_ms / itl_p50_ms / itl_p90_ms / itl_p99_ms <= ms, tps_user_p10 / _p50 / "
                         "_p90 / _mean >= tokens/s (default: the scenario's sla.bounds)")
-    p.add_argument("--sla-tps", type=float, help="SLA: tokens/s/user the statistic must reach")
+    p.add_argument("--sla-tps", type=float, help="SLA: tokens/s/user the statistic must reach (the bound "
+                                                 "tps_user_<statistic>>=VALUE)")
     p.add_argument("--statistic", choices=STATISTICS, default="p10",
                    help="statistic of per-request tokens/s/user (default p10: the slowest 10%%)")
-    p.add_argument("--ttft-s", type=float, help="also require p99 time to first token <= this (s)")
+    p.add_argument("--ttft-s", type=float, help="also require p99 time to first token <= this (s): the bound "
+                                                "ttft_p99_s<=VALUE")
     p.add_argument("--gpu-hour-usd", type=float, help="price of one GPU-hour, for the cost column")
-    p.add_argument("--max-replicas", type=int, default=256, help="give up above this many replicas")
+    p.add_argument("--max-replicas", type=int, default=DEFAULT_MAX_REPLICAS, help="give up above this many replicas")
     p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
                    help=f"seeds per probe (the scenario's seed, +1, ...; default {DEFAULT_SEEDS}): the answer "
                         "carries a 95%% interval over them")
@@ -82,22 +94,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def target_of(args: argparse.Namespace) -> Target:
+    """The flags' demand and SLA: --sla bounds, then --sla-tps and --ttft-s as the bounds they spell."""
+    axis, value = next((axis, getattr(args, dest)) for axis, dest in
+                       (("rate_per_s", "rate"), ("rate_scale", "rate_scale"), ("users", "users"))
+                       if getattr(args, dest) is not None)
+    bounds = [parse_bound(text) for text in args.sla]
+    if args.sla_tps is not None:
+        bounds.append(Bound(tps_column(args.statistic), ">=", args.sla_tps))
+    if args.ttft_s is not None:
+        bounds.append(Bound("ttft_p99_s", "<=", args.ttft_s))
+    return Target(axis=axis, value=value, bounds=tuple(bounds), statistic=args.statistic, seeds=args.seeds,
+                  gpu_hour_usd=args.gpu_hour_usd)
+
+
+def options_of(args: argparse.Namespace, out: Path | None) -> RunOptions:
+    return RunOptions(max_replicas=args.max_replicas, workers=args.workers, replica_sample=args.replica_sample,
+                      sample_any_router=args.sample_any_router, out_dir=out,
+                      progress=False if (args.quiet or args.json) else None, overrides=tuple(args.overrides),
+                      backend=args.backend, address=args.address, names=FLAGS)
+
+
 def run(args: argparse.Namespace) -> int:
     out = out_folder(args.out) if args.out else None
-    bounds = tuple(parse_bound(text) for text in args.sla)
+    target, options = target_of(args), options_of(args, out)
     if has_search(args.scenario, args.overrides):
-        return run_search(args, out, bounds)
-    if args.backend != "local" or args.address:
-        raise SpecplanError("--backend ray runs a deployment search: give the scenario a search: block")
-    plan = plan_capacity(args.scenario, args.rate, args.sla_tps, args.statistic, args.ttft_s,
-                         args.gpu_hour_usd, max_replicas=args.max_replicas, workers=args.workers,
-                         progress=False if (args.quiet or args.json) else None, overrides=args.overrides,
-                         rate_scale=args.rate_scale, users=args.users, seeds=args.seeds, out_dir=out,
-                         bounds=bounds, replica_sample=args.replica_sample,
-                         sample_any_router=args.sample_any_router)
+        return run_search(args.scenario, target, options, args.json)
+    plan = plan_capacity(args.scenario, target, options)
     files = write_plan_files(plan, out) if out is not None else {}
     if args.json:
-        sys.stdout.write(json.dumps(clean(plan.to_json()), indent=2) + "\n")
+        sys.stdout.write(json.dumps(clean(capacity_json(plan)), indent=2) + "\n")
     else:
         print(plan_table(plan))
         if out is not None:
@@ -110,20 +136,13 @@ def has_search(scenario: str, overrides: list[str]) -> bool:
     return validated(raw, folder, name, "").search is not None
 
 
-def run_search(args: argparse.Namespace, out: Path | None, bounds: tuple) -> int:
+def run_search(scenario: str, target: Target, options: RunOptions, as_json: bool) -> int:
     """The scenario's search: block: every deployment planned, ranked; files and launch lines with --out."""
-    if args.gpu_hour_usd is not None:
-        raise SpecplanError("--gpu-hour-usd: a search prices each GPU type in search.hardware[].gpu_hour_usd")
-    if not bounds and args.sla_tps is None and args.ttft_s is None:
-        bounds = scenario_bounds(args.scenario, args.overrides)
-    target = Target(args.rate, args.sla_tps, args.statistic, args.ttft_s, None, args.rate_scale, args.users,
-                    args.seeds, bounds, args.replica_sample, args.sample_any_router)
-    plan = plan_search(args.scenario, target, max_replicas=args.max_replicas, workers=args.workers,
-                       backend=args.backend, address=args.address, out_dir=out,
-                       progress=False if (args.quiet or args.json) else None, overrides=args.overrides)
+    plan = plan_search(scenario, target, options)
+    out = Path(options.out_dir) if options.out_dir is not None else None
     files = write_search_files(plan, out) if out is not None else {}
-    if args.json:
-        sys.stdout.write(json.dumps(clean(plan.to_json()), indent=2) + "\n")
+    if as_json:
+        sys.stdout.write(json.dumps(clean(search_json(plan)), indent=2) + "\n")
         return 0
     print(search_table(plan))
     launch = plan.launch()

@@ -2,8 +2,10 @@
 
 `specplan plan --out DIR` writes these beside `DIR/probes/<key>.json` (each
 probe run's summary, keep-up verdict and resolved scenario, stored by the
-planner as it runs). plan.md is the terminal table plus, per variant, every
-cluster size simulated with its statistic's interval and keep-up verdict.
+planner as it runs). plan.json is the JSON contract (specplan.simulator.study.plan_json);
+plan.md is the terminal table plus, per variant, every cluster size simulated
+with its statistic's interval and keep-up verdict. A deployment search's files:
+specplan.cli.search_files.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from typing import Any
 
 import pandas as pd
 
+from specplan.cli.plan_tables import plan_table
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.scenario.study import tps_column
-from specplan.simulator.study.planner import CapacityPlan, plan_table
+from specplan.simulator.study.plan_json import capacity_json
+from specplan.simulator.study.planner import CapacityPlan
 
 PROBE_COLUMNS = ["label", "replicas", "replicas_simulated", "gpus", "seed", "tps_user",
                  "throughput_tokens_per_s_per_gpu", "ttft_p99_s", "requests_completed", "keep_up_verdict",
@@ -61,7 +65,7 @@ def write_plan_files(plan: CapacityPlan, out: Path) -> dict[str, Path]:
     """plan.json, probes.csv and plan.md in `out`; returns them by name."""
     out.mkdir(parents=True, exist_ok=True)
     files = {"plan.json": out / "plan.json", "probes.csv": out / "probes.csv", "plan.md": out / "plan.md"}
-    files["plan.json"].write_text(dumps(plan.to_json()))
+    files["plan.json"].write_text(dumps(capacity_json(plan)))
     probe_rows(plan).to_csv(files["probes.csv"], index=False, float_format="%.9g")
     text = ["# specplan capacity plan", "", "```", plan_table(plan), "```", "",
             "## Every probe", "", *probe_lines(plan), "",

@@ -18,6 +18,7 @@ import shlex
 import time
 from pathlib import Path
 
+from specplan.cli.output import add_force_arg, out_file
 from specplan.hwprofiles.aiconfigurator import (
     AicDrafter,
     AicLayout,
@@ -31,7 +32,6 @@ from specplan.hwprofiles.grid import parse_tokens
 from specplan.hwprofiles.loader import load_profile
 from specplan.hwprofiles.modelshape import load_shape
 from specplan.hwprofiles.plot import save_parts_plot, save_profile_plot
-from specplan.simulator.app.output import add_force_arg, out_file
 from specplan.simulator.core.errors import SpecplanError
 
 SOURCES = ("torch", "aiconfigurator")

@@ -5,20 +5,20 @@ from __future__ import annotations
 import argparse
 import sys
 
-from specplan.hwprofiles import load_profile
-from specplan.simulator.app.output import (
+from specplan.cli.output import (
     RUN_FILES,
     add_force_arg,
     out_folder,
     summary_table,
     write_run,
 )
-from specplan.simulator.app.progress import simulate_with_progress
+from specplan.cli.progress import simulate_with_progress
+from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.scenario import load_scenario
-from specplan.simulator.study.points import plan_sweep
+from specplan.simulator.study.points import design_sweep
 from specplan.simulator.study.split import simulate_split
 
 
@@ -79,8 +79,8 @@ def check(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         raise SpecplanError(f"{args.scenario}: {exc}") from None
     seed = [] if args.seed is None else [f"seed={args.seed}"]
-    plan = plan_sweep(args.scenario, [*args.overrides, *seed])
-    study = f", {len(plan.points)} sweep points over {len(plan.labels)} variant(s)" if scenario.sweep else ""
+    design = design_sweep(args.scenario, [*args.overrides, *seed])
+    study = f", {len(design.points)} sweep points over {len(design.labels)} variant(s)" if scenario.sweep else ""
     print(f"{args.scenario}: ok ({scenario.name}, policy {scenario.policy.name}, "
           f"{scenario.cluster.replicas} replica(s){study})")
     return 0

@@ -8,9 +8,9 @@ import math
 import sys
 from pathlib import Path
 
+from specplan.cli.commands.run import add_override_args
+from specplan.cli.output import out_folder
 from specplan.reports.report import write_report
-from specplan.simulator.app.commands.run import add_override_args
-from specplan.simulator.app.output import out_folder
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.study.sweep import SweepResult, run_sweep

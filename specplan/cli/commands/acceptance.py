@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from specplan.simulator.app.output import add_force_arg, out_file
+from specplan.cli.output import add_force_arg, out_file
 from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean

@@ -19,9 +19,9 @@ import sys
 
 import pandas as pd
 
+from specplan.cli.commands.run import add_override_args
+from specplan.cli.output import out_folder
 from specplan.reports.tune import write_tune_report
-from specplan.simulator.app.commands.run import add_override_args
-from specplan.simulator.app.output import out_folder
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.study.export import tune_record, write_schedule_files

@@ -4,7 +4,7 @@ Every user error becomes one line on stderr and exit status 2, with no
 traceback: the CLI catches the root's base `specplan.errors.SpecplanError`,
 which the scenario layer's ScenarioError and the leaf packages' own errors
 (ProfileError, TraceError, PolicyError) all derive from. Ctrl-C is one line
-and exit status 130. Subcommands live in `specplan.simulator.app.commands`.
+and exit status 130. Subcommands live in `specplan.cli.commands`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import importlib
 import os
 import sys
 
+from specplan.cli.commands import COMMANDS
 from specplan.errors import SpecplanError
-from specplan.simulator.app.commands import COMMANDS
 
 
 class Parser(argparse.ArgumentParser):

@@ -12,18 +12,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specplan.cli.plan_tables import search_table
 from specplan.reports.search_figure import write_search_figure
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.study.launch import launch_files
-from specplan.simulator.study.search_plan import SearchPlan, search_table
+from specplan.simulator.study.plan_json import deployment_rows, search_json
+from specplan.simulator.study.search_plan import DeploymentPlan
 
 
-def write_search_files(plan: SearchPlan, out: Path) -> dict[str, Path]:
+def write_search_files(plan: DeploymentPlan, out: Path) -> dict[str, Path]:
     """Every file of the module docstring but the probes; returns them by name."""
     out.mkdir(parents=True, exist_ok=True)
     files = {name: out / name for name in ("plan.csv", "plan.json", "plan.md", "plan.png")}
-    plan.rows().to_csv(files["plan.csv"], index=False, float_format="%.9g")
-    files["plan.json"].write_text(dumps(plan.to_json()))
+    deployment_rows(plan).to_csv(files["plan.csv"], index=False, float_format="%.9g")
+    files["plan.json"].write_text(dumps(search_json(plan)))
     write_search_figure(plan, files["plan.png"])
     launch = plan.launch()
     texts = launch_files(launch) if launch is not None else {}

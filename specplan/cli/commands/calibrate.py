@@ -15,9 +15,9 @@ import json
 import sys
 from typing import Any
 
+from specplan.cli.commands.run import add_scenario_args
+from specplan.cli.output import add_force_arg, out_folder
 from specplan.reports.reliability import plot_reliability
-from specplan.simulator.app.commands.run import add_scenario_args
-from specplan.simulator.app.output import add_force_arg, out_folder
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.drafters.heads import HeadEvaluation, evaluate_head
 from specplan.simulator.scenario import load_scenario, write_resolved

@@ -6,7 +6,7 @@ import argparse
 from importlib import resources
 from pathlib import Path
 
-from specplan.simulator.app.commands.sweep import add_runner_args, sweep_and_report
+from specplan.cli.commands.sweep import add_runner_args, sweep_and_report
 
 
 def default_scenario() -> Path:

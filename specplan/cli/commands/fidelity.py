@@ -13,9 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from specplan.cli.commands.run import add_scenario_args
+from specplan.cli.output import add_force_arg, out_folder
 from specplan.hwprofiles.grid import parse_tokens
-from specplan.simulator.app.commands.run import add_scenario_args
-from specplan.simulator.app.output import add_force_arg, out_folder
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.validation.fidelity import (

@@ -1,0 +1,38 @@
+"""Process orchestration of a plan: its independent sizings (variants, deployments) run side by side.
+
+    run_sizings(calls, options, workers, "plan", "variant plan", on_result)
+
+Each call sizes one variant or deployment (specplan.simulator.study.replica_search)
+and returns its answer; they share nothing but the probe store's folder. Locally
+they run one by one (`workers` 1) or on a process pool, a first Ctrl-C finishing
+the running ones and a second killing them (removing any temporary probe file a
+killed worker left); with `options.backend == "ray"` each is a Ray task. Every
+finished one is handed to `on_result(index, value)` at once, and a progress bar
+counts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from specplan.simulator.core.progress import Progress
+from specplan.simulator.study.backends import map_calls, ray_map
+from specplan.simulator.study.points import remove_partial
+from specplan.simulator.study.target import RunOptions
+
+
+def run_sizings(calls: Sequence[tuple[Callable[..., Any], tuple]], options: RunOptions, workers: int,
+                bar_name: str, what: str, on_result: Callable[[int, Any], None]) -> None:
+    """Every call, on `workers` processes or Ray tasks (see the module docstring)."""
+    with Progress(len(calls), bar_name, enabled=options.progress) as bar:
+
+        def done(index: int, get: Callable[[], Any]) -> None:
+            on_result(index, get())
+            bar.advance()
+
+        if options.backend == "ray":
+            ray_map(calls, done, workers, options.address, what=what)
+        else:
+            map_calls(calls, done, min(workers, len(calls)), what, options.kept,
+                      on_killed=lambda running: remove_partial(options.probes_dir, [""]))

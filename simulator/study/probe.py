@@ -1,0 +1,145 @@
+"""Judging a probe: one cluster size of a plan, simulated once per seed, against the target.
+
+    result = probe(scenario, target, options, label, store)     a Probe: meets the SLA or not, and why
+
+A cluster of n replicas meets the SLA when, simulated whole (router
+included) with `target.seeds` seeds (the scenario's seed, +1, +2, ...), the
+mean over seeds of each statistic the SLA bounds meets its bound, and every
+seed keeps up with the demand: its backlog of outstanding requests does not
+grow over the second half of the measurement window
+(specplan.simulator.study.keepup). A run whose horizon is too short to tell
+a growing backlog from the ramp-up of an empty cluster, or with too few
+completed requests, stops the plan with one line naming the horizon that
+would settle it (no answer rather than a wrong one) when it matters: when
+its SLA statistics pass, or no request completed at all. A probe whose
+completed requests already miss the SLA fails whatever its backlog does.
+
+A probe of more than `options.replica_sample` replicas (default 8) whose
+replicas are independent (random routing of Poisson arrivals over a
+duration horizon, no shared prefill pool) simulates that many of them at
+λ/n each and stands them for all n
+(specplan.simulator.study.split.simulate_sampled: exact in distribution,
+its cost flat in n); `options.sample_any_router` extends this to the other
+routers, where a split run stands in for random routing. Each seed's run
+(its summary and keep-up verdict) is kept in a ProbeStore under its point
+key, so a re-run reuses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.scenario import Scenario
+from specplan.simulator.scenario.study import tps_column
+from specplan.simulator.study.frontier import ci95
+from specplan.simulator.study.keepup import FALLS_BEHIND, KEEPS_UP, TOO_SHORT, judge_backlog
+from specplan.simulator.study.points import normalise, point_key
+from specplan.simulator.study.probe_store import ProbeStore
+from specplan.simulator.study.split import simulate_sampled
+from specplan.simulator.study.target import RunOptions, Target
+
+
+@dataclass(frozen=True, kw_only=True)
+class Probe:
+    """A variant at `replicas`, simulated once per seed; figures are means over seeds."""
+
+    replicas: int
+    meets_sla: bool
+    tps_user: float                  # the target's statistic of tokens/s/user
+    tps_user_ci95: float             # its Student-t 95% half-width over seeds (NaN for one seed)
+    throughput_per_gpu: float
+    ttft_p99_s: float
+    backlog_growth: float            # the worst seed's
+    gpus: int                        # every GPU of the cluster, a prefill pool's included
+    keep_up: str = KEEPS_UP          # the worst verdict over seeds
+    runs: tuple[dict[str, Any], ...] = ()
+    stats: dict[str, tuple[float, float]] = field(default_factory=dict)  # SLA key → (mean, 95% half-width)
+    simulated: int = 0               # replicas simulated for all of them (`replicas` when simulated whole)
+
+    @property
+    def keeps_up(self) -> bool:
+        """Every seed kept up ("too short" counts only where the SLA statistic already failed)."""
+        return self.keep_up == KEEPS_UP
+
+    def interval(self) -> tuple[float, float]:
+        """The Student-t 95% interval over seeds of the SLA statistic (the mean twice for one seed)."""
+        half = self.tps_user_ci95 if math.isfinite(self.tps_user_ci95) else 0.0
+        return self.tps_user - half, self.tps_user + half
+
+
+def probe(scenario: Scenario, target: Target, options: RunOptions, label: str = "",
+          store: ProbeStore | None = None, workers: int = 1) -> Probe:
+    """Simulate one cluster size once per seed and judge it against the target (a sampled one's
+    replicas on `workers` processes)."""
+    store = store if store is not None else ProbeStore(None)
+    sample = sampled_replicas(scenario, options)
+    runs = tuple(seed_run(dataclasses.replace(scenario, seed=scenario.seed + i), store, sample, workers)
+                 for i in range(target.seeds))
+    stats = {b.key: mean_and_interval(runs, b.key) for b in target.bounds}
+    fast_enough = all(b.holds(stats[b.key][0]) for b in target.bounds)
+    undecided = [r for r in runs if r["keep_up_verdict"] == TOO_SHORT
+                 and (fast_enough or any(r.get(b.key) is None for b in target.bounds))]
+    if undecided:
+        raise SpecplanError(too_short(scenario, label, undecided[0]))
+    verdicts = {r["keep_up_verdict"] for r in runs}
+    keep_up = next(v for v in (FALLS_BEHIND, TOO_SHORT, KEEPS_UP) if v in verdicts)
+    tps, tps_half = mean_and_interval(runs, tps_column(target.statistic))
+    return Probe(replicas=scenario.cluster.replicas, meets_sla=bool(fast_enough and keep_up == KEEPS_UP),
+                 tps_user=tps, tps_user_ci95=tps_half,
+                 throughput_per_gpu=mean_and_interval(runs, "throughput_tokens_per_s_per_gpu")[0],
+                 ttft_p99_s=mean_and_interval(runs, "ttft_p99_s")[0],
+                 backlog_growth=max((float(r["keep_up_growth"]) for r in runs if r["keep_up_growth"] is not None),
+                                    default=math.nan),
+                 gpus=int(runs[0]["gpus"]), keep_up=keep_up, runs=runs, stats=stats,
+                 simulated=sample or scenario.cluster.replicas)
+
+
+def mean_and_interval(runs: tuple[dict[str, Any], ...], key: str) -> tuple[float, float]:
+    """The mean over seeds of a summary key and its Student-t 95% half-width (NaN for one seed)."""
+    values = pd.Series([r.get(key) for r in runs], dtype=float)
+    return float(values.mean()), ci95(values)
+
+
+def sampled_replicas(scenario: Scenario, options: RunOptions) -> int | None:
+    """How many replicas a probe of `scenario` simulates for all of them, None to simulate it whole."""
+    sample, n = options.replica_sample, scenario.cluster.replicas
+    if not sample or n <= sample or scenario.cluster.prefill is not None:
+        return None
+    exact = scenario.cluster.router == "random" or options.sample_any_router
+    independent = scenario.workload.arrivals.KIND == "poisson" and scenario.horizon.duration_s is not None
+    return sample if exact and independent else None
+
+
+def seed_run(scenario: Scenario, store: ProbeStore, sample: int | None = None, workers: int = 1) -> dict[str, Any]:
+    """One seed's summary with its keep-up verdict: reused from the store, or simulated and stored
+    (whole, or as `sample` of its replicas, under a key that says so)."""
+    key = point_key(scenario) if sample is None else hashlib.sha256(
+        f"{point_key(scenario)}:sample={sample}".encode()).hexdigest()
+    stored = store.get(key)
+    if stored is not None and "keep_up_verdict" in stored:
+        return stored
+    result = (simulate(scenario, itl=True) if sample is None
+              else simulate_sampled(scenario, sample, workers=workers, itl=True))
+    backlog = judge_backlog(result.requests, scenario.horizon.warmup_s, float(result.summary["simulated_s"]),
+                            result.steps)
+    summary = normalise({**result.summary, **backlog.fields(), "key": key, "seed": scenario.seed})
+    store.put(key, summary, scenario)
+    return summary
+
+
+def too_short(scenario: Scenario, label: str, run: dict[str, Any]) -> str:
+    """The one line a plan stops with when a run cannot say whether its cluster keeps up."""
+    h = scenario.horizon
+    span = f"horizon.duration_s {h.duration_s:g}" if h.duration_s is not None else f"horizon.requests {h.requests}"
+    who = f"{label}: " if label else ""
+    return (f"{who}{scenario.cluster.replicas} replica(s), seed {run['seed']}: {span} is too short to judge "
+            f"whether the cluster keeps up ({run['keep_up_reason']}); raise horizon.duration_s to at least "
+            f"{run['keep_up_needed_duration_s']:g} (warm-up {h.warmup_s:g} s)")

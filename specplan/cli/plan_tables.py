@@ -1,0 +1,112 @@
+"""The terminal tables of `specplan plan`: a capacity plan per variant, a deployment search ranked.
+
+    plan_table(plan)      replicas, GPUs, the statistic ± its 95% interval, one fewer, cost, savings
+    search_table(plan)    rank, deployment, GPUs per pool, cost, the SLA statistics, met or not
+
+plan.md and the search's plan.md embed the same text (specplan.cli.plan_files).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from specplan.simulator.study.keepup import FALLS_BEHIND
+from specplan.simulator.study.plan_json import deployment_row, variant_row
+from specplan.simulator.study.planner import CapacityPlan
+from specplan.simulator.study.probe import Probe
+from specplan.simulator.study.replica_search import ReplicaSizing
+from specplan.simulator.study.search_plan import DeploymentPlan
+
+
+def plan_table(plan: CapacityPlan) -> str:
+    """The terminal table: replicas, GPUs, SLA, cost per hour, savings against the first variant."""
+    t = plan.target
+    price = t.gpu_hour_usd
+    head = (f"{t.demand_text()}; {t.sla_text()}"
+            + (f"; GPU at ${price:g}/hour" if price is not None else "")
+            + f"; {t.seeds} seed(s) per probe, ± a 95% interval over seeds")
+    cols = ("variant", "replicas", "GPUs", f"tok/s/user {t.statistic}", "one fewer", "tok/s/GPU", "$/hour",
+            "savings")
+    rows = [cols]
+    first = plan.variants[0] if plan.variants else None
+    for v in plan.variants:
+        r = variant_row(v, t)
+        rows.append((v.label, show(r["replicas"]), show(r["gpus"]), with_interval(v.shown),
+                     one_fewer_text(v.one_fewer), show(r["throughput_per_gpu"], "{:,.0f}"),
+                     show(r["cost_per_hour"], "{:,.2f}"), savings(v, first)))
+    lines = [head, *aligned(rows, left=(0,))]
+    sampled = sorted({p.simulated for v in plan.variants for p in v.probes if p.simulated < p.replicas})
+    if sampled:
+        lines.append(f"  probes above {sampled[0]} replicas simulate {sampled[0]} of them at their share of the "
+                     "demand (independent replicas: random routing of Poisson arrivals)"
+                     + ("; other routers approximated so (--sample-any-router)" if plan.options.sample_any_router
+                        else ""))
+    lines += [f"  {v.label}: no cluster up to {max(p.replicas for p in v.probes)} replicas meets the SLA"
+              for v in plan.variants if v.replicas is None and v.probes]
+    lines += [f"  {v.label}: not sure: a bound of the SLA lies inside the 95% interval of {v.replicas} or "
+              f"{v.replicas - 1} replica(s); more seeds (--seeds) or a longer horizon would settle it"
+              for v in plan.variants if v.replicas is not None and not v.sure(t)]
+    return "\n".join(lines)
+
+
+def search_table(plan: DeploymentPlan) -> str:
+    """The ranked terminal table: deployment, GPUs per pool, cost, the SLA statistics, met or not."""
+    t = plan.target
+    keys = [b.key for b in t.bounds]
+    head = f"{t.demand_text()}; {t.sla_text()}; {t.seeds} seed(s) per probe; {len(plan.deployments)} deployment(s)"
+    cols = ("#", "deployment", "GPUs", "prefill+decode", "$/hour", "$/M tok", *keys, "SLA")
+    rows = [cols]
+    for rank, p in enumerate(plan.ranked(), start=1):
+        r = deployment_row(p, rank, t)
+        pools = f"{r['gpus_prefill']}+{r['gpus_decode']}" if p.meets_sla else "—"
+        stats = [show(r[k], "{:.3g}") for k in keys]
+        verdict = "met" if p.meets_sla else f"not met up to {r['largest_probed_replicas']} replicas"
+        rows.append((str(rank), p.info.label, show(r["gpus"]), pools, show(r["usd_per_hour"], "{:,.2f}"),
+                     show(r["usd_per_million_tokens"], "{:,.3f}"), *stats, verdict))
+    lines = [head, *aligned(rows, left=(1, len(cols) - 1))]
+    lines += [f"  {p.info.label}: not sure: a bound of the SLA lies inside the 95% interval at {p.sizing.replicas} "
+              f"or {p.sizing.replicas - 1} decode replica(s); more seeds (--seeds) or a longer horizon would settle it"
+              for p in plan.ranked() if p.sizing.replicas is not None and not p.sizing.sure(t)]
+    winner = plan.winner
+    lines.append(f"winner: {winner.info.label}" if winner else "winner: none (no deployment meets the SLA)")
+    return "\n".join(lines)
+
+
+def aligned(rows: Sequence[tuple[str, ...]], left: tuple[int, ...]) -> list[str]:
+    """Rows as lines of columns padded to their widest cell, the `left` columns left-aligned."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+            for row in rows]
+
+
+def with_interval(probe: Probe | None) -> str:
+    """'63.1 ± 2.0' (the mean over seeds and its 95% half-width), '63.1' for one seed."""
+    if probe is None or not math.isfinite(probe.tps_user):
+        return "—"
+    half = f" ± {probe.tps_user_ci95:.1f}" if math.isfinite(probe.tps_user_ci95) else ""
+    return f"{probe.tps_user:.1f}{half}"
+
+
+def one_fewer_text(probe: Probe | None) -> str:
+    """The failed neighbour: '1: 41.2 ± 3.1' or '1: falls behind' (its backlog grows)."""
+    if probe is None:
+        return "—"
+    if probe.keep_up == FALLS_BEHIND:
+        return f"{probe.replicas}: falls behind"
+    return f"{probe.replicas}: {with_interval(probe)}"
+
+
+def show(value: Any, template: str = "{}") -> str:
+    """A table cell: '—' for a missing or NaN figure."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return template.format(value)
+
+
+def savings(variant: ReplicaSizing, first: ReplicaSizing | None) -> str:
+    """GPUs saved against the first variant, as a percentage of its GPUs."""
+    if first is None or variant is first or variant.gpus is None or not first.gpus:
+        return "—"
+    return f"{100 * (first.gpus - variant.gpus) / first.gpus:+.0f}%"
