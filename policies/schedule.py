@@ -1,9 +1,9 @@
-"""Per-batch-size length schedule (TensorRT-LLM `draft_len_schedule`, vLLM `disable_by_batch_size`).
+"""Per-batch-size length schedule (TensorRT-LLM `draft_len_schedule`, vLLM `num_speculative_tokens_per_batch_size`).
 
 `schedule` maps batch-size upper bounds to verification lengths:
 `{4: 4, 8: 2, 32: 1}` verifies 4 drafts per request while the step has at
 most 4 decoding requests, 2 up to 8, 1 up to 32, and none above 32
-(speculation off). vLLM's `disable_by_batch_size: N` is `{N: γ}`. Lengths
+(speculation off); vLLM (>= 0.24) takes it as [first, last, length] ranges. Lengths
 are capped at the block size; the batch size is the step's decoding
 requests. Like the other fixed-length policies it needs no per-step
 decision, and the engine defers requests beyond the token budget rather

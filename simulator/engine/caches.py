@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from specplan.simulator.engine.batch import ALL, RANK, Batch
-from specplan.simulator.engine.config import EngineConfig, RankLimits
+from specplan.simulator.engine.config import EngineConfig, RankLimits, resolved
 from specplan.simulator.engine.intake import admit_fifo, admit_to_ranks
 from specplan.simulator.engine.ranks import rank_cumsum, rank_order
 from specplan.simulator.engine.records import RequestLog
@@ -57,7 +57,7 @@ class KvCaches(Protocol):
 
 
 def kv_caches(config: EngineConfig) -> KvCaches:
-    capacity = config.engine.kv_capacity_tokens
+    capacity = resolved(config.engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
     if config.dp is None:
         return OneCache(capacity, config.block_size)
     return RankCaches(capacity, config.block_size, config.dp)

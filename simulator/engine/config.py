@@ -88,7 +88,7 @@ class EngineConfig:
     @cached_property
     def request_kv_limit(self) -> int:
         """The most KV one request may reserve: the whole cache, or one rank's."""
-        total = self.engine.kv_capacity_tokens
+        total = resolved(self.engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
         return total if self.dp is None else min(total, self.dp.kv_tokens)
 
     @classmethod
@@ -128,7 +128,8 @@ def rank_limits(engine: Engine, max_step_tokens: int) -> RankLimits | None:
     if dp is None or dp.ranks == 1:
         return None
     n = dp.ranks
-    return RankLimits(ranks=n, kv_tokens=dp.kv_capacity_tokens or engine.kv_capacity_tokens // n,
+    total = resolved(engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
+    return RankLimits(ranks=n, kv_tokens=dp.kv_capacity_tokens or total // n,
                       requests=dp.max_batch_requests or max(1, engine.max_batch_requests // n),
                       step_tokens=dp.max_step_tokens or max_step_tokens // n)
 

@@ -110,7 +110,7 @@ class DpAttention:
 @dataclass(frozen=True)
 class Engine:
     max_batch_requests: int = num(ge=1)
-    kv_capacity_tokens: int = num(ge=1)
+    kv_capacity_tokens: int | None = num(None, ge=1)   # default: the profile's memory model
     prefill: Prefill = NO_PREFILL_STAGE
     scheduling_overhead_ms: float = num(0.0, ge=0)
     max_step_tokens: int | None = num(None, ge=1)
