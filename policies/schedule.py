@@ -26,7 +26,8 @@ from specplan.policies.errors import PolicyKeyError
 class LengthScheduleParams:
     """`schedule`: {batch-size upper bound: length}; bounds are whole numbers ≥ 1."""
 
-    schedule: dict[str, int] = bounded(ge=0)
+    schedule: dict[str, int] = bounded(ge=0, doc="{batch-size upper bound: drafts verified}; none above the last "
+                                       "bound", unit="tokens", example={4: 4, 8: 2, 32: 1})
 
     def validate(self, path: str) -> None:
         if not self.schedule:

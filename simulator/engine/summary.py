@@ -37,14 +37,6 @@ from specplan.simulator.engine.records import REJECT_REASONS, ChunkLog
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.load import profile_kv_capacity
 
-SUMMARY_KEYS = (
-    "policy", "throughput_tokens_per_s", "throughput_tokens_per_s_per_gpu", "tps_user_mean",
-    "tps_user_p10", "tps_user_p50", "tps_user_p90", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "itl_mean_ms",
-    "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "requests_arrived",
-    "requests_completed", "tokens_generated", "mean_accepted_per_step",
-    "mean_verify_tokens_per_request_step", "mean_batch_requests", "simulated_s", "wall_s",
-)
-
 
 @dataclass(frozen=True)
 class Window:
