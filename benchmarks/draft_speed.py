@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from reference import reference_steps_per_s
 
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.batch import ALL
@@ -89,9 +90,12 @@ def main() -> None:
                                 time_reading_draws),
                                ("outcomes only (fixed-length policies)", fixed, time_fixed_draws)):
         timer(core, 50)  # warm-up
+        reference = reference_steps_per_s()
         runs = [timer(core, args.steps) for _ in range(args.repeats)]
-        print(f"{label}: R={args.requests}, γ={args.block}: {statistics.median(runs):.1f} µs/step "
-              f"(median of {args.repeats} × {args.steps} steps; min {min(runs):.1f}, max {max(runs):.1f})")
+        us = statistics.median(runs)
+        print(f"{label}: R={args.requests}, γ={args.block}: {us:.1f} µs/step "
+              f"(median of {args.repeats} × {args.steps} steps; min {min(runs):.1f}, max {max(runs):.1f}; "
+              f"{us * reference / 1e6:.2f} reference steps; reference {reference:,.0f} steps/s)")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ asynchronous policy plans from its two-step-old snapshot and the learning
 policies have history. The reference is `numpy.sort` of the same R·γ
 survival values, warmed up the same way as the policies (its first calls
 are not timed either). Goal: dspark-greedy and dspark-async within 5× of
-that sort. Prints the median over `--repeats` timing rounds.
+that sort. Prints the median over `--repeats` timing rounds, and each
+decision in the machine's reference steps (benchmarks/reference.py,
+measured in the same process).
 
     .venv/bin/python benchmarks/policy_speed.py [--requests 256] [--block 7] [--repeats 7]
 """
@@ -19,6 +21,7 @@ import statistics
 import time
 
 import numpy as np
+from reference import reference_steps_per_s
 
 from specplan.policies.admission import survival
 from specplan.policies.base import OracleView, SpsTable, StepOutcome, StepView
@@ -89,13 +92,14 @@ def main() -> None:
     ap.add_argument("--block", type=int, default=7)
     ap.add_argument("--repeats", type=int, default=7)
     args = ap.parse_args()
+    reference = reference_steps_per_s()
     sort_us = statistics.median(time_sort(args.requests, args.block) for _ in range(args.repeats))
     print(f"R = {args.requests}, γ = {args.block}: numpy.sort of {args.requests * args.block} values "
-          f"{sort_us:.1f} µs (median of {args.repeats} rounds)")
-    print(f"  {'policy':<16}{'µs/decision':>12}{'× sort':>9}")
+          f"{sort_us:.1f} µs (median of {args.repeats} rounds); reference {reference:,.0f} steps/s")
+    print(f"  {'policy':<16}{'µs/decision':>12}{'× sort':>9}{'reference steps':>17}")
     for name in POLICIES:
         us = statistics.median(time_policy(name, args.requests, args.block) for _ in range(args.repeats))
-        print(f"  {name:<16}{us:>12.1f}{us / sort_us:>9.1f}")
+        print(f"  {name:<16}{us:>12.1f}{us / sort_us:>9.1f}{us * reference / 1e6:>17.2f}")
 
 
 if __name__ == "__main__":

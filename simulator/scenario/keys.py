@@ -58,6 +58,7 @@ class Section:
     tag: str
     keys: list[Key]
     policies: list[str] = dataclasses.field(default_factory=list)   # policy.params: the policies that take it
+    listed: bool = False   # written as the items of a list (search.hardware), not at a dotted path
 
     @property
     def doc(self) -> str:
@@ -74,7 +75,7 @@ def schema_sections() -> list[Section]:
     return [section for section in found.values() if section.keys]
 
 
-def walk(cls: type, path: str, found: dict[type, Section]) -> None:
+def walk(cls: type, path: str, found: dict[type, Section], listed: bool = False) -> None:
     """Record `cls` at `path` (a second path for a class already seen is only added to its paths)."""
     if cls in found:
         if path not in found[cls].paths:
@@ -83,10 +84,21 @@ def walk(cls: type, path: str, found: dict[type, Section]) -> None:
     hints = get_type_hints(cls, include_extras=True)
     fields = [f for f in dataclasses.fields(cls) if f.init and not f.metadata.get("internal")]
     found[cls] = Section(cls, [path], getattr(cls, "KIND", None), getattr(cls, "TAG", "kind"),
-                         [key_of(f, hints[f.name]) for f in fields])
+                         [key_of(f, hints[f.name]) for f in fields], listed=listed)
     for f in fields:
+        in_list = get_origin(unwrapped(hints[f.name])) is tuple
         for child in dataclasses_in(hints[f.name]):
-            walk(child, join(path, f.name), found)
+            walk(child, join(path, f.name), found, in_list)
+
+
+def unwrapped(hint: Any) -> Any:
+    """A field's hint without Optional and Annotated."""
+    if get_origin(hint) is Annotated:
+        return unwrapped(get_args(hint)[0])
+    if get_origin(hint) in (Union, types.UnionType):
+        options = [a for a in get_args(hint) if a is not type(None)]
+        return unwrapped(options[0]) if len(options) == 1 else hint
+    return hint
 
 
 def join(path: str, name: str) -> str:
@@ -150,11 +162,11 @@ def type_text(hint: Any) -> str:
         kinds = [a for a in options if dataclasses.is_dataclass(a) and hasattr(a, "KIND")]
         if kinds and len(kinds) == len(options):
             tag = getattr(kinds[0], "TAG", "kind")
-            return f"mapping by `{tag}`: " + " | ".join(k.KIND for k in kinds)
+            return f"mapping by `{tag}`: " + ", ".join(k.KIND for k in kinds)
         texts = [type_text(a) for a in options]
         return " or ".join(dict.fromkeys(texts)) + (" or null" if len(options) < len(get_args(hint)) else "")
     if origin is Literal:
-        return "one of " + " | ".join(str(a) for a in get_args(hint))
+        return "one of " + ", ".join(str(a) for a in get_args(hint))
     if origin is tuple:
         return f"list of {plural(type_text(get_args(hint)[0]))}"
     if origin is dict:
@@ -166,4 +178,5 @@ def type_text(hint: Any) -> str:
 
 
 def plural(text: str) -> str:
-    return {"whole number": "whole numbers", "number": "numbers", "string": "strings"}.get(text, text)
+    return {"whole number": "whole numbers", "number": "numbers", "string": "strings", "mapping": "mappings"}.get(
+        text, text)
