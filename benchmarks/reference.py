@@ -1,6 +1,7 @@
 """A machine's speed, measured in the same run as a benchmark, so that its figures travel between machines.
 
     steps_per_s = reference_steps_per_s()      # median of 3 rounds of ~0.3 s each
+    value, steps_per_s = bracketed(measure)    # the reference just before and just after, geometric mean
 
 The reference step is a fixed piece of work shaped like the simulator's
 engine step: a few dozen numpy calls on arrays of a batch's size (256 × 7
@@ -8,18 +9,23 @@ survivals: a product along the block, a sort, a cumulative sum, a
 comparison, an index) with the Python around them. Absolute speeds move
 from machine to machine (and on a shared machine from minute to minute);
 a benchmark that prints its figure beside this rate, measured in the same
-process just before, gives a ratio (simulated tokens per reference step,
-reference steps per decision) that moves much less. benchmarks/README.md
-quotes both.
+process around it (`bracketed`: just before and just after, as the fidelity
+check brackets its points with profiles), gives a ratio (simulated tokens
+per reference step, reference steps per decision) that moves much less.
+benchmarks/README.md quotes both.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 
+T = TypeVar("T")
 ROUNDS = 3
 ROUND_S = 0.3
 
@@ -46,6 +52,13 @@ def reference_steps_per_s(rounds: int = ROUNDS, round_s: float = ROUND_S) -> flo
             count += 100
         rates.append(count / elapsed)
     return statistics.median(rates)
+
+
+def bracketed(measure: Callable[[], T]) -> tuple[T, float]:
+    """(what `measure` returned, the reference rate around it: geometric mean of one just before and after)."""
+    before = reference_steps_per_s()
+    value = measure()
+    return value, math.sqrt(before * reference_steps_per_s())
 
 
 if __name__ == "__main__":

@@ -12,10 +12,9 @@ from __future__ import annotations
 import argparse
 import re
 
-from docs.gen.results import REPO, Ran, Study, script
+from docs.gen.results import REPO, Ran, Study, between_markers, script
 
 RATIO = r"[\d.,]+ (?:tokens per reference step|M reference steps|reference steps)"
-BEGIN, END = "<!-- performance: begin (python -m docs.gen.results performance) -->", "<!-- performance: end -->"
 
 
 def fleets_page(args: argparse.Namespace) -> str:
@@ -55,7 +54,8 @@ def performance_page(args: argparse.Namespace) -> str:
     blocks = [f"### {what}\n\n{ran.block()}" for what, ran in runs]
     return "\n".join([
         "Every figure is measured by a script under `benchmarks/` and printed beside the machine's reference "
-        "rate, measured in the same process just before (`benchmarks/reference.py`: a fixed step-shaped "
+        "rate, measured in the same process just before and just after each run (`benchmarks/reference.py`: "
+        "a fixed step-shaped "
         "piece of numpy work). Absolute speeds move from machine to machine and, on a shared machine, from "
         "minute to minute; the ratio moves much less. Tests assert nothing about speed.", "", rows, *blocks])
 
@@ -76,7 +76,8 @@ def figures(stdout: str) -> list[tuple[str, str]]:
         aside = re.search(r"\(([^()]*reference[^()]*)\)", line)
         ratio = re.search(RATIO, aside.group(1)) if aside else None
         if ratio is not None:
-            pairs.append((re.sub(r"\s*\([^()]*reference[^()]*\)", "", line).strip(), ratio.group(0)))
+            measured = re.sub(r"\s*\([^()]*reference[^()]*\)", "", line)
+            pairs.append((re.sub(r"\s+", " ", measured).strip(), ratio.group(0)))
         elif re.fullmatch(r"\s+[\w-]+\s+[\d.]+\s+[\d.]+\s+[\d.]+", line):
             name, us, _sort, steps = line.split()
             pairs.append((f"{name}: {us} µs per decision", f"{steps} reference steps"))
@@ -84,11 +85,7 @@ def figures(stdout: str) -> list[tuple[str, str]]:
 
 
 def write_benchmarks_readme(rows: str) -> None:
-    path = REPO / "benchmarks" / "README.md"
-    text = path.read_text()
-    head, _, rest = text.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    path.write_text(f"{head}{BEGIN}\n{rows}{END}{tail}")
+    between_markers(REPO / "benchmarks" / "README.md", "performance", rows)
 
 
 STUDIES = {

@@ -14,6 +14,7 @@ structure, and regenerates the record-reading pages to check they match.
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import subprocess
 import sys
@@ -71,6 +72,16 @@ def figure(source: Path, name: str) -> str:
     FIGURES.mkdir(exist_ok=True)
     shutil.copyfile(source, FIGURES / name)
     return f"![{name}](../figures/{name})\n"
+
+
+def between_markers(path: Path, name: str, text: str) -> None:
+    """Replace what lies between `<!-- NAME: begin ... -->` and `<!-- NAME: end -->` in a file we do not own whole."""
+    content = path.read_text()
+    begin = re.search(rf"<!-- {name}: begin[^>]*-->", content)
+    end = content.find(f"<!-- {name}: end -->")
+    if begin is None or end < begin.end():
+        raise SystemExit(f"{path}: no <!-- {name}: begin --> ... <!-- {name}: end --> markers")
+    path.write_text(f"{content[:begin.end()]}\n{text}{content[end:]}")
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:

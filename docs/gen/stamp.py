@@ -22,14 +22,15 @@ def commit() -> str:
 
 
 def machine() -> str:
-    """CPU model and cores, OS: enough to say whose speed a timing is."""
+    """CPU model and cores, OS, and the load average when the page was made: whose speed a timing is."""
     model = platform.processor() or platform.machine()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
         names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
                  if line.startswith("model name")]
         model = names[0] if names else model
-    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, load average {load}"
 
 
 def stamp(command: str) -> str:

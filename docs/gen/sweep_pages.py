@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from docs.gen.results import REPO, Study, figure, specplan, table
+from docs.gen.results import REPO, Study, between_markers, figure, specplan, table
 from specplan.simulator.study.frontier import frontier_vertices, tps_user_at
 
 READING = """A reading marked **at max load N** is the throughput of the largest
@@ -112,44 +112,39 @@ def default_page(args: argparse.Namespace) -> str:
         fig = figure(out / "figures" / "frontier.png", "default-frontier.png")
     block = ran.block().replace(str(out), "OUT")
     write_readme_block(ran.stdout.replace(str(out), "out/demo"), ran.seconds, args.workers)
-    top = float(points["load"].max())
-    return "\n".join([
+    return sweep_body(
         "`scenarios/default.yaml`, embedded: chat traffic on one H200 serving Llama-3.1-8B, step times from "
         "AIConfigurator's kernel database (vLLM 0.24) over the batch's KV context, every drafter's forward "
         "from the same database, closed-loop users from 1 to 128; acceptance from published presets "
-        "(DSpark Table 1's Qwen3-8B curves for DFlash and DSpark, DeepSeek-V3's MTP figures).", "",
-        "## What `specplan demo` prints", "", block, READING, fig,
-        "## The verify budget (1 + ℓ) by load (users)", "", budget_table(points),
-        f"## Where the step goes at {top:g} users", "", STEP_NOTE, step_table(points, [top])])
+        "(DSpark Table 1's Qwen3-8B curves for DFlash and DSpark, DeepSeek-V3's MTP figures).",
+        "## What `specplan demo` prints", block, fig, points)
 
 
-README_BEGIN, README_END = "<!-- demo: begin (python -m docs.gen.results default) -->", "<!-- demo: end -->"
+def sweep_body(intro: str, heading: str, block: str, fig: str, points: pd.DataFrame) -> str:
+    """A sweep's page: what it printed, its frontier, the verify budget by load, the step at the top load."""
+    top = float(points["load"].max())
+    return "\n".join([intro, "", heading, "", block, READING, fig,
+                      "## The verify budget (1 + ℓ) by load (users)", "", budget_table(points),
+                      f"## Where the step goes at {top:g} users", "", STEP_NOTE, step_table(points, [top])])
 
 
 def write_readme_block(stdout: str, seconds: float, workers: int) -> None:
     """README's headline: what `make demo` prints, as this run printed it."""
-    path = REPO / "README.md"
-    head, _, rest = path.read_text().partition(README_BEGIN)
-    _, _, tail = rest.partition(README_END)
     block = f"```text\n$ make demo          # {seconds:.0f} s on {workers} workers\n{stdout.rstrip()}\n```\n"
-    path.write_text(f"{head}{README_BEGIN}\n{block}{README_END}{tail}")
+    between_markers(REPO / "README.md", "demo", block)
 
 
 def v3_page(args: argparse.Namespace) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         block, points, _, out = sweep("scenarios/deepseek-v3-h200.yaml", Path(tmp) / "dsv3", args.workers)
         fig = figure(out / "figures" / "frontier.png", "deepseek-v3-h200-frontier.png")
-    top = float(points["load"].max())
-    return "\n".join([
+    return sweep_body(
         "`scenarios/deepseek-v3-h200.yaml`: DeepSeek-V3 replicas of 8 H200s (TP8, EP8), step times and every "
         "drafter's forward from AIConfigurator's H200 / vLLM 0.24 tables (the MTP module: one MoE layer + "
         "eh_proj + LM head; DSpark-5: three MoE layers + LM head, the paper's production setting), MTP-1 as in "
         "production, static MTP-3 and MTP-5, DSpark-5 greedy and async, closed-loop users 1 to 256. MTP "
         "acceptance is DeepSeek-V3's published 85–90%; no DSpark acceptance has been published for "
-        "DeepSeek-V3, so DSpark stands in the Qwen3-8B preset.", "",
-        "## What the sweep prints", "", block, READING, fig,
-        "## The verify budget (1 + ℓ) by load (users)", "", budget_table(points),
-        f"## Where the step goes at {top:g} users", "", STEP_NOTE, step_table(points, [top])])
+        "DeepSeek-V3, so DSpark stands in the Qwen3-8B preset.", "## What the sweep prints", block, fig, points)
 
 
 def v4_page(args: argparse.Namespace) -> str:
