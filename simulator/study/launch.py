@@ -33,9 +33,9 @@ each script says which version has the flag):
   dspark-greedy / dspark-global, which no engine runs: they are served by
   the same scheduler): vLLM `method: dspark` (vllm-project/vllm #46995, in
   vLLM 0.25) with `enable_adaptive_verification: true` (#47808, merged
-  after v0.26.0: a global top-B over prefix survivals, B sized from a
-  profiled step-cost table with confidences one step old, as dspark-async
-  plans). SGLang serves the DSpark drafter (`--speculative-algorithm
+  after v0.26.0: B sized ahead of the step from lagged confidences and a
+  profiled step-cost table, then a global top-B over current prefix
+  survivals, as dspark-async plans with its two-step lag). SGLang serves the DSpark drafter (`--speculative-algorithm
   DSPARK`, `--speculative-dspark-block-size`; sgl-project/sglang #30261,
   which followed #29538) and verifies its whole block unless its own
   confidence scheduler is configured, which these lines do not do.
