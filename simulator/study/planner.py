@@ -35,7 +35,7 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import apply_variant, strip_study_blocks
 from specplan.simulator.study.plan_runs import run_sizings
-from specplan.simulator.study.points import fits, loaded, read_source, validated
+from specplan.simulator.study.points import fits, load_shown, loaded, read_source, validated
 from specplan.simulator.study.probe_store import ProbeStore
 from specplan.simulator.study.replica_search import ReplicaSizing, size_replicas
 from specplan.simulator.study.target import RunOptions, Source, Target
@@ -63,8 +63,6 @@ def plan_capacity(source: Source, target: Target, options: RunOptions | None = N
         raise SpecplanError(f"{options.names.get('backend', 'backend')} ray runs a deployment search: give the "
                             "scenario a search: block")
     variants, folder, name = variant_mappings(source, target, options)
-    for _label, raw, where in variants:
-        cluster_scenario(raw, 1, folder, name, where)  # fail fast on a bad variant
     replica_workers = max(1, cores // len(variants))  # cores the variants leave run a sampled probe's replicas
     calls = [(size_variant, (raw, label, folder, name, where, target, options, replica_workers))
              for label, raw, where in variants]
@@ -107,5 +105,7 @@ def variant_mappings(source: Source, target: Target,
         where = f"sweep.variants[{i}] ({variant['label']})" if base.sweep and base.sweep.variants else ""
         merged = apply_variant(body, variant)
         own = validated(merged, folder, name, where)
-        out.append((variant["label"], loaded(merged, own, target.axis, target.value, name, where, names), where))
+        demand = loaded(merged, own, target.axis, target.value, name, where, names)
+        validated(demand, folder, name, where, load_shown(own, target.axis, names))  # fail fast on a bad variant
+        out.append((variant["label"], demand, where))
     return out, folder, name

@@ -15,6 +15,7 @@ import json
 import sys
 from typing import Any
 
+from specplan.cli.args import whole_number
 from specplan.cli.commands.run import add_scenario_args
 from specplan.cli.output import add_force_arg, out_folder
 from specplan.reports.reliability import plot_reliability
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_scenario_args(p)
     p.add_argument("--out", required=True, help="results folder (created; earlier results kept unless --force)")
     add_force_arg(p)
-    p.add_argument("--samples", type=int, default=50_000, help="held-out draft blocks to score (default 50000)")
+    p.add_argument("--samples", type=whole_number, default=50_000, help="held-out draft blocks to score (default 50000)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=calibrate)
 

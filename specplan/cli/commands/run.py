@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from specplan.cli.args import whole_number
 from specplan.cli.output import (
     RUN_FILES,
     add_force_arg,
@@ -24,7 +25,7 @@ from specplan.simulator.study.split import simulate_split
 
 def add_scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", help="scenario YAML file")
-    p.add_argument("--seed", type=int, help="override the scenario's seed")
+    p.add_argument("--seed", type=whole_number, help="override the scenario's seed")
     add_override_args(p)
 
 
@@ -44,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_force_arg(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="print nothing")
-    p.add_argument("--split-replicas", type=int, metavar="WORKERS", default=None,
+    p.add_argument("--split-replicas", type=whole_number, metavar="WORKERS", default=None,
                    help="simulate the replicas independently on WORKERS processes (exact for random routing "
                         "of Poisson arrivals; see specplan.simulator.study.split)")
     p.set_defaults(func=run)

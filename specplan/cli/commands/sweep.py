@@ -8,6 +8,7 @@ import math
 import sys
 from pathlib import Path
 
+from specplan.cli.args import whole_number
 from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import out_folder
 from specplan.reports.report import write_report
@@ -18,7 +19,7 @@ from specplan.simulator.study.sweep import SweepResult, run_sweep
 
 def add_runner_args(p: argparse.ArgumentParser) -> None:
     """--workers, --backend, --address, --quiet, --json (shared with `specplan demo`)."""
-    p.add_argument("--workers", type=int, help="parallel simulations (default: the number of cores)")
+    p.add_argument("--workers", type=whole_number, help="parallel simulations (default: the number of cores)")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local process pool, or Ray tasks (the 'ray' extra)")
     p.add_argument("--address", help="with --backend ray: an existing Ray cluster (default: start one)")

@@ -19,6 +19,7 @@ import sys
 
 import pandas as pd
 
+from specplan.cli.args import whole_number
 from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import out_folder
 from specplan.reports.tune import write_tune_report
@@ -41,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--buckets", help="batch-size upper bounds, comma list (default 1,2,4,... up to max_batch_requests)")
     p.add_argument("--loads", help="load values to search at (default: the scenario's sweep.load axis)")
     p.add_argument("--sla-tps", type=float, help="tokens/s/user to tune at (default: the scenario's first sla.tps_user)")
-    p.add_argument("--workers", type=int, help="parallel simulations (default: the number of cores)")
+    p.add_argument("--workers", type=whole_number, help="parallel simulations (default: the number of cores)")
     add_override_args(p)
     p.add_argument("--no-report", dest="report", action="store_false", help="write the schedule files only")
     p.add_argument("--json", action="store_true", help="print the tune as JSON (no progress bar)")
@@ -75,11 +76,17 @@ def parse_lengths(text: str | None) -> tuple[int, ...] | None:
         return None
     try:
         if ":" in text:
-            start, _, stop = text.partition(":")
-            return tuple(range(int(start), int(stop) + 1))
-        return tuple(int(v) for v in text.split(",") if v.strip())
+            start, stop = (int(v) for v in text.split(":", 1))
+            if start > stop:
+                raise SpecplanError(f"--lengths {text}: the range is reversed (LOW:HIGH, LOW <= HIGH: "
+                                    f"write {stop}:{start})")
+            return tuple(range(start, stop + 1))
+        values = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError:
         raise SpecplanError(f"--lengths: expected 'LOW:HIGH' or a comma list of whole numbers, got {text!r}") from None
+    if not values:
+        raise SpecplanError(f"--lengths: give at least one length, got {text!r}")
+    return values
 
 
 def parse_buckets(text: str | None) -> tuple[int, ...] | None:
