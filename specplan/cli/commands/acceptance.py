@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     fit = fit_acceptance(counts, args.confidence)  # bad scrapes are reported before --out
     out = out_file(args.out, args.force)
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(drafter_yaml(fit, args.domain, args.family))
     except OSError as exc:
         raise SpecplanError(f"--out {out}: cannot write ({exc.strerror or exc})") from None

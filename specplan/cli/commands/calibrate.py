@@ -75,6 +75,7 @@ def calibrate(args: argparse.Namespace) -> int:
     out = out_folder(args.out, CALIBRATION_FILES, args.force)
     evaluation = evaluate_head(scenario.drafter, scenario.seed, args.samples)
     result = result_mapping(scenario.name, evaluation, scenario.drafter.confidence)
+    out.mkdir(parents=True, exist_ok=True)
     (out / "calibration.json").write_text(json.dumps(result, indent=2) + "\n")
     r = evaluation.report
     plot_reliability(r.reliability_before, out / "reliability_before.png",

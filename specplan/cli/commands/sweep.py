@@ -14,6 +14,7 @@ from specplan.cli.output import out_folder
 from specplan.reports.report import write_report
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
+from specplan.simulator.study.backends import worker_count
 from specplan.simulator.study.sweep import SweepResult, run_sweep
 
 
@@ -50,7 +51,8 @@ def sweep_and_report(scenario: str | Path, args: argparse.Namespace, overrides: 
     if fidelity is not None and not (fidelity / "fidelity.json").is_file():
         raise SpecplanError(f"--fidelity {fidelity}: no fidelity.json there (write one with `specplan fidelity --out DIR`)")
     out = out_folder(args.out)
-    result = run_sweep(scenario, out, workers=args.workers, backend=args.backend, address=args.address,
+    workers = worker_count(args.workers, "--workers")
+    result = run_sweep(scenario, out, workers=workers, backend=args.backend, address=args.address,
                        progress=False if (args.quiet or args.json) else None, overrides=overrides)
     report = write_report(result, out, fidelity) if args.report else None
     report_outcome(result, report, out, args)

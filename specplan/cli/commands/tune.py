@@ -25,6 +25,7 @@ from specplan.cli.output import out_folder
 from specplan.reports.tune import write_tune_report
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
+from specplan.simulator.study.backends import worker_count
 from specplan.simulator.study.export import tune_record, write_schedule_files
 from specplan.simulator.study.tune import (
     TUNED_ROLE,
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     out = out_folder(args.out)
     tuned = tune_schedule(args.scenario, out, lengths=parse_lengths(args.lengths),
                           buckets=parse_buckets(args.buckets), loads=parse_loads(args.loads),
-                          sla_tps=args.sla_tps, workers=args.workers,
+                          sla_tps=args.sla_tps, workers=worker_count(args.workers, "--workers"),
                           progress=False if (args.quiet or args.json) else None, overrides=args.overrides)
     files = write_schedule_files(tuned, out)
     if args.report:
