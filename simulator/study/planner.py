@@ -38,6 +38,7 @@ from specplan.simulator.study.plan_runs import run_sizings
 from specplan.simulator.study.points import fits, load_shown, loaded, read_source, validated
 from specplan.simulator.study.probe_store import ProbeStore
 from specplan.simulator.study.replica_search import ReplicaSizing, size_replicas
+from specplan.simulator.study.shadows import check_load, check_sized, check_variant, override_paths
 from specplan.simulator.study.target import RunOptions, Source, Target
 
 
@@ -100,12 +101,17 @@ def variant_mappings(source: Source, target: Target,
     variants = list(base.sweep.variants) if base.sweep and base.sweep.variants else [{"label": base.policy.name}]
     names = options.load_names()
     fits(base, target.axis, name, "", names)
+    paths = override_paths(options.overrides)
+    check_sized(name, paths)
     out = []
     for i, variant in enumerate(variants):
         where = f"sweep.variants[{i}] ({variant['label']})" if base.sweep and base.sweep.variants else ""
         merged = apply_variant(body, variant)
+        check_variant(name, paths, body, merged, where)
         own = validated(merged, folder, name, where)
         demand = loaded(merged, own, target.axis, target.value, name, where, names)
+        check_load(name, paths, merged, demand, target.axis, f"{names[target.axis]} {target.value:g}",
+                   own.workload.arrivals)
         validated(demand, folder, name, where, load_shown(own, target.axis, names))  # fail fast on a bad variant
         out.append((variant["label"], demand, where))
     return out, folder, name

@@ -38,6 +38,7 @@ from specplan.simulator.scenario.merge import apply_load, apply_variant, strip_s
 from specplan.simulator.scenario.scaling import SWEEP_NAMES, check_fits, load_key
 from specplan.simulator.scenario.study import SlaSpec
 from specplan.simulator.study.inputs import key_inputs
+from specplan.simulator.study.shadows import check_load, check_seed, check_variant, override_paths
 
 
 @dataclass(frozen=True)
@@ -121,15 +122,20 @@ def design_sweep(source: str | Path | Scenario | dict, overrides: tuple[str, ...
     if load:
         fits(base, load.kind, name, "")
     body = strip_study_blocks(raw)
+    paths = override_paths(overrides)
+    check_seed(name, paths, body, sweep.seeds if sweep and sweep.seeds else None)
     points = []
     for index, variant in enumerate(variants):
         merged = apply_variant(body, variant)
         where = f"sweep.variants[{index}] ({variant['label']})" if sweep and sweep.variants else ""
+        check_variant(name, paths, body, merged, where)
         own = validated(merged, folder, name, where)
         for load_kind, value in loads:
             point_raw = loaded(merged, own, load_kind, value, name, where) \
                 if load_kind and value is not None else copy.deepcopy(merged)
             shown = load_shown(own, load_kind) if load_kind else None
+            if load_kind:
+                check_load(name, paths, merged, point_raw, load_kind, SWEEP_NAMES[load_kind], own.workload.arrivals)
             scenario = validated(point_raw, folder, name, where, shown)
             for seed in seeds:
                 seeded = dataclasses.replace(scenario, seed=seed)

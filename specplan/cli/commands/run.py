@@ -79,8 +79,7 @@ def check(args: argparse.Namespace) -> int:
         EngineConfig.from_scenario(scenario, load_profile(scenario.hardware.profile), block)
     except ScenarioError as exc:
         raise SpecplanError(f"{args.scenario}: {exc}") from None
-    seed = [] if args.seed is None else [f"seed={args.seed}"]
-    design = design_sweep(args.scenario, [*args.overrides, *seed])
+    design = design_sweep(args.scenario, args.overrides)  # --seed is `run`'s: a sweep runs at sweep.seeds
     study = f", {len(design.points)} sweep points over {len(design.labels)} variant(s)" if scenario.sweep else ""
     print(f"{args.scenario}: ok ({scenario.name}, policy {scenario.policy.name}, "
           f"{scenario.cluster.replicas} replica(s){study})")
