@@ -66,7 +66,7 @@ def test_a_key_no_variant_sets_applies_to_every_point():
 def test_a_plan_refuses_a_replica_count_and_a_load_its_demand_replaces(tmp_path):
     source = write_yaml(tmp_path / "s.yaml", tiny())
     options = RunOptions(overrides=("cluster.replicas=4",), names={"users": "--users"})
-    with pytest.raises(SpecplanError, match="cluster.replicas does not apply: a plan sizes the replicas itself"):
+    with pytest.raises(SpecplanError, match=r"cluster\.replicas does not apply: a plan sizes the replicas itself"):
         variant_mappings(source, Target("users", 8), options)
     options = RunOptions(overrides=("workload.arrivals.users=16",), names={"users": "--users"})
     with pytest.raises(SpecplanError, match=r"each point's users is set by --users 8 \(8, not 16\)"):

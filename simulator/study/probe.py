@@ -69,6 +69,11 @@ class Probe:
         """Every seed kept up ("too short" counts only where the SLA statistic already failed)."""
         return self.keep_up == KEEPS_UP
 
+    def mean(self, key: str) -> float:
+        """The mean over seeds of a summary key (NaN where no run has it)."""
+        values = [float(r[key]) for r in self.runs if r.get(key) is not None]
+        return sum(values) / len(values) if values else math.nan
+
     def interval(self) -> tuple[float, float]:
         """The Student-t 95% interval over seeds of the SLA statistic (the mean twice for one seed)."""
         half = self.tps_user_ci95 if math.isfinite(self.tps_user_ci95) else 0.0
