@@ -4,7 +4,9 @@ Every user error becomes one line on stderr and exit status 2, with no
 traceback: the CLI catches the root's base `specplan.errors.SpecplanError`,
 which the scenario layer's ScenarioError and the leaf packages' own errors
 (ProfileError, TraceError, PolicyError) all derive from. Ctrl-C is one line
-and exit status 130. Subcommands live in `specplan.cli.commands`.
+and exit status 130; SIGTERM and SIGHUP stop a command the same way
+(143, 129: 128 + the signal; specplan.simulator.study.interrupts). Subcommands live in
+`specplan.cli.commands`.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 from specplan.cli.commands import COMMANDS
 from specplan.errors import SpecplanError
+from specplan.simulator.study.interrupts import say, stop_on_signals
 
 
 class Parser(argparse.ArgumentParser):
@@ -33,14 +37,15 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     try:
+        stop_on_signals()
         args = parser().parse_args(argv)
         return int(args.func(args) or 0)
     except SpecplanError as exc:
         print(f"specplan: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as exc:  # Ctrl-C; a batch says what it kept (study.interrupts.Interrupted)
-        print(f"specplan: interrupted{': ' + str(exc) if str(exc) else ''}", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP; a batch says what it kept (Interrupted)
+        say(f"specplan: interrupted{': ' + str(exc) if str(exc) else ''}")
+        return 128 + int(getattr(exc, "signum", signal.SIGINT))
     except BrokenPipeError:  # `specplan ... | head`: the reader went away; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
