@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_interrupts import SPECPLAN, POINTS, slow_sweep, start, wait_for_points
+from tests.test_interrupts import POINTS, SPECPLAN, slow_sweep, start, wait_for_points
 from tests.test_planner import KNOWN
 from tests.test_sweep import write_yaml
 
