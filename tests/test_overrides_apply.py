@@ -50,12 +50,16 @@ def test_a_load_axis_that_scales_the_rate_composes_with_a_rate_set():
     assert sorted({p.scenario.workload.arrivals.rate_per_s for p in design.points}) == [5.0, 10.0]
 
 
-def test_a_key_a_variant_sets_for_itself_is_refused_naming_the_variant():
-    with pytest.raises(SpecplanError, match=r"policy does not apply to sweep.variants\[0\] \(plain\), which "
-                                            r"sets its own"):
+def test_a_key_every_variant_sets_for_itself_is_refused_naming_them():
+    with pytest.raises(SpecplanError, match=r"policy does not apply: every variant \(sweep.variants\[0\] \(plain\), "
+                                            r".*\) sets its own"):
         design_sweep(tiny(), ["policy={name: threshold}"])
-    with pytest.raises(SpecplanError, match=r"drafter.family does not apply to sweep.variants\[0\] \(plain\)"):
-        design_sweep(tiny(), ["drafter.family=dflash"])
+
+
+def test_a_key_some_variants_set_applies_to_the_others():
+    design = design_sweep(tiny(), ["drafter.family=dflash"])  # 'plain' sets family none for itself
+    families = {p.label: p.scenario.drafter.family for p in design.points}
+    assert families == {"plain": "none", "MTP-1": "dflash", "static-3": "dflash"}
 
 
 def test_a_key_no_variant_sets_applies_to_every_point():

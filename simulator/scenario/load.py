@@ -148,6 +148,9 @@ def profile_kv_capacity(profile: StepProfile) -> int | None:
     return int(match.group(1)) if match else None
 
 
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where PyYAML has it: 10x faster
+
+
 def read_yaml(path: Path) -> Any:
     """Parse a YAML file, turning every failure into a one-line SpecplanError."""
     try:
@@ -159,7 +162,7 @@ def read_yaml(path: Path) -> Any:
     if not text.strip():
         raise SpecplanError(f"{path}: the file is empty")
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

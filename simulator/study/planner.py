@@ -38,7 +38,7 @@ from specplan.simulator.study.plan_runs import run_sizings
 from specplan.simulator.study.points import fits, load_shown, loaded, read_source, validated
 from specplan.simulator.study.probe_store import ProbeStore
 from specplan.simulator.study.replica_search import ReplicaSizing, size_replicas
-from specplan.simulator.study.shadows import check_load, check_sized, check_variant, override_paths
+from specplan.simulator.study.shadows import check_load, check_sized, check_variants, override_paths
 from specplan.simulator.study.target import RunOptions, Source, Target
 
 
@@ -103,11 +103,12 @@ def variant_mappings(source: Source, target: Target,
     fits(base, target.axis, name, "", names)
     paths = override_paths(options.overrides)
     check_sized(name, paths)
+    studied = bool(base.sweep and base.sweep.variants)
+    wheres = [f"sweep.variants[{i}] ({variant['label']})" if studied else "" for i, variant in enumerate(variants)]
+    merges = [apply_variant(body, variant) for variant in variants]
+    check_variants(name, paths, body, list(zip(wheres, merges, strict=True)) if studied else [])
     out = []
-    for i, variant in enumerate(variants):
-        where = f"sweep.variants[{i}] ({variant['label']})" if base.sweep and base.sweep.variants else ""
-        merged = apply_variant(body, variant)
-        check_variant(name, paths, body, merged, where)
+    for variant, merged, where in zip(variants, merges, wheres, strict=True):
         own = validated(merged, folder, name, where)
         demand = loaded(merged, own, target.axis, target.value, name, where, names)
         check_load(name, paths, merged, demand, target.axis, f"{names[target.axis]} {target.value:g}",

@@ -38,7 +38,7 @@ from specplan.simulator.scenario.merge import apply_load, apply_variant, strip_s
 from specplan.simulator.scenario.scaling import SWEEP_NAMES, check_fits, load_key
 from specplan.simulator.scenario.study import SlaSpec
 from specplan.simulator.study.inputs import key_inputs
-from specplan.simulator.study.shadows import check_load, check_seed, check_variant, override_paths
+from specplan.simulator.study.shadows import check_load, check_seed, check_variants, override_paths
 
 
 @dataclass(frozen=True)
@@ -124,11 +124,12 @@ def design_sweep(source: str | Path | Scenario | dict, overrides: tuple[str, ...
     body = strip_study_blocks(raw)
     paths = override_paths(overrides)
     check_seed(name, paths, body, sweep.seeds if sweep and sweep.seeds else None)
+    wheres = [f"sweep.variants[{index}] ({variant['label']})" if sweep and sweep.variants else ""
+              for index, variant in enumerate(variants)]
+    merges = [apply_variant(body, variant) for variant in variants]
+    check_variants(name, paths, body, list(zip(wheres, merges, strict=True)) if sweep and sweep.variants else [])
     points = []
-    for index, variant in enumerate(variants):
-        merged = apply_variant(body, variant)
-        where = f"sweep.variants[{index}] ({variant['label']})" if sweep and sweep.variants else ""
-        check_variant(name, paths, body, merged, where)
+    for index, (variant, merged, where) in enumerate(zip(variants, merges, wheres, strict=True)):
         own = validated(merged, folder, name, where)
         for load_kind, value in loads:
             point_raw = loaded(merged, own, load_kind, value, name, where) \

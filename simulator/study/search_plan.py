@@ -54,7 +54,7 @@ from specplan.simulator.study.points import fits, loaded, read_source, validated
 from specplan.simulator.study.probe import Probe
 from specplan.simulator.study.probe_store import ProbeStore, stored_summaries, write_fresh
 from specplan.simulator.study.replica_search import ReplicaSizing, size_replicas
-from specplan.simulator.study.shadows import check_sized, check_variant, override_paths
+from specplan.simulator.study.shadows import check_sized, check_variants, override_paths
 from specplan.simulator.study.target import RunOptions, Source, Target
 
 
@@ -189,9 +189,9 @@ def expanded(source: Source, target: Target, options: RunOptions) -> tuple[dict,
     fits(validated(raw, folder, name, ""), target.axis, name, "", options.load_names())
     paths = override_paths(options.overrides)
     check_sized(name, paths)
-    body = strip_study_blocks(raw)
+    check_variants(name, paths, strip_study_blocks(raw),
+                   [(f"search point {point.label!r}", point.mapping(1)) for point in points])
     for point in points:
-        check_variant(name, paths, body, point.mapping(1), f"search point {point.label!r}")
         point_scenario(point, 1, target, options, folder, name)
     return raw, folder, name, points
 

@@ -10,8 +10,9 @@ while scenario.resolved.yaml showed the value set:
     cluster.replicas       a plan sizes the cluster itself
     the load's own key     `workload.arrivals.users` (and poisson's / gamma's `rate_per_s`) are set
                            per point by the load axis: `sweep.load.<axis>`, or a plan's demand flag
-    a variant's own keys   a variant that sets a key (or picks another alternative of its block,
-                           e.g. another policy) replaces the base's value for its points
+    a variant's own keys   a key every variant sets for itself (or whose block every variant
+                           replaces with another alternative, e.g. another policy) applies to no
+                           point; one only some variants set applies to the others, as a base does
 
 A load axis that scales the workload (`rate_scale`, and `rate_per_s` on mmpp
 or piecewise arrivals, which keeps their shape) composes with what was set,
@@ -19,7 +20,7 @@ so those overrides apply; so does a value every point keeps (a plan's
 `--set workload.arrivals={kind: poisson, rate_per_s: 120} --rate 120`). Each
 check raises one SpecplanError
 naming the key, what replaces it and how to set it instead: `check_seed`,
-`check_load` and `check_variant`, each given the paths `override_paths` reads.
+`check_load` and `check_variants`, each given the paths `override_paths` reads.
 """
 
 from __future__ import annotations
@@ -81,12 +82,16 @@ def check_sized(name: str, paths: Sequence[tuple[str, ...]]) -> None:
                             "them)")
 
 
-def check_variant(name: str, paths: Sequence[tuple[str, ...]], body: dict, merged: dict, where: str) -> None:
-    """Refuse a key set in `body` that the variant merged over it (`merged`, named `where`) replaces."""
+def check_variants(name: str, paths: Sequence[tuple[str, ...]], body: dict,
+                   variants: Sequence[tuple[str, dict]]) -> None:
+    """Refuse a key set in `body` that every variant merged over it ((where, merged mapping) each) replaces:
+    it applies to no point. A key only some variants set for themselves applies to the others, as a base does."""
     for path in paths:
-        if value_at(merged, path) != value_at(body, path):
-            raise SpecplanError(f"{name}: {'.'.join(path)} does not apply to {where}, which sets its own; edit that "
-                                "variant instead (or --merge a fragment into it)")
+        replaced = [where for where, merged in variants if value_at(merged, path) != value_at(body, path)]
+        if variants and len(replaced) == len(variants):
+            shown = replaced[0] if len(replaced) == 1 else f"every variant ({', '.join(replaced)})"
+            raise SpecplanError(f"{name}: {'.'.join(path)} does not apply: {shown} sets its own; edit the "
+                                "variants instead (or --merge a fragment into them)")
 
 
 def check_load(name: str, paths: Sequence[tuple[str, ...]], body: dict, loaded: dict, axis: str, shown: str,

@@ -14,12 +14,13 @@ import sys
 import yaml
 
 from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.simulator.core.errors import SpecplanError
 from specplan.validation.audit import CASES, AuditResult, audit_policy
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("audit", help="check at token level that a policy keeps the target's output distribution")
+    p = sub.add_parser("audit", help=help_of("audit"))
     p.add_argument("policy", help="policy name (e.g. dspark-greedy, dspark-global, dspark-async)")
     p.add_argument("--trials", type=whole_number, default=20000, help="sequences to decode (default 20000)")
     p.add_argument("--case", choices=sorted(CASES), default="appendix-a",

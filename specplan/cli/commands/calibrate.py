@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_scenario_args
 from specplan.cli.output import add_force_arg, out_folder
 from specplan.reports.reliability import plot_reliability
@@ -27,7 +28,7 @@ CALIBRATION_FILES = ("calibration.json", "reliability_before.png", "reliability_
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("calibrate", help="score a scenario's confidence head before/after STS")
+    p = sub.add_parser("calibrate", help=help_of("calibrate"))
     add_scenario_args(p)
     p.add_argument("--out", required=True, help="results folder (created; earlier results kept unless --force)")
     add_force_arg(p)

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_scenario_args
 from specplan.cli.output import add_force_arg, out_folder
 from specplan.hwprofiles.grid import parse_tokens
@@ -28,7 +29,7 @@ from specplan.validation.fidelity import (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fidelity", help="measure the simulator's error against a real torch engine")
+    p = sub.add_parser("fidelity", help=help_of("fidelity"))
     add_scenario_args(p)
     p.add_argument("--out", required=True, help="results folder (created; earlier results kept unless --force)")
     add_force_arg(p)

@@ -25,11 +25,11 @@ import sys
 from pathlib import Path
 
 from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import out_folder
 from specplan.cli.plan_files import write_plan_files
 from specplan.cli.plan_tables import plan_table, search_table
-from specplan.cli.search_files import write_search_files
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.scenario.study import STATISTICS, Bound, parse_bound, tps_column
 from specplan.simulator.study.plan_json import capacity_json, search_json
@@ -52,7 +52,7 @@ FLAGS = {"rate_per_s": "--rate", "rate_scale": "--rate-scale", "users": "--users
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="capacity plan: fewest replicas per variant meeting an SLA at a demand")
+    p = sub.add_parser("plan", help=help_of("plan"))
     p.add_argument("scenario", help="scenario YAML file (its sweep.variants are compared)")
     demand = p.add_mutually_exclusive_group(required=True)
     demand.add_argument("--rate", type=float,
@@ -141,7 +141,12 @@ def run_search(scenario: str, target: Target, options: RunOptions, as_json: bool
     """The scenario's search: block: every deployment planned, ranked; files and launch lines with --out."""
     plan = plan_search(scenario, target, options)
     out = Path(options.out_dir) if options.out_dir is not None else None
-    files = write_search_files(plan, out) if out is not None else {}
+    files = {}
+    if out is not None:
+        # plan.png (matplotlib): imported only where the files are written
+        from specplan.cli.search_files import write_search_files
+
+        files = write_search_files(plan, out)
     if as_json:
         sys.stdout.write(json.dumps(clean(search_json(plan)), indent=2) + "\n")
         return 0

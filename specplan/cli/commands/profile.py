@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.cli.output import add_force_arg, out_file
 from specplan.hwprofiles.aiconfigurator import (
     AicDrafter,
@@ -44,7 +45,7 @@ DEFAULTS: dict[str, object] = {}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("profile", help="a step-time curve: torch harness (default) or AIConfigurator's database")
+    p = sub.add_parser("profile", help=help_of("profile"))
     p.add_argument("--source", default="torch", choices=SOURCES,
                    help="torch: time a shape here; aiconfigurator: import measured GPU kernels (default torch)")
     p.add_argument("--model", required=True,
@@ -100,7 +101,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=profile)
     DEFAULTS.update({action.dest: action.default for action in p._actions})
 
-    plot = sub.add_parser("profile-plot", help="plot step time and steps/s vs tokens")
+    plot = sub.add_parser("profile-plot", help=help_of("profile-plot"))
     plot.add_argument("profiles", nargs="+", help="profile CSV files or builtin:NAME")
     plot.add_argument("--out", required=True, help="PNG to write (an existing one kept unless --force)")
     add_force_arg(plot)

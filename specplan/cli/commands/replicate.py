@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.reports.replication import write_replication
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.study.published import Case, read_case
@@ -20,7 +21,7 @@ from specplan.simulator.study.replicate import replicate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("replicate", help="predict published measurements and report the errors")
+    p = sub.add_parser("replicate", help=help_of("replicate"))
     p.add_argument("dir", help="a case folder, or a folder of case folders (benchmarks/published)")
     p.add_argument("--out", help="results folder (default: DIR/results)")
     p.add_argument("--calibrate", action="store_true",

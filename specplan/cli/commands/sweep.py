@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import out_folder
-from specplan.reports.report import write_report
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.study.backends import worker_count
@@ -32,7 +32,7 @@ def add_runner_args(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sweep", help="run a scenario's sweep: points, Pareto frontiers, SLA comparisons, report")
+    p = sub.add_parser("sweep", help=help_of("sweep"))
     p.add_argument("scenario", help="scenario YAML file with a sweep: block")
     p.add_argument("--out", required=True, help="results folder (created; re-running resumes it)")
     add_override_args(p)
@@ -54,7 +54,12 @@ def sweep_and_report(scenario: str | Path, args: argparse.Namespace, overrides: 
     workers = worker_count(args.workers, "--workers")
     result = run_sweep(scenario, out, workers=workers, backend=args.backend, address=args.address,
                        progress=False if (args.quiet or args.json) else None, overrides=overrides)
-    report = write_report(result, out, fidelity) if args.report else None
+    report = None
+    if args.report:
+        # the report's figures (matplotlib): imported only where one is written
+        from specplan.reports.report import write_report
+
+        report = write_report(result, out, fidelity)
     report_outcome(result, report, out, args)
 
 

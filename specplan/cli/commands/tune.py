@@ -20,6 +20,7 @@ import sys
 import pandas as pd
 
 from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import out_folder
 from specplan.reports.tune import write_tune_report
@@ -36,7 +37,7 @@ from specplan.simulator.study.tune import (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tune", help="tune a per-batch-size speculation-length schedule and export it for engines")
+    p = sub.add_parser("tune", help=help_of("tune"))
     p.add_argument("scenario", help="scenario YAML file with a sweep load axis (and an sla: block to tune at)")
     p.add_argument("--out", required=True, help="results folder (created; re-running resumes it)")
     p.add_argument("--lengths", help="candidate static lengths, 'LOW:HIGH' or a comma list (default 0:γ)")
