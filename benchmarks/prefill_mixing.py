@@ -26,7 +26,7 @@ the way SGLang's scheduler does. One seed, the case's own.
 
 from __future__ import annotations
 
-import sys
+import argparse
 import tempfile
 from pathlib import Path
 
@@ -92,4 +92,6 @@ def main(pattern: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("filter", nargs="?", default="", help="only the cookbook cells whose folder name contains this")
+    main(parser.parse_args().filter)
