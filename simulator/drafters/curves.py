@@ -32,7 +32,7 @@ def expit() -> Callable[[np.ndarray], np.ndarray]:
     # scipy.special costs a command 0.3 s to import: not before a curve is evaluated
     from scipy.special import expit as ufunc
 
-    return ufunc  # type: ignore[no-any-return]
+    return ufunc
 
 
 def root(f: Callable[[float], float], lo: float, hi: float, xtol: float) -> float:

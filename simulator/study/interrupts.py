@@ -57,7 +57,7 @@ def say(text: str) -> None:
 class Interrupted(KeyboardInterrupt):
     """A batch (or a command) stopped by a signal; the message says what was kept, `signum` which signal."""
 
-    def __init__(self, message: str = "", signum: int = signal.SIGINT) -> None:
+    def __init__(self, message: str = "", signum: int = int(signal.SIGINT)) -> None:
         super().__init__(message)
         self.signum = signum
 
@@ -118,7 +118,7 @@ class Stopper:
         self.what = what
         self.kept_text = kept
         self.signals = 0
-        self.signum = signal.SIGINT
+        self.signum: int = signal.SIGINT
         self.previous: dict[int, Any] = {}
 
     @property
@@ -139,7 +139,7 @@ class Stopper:
         if self.signals == 1:
             self.signum = signum
             n = self.running()
-            again = "Ctrl-C" if signum == signal.SIGINT else f"{signal.Signals(signum).name}"
+            again = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             say(f"{line_break()}specplan: interrupted: finishing {n} running {self.what}(s) and starting no more; "
                 f"{again} again stops them now")
             if n == 0:
