@@ -13,6 +13,7 @@ the block leaves to be resolved:
     graphs, graph_axis   CUDA-graph capture sizes (None: no graphs), and the axis they pad (tokens |
                          requests); under data-parallel attention ranks × each rank's own list
     spec_step_fraction   host time of a speculating step, a fraction of the plain step (engine.host)
+    spec_cycle_ms        host time of a speculating step, fixed (engine.host: DeepSeek-V4's measured cycle)
     truncate_budget      the token budget cuts drafts at its edge (True) or defers whole requests
     dp                   data-parallel attention: ranks and each rank's KV cache, slots, token cap,
                          prompt chunk and how requests are sent to ranks (None: one KV cache)
@@ -38,7 +39,7 @@ from functools import cached_property
 
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.engine.graphs import CaptureSizes, capture_sizes
-from specplan.simulator.engine.host import profile_engine, spec_step_fraction
+from specplan.simulator.engine.host import profile_engine, spec_cycle_ms, spec_step_fraction
 from specplan.simulator.scenario import ChunkedPrefill, Engine, Scenario
 from specplan.simulator.scenario.spec import CudaGraph
 
@@ -65,6 +66,7 @@ class EngineConfig:
     graphs: CaptureSizes | None = None
     graph_axis: str = "tokens"
     spec_step_fraction: float = 0.0
+    spec_cycle_ms: float = 0.0
     truncate_budget: bool = False
     dp: RankLimits | None = None
     prefill_schedule: str = "mixed"
@@ -115,6 +117,7 @@ class EngineConfig:
             graphs=None if graph is None else rank_graphs(graph, engine, block_size, max_step_tokens, dp),
             graph_axis="requests" if graph is not None and graph.engine == "sglang" else "tokens",
             spec_step_fraction=spec_step_fraction(engine.host, profile) if block_size else 0.0,
+            spec_cycle_ms=spec_cycle_ms(engine.host, profile) if block_size else 0.0,
             truncate_budget=budget_truncates(engine.budget, profile),
             dp=dp,
             prefill_schedule=prefill_schedule(engine, profile),

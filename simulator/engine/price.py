@@ -6,7 +6,8 @@ the batch at hand,
     step_ms(B) = draft_ms(drafting requests)                the drafter's forwards
                + verify_ms(B, KV context of the batch)      the target's forward (profile lookup)
                + host_ms = host_overhead_ms + host_overhead_per_request_ms · requests
-                         + spec_step_fraction · verify_ms(R)   when the step drafts (engine.host)
+                         + spec_step_fraction · verify_ms(R) + spec_cycle_ms   when the step drafts
+                                                                               (engine.host)
                + scheduling_ms = scheduling_overhead_ms     when the policy decides per step
                                                             synchronously (and the step decodes)
 
@@ -192,6 +193,7 @@ class StepPricer:
         self.redrafts = redrafts  # drafting cost depends on how many positions are drafted
         self.host = (config.engine.host_overhead_ms, config.engine.host_overhead_per_request_ms)
         self.spec_fraction = config.spec_step_fraction
+        self.spec_cycle_ms = config.spec_cycle_ms
         self.scheduling_ms = config.engine.scheduling_overhead_ms if pays_scheduling else 0.0
         self.graphs = config.graphs
         self.pads_requests = config.graphs is not None and config.graph_axis == "requests"
@@ -231,7 +233,7 @@ class StepPricer:
         (`draft_length` is then the widest). `load`: the step per attention rank, when the
         engine prices ranks or separate prefill batches (the module docstring).
         """
-        host_ms = self.host[0] + self.host[1] * batch_requests
+        host_ms = self.host[0] + self.host[1] * batch_requests + (self.spec_cycle_ms if drafting else 0.0)
         scheduling_ms = self.scheduling_ms if decode_requests else 0.0
         share = context_tokens * drafting / decode_requests if drafting else 0.0
         draft_ms = self.draft_ms(drafting, share, draft_length, positions) if drafting else 0.0

@@ -101,6 +101,7 @@ class Host:
 
     engine: Literal["auto", "vllm", "sglang", "none"] = "auto"   # auto: the measured built-in's backend
     spec_step_fraction: float | None = num(None, ge=0)           # overrides the engine's figure
+    spec_cycle_ms: float | None = num(None, ge=0)                # a speculating step's fixed host time (ms)
 
 
 @dataclass(frozen=True)
