@@ -37,7 +37,7 @@ from specplan.simulator.core.schema import Context, build, to_plain
 from specplan.simulator.scenario.merge import deep_merge
 from specplan.simulator.scenario.policy import policy_params
 from specplan.simulator.scenario.size import check_run_size
-from specplan.simulator.scenario.spec import Scenario
+from specplan.simulator.scenario.spec import ChunkedPrefill, Scenario
 
 
 def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -> Scenario:
@@ -98,9 +98,9 @@ def _with_engine_prefill_profile(scenario: Scenario, base_dir: Path) -> Scenario
     """engine.prefill.profile (chunked prefill's prefill steps): its path resolved, and checked to be a prefill
     profile holding the engine's largest chunk (every attention rank's chunk, under data-parallel attention)."""
     prefill = scenario.engine.prefill
-    source = getattr(prefill, "profile", None)
-    if source is None:
+    if not isinstance(prefill, ChunkedPrefill) or prefill.profile is None:
         return scenario
+    source = prefill.profile
     if not source.startswith("builtin:") and not Path(source).is_absolute():
         source = str((base_dir / source).resolve())
     profile = prefill_step_profile(source, "engine.prefill.profile")
