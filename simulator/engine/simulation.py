@@ -29,6 +29,7 @@ from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.bench_metrics import bench_summary
 from specplan.simulator.engine.draft_record import DraftRecord, merged_record
 from specplan.simulator.engine.intake import FrontDoor, reject_misfit
+from specplan.simulator.engine.phases import PhaseCounters
 from specplan.simulator.engine.prefill import PrefillPool, prefill_summary
 from specplan.simulator.engine.prefix_cache import ReplicaPromptCache, cache_fields
 from specplan.simulator.engine.records import ChunkLog, RequestLog, SpecCounters, StepLog
@@ -121,6 +122,9 @@ class Simulation:
             requests = requests.assign(**self.pool.request_columns(len(requests)))
             warmup = self.scenario.horizon.warmup_s
             counts.update(prefill_summary(self.pool, prefill_steps, warmup, max(window_end_s - warmup, 1e-12)))
+        if self.replicas[0].core.pricer.loads:  # data-parallel ranks or separate prefill batches
+            phases = functools.reduce(PhaseCounters.merge, (r.core.phase_counts for r in self.replicas))
+            counts.update(phases.fields(self.replicas[0].core.ranks))
         if self.prompt_caches:
             counts.update(cache_fields([c.cache for c in self.prompt_caches],
                                        sum(c.looked_up_tokens for c in self.prompt_caches),

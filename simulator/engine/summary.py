@@ -218,11 +218,14 @@ def step_fields(in_window: pd.DataFrame, window: Window, replicas: int,
 def attention_time(steps: pd.DataFrame, profile: StepProfile | None) -> float:
     """ms of the verify forwards spent on KV context: step_ms(B, context) − step_ms(B, 0), summed.
 
-    NaN without a profile that has a context axis (the split is then unknown).
+    NaN without a profile that has a context axis (the split is then unknown). A step beyond the
+    profile's last point (a separate prefill batch of more tokens) reads its last point.
     """
     if profile is None or profile.context_tokens is None or steps.empty:
         return math.nan
     tokens = np.maximum(steps["verify_tokens"].to_numpy(), 1)
+    if profile.extrapolation == "none":
+        tokens = np.minimum(tokens, profile.max_tokens)
     with_context = profile.step_ms(tokens, steps["context_tokens"].to_numpy())
     without = profile.step_ms(tokens, np.zeros(tokens.size))
     return float((with_context - without).sum())

@@ -67,11 +67,21 @@ class DisaggregatedPrefill:
 
 @dataclass(frozen=True)
 class ChunkedPrefill:
-    """Prompt tokens share each decode step's token budget, at most chunk_tokens per step."""
+    """Prompts computed in chunks of at most chunk_tokens by the decode engine itself (aggregated serving).
+
+    `schedule` is how the engine's scheduler places a chunk (specplan.simulator.engine.phases):
+    `mixed` (vLLM V1: one token budget, chunks ride in decode steps), `separate` (SGLang without
+    --enable-mixed-chunk: a prefill batch runs whenever prompts wait, decode waits for it), `auto`
+    (separate for profiles read for SGLang, mixed otherwise). `profile` prices the prefill steps of
+    `separate` (a context-phase profile over new tokens and pairs, e.g. a `*-prefill` built-in);
+    without it they are priced on the decode profile at their tokens.
+    """
 
     KIND: ClassVar[str] = "chunked"
     TAG: ClassVar[str] = "mode"
     chunk_tokens: int = num(ge=1)
+    schedule: Literal["auto", "separate", "mixed"] = "auto"
+    profile: str | None = None
 
 
 Prefill = Annotated[DisaggregatedPrefill | ChunkedPrefill, Tagged("mode")]
@@ -94,6 +104,7 @@ class Host:
 
     engine: Literal["auto", "vllm", "sglang", "none"] = "auto"   # auto: the measured built-in's backend
     spec_step_fraction: float | None = num(None, ge=0)           # overrides the engine's figure
+    spec_cycle_ms: float | None = num(None, ge=0)                # a speculating step's fixed host time (ms)
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,12 @@ class DpAttention:
     kv_capacity_tokens: int | None = num(None, ge=1)     # per rank
     max_batch_requests: int | None = num(None, ge=1)     # per rank (vLLM max_num_seqs of a DP engine)
     max_step_tokens: int | None = num(None, ge=1)        # per rank (max_num_batched_tokens, DeepEP's dispatch cap)
+    chunk_tokens: int | None = num(None, ge=1)           # per rank: prompt tokens of a rank's chunk (chunked prefill)
+    # which rank a request goes to (specplan.simulator.engine.ranks): round_robin (SGLang's default
+    # --load-balance-method), fewest_requests (SGLang total_requests / shortest_queue), least_loaded (vLLM's
+    # DP client: 4 x waiting + running), most_free_kv (at admission, the rank with the most free KV), auto
+    # (round_robin for SGLang profiles, least_loaded for vLLM's, most_free_kv otherwise)
+    balance: Literal["auto", "round_robin", "fewest_requests", "least_loaded", "most_free_kv"] = "auto"
 
 
 @dataclass(frozen=True)
@@ -142,6 +159,10 @@ class Engine:
         if self.prefix_cache is not None and not isinstance(self.prefill, ChunkedPrefill):
             raise ScenarioError(f"{path}.prefix_cache", "a replica's prefix cache needs chunked prefill (aggregated "
                                 "serving); for disaggregated serving put it in cluster.prefill.prefix_cache")
+        dp = self.dp_attention
+        if dp is not None and dp.chunk_tokens is not None and not isinstance(self.prefill, ChunkedPrefill):
+            raise ScenarioError(f"{path}.dp_attention.chunk_tokens", "a rank's prompt chunk needs chunked prefill "
+                                "(engine.prefill: {mode: chunked, ...})")
 
 
 @dataclass(frozen=True)
