@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from specplan.simulator.study.interrupts import Interrupted
 from tests.test_interrupts import POINTS, SPECPLAN, slow_sweep, start, wait_for_points
 from tests.test_planner import KNOWN
 from tests.test_sweep import write_yaml
@@ -164,3 +165,18 @@ def test_sigterm_stops_a_single_run_in_one_line(tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 143 and err.strip() == "specplan: interrupted" and not out.exists()
+
+
+def test_a_signal_survives_simpy_re_raising_it():
+    """SimPy re-raises a process's exception as type(e)(*e.args): the signal and the message must survive."""
+    import simpy
+
+    def step(env):
+        yield env.timeout(1)
+        raise Interrupted("kept", signal.SIGTERM)
+
+    env = simpy.Environment()
+    env.process(step(env))
+    with pytest.raises(Interrupted) as caught:
+        env.run()
+    assert caught.value.signum == signal.SIGTERM and str(caught.value) == "kept"

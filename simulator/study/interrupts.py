@@ -55,11 +55,17 @@ def say(text: str) -> None:
 
 
 class Interrupted(KeyboardInterrupt):
-    """A batch (or a command) stopped by a signal; the message says what was kept, `signum` which signal."""
+    """A batch (or a command) stopped by a signal; the message says what was kept, `signum` which signal.
+
+    Both live in `args`: SimPy re-raises a process's exception as `type(e)(*e.args)`, which must
+    keep the signal (a SIGTERM inside a step would otherwise exit as Ctrl-C's 130)."""
 
     def __init__(self, message: str = "", signum: int = int(signal.SIGINT)) -> None:
-        super().__init__(message)
-        self.signum = signum
+        super().__init__(message, int(signum))
+        self.signum = int(signum)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 def stop_on_signals() -> None:
