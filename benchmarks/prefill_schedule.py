@@ -24,7 +24,7 @@ One seed, the case's own.
 
 from __future__ import annotations
 
-import sys
+import argparse
 import tempfile
 from pathlib import Path
 
@@ -90,4 +90,6 @@ def main(pattern: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("filter", nargs="?", default="", help="only the cookbook cells whose folder name contains this")
+    main(parser.parse_args().filter)

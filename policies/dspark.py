@@ -86,7 +86,7 @@ class DSparkParams:
 class DSparkAsyncParams:
     """`policy.params` of dspark-async: cold-start length and the optional bypass."""
 
-    cold_length: int = bounded(1, ge=0)
+    cold_length: int = bounded(1, ge=0, verify_length=True)
     bypass: BypassParams | None = None
     # what it drafts when its capacity K is known before drafting: `capacity`, min(γ, K) per request (the
     # same lengths, cheaper drafting when K < γ); `plan`, each request's share of the lagged plan + 1

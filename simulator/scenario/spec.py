@@ -25,7 +25,7 @@ from specplan.traces.spec import MixtureLength, TraceArrivals, WorkloadSpec
 
 @dataclass(frozen=True)
 class Horizon:
-    """How long to simulate: seconds of arrivals/running, or a number of arrivals."""
+    """How long to simulate: seconds of arrivals/running, or a number of arrivals (one of the two)."""
 
     duration_s: float | None = num(None, gt=0)
     warmup_s: float = num(0.0, ge=0)
@@ -34,6 +34,9 @@ class Horizon:
     def validate(self, path: str) -> None:
         if self.duration_s is None and self.requests is None:
             raise ScenarioError(path, "give 'duration_s' or 'requests'")
+        if self.duration_s is not None and self.requests is not None:
+            raise ScenarioError(path, "give 'duration_s' or 'requests', not both (arrivals would stop at one "
+                                "while the run measures to the other)")
         if self.duration_s is not None and self.warmup_s >= self.duration_s:
             raise ScenarioError(
                 f"{path}.warmup_s", f"must be shorter than duration_s ({self.duration_s:g}), got {self.warmup_s:g}"
