@@ -11,6 +11,8 @@ of which the step pays the longer (hwprofiles/aiconfigurator/parts.py).
 
 from __future__ import annotations
 
+import argparse
+
 from specplan.hwprofiles.aiconfigurator import AicTarget, VerifyPricer, compile_target, quiet
 
 FLASH, PRO, FLASH_FP8 = "deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4-Pro", "sgl-project/DeepSeek-V4-Flash-FP8"
@@ -37,7 +39,7 @@ def main() -> None:
                 print(f"    overlap: routed group {routed:.2f} ms | shared expert {shared:.2f} ms -> pays "
                       f"{max(routed, shared):.2f} ({'shared expert' if shared > routed else 'routed group'} longer)")
 
-
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     with quiet():
         main()

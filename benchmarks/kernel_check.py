@@ -18,7 +18,7 @@ database, the implementations' band and mean, and whether the GEMM is set.
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 from specplan.hwprofiles.aiconfigurator import VerifyPricer, compile_target, price, quiet
 from specplan.hwprofiles.aiconfigurator.build import moe_layers, profile_key
@@ -108,4 +108,6 @@ def main(pattern: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("filter", nargs="?", default="", help="only the built-ins whose name contains this")
+    main(parser.parse_args().filter)

@@ -170,6 +170,18 @@ PREFILL_BUILTINS: dict[str, AicTarget] = {
     "h200-llama3.1-8b-vllm-prefill": AicTarget(LLAMA31_8B, "h200_sxm"),
     "b200-llama3.1-8b-vllm-prefill": AicTarget(LLAMA31_8B, "b200_sxm"),
 }
+# DeepSeek-V4-Flash's prefill steps under SGLang (the database's Dsv4Context module), for the engines that run
+# prefill batches apart (engine.prefill.schedule: separate): every topology a replication case runs under SGLang
+V4_PREFILL_SPECS = [  # (gpus, topologies, precision suffix)
+    (("b200", "b300", "gb300"), ("tp4",), ""),
+    (("h200",), ("tp4", "tp4ep4", "dp4ep4"), "-fp8"),
+    (("b200", "b300", "gb200", "gb300"), ("dp4ep4",), ""),
+    (("b200",), ("tp8ep8",), ""),
+    (("gb300",), ("tp4ep4",), ""),
+]
+PREFILL_BUILTINS.update({f"{gpu}-deepseek-v4-flash-{topology}-sglang{precision}-prefill":
+                         v4_target(gpu, "flash", topology, "sglang", precision)
+                         for gpus, topologies, precision in V4_PREFILL_SPECS for gpu in gpus for topology in topologies})
 
 
 def synthetic_builtins() -> dict[str, Callable[[], StepProfile]]:

@@ -2,10 +2,12 @@
 
 Their lengths are known before drafting, so they need no per-step decision
 and pay no scheduling overhead (production MTP-1 runs with zero-overhead
-scheduling). A static policy verifies exactly the length it was given:
-when the step's token budget cannot hold every request's block, the engine
-defers the youngest requests to the next step and counts them; it never
-shortens the blocks (`specplan.policies.base`).
+scheduling). A static policy verifies exactly the length it was given, which
+the scenario layer holds within the drafter's block (a longer one is refused
+at load, never cut): when the step's token budget cannot hold every
+request's block, the engine defers the youngest requests to the next step,
+or under vLLM's rule cuts the drafts at the budget's edge, and counts either
+(`specplan.policies.base`).
 """
 
 from __future__ import annotations
@@ -33,15 +35,15 @@ class MTP1(FixedLengthPolicy):
     name: ClassVar[str] = "mtp-1"
 
     def planned_length(self, batch_requests: int) -> int:
-        return min(1, self.block_size)
+        return 1
 
 
 @dataclass(frozen=True)
 class StaticParams:
     """`policy.params` of static: how many drafts every request verifies."""
 
-    length: int | None = bounded(None, ge=0, doc="drafts verified per request per step (default: the whole "
-                                 "block)", unit="tokens")
+    length: int | None = bounded(None, ge=0, verify_length=True, doc="drafts verified per request per step "
+                                 "(default: the whole block)", unit="tokens")
 
 
 class Static(FixedLengthPolicy):
@@ -52,8 +54,7 @@ class Static(FixedLengthPolicy):
 
     def __init__(self, params: StaticParams, block_size: int) -> None:
         super().__init__(params, block_size)
-        wanted = block_size if params.length is None else params.length
-        self.length = min(wanted, block_size)
+        self.length = block_size if params.length is None else params.length
 
     def planned_length(self, batch_requests: int) -> int:
         return self.length

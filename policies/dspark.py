@@ -87,8 +87,8 @@ class DSparkParams:
 class DSparkAsyncParams:
     """`policy.params` of dspark-async: cold-start length and the optional bypass."""
 
-    cold_length: int = bounded(1, ge=0, doc="drafts verified per request before two steps of confidences exist",
-                               unit="tokens")
+    cold_length: int = bounded(1, ge=0, verify_length=True,
+                               doc="drafts verified per request before two steps of confidences exist", unit="tokens")
     bypass: BypassParams | None = bounded(None, doc="a difficulty-aware drafting bypass")
     draft_widths: Literal["capacity", "plan"] = bounded(
         "capacity", doc="what it drafts once its capacity K is known: capacity, min(γ, K) per request; plan, "

@@ -3,8 +3,9 @@
 `schedule` maps batch-size upper bounds to verification lengths:
 `{4: 4, 8: 2, 32: 1}` verifies 4 drafts per request while the step has at
 most 4 decoding requests, 2 up to 8, 1 up to 32, and none above 32
-(speculation off); vLLM (>= 0.24) takes it as [first, last, length] ranges. Lengths
-are capped at the block size; the batch size is the step's decoding
+(speculation off); vLLM (>= 0.24) takes it as [first, last, length] ranges,
+and its `disable_by_batch_size: N` is `{N: γ}`. Lengths lie within the block
+size (a longer one is refused at load); the batch size is the step's decoding
 requests. Like the other fixed-length policies it needs no per-step
 decision, and the engine defers requests beyond the token budget rather
 than shortening their blocks.
@@ -26,8 +27,9 @@ from specplan.policies.errors import PolicyKeyError
 class LengthScheduleParams:
     """`schedule`: {batch-size upper bound: length}; bounds are whole numbers ≥ 1."""
 
-    schedule: dict[str, int] = bounded(ge=0, doc="{batch-size upper bound: drafts verified}; none above the last "
-                                       "bound", unit="tokens", example={4: 4, 8: 2, 32: 1})
+    schedule: dict[str, int] = bounded(ge=0, verify_length=True,
+                                       doc="{batch-size upper bound: drafts verified}; none above the last bound",
+                                       unit="tokens", example={4: 4, 8: 2, 32: 1})
 
     def validate(self, path: str) -> None:
         if not self.schedule:
@@ -47,7 +49,7 @@ class LengthSchedule(FixedLengthPolicy):
         super().__init__(params, block_size)
         table = sorted((int(k), v) for k, v in params.schedule.items())
         self.bounds = np.array([k for k, _ in table], dtype=np.int64)
-        self.lengths = np.array([min(v, block_size) for _, v in table] + [0], dtype=np.int64)
+        self.lengths = np.array([v for _, v in table] + [0], dtype=np.int64)
 
     def planned_length(self, batch_requests: int) -> int:
         return int(self.lengths[np.searchsorted(self.bounds, batch_requests, side="left")])

@@ -16,12 +16,19 @@ thin over the Python API), and two small root modules every part may import: `sp
 error base the CLI prints as one line) and `specplan.fields` (a scenario
 key's plain declaration, its bounds as field metadata).
 
-This file imports no part of the project, so that importing one part never loads the others.
+This file imports no part of the project, so that importing one part never loads the others,
+and reads `__version__` only when asked (importlib.metadata alone costs a command 70 ms).
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
-try:
-    __version__ = version("specplan")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> Any:
+    if name != "__version__":
+        raise AttributeError(f"module 'specplan' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("specplan")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0+unknown"

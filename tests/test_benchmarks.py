@@ -2,7 +2,9 @@
 
 Speed itself is measured by running them (README, "Performance"), never by
 a timed test; this only catches a benchmark broken by a change of the code
-it exercises.
+it exercises. Every script under benchmarks/ imports and parses its
+arguments (`--help`); those with a tiny size run at it (`RUNS`), so none can
+rot silently (engine_terms.py did, when `apply_load` gained its arrivals).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ RUNS = {
     "search_time": (["--duration", "30", "--seeds", "1", "--max-replicas", "2", "--backends", "local"],
                     "identical plan.csv rows"),
     "results_hash": (["--duration", "2", "--engine-paths", "--ignore-key", "draft_record"], "engine/split-fleet"),
+    "engine_terms": (["--smoke", "--duration", "2"], "256 users  MTP-1"),
 }
+SCRIPTS = sorted(path.stem for path in (REPO / "benchmarks").glob("*.py"))
 
 
 @pytest.mark.slow("runs each benchmark script in a subprocess")
@@ -35,3 +39,11 @@ def test_benchmark_runs(name):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert expected in done.stdout
+
+
+@pytest.mark.slow("starts each benchmark script in a subprocess")
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_benchmark_imports_and_parses_its_arguments(name):
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / f"{name}.py"), "--help"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith(f"usage: {name}.py"), done.stderr[-2000:]

@@ -53,7 +53,8 @@ FOLDERS = ("simulator", "hwprofiles", "traces", "policies", "reports", "validati
 ROOT = "specplan"
 # the leaf packages: each stands alone (its own errors, plain parameter declarations, generators passed in)
 LEAVES = ("hwprofiles", "traces", "policies")
-HEAVY_OPTIONAL = ("torch", "ray", "matplotlib", "aiconfigurator_core")
+# heavy to import: optional extras, and the libraries a command imports only where it needs them (issue 32)
+HEAVY_OPTIONAL = ("torch", "ray", "matplotlib", "aiconfigurator_core", "pandas", "scipy")
 
 
 def module_name(path: Path) -> str:

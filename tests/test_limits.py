@@ -41,7 +41,7 @@ def test_too_many_requests_or_too_high_a_load_is_refused(tmp_path):
         design_sweep(raw)
     raw = tiny()
     raw["sweep"]["load"] = {"users": [4, 10**9]}
-    with pytest.raises(SpecplanError, match=r"sweep.variants\[0\] \(plain\): horizon.duration_s: this run is"):
+    with pytest.raises(SpecplanError, match=r"sweep.variants\[0\] \(plain\): sweep.load.users: this run is"):
         design_sweep(raw)
     trace = copy.deepcopy(BASE)
     trace["workload"] = {"arrivals": {"kind": "trace", "path": str(write_trace(tmp_path / "t.csv")),

@@ -26,13 +26,24 @@ SKIP = shutil.ignore_patterns(".git", ".venv", "out", "build", "dist", "*.egg-in
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The wheel and everything its build printed (verbose: the build backend's warnings included)."""
     work = tmp_path_factory.mktemp("wheel")
     shutil.copytree(REPO, work / "src", ignore=SKIP)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(work / "dist"), str(work / "src")], check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
+                           "-w", str(work / "dist"), str(work / "src")], check=True, capture_output=True, text=True)
     (found,) = (work / "dist").glob("specplan-*.whl")
-    return found
+    return found, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(built: tuple[Path, str]) -> Path:
+    return built[0]
+
+
+def test_the_build_declares_its_data_folders(built: tuple[Path, str]) -> None:
+    """`make demo` printed ~150 lines of setuptools' "Package would be ignored" before its answer."""
+    assert "would be ignored" not in built[1] and "SetuptoolsDeprecationWarning" not in built[1]
 
 
 def test_the_wheel_holds_one_top_level_name_and_its_data(wheel: Path) -> None:
@@ -41,6 +52,8 @@ def test_the_wheel_holds_one_top_level_name_and_its_data(wheel: Path) -> None:
     assert {t for t in tops if not t.endswith(".dist-info")} == {"specplan"}
     assert "specplan/scenarios/default.yaml" in names
     assert "specplan/hwprofiles/data/h200-llama3.1-8b-vllm.csv" in names
+    assert {"specplan/hwprofiles/shapes/llama3-8b.yaml", "specplan/hwprofiles/public/kernels.csv",
+            "specplan/validation/shapes/small-cpu.yaml"} <= set(names)
     assert "specplan/py.typed" in names
     assert not [n for n in names if n.startswith("specplan/validation/results/")]
     assert not [n for n in names if n.startswith(("specplan/tests/", "specplan/benchmarks/"))]

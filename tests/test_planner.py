@@ -130,8 +130,10 @@ def test_plan_json_contract_on_the_command_line(cli, tmp_path):
     payload = json.loads(out)
     assert list(payload) == ["variants"]
     (row,) = payload["variants"]
-    assert list(row) == ["label", "replicas", "gpus", "meets_sla", "tps_user", "throughput_per_gpu",
-                         "cost_per_hour", "seeds", "tps_user_ci95", "one_fewer", "sure", "sla"]
+    assert list(row) == ["label", "replicas", "gpus", "meets_sla", "unmet", "tps_user", "throughput_per_gpu",
+                         "cost_per_hour", "seeds", "tps_user_ci95", "one_fewer", "sure", "sla", "gpus_decode",
+                         "gpus_prefill", "prefill_pool", "prefill_busy_share", "prefix_cache_hit_rate"]
+    assert (row["gpus_decode"], row["gpus_prefill"], row["prefill_pool"], row["unmet"]) == (4, 0, None, None)
     assert (row["label"], row["replicas"], row["gpus"], row["cost_per_hour"]) == ("c=0.5ms", 2, 4, None)
     assert row["seeds"] == 3 and row["tps_user_ci95"] > 0 and row["sure"] is True
     assert row["one_fewer"]["replicas"] == 1 and row["one_fewer"]["tps_user"] < SLA
@@ -145,7 +147,7 @@ def test_an_unreachable_sla_reports_no_cluster():
     plan = rate_plan(raw, 4.0, 200.0, statistic="p50", max_replicas=4, workers=1, seeds=1)
     (row,) = capacity_json(plan)["variants"]
     assert (row["replicas"], row["gpus"], row["meets_sla"], row["cost_per_hour"]) == (None, None, False, None)
-    assert "no cluster up to 4 replicas meets the SLA" in plan_table(plan)
+    assert "not met: " in plan_table(plan) and row["unmet"] in plan_table(plan)
 
 
 def test_bad_plan_inputs_are_one_line_errors(cli, tmp_path):

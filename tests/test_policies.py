@@ -22,7 +22,7 @@ from specplan.policies.base import (
 from specplan.policies.registry import POLICIES, make_policy
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.scenario import PolicySpec
-from specplan.simulator.scenario.policy import policy_params
+from specplan.simulator.scenario.policy import check_verify_lengths, policy_params
 
 
 def view(confidences, steps_per_s, *, ids=None, reserved=0, step=0, drafted=None, accepted=None, max_tokens=None):
@@ -42,7 +42,10 @@ def view(confidences, steps_per_s, *, ids=None, reserved=0, step=0, drafted=None
 
 
 def policy(name, block_size, **params):
-    return make_policy(name, policy_params(PolicySpec(name, params)), block_size)
+    """The policy as a scenario builds it: params checked, verification lengths within the block."""
+    values = policy_params(PolicySpec(name, params))
+    check_verify_lengths(values, block_size, "policy.params")
+    return make_policy(name, values, block_size)
 
 
 def decided(p, v):
@@ -227,7 +230,7 @@ def test_threshold_on_confidence_and_on_survival():
 
 
 def test_length_schedule_follows_the_tensorrt_llm_convention():
-    p = policy("length-schedule", 3, schedule={4: 4, 8: 2, 32: 1})
+    p = policy("length-schedule", 3, schedule={4: 3, 8: 2, 32: 1})
     assert [p.planned_length(r) for r in (1, 4, 5, 8, 9, 32, 33)] == [3, 3, 2, 2, 1, 1, 0]
     v = view(np.full((6, 3), 0.9), np.full(25, 100.0))
     assert decided(p, v).tolist() == [2] * 6
@@ -253,8 +256,14 @@ def test_oracle_verifies_the_accepted_prefix_trimmed_at_a_cliff():
 
 
 # ---- every policy respects the block; budget-fitting ones the engine's capacity ----------------
-PARAMS = {"length-schedule": {"schedule": {4: 3, 16: 1}}, "threshold": {"threshold": 0.4},
-          "dspark-greedy": {"bypass": {"min_trials": 2, "skip_steps": 2}}}
+PARAMS = {"threshold": {"threshold": 0.4}, "dspark-greedy": {"bypass": {"min_trials": 2, "skip_steps": 2}}}
+
+
+def params_for(name, gamma):
+    """A policy's parameters for a block of γ drafts (a length schedule's lengths within it)."""
+    if name == "length-schedule":
+        return {"schedule": {4: gamma, 16: 1}}
+    return PARAMS.get(name, {})
 
 
 @st.composite
@@ -281,7 +290,7 @@ def episodes(draw):
 @given(episode=episodes())
 def test_lengths_stay_within_the_block_and_the_step_capacity(name, episode):
     gamma, steps = episode
-    p = policy(name, gamma, **PARAMS.get(name, {}))
+    p = policy(name, gamma, **params_for(name, gamma))
     for i, (conf, reserved, sps, drafted, accepted, ids) in enumerate(steps):
         accepted = np.where(drafted, accepted, 0)
         v = view(np.where(drafted[:, None], conf, 0.0), sps, ids=ids, reserved=reserved, step=i,

@@ -33,11 +33,17 @@ STAND_INS = {  # installed built-ins that stand in for a case's (test only: the 
 }
 
 
+PREFILL_STAND_IN = "builtin:b200-deepseek-v4-flash-tp8ep8-sglang-prefill"
+
+
 def stand_in_overrides(folder: Path, client: str) -> list[str]:
     target, drafter = STAND_INS[client]
     overrides = [f"hardware.profile={target}"]
-    if yaml.safe_load((folder / "scenario.yaml").read_text())["drafter"].get("family") != "none":
+    raw = yaml.safe_load((folder / "scenario.yaml").read_text())
+    if raw["drafter"].get("family") != "none":
         overrides.append(f"drafter.latency={{kind: profile, path: {drafter}}}")
+    if (raw["engine"].get("prefill") or {}).get("profile"):
+        overrides.append(f"engine.prefill.profile={PREFILL_STAND_IN}")
     return overrides
 
 
@@ -130,7 +136,8 @@ def test_every_runnable_case_names_its_profiles_and_they_are_committed(folder):
         return
     required = set(case.source["requires"]["profiles"])
     scenario = yaml.safe_load((folder / "scenario.yaml").read_text())
-    used = {scenario["hardware"]["profile"], (scenario["drafter"].get("latency") or {}).get("path")}
+    used = {scenario["hardware"]["profile"], (scenario["drafter"].get("latency") or {}).get("path"),
+            (scenario["engine"].get("prefill") or {}).get("profile")}
     assert {p for p in used if str(p).startswith("builtin:")} <= required
     missing = sorted(p for p in required if not (DATA_DIR / f"{p.removeprefix('builtin:')}.csv").is_file())
     assert bool(missing) == (folder.name in DATABASE_GAPS), missing

@@ -11,6 +11,15 @@ The pipeline is lazy end to end (readers.py streams the file):
     → time_scale (every time multiplied: 2 replays twice as slow)
     → SimPy process submitting each request at its time.
 
+A trace that runs out before the horizon (its window ends, or the file
+does, before horizon.duration_s) ends the measurement window there: at the
+end of what the window covers (its duration_s when the trace goes on past
+it, else the last arrival), so idle seconds after the trace never dilute
+throughput; the run still goes on to the horizon, so the requests it sent
+finish. summary.json says so (`trace_ran_out_s`, and `window_s`). A
+window that holds no request is refused before the run, as an empty file
+is.
+
 Rate scaling multiplies the rate curve λ(t) by rate_scale and keeps its
 shape: the bursts stay where they were, as high relative to the mean
 (peak-to-mean per minute kept), and the lengths keep their distribution.
@@ -45,14 +54,27 @@ from specplan.traces.spec import TraceArrivals
 Streams = Callable[..., np.random.Generator]
 
 
+class Window:
+    """The rows of a window, start_s ≤ time < start_s + duration_s, times shifted so it starts at 0;
+    `closed` once a row past its end was read (the trace went on beyond the window)."""
+
+    def __init__(self, rows: Iterable[TraceRow], start_s: float, duration_s: float | None) -> None:
+        self.rows, self.start_s = rows, start_s
+        self.end_s = math.inf if duration_s is None else start_s + duration_s
+        self.closed = False
+
+    def __iter__(self) -> Iterator[TraceRow]:
+        for row in self.rows:
+            if row.time_s >= self.end_s:
+                self.closed = True
+                return
+            if row.time_s >= self.start_s:
+                yield row._replace(time_s=row.time_s - self.start_s)
+
+
 def windowed(rows: Iterable[TraceRow], start_s: float, duration_s: float | None) -> Iterator[TraceRow]:
     """Rows with start_s ≤ time < start_s + duration_s, times shifted so the window starts at 0."""
-    end_s = math.inf if duration_s is None else start_s + duration_s
-    for row in rows:
-        if row.time_s >= end_s:
-            return
-        if row.time_s >= start_s:
-            yield row._replace(time_s=row.time_s - start_s)
+    return iter(Window(rows, start_s, duration_s))
 
 
 def shifted(rows: Iterable[TraceRow], offset_s: float) -> Iterator[TraceRow]:
@@ -80,11 +102,26 @@ class Replay:
         self.spec = spec
         self.file = TraceFile.of(spec)
         self.primary = TraceReader(self.file)
+        self.window = Window(self.primary, spec.start_s, spec.duration_s)
         self.streams = streams
 
     def check(self) -> None:
-        """Open the file and parse its first request now, so errors come before the run."""
-        TraceReader(self.file).first()
+        """Open the file and parse its first request in the window now, so errors come before the run: a
+        file without requests, or a window that holds none, is refused."""
+        first = TraceReader(self.file).first()
+        spec = self.spec
+        if next(windowed(TraceReader(self.file), spec.start_s, spec.duration_s), None) is None:
+            end = "" if spec.duration_s is None else f", duration_s {spec.duration_s:g}"
+            raise TraceError(f"{self.file.path}: no request in the window (workload.arrivals.start_s "
+                             f"{spec.start_s:g}{end}); the trace's requests span {first.time_s:g}–"
+                             f"{last_time_s(self.file):g} s")
+
+    def covered_s(self, last_arrival_s: float) -> float:
+        """Simulated seconds the replay covered, once its arrivals are over: the window's whole length when
+        the trace went on past it, else up to its last arrival (`last_arrival_s`): the trace ran out."""
+        if self.window.closed and self.spec.duration_s is not None:
+            return self.spec.duration_s * self.spec.time_scale
+        return last_arrival_s
 
     def counts(self) -> dict[str, int]:
         """What the primary pass skipped so far (reported in the run's summary)."""
@@ -100,8 +137,7 @@ class Replay:
         spec = self.spec
         copies = max(1, math.ceil(spec.rate_scale - 1e-12))
         keep = [min(1.0, spec.rate_scale - j) for j in range(copies)]
-        first = windowed(self.primary, spec.start_s, spec.duration_s)
-        streams = [thinned(first, keep[0], self.streams("trace.thin", 0))]
+        streams = [thinned(self.window, keep[0], self.streams("trace.thin", 0))]
         if copies > 1:
             circle_s, n = self.window_extent()
             shift_s = min(circle_s, spec.superpose_shift_s or 10.0 * circle_s / n)
@@ -140,6 +176,14 @@ class Replay:
         return last_s * n / (n - 1), n
 
 
+def last_time_s(file: TraceFile) -> float:
+    """The time of a trace's last request (one pass over the file)."""
+    last = 0.0
+    for row in TraceReader(file):
+        last = row.time_s
+    return last
+
+
 def start_replay(env: simpy.Environment, streams: Streams, spec: TraceArrivals, submit: Any,
                  budget: Any, source: Any) -> Replay:
     """Start the SimPy process replaying `spec`; the budget keeps the Replay for the summary."""
@@ -152,6 +196,8 @@ def start_replay(env: simpy.Environment, streams: Streams, spec: TraceArrivals, 
 
 def replay_process(env: simpy.Environment, replay: Replay, source: Any, submit: Any,
                    budget: Any) -> Generator[simpy.Event, Any, None]:
+    """Submit each request at its time; when the trace runs out before the horizon, record when
+    (`Replay.covered_s`) as `budget.ran_out_s`."""
     domain_of = DomainMap(replay, source)
     use_lengths = replay.spec.use_lengths
     for row in replay.arrivals():
@@ -167,6 +213,9 @@ def replay_process(env: simpy.Environment, replay: Replay, source: Any, submit: 
             submit(prompt, output, domain)
         else:
             submit(prompt, output, domain, row.blocks)
+    end_s = replay.covered_s(env.now)
+    if budget.allows(end_s):  # the horizon is not over there: the trace ran out
+        budget.ran_out_s = end_s
 
 
 class DomainMap:

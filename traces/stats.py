@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from specplan.traces.errors import TraceError
 from specplan.traces.readers import TraceFile, TraceReader
 
 MINUTE_S = 60.0
@@ -104,6 +105,9 @@ def trace_stats(file: TraceFile) -> TraceStats:
         while window[0] <= row.time_s - MINUTE_S:
             window.popleft()
         peak = max(peak, len(window))
+    if not prompts:  # refused as a replay refuses it (readers.TraceReader.first)
+        skipped = f" ({reader.bad_lines} bad lines skipped)" if reader.bad_lines else ""
+        raise TraceError(f"{file.path}: no requests in the trace{skipped}")
     return TraceStats(
         path=file.path, format=file.format, requests=len(prompts), span_s=last_s,
         rate_per_s=1.0 / gaps.mean if gaps.n and gaps.mean > 0 else math.nan,

@@ -40,7 +40,7 @@ from specplan.policies.registry import policy_class
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.streams import stream
 from specplan.simulator.scenario import PolicySpec
-from specplan.simulator.scenario.policy import policy_params
+from specplan.simulator.scenario.policy import check_verify_lengths, policy_params
 
 
 @dataclass(frozen=True, eq=False)
@@ -266,6 +266,7 @@ def audit_policy(name: str, params: dict | None = None, case: str = "appendix-a"
     try:
         cls = policy_class(name, "policy")
         values = policy_params(PolicySpec(name, dict(params or {})))
+        check_verify_lengths(values, the_case.block_size, "--param")
     except (PolicyKeyError, ScenarioError) as exc:
         raise SpecplanError(str(exc)) from None
     return run_audit(cls(values, the_case.block_size), the_case, trials, seed, alpha)

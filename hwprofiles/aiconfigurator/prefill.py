@@ -14,6 +14,16 @@ canonical layout read back from the two numbers: R = round(T / s) requests of s 
 each and no prefix while s ≤ T (uniform prompts: the shapes the database's context-attention table
 measures, reproduced exactly), else one request of T new tokens over a prefix p = (C / T − T) / 2
 (capped at PREFILL_MAX_PREFIX: rows beyond any real context only bound the interpolation).
+
+Attention is the database's context-phase module of the model: `ContextAttention` (MHA/GQA) or
+DeepSeek-V4's `Dsv4Context` (CSA and HCA layers: the whole module, projections, compressor,
+indexer and sparse attention, per layer, priced at the layout's requests, new tokens and prefix).
+With dp data-parallel attention ranks, (T, C) is the replica's and every rank holds an even share:
+ceil(T / dp) tokens and C / dp pairs (the decode built-ins' layout), its MoE block over every
+rank's tokens as the estimator prices the context phase of an attention-DP target. An MoE model's
+file also carries the attention column and a parts table (the non-attention parts at T), so the
+engine can price each rank's own part apart from the MoE block every rank meets
+(specplan.simulator.engine.rank_split).
 """
 
 from __future__ import annotations
@@ -23,7 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from specplan.hwprofiles.aiconfigurator.compile import CompiledTarget, compile_target
+from specplan.hwprofiles.aiconfigurator.compile import (
+    CompiledTarget,
+    compile_target,
+    moe_quant_mode,
+)
 from specplan.hwprofiles.aiconfigurator.operators import kind_of
 from specplan.hwprofiles.aiconfigurator.package import (
     database,
@@ -32,11 +46,13 @@ from specplan.hwprofiles.aiconfigurator.package import (
     quiet,
     require_aic,
 )
+from specplan.hwprofiles.aiconfigurator.parts import part_of
 from specplan.hwprofiles.aiconfigurator.targets import DEVICE_NAMES, AicTarget, where
 from specplan.hwprofiles.aiconfigurator.tokengrid import (
     GRID_TOLERANCE,
     gemm_sample_tokens,
-    token_grid,
+    grid_points,
+    replica_grid,
 )
 from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.profile import StepProfile
@@ -45,6 +61,8 @@ PREFILL_CONTEXT_ROWS = (0, *(4**k for k in range(8, 17)), 2 * 4**16)
 PREFILL_MAX_TOKENS = 16384
 PREFILL_QUERY_STEP = 16
 PREFILL_MAX_PREFIX = 1 << 20   # the layout's prefix is capped here (far beyond any model's context)
+ATTENTION_KINDS = ("ContextAttention", "Dsv4Context")   # the context-phase modules priced by the layout
+MOE_PARTS = ("dispatch", "routed_experts", "combine")
 
 
 def prefill_layout(tokens: int, pairs: float) -> tuple[int, int, int]:
@@ -61,15 +79,17 @@ class PrefillPricer:
 
     def __init__(self, compiled: CompiledTarget, context_ops: list[dict[str, Any]]) -> None:
         self.where = f"{compiled.target.model} on {where(compiled.target)}"
+        self.dp = compiled.target.dp
         kinds = [kind_of(op) for op in context_ops]
-        unsupported = sorted({k for k in kinds if "Attention" in k and k != "ContextAttention"} | {
-            k for k in kinds if "Mla" in k or "Dsa" in k or "DeepSeek" in k})
+        unsupported = sorted({k for k in kinds if "Attention" in k or "Mla" in k or "Dsa" in k or "DeepSeek" in k}
+                             - set(ATTENTION_KINDS))
         if unsupported:
             raise ProfileError(f"{self.where}: context operator(s) {', '.join(unsupported)} have no prefill "
-                                "rule here (supported: ContextAttention, the MHA/GQA models)")
-        self.attention = [i for i, k in enumerate(kinds) if k == "ContextAttention"]
+                                f"rule here (supported: {', '.join(ATTENTION_KINDS)})")
+        self.attention = [i for i, k in enumerate(kinds) if k in ATTENTION_KINDS]
         self.logits = [i for i, op in enumerate(context_ops) if "logits" in str(op[kind_of(op)].get("name", ""))]
         self.plain = [i for i in range(len(context_ops)) if i not in self.attention and i not in self.logits]
+        self.moe = any(kind_of(context_ops[i]) == "Moe" for i in self.plain)
         spec = {"schema_version": compiled.spec_schema, "engine": compiled.engine,
                 "context_ops": context_ops, "generation_ops": []}
         aic = require_aic()
@@ -81,41 +101,69 @@ class PrefillPricer:
         except Exception as exc:  # the package raises many kinds; the user needs one line
             raise ProfileError(f"aiconfigurator-core cannot compile {self.where}: {first_line(exc)}") from None
 
-    def ms(self, indices: list[int], batch: int, new_tokens: int, prefix: int = 0) -> float:
+    def entries(self, indices: list[int], batch: int, new_tokens: int, prefix: int = 0) -> list[tuple]:
         if not indices:
-            return 0.0
+            return []
         try:
-            out = self.handle.evaluate_context_ops(indices, batch_size=batch, s=new_tokens, prefix=prefix)
+            return list(self.handle.evaluate_context_ops(indices, batch_size=batch, s=new_tokens, prefix=prefix))
         except Exception as exc:  # as above
             raise ProfileError(f"aiconfigurator-core cannot price {self.where}: {first_line(exc)}") from None
-        return float(sum(entry[1] for entry in out))
+
+    def ms(self, indices: list[int], batch: int, new_tokens: int, prefix: int = 0) -> float:
+        return float(sum(entry[1] for entry in self.entries(indices, batch, new_tokens, prefix)))
 
     def plain_ms(self, tokens: int) -> float:
-        """Non-attention operators at T tokens (GEMMs, norms, activation, embedding, all-reduce)."""
+        """Non-attention operators at one rank's T tokens (GEMMs, MoE, norms, activation, embedding, all-reduce)."""
         return self.ms(self.plain, 1, tokens)
 
+    def plain_parts(self, tokens: int) -> dict[str, float]:
+        """The non-attention operators at one rank's T tokens, summed by part (parts.PART_OF)."""
+        out: dict[str, float] = {}
+        for entry in self.entries(self.plain, 1, tokens):
+            part = part_of(str(entry[0]).removeprefix("context_"))
+            out[part] = out.get(part, 0.0) + float(entry[1])
+        return out
+
     def layout_ms(self, tokens: int, pairs: float) -> float:
-        """LM head at R tokens + attention of the canonical layout at (T, C)."""
+        """LM head at R tokens + attention of the canonical layout at one rank's (T, C)."""
         requests, new, prefix = prefill_layout(tokens, pairs)
         return self.ms(self.logits, requests, 1) + self.ms(self.attention, requests, new, prefix)
+
+    def attention_ms(self, tokens: int, pairs: float) -> float:
+        """Attention alone of the canonical layout at one rank's (T, C)."""
+        requests, new, prefix = prefill_layout(tokens, pairs)
+        return self.ms(self.attention, requests, new, prefix)
 
 
 def prefill_profile(target: AicTarget, name: str, max_tokens: int = PREFILL_MAX_TOKENS,
                     memory_fraction: float = 0.9, command: str = "") -> StepProfile:
     """The prefill-step profile of `target`: step_ms(T, C) over batched prompt tokens and their pairs."""
     require_aic()
+    dp = target.dp
     with quiet():
         compiled = compile_target(target, max_tokens, 1, memory_fraction)
         pricer = PrefillPricer(compiled, context_op_list(compiled))
-        plain = np.array([pricer.plain_ms(t) for t in range(1, max_tokens + 1)])
-        tokens = token_grid(gemm_sample_tokens(compiled, list(compiled.ops)), PREFILL_QUERY_STEP, plain)
+        rank = np.array([pricer.plain_ms(t) for t in range(1, -(-max_tokens // dp) + 1)])
+        plain = rank[(np.arange(max_tokens) // dp)]   # the replica at T: each rank at ceil(T / dp)
+        tokens = replica_grid(gemm_sample_tokens(compiled, list(compiled.ops)), PREFILL_QUERY_STEP, plain, dp)
         rows = PREFILL_CONTEXT_ROWS
-        layout = np.array([[pricer.layout_ms(int(t), c) for t in tokens] for c in rows])
+        layout = np.array([[pricer.layout_ms(-(-int(t) // dp), c / dp) for t in tokens] for c in rows])
+        extra = split_tables(pricer, tokens, rows) if pricer.moe else {}
     return StepProfile(
         name=name, tokens=tokens, step_ms_table=plain[tokens - 1] + layout,
         context_tokens=np.array(rows, dtype=np.int64),
-        provenance=prefill_provenance(compiled, tokens, plain, command),
+        provenance=prefill_provenance(compiled, tokens, plain, command, pricer.moe), extra=extra,
     )
+
+
+def split_tables(pricer: PrefillPricer, tokens: np.ndarray, rows: tuple[int, ...]) -> dict[str, Any]:
+    """An MoE model's attention column (T, C) and parts table (T): what the engine splits by rank."""
+    dp = pricer.dp
+    attention = np.array([[pricer.attention_ms(-(-int(t) // dp), c / dp) for t in tokens] for c in rows])
+    by_token = [pricer.plain_parts(-(-int(t) // dp)) for t in tokens]
+    names = list(dict.fromkeys(part for parts in by_token for part in parts))
+    parts = {f"{part}_ms": np.array([p.get(part, 0.0) for p in by_token]) for part in names}
+    return {"columns": {"attention_ms": attention}, "parts": {k: v for k, v in parts.items() if v.any()}}
 
 
 def context_op_list(compiled: CompiledTarget) -> list[dict[str, Any]]:
@@ -127,7 +175,8 @@ def context_op_list(compiled: CompiledTarget) -> list[dict[str, Any]]:
     from aiconfigurator_core.sdk.models import get_model
 
     config = build_model_config(tp_size=target.tp, pp_size=1, attention_dp_size=target.dp,
-                                moe_tp_size=target.gpus // target.ep, moe_ep_size=target.ep)
+                                moe_tp_size=target.gpus // target.ep, moe_ep_size=target.ep,
+                                moe_quant_mode=moe_quant_mode(target))
     try:
         model = get_model(target.model, config, target.backend)
         spec = json.loads(build_engine_spec_json(
@@ -142,16 +191,18 @@ def context_op_list(compiled: CompiledTarget) -> list[dict[str, Any]]:
 
 def prefill_command(target: AicTarget, max_tokens: int = PREFILL_MAX_TOKENS) -> str:
     """How the prefill built-in is made (recorded in its `source`)."""
+    topology = "".join(f", {key}={getattr(target, key)}" for key in ("ep", "dp") if getattr(target, key) != 1)
     return (f"specplan.hwprofiles.aiconfigurator.prefill_profile(AicTarget({target.model!r}, {target.system!r}, "
-            f"{target.backend!r}, {target.backend_version!r}, tp={target.tp}), max_tokens={max_tokens})")
+            f"{target.backend!r}, {target.backend_version!r}, tp={target.tp}{topology}), max_tokens={max_tokens})")
 
 
 def prefill_provenance(compiled: CompiledTarget, tokens: np.ndarray, plain: np.ndarray,
-                       command: str) -> dict[str, str]:
+                       command: str, split: bool = False) -> dict[str, str]:
     target, engine = compiled.target, compiled.engine
     version = package_version()
-    grid_error = np.max(np.abs(np.interp(np.arange(1, plain.size + 1), tokens, plain[tokens - 1]) - plain) / plain)
-    return {
+    at = grid_points(tokens, target.dp)  # every T (one rank), or every multiple of the ranks
+    grid_error = np.max(np.abs(np.interp(at, tokens, plain[tokens - 1]) - plain[at - 1]) / plain[at - 1])
+    lines = {
         "phase": "prefill",
         "device": f"{DEVICE_NAMES.get(target.system, target.system)} x {target.gpus} ({target.parallelism()}); "
                   f"AIConfigurator system {target.system}",
@@ -186,4 +237,31 @@ def prefill_provenance(compiled: CompiledTarget, tokens: np.ndarray, plain: np.n
                       f"time at every integer T within {GRID_TOLERANCE:.1%} (max {grid_error:.2%})",
         "capture_mode": "per-operator GPU kernel latencies summed as the estimator composes them",
         "statistic": "the database's per-operator latency (one value per shape, no spread)",
+    }
+    return lines | (moe_lines(compiled, tokens, grid_error) if split else {})
+
+
+def moe_lines(compiled: CompiledTarget, tokens: np.ndarray, grid_error: float) -> dict[str, str]:
+    """What an MoE model's prefill file adds: its layout over ranks, its attention module, its split."""
+    target, engine = compiled.target, compiled.engine
+    dp = target.dp
+    ranks = f"; with {dp} data-parallel attention ranks each holds ceil(T/{dp}) tokens and C/{dp}" if dp > 1 else ""
+    rank_grid = f"{dp} x the attention rank's grid: " if dp > 1 else ""
+    return {
+        "dtype": f"weights {engine['weight_dtype']}, MoE {moe_quant_mode(target) or 'the package default'} (the "
+                 f"package's choice for this checkpoint and engine, as the decode built-ins), activations "
+                 f"{engine['activation_dtype']}, KV cache {engine['kv_cache_dtype']}",
+        "token_grid": f"{tokens.size} token counts: {rank_grid}every m the GEMM tables sample, "
+                      f"{PREFILL_QUERY_STEP} x 2^k, and refinement until linear lookup matches the non-attention "
+                      f"time within {GRID_TOLERANCE:.1%} (max {grid_error:.2%}) at every T{' a multiple of the ranks' if dp > 1 else ''}",
+        "tokens_axis": f"T: new prompt tokens computed in the step (all requests of the batch){ranks}",
+        "composition": "step_ms(T, C) = context-phase non-attention operators at T tokens (GEMMs, MoE with its "
+                       "dispatch and combine over every rank's tokens, norms, mHC mixing, embedding) + LM head at "
+                       "R tokens + the context-phase attention module of the layout (ContextAttention, or "
+                       "DeepSeek-V4's Dsv4Context: the whole CSA / HCA module per layer)",
+        "parts_axis": "attention_ms: the attention module alone (a column of the main table); the parts table: "
+                      "each non-attention part's own time at T; the engine prices a rank's own part as the step "
+                      "less the MoE block (dispatch, routed_experts, combine), which every rank meets",
+        "public_rule": "not applied: the public kernel and GEMM measurements (hwprofiles/public/kernels.csv) are "
+                       "of decode-size token counts; the prefill parts are the database's",
     }

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import types
 import typing
@@ -77,7 +78,7 @@ def build(cls: type, raw: Any, path: str, ctx: Context) -> Any:
     """Validate `raw` against dataclass `cls` and return a frozen instance."""
     if not isinstance(raw, dict):
         raise ScenarioError(path, f"expected a mapping, got {describe(raw)}")
-    hints = get_type_hints(cls, include_extras=True)
+    hints = type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls) if f.init]
     for key in raw:
         if not isinstance(key, str) or key not in names:
@@ -101,6 +102,13 @@ def build(cls: type, raw: Any, path: str, ctx: Context) -> Any:
         except KeyedError as exc:  # a leaf package's own error for a bad key
             raise ScenarioError(exc.path, exc.detail) from None
     return obj
+
+
+@functools.cache
+def type_hints(cls: type) -> dict[str, Any]:
+    """A dataclass's resolved annotations, once per class (resolving them compiles each one: a sweep's
+    check validates dozens of scenarios)."""
+    return get_type_hints(cls, include_extras=True)
 
 
 def coerce(value: Any, hint: Any, path: str, ctx: Context, meta: typing.Mapping[str, Any]) -> Any:

@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
 
 N_BINS = 20
 COARSE_GRID = np.geomspace(0.05, 20.0, 49)
@@ -71,6 +70,9 @@ def roc_auc(score: np.ndarray, label: np.ndarray) -> float:
     positives, negatives = int(label.sum()), int((~label).sum())
     if positives == 0 or negatives == 0:
         return float("nan")
+    # scipy.stats costs a command 0.5 s to import: only where an AUC is scored
+    from scipy.stats import rankdata
+
     ranks = rankdata(score)
     return float((ranks[label].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 

@@ -28,7 +28,8 @@ per-proposal figures coincide; the weights matter only when σ_req > 0.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import brentq
+
+from specplan.simulator.drafters.curves import root
 
 NODES = 48
 MAX_ROUNDS = 60
@@ -117,7 +118,7 @@ def solve_position(x: np.ndarray, carried: np.ndarray, weights: np.ndarray, targ
     def gap(d: float) -> float:
         return float((carried * smoothed_sigmoid(x + d, e, we)) @ weights - target)
 
-    return float(brentq(gap, -40.0, 40.0, xtol=1e-12)) if gap(-40.0) < 0 < gap(40.0) else 0.0
+    return float(root(gap, -40.0, 40.0, xtol=1e-12)) if gap(-40.0) < 0 < gap(40.0) else 0.0
 
 
 def pooled_survival(curve: np.ndarray, offsets: np.ndarray, request_sigma: float,

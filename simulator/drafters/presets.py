@@ -96,11 +96,10 @@ from functools import cache
 from itertools import pairwise
 
 import numpy as np
-from scipy.optimize import brentq
 
 from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
-from specplan.simulator.drafters.curves import expected_tau, logit, sigmoid
+from specplan.simulator.drafters.curves import expected_tau, logit, root, sigmoid
 
 PUBLISHED_BLOCK = 7
 TARGETS = ("qwen3-4b", "qwen3-8b", "qwen3-14b", "gemma4-12b")
@@ -285,7 +284,7 @@ def reference_curve(family: str, domain: str) -> np.ndarray:
     shape, p1, p7 = REFERENCE_SHAPES[family][domain]
     tau = domain_tau(REFERENCE_TARGET, family)[domain]
     lo, hi = FREE_RANGE.get(shape, (1e-3, 0.999))
-    free = brentq(lambda x: expected_tau(shaped(shape, p1, p7, x)) - tau, lo, hi, xtol=1e-12)
+    free = root(lambda x: expected_tau(shaped(shape, p1, p7, x)) - tau, lo, hi, xtol=1e-12)
     return shaped(shape, p1, p7, free)
 
 
@@ -294,7 +293,7 @@ def target_curve(target: str, family: str, domain: str) -> np.ndarray:
     """The reference shape shifted by one logit offset so τ equals the target's domain mean."""
     ref_logit = logit(reference_curve(family, domain))
     tau = domain_tau(target, family)[domain]
-    shift = brentq(lambda s: expected_tau(sigmoid(ref_logit + s)) - tau, -10.0, 10.0, xtol=1e-12)
+    shift = root(lambda s: expected_tau(sigmoid(ref_logit + s)) - tau, -10.0, 10.0, xtol=1e-12)
     return sigmoid(ref_logit + shift)
 
 
@@ -314,7 +313,7 @@ def tail_slope(domain: str) -> float:
     def gain_gap(s: float) -> float:
         return expected_tau(extend(dspark, 15, s)) / expected_tau(extend(dflash, 15, s)) - DSPARK_GAIN_AT_15[domain]
 
-    return float(brentq(gain_gap, -5.0, 0.0, xtol=1e-10))
+    return float(root(gain_gap, -5.0, 0.0, xtol=1e-10))
 
 
 def mtp_curve(position1: float, block_size: int) -> np.ndarray:
@@ -342,7 +341,7 @@ def survival_from_al(al: dict[int, float]) -> np.ndarray:
 
 def gap_rate(start: float, n: int, gain: float) -> float:
     """The conditional rate r with start · (r + r² + … + rⁿ) = gain (n = 1: r = gain / start)."""
-    return float(brentq(lambda r: start * sum(r**i for i in range(1, n + 1)) - gain, 0.0, 1.5, xtol=1e-14))
+    return float(root(lambda r: start * sum(r**i for i in range(1, n + 1)) - gain, 0.0, 1.5, xtol=1e-14))
 
 
 def conditional_from_survival(survival: np.ndarray) -> np.ndarray:
@@ -355,6 +354,6 @@ def v4_curve(preset: str, family: str) -> np.ndarray:
     """A measured DeepSeek-V4 curve (derived from AL(k)), or V4.1-Flash's fitted one."""
     if preset == "deepseek-v4.1-flash":
         shape = logit(v4_curve("deepseek-v4-pro", "dspark")[:5])
-        shift = brentq(lambda x: expected_tau(sigmoid(shape + x)) - V41_FLASH_DSPARK_AL5, -10.0, 10.0, xtol=1e-12)
+        shift = root(lambda x: expected_tau(sigmoid(shape + x)) - V41_FLASH_DSPARK_AL5, -10.0, 10.0, xtol=1e-12)
         return sigmoid(shape + shift)
     return conditional_from_survival(survival_from_al(MEASURED_AL[(preset, family)]))

@@ -38,7 +38,6 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
-from scipy import stats
 
 from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.core.errors import SpecplanError
@@ -291,11 +290,19 @@ class AcceptanceFit:
         return [p.rate for p in self.positions]
 
 
+def normal_quantile(q: float) -> float:
+    """The standard normal's q-quantile."""
+    # scipy.stats costs a command 0.5 s to import: a run that writes metrics.prom needs no quantile
+    from scipy import stats
+
+    return float(stats.norm.ppf(q))
+
+
 def wilson(accepted: int, trials: int, confidence: float) -> tuple[float, float]:
     """Wilson score interval of a binomial proportion ((0, 1) with no trials)."""
     if trials == 0:
         return 0.0, 1.0
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    z = normal_quantile(0.5 + confidence / 2)
     share = accepted / trials
     denominator = 1 + z * z / trials
     centre = (share + z * z / (2 * trials)) / denominator
@@ -324,7 +331,7 @@ def fit_acceptance(counts: SpecCounts, confidence: float = 0.95) -> AcceptanceFi
     lengths = np.arange(hist.size)
     mean = float((hist * lengths).sum() / counts.drafts)
     spread = math.sqrt(max(float((hist * lengths**2).sum() / counts.drafts) - mean * mean, 0.0))
-    half = float(stats.norm.ppf(0.5 + confidence / 2)) * spread / math.sqrt(counts.drafts)
+    half = normal_quantile(0.5 + confidence / 2) * spread / math.sqrt(counts.drafts)
     return AcceptanceFit(counts, tuple(positions), 1 + mean, 1 + mean - half, 1 + mean + half, confidence)
 
 

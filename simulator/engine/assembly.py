@@ -27,6 +27,7 @@ from specplan.simulator.engine.budget import token_budget
 from specplan.simulator.engine.caches import kv_caches
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.decode import DecodeCore
+from specplan.simulator.engine.phases import prefill_phases
 from specplan.simulator.engine.records import ChunkLog, RequestLog, StepLog
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.policy import policy_params
@@ -47,12 +48,14 @@ class EngineParts:
 
     def core(self, log: RequestLog, steps: StepLog, index: int = 0, prompt_cache: Any = None,
              chunks: ChunkLog | None = None) -> DecodeCore:
-        """A core with its own policy, the token budget's rule and the KV caches its engine runs by."""
+        """A core with its own policy, the token budget's rule, the KV caches and the prefill schedule its engine
+        runs by."""
         policy = self.policy()
         speculates = policy.drafts and self.config.block_size > 0
         return DecodeCore(self.config, policy, self.drafter, self.profile, log, steps, self.scenario.seed,
                           budget=token_budget(self.config, policy.fits_budget, speculates),
-                          kv=kv_caches(self.config), index=index, prompt_cache=prompt_cache, chunks=chunks)
+                          kv=kv_caches(self.config), phases=prefill_phases(self.config), index=index,
+                          prompt_cache=prompt_cache, chunks=chunks)
 
 
 def assemble(scenario: Scenario, profile: StepProfile | None = None) -> EngineParts:

@@ -12,7 +12,13 @@ oldest always staying.
     RankCaches   admission to the rank with a free slot and the most free KV, within
                  the engine's totals too (`intake.admit_to_ranks`); preemption against
                  the engine's total, then within each rank against its own cache
+                 (`engine.dp_attention.balance: most_free_kv`)
+    RoutedRanks  the engine's own dispatch: a request is sent to one rank when it reaches the
+                 engine (`RankRouter`: SGLang's round_robin or total_requests, vLLM's least
+                 loaded), waits in that rank's queue and is admitted FIFO within it; a
+                 preempted request goes back to its rank; preemption as RankCaches
 
+    kv.enqueued(core, rid)          a request joined the engine's queue (RoutedRanks sends it to a rank)
     kv.admit(core, now, free) -> [(rid, generated, kv[, rank]), ...]   the admitted requests
     kv.preempt(core) -> ids                                             the requests evicted
     kv.fits_below                   Σ footprints up to this need no preemption check (−1: always check)
@@ -20,6 +26,7 @@ oldest always staying.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -29,8 +36,8 @@ import numpy as np
 from specplan.simulator.engine.batch import ALL, RANK, Batch
 from specplan.simulator.engine.config import EngineConfig, RankLimits, resolved
 from specplan.simulator.engine.intake import admit_fifo, admit_to_ranks
-from specplan.simulator.engine.ranks import rank_cumsum, rank_order
-from specplan.simulator.engine.records import RequestLog
+from specplan.simulator.engine.ranks import RankRouter, rank_cumsum, rank_order
+from specplan.simulator.engine.records import RUNNING, RequestLog
 
 NONE = np.zeros(0, dtype=np.int64)
 
@@ -51,6 +58,8 @@ class Holder(Protocol):
 class KvCaches(Protocol):
     fits_below: int
 
+    def enqueued(self, core: Holder, rid: int) -> None: ...
+
     def admit(self, core: Holder, now: float, free: int) -> Sequence[tuple[int, ...]]: ...
 
     def preempt(self, core: Holder) -> np.ndarray: ...
@@ -60,7 +69,9 @@ def kv_caches(config: EngineConfig) -> KvCaches:
     capacity = resolved(config.engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
     if config.dp is None:
         return OneCache(capacity, config.block_size)
-    return RankCaches(capacity, config.block_size, config.dp)
+    if config.dp.balance == "most_free_kv":
+        return RankCaches(capacity, config.block_size, config.dp)
+    return RoutedRanks(capacity, config.block_size, config.dp)
 
 
 class OneCache:
@@ -69,6 +80,9 @@ class OneCache:
     def __init__(self, capacity: int, block_size: int) -> None:
         self.capacity, self.block_size = capacity, block_size
         self.fits_below = capacity  # Σ footprints within the cache: nothing to preempt
+
+    def enqueued(self, core: Holder, rid: int) -> None:
+        pass
 
     def admit(self, core: Holder, now: float, free: int) -> Sequence[tuple[int, ...]]:
         return admit_fifo(core.queue, core.log, now, free, core.footprint, self.capacity, self.block_size)
@@ -108,3 +122,60 @@ class RankCaches(OneCache):
             return evicted
         more = core.evict((~keep).nonzero()[0])
         return np.concatenate([evicted, more]) if evicted.size else more
+
+
+class RoutedRanks(RankCaches):
+    """Each request in its rank's queue, the rank chosen by the engine's dispatch (see the module docstring)."""
+
+    def __init__(self, capacity: int, block_size: int, dp: RankLimits) -> None:
+        super().__init__(capacity, block_size, dp)
+        self.router = RankRouter(dp.balance, dp.ranks)
+
+    def enqueued(self, core: Holder, rid: int) -> None:
+        self.router.send(rid, core.batch.ints[RANK])
+
+    def admit(self, core: Holder, now: float, free: int) -> Sequence[tuple[int, ...]]:
+        """FIFO within each rank's queue, while the rank has a free slot and KV room and the engine's totals allow."""
+        ranks = core.batch.ints[RANK]
+        slots = self.dp.requests - np.bincount(ranks, minlength=self.dp.ranks)
+        kv = np.bincount(ranks, weights=core.footprints(ALL), minlength=self.dp.ranks).astype(np.int64)
+        admitted = admit_routed(core.queue, core.log, now, self.router, slots, self.dp.kv_tokens - kv,
+                                self.block_size, free, self.capacity - core.footprint)
+        self.router.admitted([rank for *_, rank in admitted])
+        return admitted
+
+
+def admit_routed(queue: deque[int], log: RequestLog, now: float, router: RankRouter, free_slots: np.ndarray,
+                 kv_free: np.ndarray, block_size: int, total_free: int,
+                 total_kv_free: int) -> list[tuple[int, int, int, int]]:
+    """Admit queued requests, FIFO within each one's rank: a rank whose head does not fit admits nothing more
+    this step; the scan stops when every rank is blocked, the engine's slots are taken or its KV is full.
+    Returns (rid, generated, kv, rank)."""
+    admitted: list[tuple[int, int, int, int]] = []
+    blocked = np.zeros(free_slots.size, dtype=bool)
+    generated_col, prompt_col = log["generated_tokens"], log["prompt_tokens"]
+    admitted_col, status_col = log["admitted_s"], log["status"]
+    for rid in queue:
+        if len(admitted) >= total_free or blocked.all():
+            break
+        rank = int(router.rank_of[rid])
+        if blocked[rank]:
+            continue
+        generated = int(generated_col[rid])
+        kv = int(prompt_col[rid]) + generated
+        if free_slots[rank] <= 0 or kv + block_size > kv_free[rank] or kv + block_size > total_kv_free:
+            blocked[rank] = True
+            continue
+        free_slots[rank] -= 1
+        kv_free[rank] -= kv + block_size
+        total_kv_free -= kv + block_size
+        if math.isnan(admitted_col[rid]):
+            admitted_col[rid] = now
+        status_col[rid] = RUNNING
+        admitted.append((rid, generated, kv, rank))
+    if admitted:
+        taken = {rid for rid, *_ in admitted}
+        kept = [rid for rid in queue if rid not in taken]
+        queue.clear()
+        queue.extend(kept)
+    return admitted

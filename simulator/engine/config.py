@@ -13,16 +13,23 @@ the block leaves to be resolved:
     graphs, graph_axis   CUDA-graph capture sizes (None: no graphs), and the axis they pad (tokens |
                          requests); under data-parallel attention ranks × each rank's own list
     spec_step_fraction   host time of a speculating step, a fraction of the plain step (engine.host)
+    spec_cycle_ms        host time of a speculating step, fixed (engine.host: DeepSeek-V4's measured cycle)
     truncate_budget      the token budget cuts drafts at its edge (True) or defers whole requests
-    dp                   data-parallel attention: ranks and each rank's KV cache, slots and token cap
-                         (None: one KV cache)
+    dp                   data-parallel attention: ranks and each rank's KV cache, slots, token cap,
+                         prompt chunk and how requests are sent to ranks (None: one KV cache)
+    prefill_schedule     chunked prefill's schedule: separate (prefill steps apart, decode waits) or
+                         mixed (chunks inside decode steps)
 
 and a few readings of the block (`chunk_tokens`, `prefill_tokens_per_s`,
 `padded_attention`, `profiled_queries`, `request_kv_limit`), each computed on
 first use and kept (the engine's step reads them).
 
 `engine.budget: auto` is `truncate` for profiles read for vLLM (its
-scheduler's rule) and `defer` otherwise.
+scheduler's rule) and `defer` otherwise; `engine.prefill.schedule: auto` is
+`separate` for profiles read for SGLang (its scheduler runs a prefill batch
+whenever prompts wait) and `mixed` otherwise; `engine.dp_attention.balance:
+auto` is SGLang's `round_robin` or vLLM's `least_loaded` by the profile's
+engine, `most_free_kv` for any other profile.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from functools import cached_property
 
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.engine.graphs import CaptureSizes, capture_sizes
-from specplan.simulator.engine.host import profile_engine, spec_step_fraction
+from specplan.simulator.engine.host import profile_engine, spec_cycle_ms, spec_step_fraction
 from specplan.simulator.scenario import ChunkedPrefill, Engine, Scenario
 from specplan.simulator.scenario.spec import CudaGraph
 
@@ -45,6 +52,8 @@ class RankLimits:
     kv_tokens: int
     requests: int
     step_tokens: int
+    chunk_tokens: int = 0          # a rank's prompt chunk (chunked prefill)
+    balance: str = "most_free_kv"  # how requests are sent to ranks (specplan.simulator.engine.ranks)
 
 
 @dataclass(frozen=True)
@@ -57,8 +66,10 @@ class EngineConfig:
     graphs: CaptureSizes | None = None
     graph_axis: str = "tokens"
     spec_step_fraction: float = 0.0
+    spec_cycle_ms: float = 0.0
     truncate_budget: bool = False
     dp: RankLimits | None = None
+    prefill_schedule: str = "mixed"
 
     @cached_property
     def chunk_tokens(self) -> int | None:
@@ -98,7 +109,7 @@ class EngineConfig:
         engine = scenario.engine
         max_step_tokens = resolved(engine.max_step_tokens, "engine.max_step_tokens")
         graph = engine.cuda_graph
-        dp = rank_limits(engine, max_step_tokens)
+        dp = rank_limits(engine, max_step_tokens, profile_engine(profile))
         return cls(
             engine=engine,
             block_size=block_size,
@@ -106,8 +117,10 @@ class EngineConfig:
             graphs=None if graph is None else rank_graphs(graph, engine, block_size, max_step_tokens, dp),
             graph_axis="requests" if graph is not None and graph.engine == "sglang" else "tokens",
             spec_step_fraction=spec_step_fraction(engine.host, profile) if block_size else 0.0,
+            spec_cycle_ms=spec_cycle_ms(engine.host, profile) if block_size else 0.0,
             truncate_budget=budget_truncates(engine.budget, profile),
             dp=dp,
+            prefill_schedule=prefill_schedule(engine, profile),
         )
 
 
@@ -122,16 +135,37 @@ def rank_graphs(graph: CudaGraph, engine: Engine, block_size: int, max_step_toke
     return CaptureSizes([dp.ranks * int(s) for s in per_rank.sizes], per_rank.eager_overhead_ms)
 
 
-def rank_limits(engine: Engine, max_step_tokens: int) -> RankLimits | None:
+def rank_limits(engine: Engine, max_step_tokens: int, backend: str | None) -> RankLimits | None:
     """Per-rank caps of data-parallel attention (the totals split evenly where the scenario is silent)."""
     dp = engine.dp_attention
     if dp is None or dp.ranks == 1:
         return None
     n = dp.ranks
     total = resolved(engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
+    chunk = engine.prefill.chunk_tokens if isinstance(engine.prefill, ChunkedPrefill) else 0
     return RankLimits(ranks=n, kv_tokens=dp.kv_capacity_tokens or total // n,
                       requests=dp.max_batch_requests or max(1, engine.max_batch_requests // n),
-                      step_tokens=dp.max_step_tokens or max_step_tokens // n)
+                      step_tokens=dp.max_step_tokens or max_step_tokens // n,
+                      chunk_tokens=dp.chunk_tokens or max(1, chunk // n), balance=rank_balance(dp.balance, backend))
+
+
+RANK_BALANCE_OF = {"sglang": "round_robin", "vllm": "least_loaded"}
+
+
+def rank_balance(balance: str, backend: str | None) -> str:
+    """`engine.dp_attention.balance` resolved: the engine's own dispatch for its profiles when it says `auto`."""
+    if balance != "auto":
+        return balance
+    return RANK_BALANCE_OF.get(backend or "", "most_free_kv")
+
+
+def prefill_schedule(engine: Engine, profile: StepProfile) -> str:
+    """`engine.prefill.schedule` resolved: SGLang's separate prefill batches for its profiles when `auto`."""
+    prefill = engine.prefill
+    schedule = prefill.schedule if isinstance(prefill, ChunkedPrefill) else "mixed"
+    if schedule == "auto":
+        return "separate" if profile_engine(profile) == "sglang" else "mixed"
+    return schedule
 
 
 def budget_truncates(rule: str, profile: StepProfile) -> bool:

@@ -77,7 +77,8 @@ from specplan.simulator.engine.budget import TokenBudget
 from specplan.simulator.engine.caches import KvCaches
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.draft_record import SAMPLE_EVERY, draft_tally
-from specplan.simulator.engine.price import StepPricer, StepQuote
+from specplan.simulator.engine.phases import PhaseCounters, PrefillPhases, StepLoad, step_load
+from specplan.simulator.engine.price import LoadQuote, StepPricer, StepQuote
 from specplan.simulator.engine.records import (
     ChunkLog,
     RequestLog,
@@ -97,16 +98,18 @@ Speculation = tuple[np.ndarray | int, np.ndarray, int, int, StepQuote, Decision 
 class DecodeCore:
     """One engine's queue, running batch and step logic (see the module docstring).
 
-    Wired at construction: the token budget's rule and the KV caches (chosen by the
-    assembly), a prompt cache (chunked prefill with `engine.prefix_cache`: `cached_tokens(rid,
-    n)`, `prompts_done(ids)`) and a chunk log of every step's emissions (the ITL statistics).
+    Wired at construction: the token budget's rule, the KV caches and chunked prefill's schedule
+    (chosen by the assembly), a prompt cache (chunked prefill with `engine.prefix_cache`:
+    `cached_tokens(rid, n)`, `prompts_done(ids)`) and a chunk log of every step's emissions
+    (the ITL statistics).
     """
 
     def __init__(self, config: EngineConfig, policy: Policy, drafter: Drafter, profile: StepProfile,
-                 log: RequestLog, steps: StepLog, seed: int, *, budget: TokenBudget, kv: KvCaches, index: int = 0,
-                 prompt_cache: Any = None, chunks: ChunkLog | None = None) -> None:
+                 log: RequestLog, steps: StepLog, seed: int, *, budget: TokenBudget, kv: KvCaches,
+                 phases: PrefillPhases, index: int = 0, prompt_cache: Any = None,
+                 chunks: ChunkLog | None = None) -> None:
         self.config, self.policy, self.drafter, self.log, self.steps = config, policy, drafter, log, steps
-        self.budget, self.kv, self.index = budget, kv, index
+        self.budget, self.kv, self.phases, self.index = budget, kv, phases, index
         self.prompt_cache, self.chunks = prompt_cache, chunks
         self.acceptance, self.confidence = drafter.acceptance, drafter.confidence
         self.block_size = config.block_size
@@ -118,6 +121,10 @@ class DecodeCore:
         self.pricer = StepPricer(profile, drafter.draft_ms, config, policy.pays_scheduling(),
                                  getattr(drafter.latency, "uses_positions", True))
         self.uses_context = self.pricer.uses_context or drafter.latency.uses_context
+        self.separate = config.chunked and config.prefill_schedule == "separate"
+        self.ranks = 1 if config.dp is None else config.dp.ranks
+        self.load: StepLoad | None = None  # the step per attention rank, when the pricer reads it
+        self.phase_counts = PhaseCounters()
         self.rng_p = stream(seed, "acceptance", index)
         self.rng_c = stream(seed, "confidence", index)
         self.rng_u = stream(seed, "outcomes", index)
@@ -139,6 +146,7 @@ class DecodeCore:
     # ---- intake -----------------------------------------------------------------------------
     def enqueue(self, rid: int, front: bool = False) -> None:
         (self.queue.appendleft if front else self.queue.append)(rid)
+        self.kv.enqueued(self, rid)
 
     def admit(self, now: float) -> int:
         """FIFO admission under the KV rule; returns the number of requests admitted."""
@@ -173,33 +181,29 @@ class DecodeCore:
     def schedule(self, now: float) -> StepPlan:
         """Draw, decide and price one step of the running batch (at least one row)."""
         if self.prefilling:
-            decode = self.batch.ints[PREFILL_LEFT] == 0
+            decode, held = self.phases.decoding(self.batch)
             r = int(np.count_nonzero(decode))
         else:
-            decode, r = None, self.batch.n
+            decode, r, held = None, self.batch.n, 0
         planned = self.policy.planned_length(r) if self.fixed else None
         per_request = 1 + (self.reserve if planned is None else planned)
         rows, kept, cuts = self.budget.select(self.batch, decode, r, per_request)
-        take, prefill_tokens = self.prefill_chunks(kept * per_request) if self.prefilling else (None, 0)
+        take = self.phases.chunks(self.batch, rows, per_request) if self.prefilling else None
+        prefill_tokens = 0 if take is None else int(take.sum())
+        if self.pricer.loads:
+            self.load = step_load(self.batch, rows, take, self.ranks, self.separate)
         context = self.context_tokens(rows, take, planned) if self.uses_context else 0
         lengths, accepted, verified, drafting, quote, decision = self.speculate(rows, kept, planned, prefill_tokens,
                                                                                context, now)
         truncated, decoded = 0, kept
-        if cuts:
+        if cuts:  # a separate prefill batch leaves the decoding ranks their whole budget
             rows, decoded, lengths, accepted, verified, truncated = self.budget.cut(
-                self.batch, rows, lengths, accepted, prefill_tokens)
+                self.batch, rows, lengths, accepted, 0 if self.separate else prefill_tokens)
         return StepPlan(rows=rows, decode_requests=decoded, lengths=lengths, accepted=accepted, prefill_take=take,
                         prefill_tokens=prefill_tokens, drafting_requests=drafting,
                         verify_tokens=decoded + verified + prefill_tokens, context_tokens=context,
-                        deferred_requests=r - decoded, quote=quote, decision=decision, truncated_drafts=truncated)
-
-    def prefill_chunks(self, decode_tokens: int) -> tuple[np.ndarray, int]:
-        """Prompt tokens each prefilling row computes this step: FIFO within the chunk budget."""
-        left = self.batch.ints[PREFILL_LEFT]
-        budget = max(0, min(self.config.chunk_tokens or 0, self.config.max_step_tokens - decode_tokens))
-        before = np.cumsum(left) - left
-        take = np.clip(budget - before, 0, left)
-        return take, int(take.sum())
+                        deferred_requests=r - decoded, quote=quote, decision=decision, truncated_drafts=truncated,
+                        held_requests=held, load=self.load)
 
     def context_tokens(self, rows: Any, take: np.ndarray | None, planned: int | None = None) -> int:
         """KV context of the rows the step runs, as the profile's context axis counts it."""
@@ -270,7 +274,7 @@ class DecodeCore:
         decision: Decision = self.policy.decide(view)
         lengths = decision.lengths
         if decision.draft_width is not None:  # the policy drafted fewer positions: drafting is charged for those
-            quote = self.pricer.quote(self.batch.n, r, drafting, context, *decision.draft_width)
+            quote = self.pricer.quote(self.batch.n, r, drafting, context, *decision.draft_width, load=self.load)
         if mask is not None:
             lengths = np.where(drafted, lengths, 0)
         lengths, accepted, drafts = self.settle(lengths, prefix, r)
@@ -303,7 +307,10 @@ class DecodeCore:
         return lengths, np.minimum(prefix, lengths), drafts
 
     def quote(self, n: int, r: int, drafting: int, context: int, draft_length: int) -> StepQuote:
-        """The step's price; without a context axis it depends on the batch's shape alone, so it is reused."""
+        """The step's price; without a context axis or a per-rank load it depends on the batch's shape alone, so
+        it is reused."""
+        if self.load is not None:
+            return self.pricer.quote(n, r, drafting, context, draft_length, load=self.load)
         if self.uses_context:
             return self.pricer.quote(n, r, drafting, context, draft_length)
         key = (n, r, drafting, draft_length)
@@ -316,8 +323,10 @@ class DecodeCore:
              drafting: int, prefix: np.ndarray, now: float) -> StepView:
         """The step's view; the oracle's adds the truth (how many drafts each request will have accepted)."""
         # StepView's fields in order: confidences, request_ids, price, max_step_tokens, reserved_tokens,
-        # max_batch_requests, block_size, step_index, now_s, drafted, drafting
-        fields = (c, ids, quote, self.config.max_step_tokens, reserved, self.config.engine.max_batch_requests,
+        # max_batch_requests, block_size, step_index, now_s, drafted, drafting; a separate prefill batch
+        # takes none of the decoding ranks' budget
+        room = self.config.max_step_tokens + (reserved if self.separate else 0)
+        fields = (c, ids, quote, room, reserved, self.config.engine.max_batch_requests,
                   self.block_size, self.step_index, now, drafted, drafting)
         return OracleView(*fields, accepted_prefix=prefix) if self.policy.oracle else StepView(*fields)
 
@@ -347,10 +356,19 @@ class DecodeCore:
             self.spec.add(plan.accepted, verifying, plan.verify_tokens - plan.decode_requests - plan.prefill_tokens)
         if plan.prefill_take is not None:
             emitted += self.advance_prefill(plan.prefill_take, now)
+        if self.pricer.loads:
+            self.count_phases(plan, timing)
         self.steps.add(now, self.index, self.batch.n, plan, emitted, accepted, timing)
         self.step_index += 1
         finished = self.retire() if self.finishing else NONE
         return finished, self.kv.preempt(self) if self.footprint > self.kv.fits_below else NONE
+
+    def count_phases(self, plan: StepPlan, timing: StepTiming) -> None:
+        """The summary's prefill and rank-balance counters (`PhaseCounters`)."""
+        quote = plan.quote
+        excess = quote.excess_ms(plan.verify_tokens) if isinstance(quote, LoadQuote) else 0.0
+        self.phase_counts.add(plan.load, plan.held_requests, timing.draft_ms + timing.verify_ms + timing.overhead_ms,
+                              excess)
 
     def emit(self, plan: StepPlan, now: float) -> tuple[int, int]:
         """Emit accepted + 1 tokens per decoding row, up to what it has left (`Ledger.emit`); returns

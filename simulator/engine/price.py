@@ -6,7 +6,8 @@ the batch at hand,
     step_ms(B) = draft_ms(drafting requests)                the drafter's forwards
                + verify_ms(B, KV context of the batch)      the target's forward (profile lookup)
                + host_ms = host_overhead_ms + host_overhead_per_request_ms · requests
-                         + spec_step_fraction · verify_ms(R)   when the step drafts (engine.host)
+                         + spec_step_fraction · verify_ms(R) + spec_cycle_ms   when the step drafts
+                                                                               (engine.host)
                + scheduling_ms = scheduling_overhead_ms     when the policy decides per step
                                                             synchronously (and the step decodes)
 
@@ -30,6 +31,12 @@ itself is rewritten once (row[B] ← row[pad(B)], + the eager surcharge past
 the largest size); SGLang's pad requests, so a quote of R requests
 (`PaddedQuote`) reads row[ceil(B · pad(R) / R)]. Either way the policy's
 Θ and the clock read the same padded price.
+
+A step whose attention ranks hold different work, or that carries a
+separate prefill batch (`engine.prefill.schedule: separate`), is priced per
+rank from the step's `StepLoad` (specplan.simulator.engine.rank_load): the
+forward lasts its busiest rank (`LoadQuote`, specplan.simulator.engine.rank_price),
+its prefill ranks priced from the prefill profile (`engine.prefill.profile`).
 """
 
 from __future__ import annotations
@@ -38,10 +45,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.dense import DenseCurve
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.graphs import padded_tokens, widest_padded
+from specplan.simulator.engine.rank_load import StepLoad
+from specplan.simulator.engine.rank_price import RankForward
+from specplan.simulator.engine.rank_split import RankSplit
 
 
 class StepQuote:
@@ -91,10 +102,14 @@ class StepQuote:
 
     def steps_per_s(self, tokens: np.ndarray) -> np.ndarray:
         """SPS at each B of an integer array."""
+        return 1000.0 / (self.fixed_ms + self.verify_at(tokens))
+
+    def verify_at(self, tokens: np.ndarray) -> np.ndarray:
+        """verify_ms at each B of an integer array."""
         verify = self.low[tokens]
         if self.weight != 0.0:
             verify = verify * (1.0 - self.weight) + self.high[tokens] * self.weight
-        return 1000.0 / (self.fixed_ms + verify)
+        return verify
 
 
 class PaddedQuote(StepQuote):
@@ -121,11 +136,52 @@ class PaddedQuote(StepQuote):
     def verify_ms(self, tokens: int) -> float:
         return float(self.at(np.array([tokens]))[0])
 
+    def verify_at(self, tokens: np.ndarray) -> np.ndarray:
+        return self.at(np.asarray(tokens))
+
     def steps_per_s_range(self, start: int, stop: int) -> np.ndarray:
         return 1000.0 / (self.fixed_ms + self.verify_ms_range(start, stop))
 
     def steps_per_s(self, tokens: np.ndarray) -> np.ndarray:
         return 1000.0 / (self.fixed_ms + self.at(np.asarray(tokens)))
+
+
+class LoadQuote(StepQuote):
+    """A quote whose forward is priced per attention rank (`RankForward`): the fixed parts of `base`, the
+    forward of its busiest rank."""
+
+    __slots__ = ("forward",)
+
+    def __init__(self, base: StepQuote, forward: RankForward) -> None:
+        super().__init__(base.draft_ms, base.host_ms, base.scheduling_ms, base.low, base.high, base.weight)
+        self.forward = forward
+
+    def verify_at(self, tokens: np.ndarray) -> np.ndarray:
+        return self.forward.ms(np.asarray(tokens, dtype=np.int64))
+
+    def verify_ms(self, tokens: int) -> float:
+        return float(self.verify_at(np.array([tokens]))[0])
+
+    def verify_ms_range(self, start: int, stop: int) -> np.ndarray:
+        return self.verify_at(np.arange(start, stop))
+
+    def steps_per_s_range(self, start: int, stop: int) -> np.ndarray:
+        return 1000.0 / (self.fixed_ms + self.verify_ms_range(start, stop))
+
+    def steps_per_s(self, tokens: np.ndarray) -> np.ndarray:
+        return 1000.0 / (self.fixed_ms + self.verify_at(tokens))
+
+    def excess_ms(self, tokens: int) -> float:
+        """What the busiest rank adds at B over the same forward spread evenly (the summary's imbalance)."""
+        return self.forward.excess_ms(tokens)
+
+
+def load_reach(config: EngineConfig) -> int:
+    """The most tokens a per-rank lookup asks for: every rank's cap or chunk at once, or the budget and the chunks."""
+    dp = config.dp
+    chunks = (config.chunk_tokens or 0) if dp is None else dp.ranks * dp.chunk_tokens
+    ranks_cap = 0 if dp is None else dp.ranks * dp.step_tokens
+    return max(config.max_step_tokens + chunks, ranks_cap, chunks)
 
 
 class StepPricer:
@@ -137,10 +193,19 @@ class StepPricer:
         self.redrafts = redrafts  # drafting cost depends on how many positions are drafted
         self.host = (config.engine.host_overhead_ms, config.engine.host_overhead_per_request_ms)
         self.spec_fraction = config.spec_step_fraction
+        self.spec_cycle_ms = config.spec_cycle_ms
         self.scheduling_ms = config.engine.scheduling_overhead_ms if pays_scheduling else 0.0
         self.graphs = config.graphs
         self.pads_requests = config.graphs is not None and config.graph_axis == "requests"
         self.verify = self.verify_curve(profile, config)
+        self.ranks = 1 if config.dp is None else config.dp.ranks
+        self.loads = config.dp is not None or (config.chunked and config.prefill_schedule == "separate")
+        self.decode_split = self.prefill_split = None
+        if self.loads:
+            reach = load_reach(config)
+            self.decode_split = RankSplit(profile, reach)
+            source = getattr(config.engine.prefill, "profile", None)
+            self.prefill_split = None if source is None else RankSplit(load_profile(source), reach)
 
     def verify_curve(self, profile: StepProfile, config: EngineConfig) -> DenseCurve:
         """The dense verify table; vLLM's graphs pad it in place (row[B] ← row[pad(B)] + eager)."""
@@ -159,15 +224,16 @@ class StepPricer:
         return self.verify.context is not None
 
     def quote(self, batch_requests: int, decode_requests: int, drafting: int, context_tokens: int,
-              draft_length: int, positions: int | None = None) -> StepQuote:
+              draft_length: int, positions: int | None = None, load: StepLoad | None = None) -> StepQuote:
         """The price of a step with these requests (all rows, decoding, drafting) and KV context.
 
         Drafting is priced for `draft_length` drafts per drafting request (the whole block, or
         the length a fixed-length policy set before drafting) at the drafting requests' share
         of the decoding rows' context; `positions`: all drafts together when widths differ
-        (`draft_length` is then the widest).
+        (`draft_length` is then the widest). `load`: the step per attention rank, when the
+        engine prices ranks or separate prefill batches (the module docstring).
         """
-        host_ms = self.host[0] + self.host[1] * batch_requests
+        host_ms = self.host[0] + self.host[1] * batch_requests + (self.spec_cycle_ms if drafting else 0.0)
         scheduling_ms = self.scheduling_ms if decode_requests else 0.0
         share = context_tokens * drafting / decode_requests if drafting else 0.0
         draft_ms = self.draft_ms(drafting, share, draft_length, positions) if drafting else 0.0
@@ -180,9 +246,19 @@ class StepPricer:
             if drafting and self.spec_fraction:
                 quote.host_ms += self.spec_fraction * quote.verify_ms(decode_requests)
                 quote.fixed_ms = quote.draft_ms + quote.host_ms + quote.scheduling_ms
+        if load is not None and self.by_rank(load):
+            assert self.decode_split is not None
+            quote = LoadQuote(quote, RankForward(load, self.ranks, self.decode_split, self.prefill_split, quote))
         if drafting and self.redrafts:
-            quote.redraft_with = lambda w, n: self.quote(batch_requests, decode_requests, drafting, context_tokens, w, n)
+            quote.redraft_with = lambda w, n: self.quote(batch_requests, decode_requests, drafting, context_tokens, w,
+                                                         n, load)
         return quote
+
+    def by_rank(self, load: StepLoad) -> bool:
+        """Whether a step is priced per rank: a prefill batch in it, or decoding ranks a split profile tells apart."""
+        if load.prefilling:
+            return True
+        return self.ranks > 1 and self.decode_split is not None and self.decode_split.divides and bool(load.anchors.any())
 
     def padded_quote(self, draft_ms: float, host_ms: float, scheduling_ms: float, low: np.ndarray,
                      high: np.ndarray, weight: float, requests: int, drafting: int) -> PaddedQuote:

@@ -30,6 +30,7 @@ from specplan.simulator.engine.bench_metrics import bench_summary
 from specplan.simulator.engine.config import resolved
 from specplan.simulator.engine.draft_record import DraftRecord, merged_record
 from specplan.simulator.engine.intake import FrontDoor, reject_misfit
+from specplan.simulator.engine.phases import PhaseCounters
 from specplan.simulator.engine.prefill import PrefillPool, prefill_summary
 from specplan.simulator.engine.prefix_cache import ReplicaPromptCache, cache_fields
 from specplan.simulator.engine.records import ChunkLog, RequestLog, SpecCounters, StepLog
@@ -38,6 +39,7 @@ from specplan.simulator.engine.router import Router
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.workload import ArrivalBudget, start_workload
 from specplan.simulator.scenario import Scenario
+from specplan.traces.errors import TraceError
 from specplan.traces.spec import BenchClientArrivals
 
 
@@ -107,8 +109,8 @@ class Simulation:
     def run(self) -> SimResult:
         start = time.perf_counter()
         duration_s = self.budget.duration_s  # the horizon's, or None (a benchmark client runs to its last prompt)
-        until = self.all_done if duration_s is None else duration_s
-        self.env.run(until=until)
+        self.env.run(until=self.all_done if duration_s is None else duration_s)
+        window_end_s = self.window_end_s()
         wall_s = time.perf_counter() - start
         for replica in self.replicas:
             replica.core.drain()
@@ -120,20 +122,37 @@ class Simulation:
             prefill_steps = self.pool.step_frame()
             requests = requests.assign(**self.pool.request_columns(len(requests)))
             warmup = self.scenario.horizon.warmup_s
-            counts.update(prefill_summary(self.pool, prefill_steps, warmup, max(self.env.now - warmup, 1e-12)))
+            counts.update(prefill_summary(self.pool, prefill_steps, warmup, max(window_end_s - warmup, 1e-12)))
+        if self.replicas[0].core.pricer.loads:  # data-parallel ranks or separate prefill batches
+            phases = functools.reduce(PhaseCounters.merge, (r.core.phase_counts for r in self.replicas))
+            counts.update(phases.fields(self.replicas[0].core.ranks))
         if self.prompt_caches:
             counts.update(cache_fields([c.cache for c in self.prompt_caches],
                                        sum(c.looked_up_tokens for c in self.prompt_caches),
                                        sum(c.saved_tokens for c in self.prompt_caches)))
         logs = [r.core.chunks for r in self.replicas if r.core.chunks is not None]
         chunks = ChunkLog.merge(logs) if logs else None
-        summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile, counts, chunks)
+        summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile, counts, chunks,
+                            window_end_s)
         if self.budget.bench is not None and chunks is not None:
             summary.update(bench_summary(requests, chunks, self.budget.bench, int(summary["gpus"])))
         spec = functools.reduce(SpecCounters.merge, (r.core.spec for r in self.replicas))
         drafts = merged_record([r.core.tally.record() if r.core.tally else None for r in self.replicas])
         summary["draft_record"] = None if drafts is None else drafts.as_json()
         return SimResult(self.scenario, summary, requests, steps, spec, prefill_steps, chunks, drafts)
+
+
+    def window_end_s(self) -> float:
+        """Where the measurement window ends: the end of the run, or where a trace ran out before the horizon
+        (its idle tail would dilute throughput). A trace that ran out within the warm-up is refused."""
+        ran_out, warmup = self.budget.ran_out_s, self.scenario.horizon.warmup_s
+        if ran_out is None or self.budget.duration_s is None:
+            return self.env.now
+        if ran_out <= warmup:
+            raise TraceError(f"{self.budget.replay.file.path}: the trace's window runs out at {ran_out:g} s of "
+                             f"simulated time, within horizon.warmup_s ({warmup:g} s): no request is measured; "
+                             "lower warmup_s or widen the trace window")
+        return ran_out
 
 
 def replica_caches(scenario: Scenario, replicas: int) -> list[ReplicaPromptCache]:

@@ -32,6 +32,7 @@ import simpy
 
 from specplan.policies.base import Decision, ThetaChoice
 from specplan.simulator.engine.price import StepQuote
+from specplan.simulator.engine.rank_load import StepLoad
 
 
 class StepPlan(NamedTuple):
@@ -50,6 +51,8 @@ class StepPlan(NamedTuple):
     quote: StepQuote
     decision: Decision | None        # the policy's Decision when it decided this step (None: fixed or no drafts)
     truncated_drafts: int = 0        # drafts cut at the budget edge (engine.budget: truncate)
+    held_requests: int = 0           # decoding rows that wait for their rank's prefill batch (separate prefill)
+    load: StepLoad | None = None     # the step per attention rank, when the price reads it
 
     @property
     def theta_choice(self) -> ThetaChoice | None:

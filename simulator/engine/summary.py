@@ -1,6 +1,8 @@
 """Records → the summary dict of the results contract (DESIGN.md §3).
 
-The measurement window is (warmup_s, end of run]. Throughput counts tokens
+The measurement window is (warmup_s, end of run], or (warmup_s, the trace's
+end] when a trace ran out before the horizon (`window_end_s`: its idle tail
+would dilute throughput; the run goes on so its requests finish). Throughput counts tokens
 emitted inside the window (decode steps ending in it, plus first tokens from
 disaggregated prefill); per-request statistics use requests that arrived
 after warmup and completed; per-step statistics use steps ending in the
@@ -62,11 +64,13 @@ def ratio(num: float, den: float) -> float:
 
 def summarize(scenario: Scenario, requests: pd.DataFrame, steps: pd.DataFrame, end_s: float, wall_s: float,
               profile: StepProfile | None = None, extra_counts: dict[str, int] | None = None,
-              chunks: ChunkLog | None = None) -> dict[str, Any]:
-    """The whole summary of a run; `profile` (optional) splits attention out of the verify time,
-    `chunks` (the per-step emissions) gives the inter-token latencies (NaN without)."""
-    window = Window(scenario.horizon.warmup_s, end_s)
-    in_window = steps[steps["end_s"] > window.warmup_s]
+              chunks: ChunkLog | None = None, window_end_s: float | None = None) -> dict[str, Any]:
+    """The whole summary of a run ending at `end_s`, measured to `window_end_s` (default: the end); `profile`
+    (optional) splits attention out of the verify time, `chunks` (the per-step emissions) gives the
+    inter-token latencies (NaN without)."""
+    window = Window(scenario.horizon.warmup_s, end_s if window_end_s is None else window_end_s)
+    ends = steps["end_s"]
+    in_window = steps[(ends > window.warmup_s) & (ends <= window.end_s)]
     replicas = scenario.cluster.replicas
     gpus_decode = replicas * scenario.hardware.gpus_per_replica
     pool = scenario.cluster.prefill
@@ -218,11 +222,14 @@ def step_fields(in_window: pd.DataFrame, window: Window, replicas: int,
 def attention_time(steps: pd.DataFrame, profile: StepProfile | None) -> float:
     """ms of the verify forwards spent on KV context: step_ms(B, context) − step_ms(B, 0), summed.
 
-    NaN without a profile that has a context axis (the split is then unknown).
+    NaN without a profile that has a context axis (the split is then unknown). A step beyond the
+    profile's last point (a separate prefill batch of more tokens) reads its last point.
     """
     if profile is None or profile.context_tokens is None or steps.empty:
         return math.nan
     tokens = np.maximum(steps["verify_tokens"].to_numpy(), 1)
+    if profile.extrapolation == "none":
+        tokens = np.minimum(tokens, profile.max_tokens)
     with_context = profile.step_ms(tokens, steps["context_tokens"].to_numpy())
     without = profile.step_ms(tokens, np.zeros(tokens.size))
     return float((with_context - without).sum())

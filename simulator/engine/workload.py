@@ -95,12 +95,14 @@ def component(spec: Any, domain: str) -> Any:
 
 
 class ArrivalBudget:
-    """Counts arrivals against the horizon: a time limit and/or a request cap.
+    """Counts arrivals against the horizon: a time limit or a request cap.
 
     A trace replay attaches itself as `replay`; `summary_counts()` then
-    reports what its reader skipped. A benchmark client attaches its
-    `BenchRun` as `bench` and sets the cap to all its requests, with no time
-    limit: the run ends when the last prompt completes.
+    reports what its reader skipped and when the trace ran out before the
+    horizon (`ran_out_s`, where the measurement window ends; None when it
+    did not). A benchmark client attaches its `BenchRun` as `bench`
+    and sets the cap to all its requests, with no time limit: the run ends
+    when the last prompt completes.
     """
 
     def __init__(self, duration_s: float | None, requests: int | None) -> None:
@@ -108,6 +110,7 @@ class ArrivalBudget:
         self.requests = requests
         self.arrived = 0
         self.replay: Any = None
+        self.ran_out_s: float | None = None
         self.bench: BenchRun | None = None
 
     def allows(self, now: float) -> bool:
@@ -115,8 +118,10 @@ class ArrivalBudget:
             return False
         return self.requests is None or self.arrived < self.requests
 
-    def summary_counts(self) -> dict[str, int]:
-        return {} if self.replay is None else self.replay.counts()
+    def summary_counts(self) -> dict[str, Any]:
+        if self.replay is None:
+            return {}
+        return {**self.replay.counts(), "trace_ran_out_s": self.ran_out_s}
 
 
 def start_workload(

@@ -5,7 +5,8 @@
     resolved_mapping(scenario) -> dict   (what is written next to every result)
 
 Overrides are `dotted.key=value` strings whose value is parsed as YAML, so
-`drafter.acceptance.domains={chat: 1.0}` sets a mapping, or `@FILE`: a YAML
+`drafter.acceptance.domains={chat: 1.0}` sets a mapping (setting one of two
+alternatives, `horizon.requests` or `horizon.duration_s`, drops the other), or `@FILE`: a YAML
 mapping (a fragment such as the `drafter:` block `specplan acceptance`
 writes, or the `policy:` block of `specplan tune`) deep-merged over the
 scenario the way a sweep merges a variant (`specplan.simulator.scenario.merge`); the
@@ -36,10 +37,10 @@ from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.schema import Context, build, to_plain
-from specplan.simulator.scenario.merge import deep_merge
+from specplan.simulator.scenario.merge import deep_merge, excluded_by
 from specplan.simulator.scenario.policy import policy_params
 from specplan.simulator.scenario.size import check_run_size
-from specplan.simulator.scenario.spec import Scenario
+from specplan.simulator.scenario.spec import ChunkedPrefill, Scenario
 
 
 def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -> Scenario:
@@ -50,6 +51,7 @@ def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -
     scenario = build(Scenario, raw, "", Context(base_dir))
     scenario = _with_source(scenario, source)
     scenario = _with_profile_path(scenario, base_dir)
+    scenario = _with_engine_prefill_profile(scenario, base_dir)
     scenario = with_policy_params(with_step_budget(scenario))
     check_run_size(scenario, load_profile(scenario.hardware.profile))
     if scenario.cluster.prefill is not None:
@@ -77,16 +79,41 @@ def _with_prefill_pool(scenario: Scenario, base_dir: Path) -> Scenario:
 
 def check_prefill_profile(pool: Any) -> None:
     where = "cluster.prefill.profile"
-    try:
-        profile = load_profile(pool.profile)
-    except SpecplanError as exc:
-        raise ScenarioError(where, str(exc)) from None
-    if isinstance(pool.profile, str) and profile.provenance.get("phase") != "prefill":
-        raise ScenarioError(where, f"{profile.name} is not a prefill-step profile (its header has no "
-                            "'phase: prefill'); use e.g. builtin:h200-llama3.1-8b-vllm-prefill")
+    profile = prefill_step_profile(pool.profile, where)
     if pool.max_batch_tokens > profile.max_tokens and profile.extrapolation == "none":
         raise ScenarioError("cluster.prefill.max_batch_tokens", f"{pool.max_batch_tokens} tokens is beyond the "
                             f"profile's last measured point ({profile.max_tokens})")
+
+
+def prefill_step_profile(source: Any, where: str) -> StepProfile:
+    """A profile that prices prefill steps: it loads and, when named, says `phase: prefill`."""
+    try:
+        profile = load_profile(source)
+    except SpecplanError as exc:
+        raise ScenarioError(where, str(exc)) from None
+    if isinstance(source, str) and profile.provenance.get("phase") != "prefill":
+        raise ScenarioError(where, f"{profile.name} is not a prefill-step profile (its header has no "
+                            "'phase: prefill'); use e.g. builtin:h200-llama3.1-8b-vllm-prefill")
+    return profile
+
+
+def _with_engine_prefill_profile(scenario: Scenario, base_dir: Path) -> Scenario:
+    """engine.prefill.profile (chunked prefill's prefill steps): its path resolved, and checked to be a prefill
+    profile holding the engine's largest chunk (every attention rank's chunk, under data-parallel attention)."""
+    prefill = scenario.engine.prefill
+    if not isinstance(prefill, ChunkedPrefill) or prefill.profile is None:
+        return scenario
+    source = prefill.profile
+    if not source.startswith("builtin:") and not Path(source).is_absolute():
+        source = str((base_dir / source).resolve())
+    profile = prefill_step_profile(source, "engine.prefill.profile")
+    dp = scenario.engine.dp_attention
+    chunk = prefill.chunk_tokens if dp is None else dp.ranks * (dp.chunk_tokens or prefill.chunk_tokens // dp.ranks)
+    if chunk > profile.max_tokens and profile.extrapolation == "none":
+        raise ScenarioError("engine.prefill.chunk_tokens", f"{chunk} prompt tokens a step is beyond the prefill "
+                            f"profile's last measured point ({profile.max_tokens})")
+    engine = dataclasses.replace(scenario.engine, prefill=dataclasses.replace(prefill, profile=source))
+    return dataclasses.replace(scenario, engine=engine)
 
 
 def _with_profile_path(scenario: Scenario, base_dir: Path) -> Scenario:
@@ -157,6 +184,9 @@ def profile_kv_capacity(profile: StepProfile) -> int | None:
     return int(match.group(1)) if match else None
 
 
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where PyYAML has it: 10x faster
+
+
 def read_yaml(path: Path) -> Any:
     """Parse a YAML file, turning every failure into a one-line SpecplanError."""
     try:
@@ -168,7 +198,7 @@ def read_yaml(path: Path) -> Any:
     if not text.strip():
         raise SpecplanError(f"{path}: the file is empty")
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -203,12 +233,17 @@ def merge_file(raw: dict, path: Path) -> dict:
 
 
 def set_dotted(raw: dict, parts: list[str], value: Any, key: str) -> None:
+    """Set one value; setting one alternative of a block (horizon.requests) drops the other (duration_s), as a
+    merge does (specplan.simulator.scenario.merge.excluded_by)."""
     node = raw
     for part in parts[:-1]:
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
             raise SpecplanError(f"--set {key}: '{part}' is not a mapping in the scenario")
         node = child
+    if value is not None:
+        for other in excluded_by({parts[-1]: value}, tuple(parts[:-1])):
+            node.pop(other, None)
     node[parts[-1]] = value
 
 

@@ -11,6 +11,8 @@ with no leftovers from the other alternative:
   the base, the variant's mapping replaces the base's wholesale;
 - `policy`: a different `name` replaces the whole block (params included);
 - `drafter.acceptance`: `preset` and `per_position` exclude each other;
+- `horizon`: `duration_s` and `requests` exclude each other (a run stops at
+  one of them; both would stop arrivals at one and measure to the other);
 - `drafter.acceptance.domains` is a request mix: a variant's mix replaces
   the base's (merging two mixes would not sum to 1).
 
@@ -33,6 +35,7 @@ TAG_KEYS = ("kind", "mode")
 NAME_TAGGED = (("policy",),)
 EXCLUSIVE: dict[tuple[str, ...], tuple[tuple[str, ...], ...]] = {
     ("drafter", "acceptance"): (("preset",), ("per_position",)),
+    ("horizon",): (("duration_s",), ("requests",)),
 }
 WHOLE: tuple[tuple[str, ...], ...] = (("drafter", "acceptance", "domains"),)
 

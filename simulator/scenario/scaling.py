@@ -49,6 +49,15 @@ INSTEAD = {"closed_loop": "users", "trace": "rate_scale"}
 SWEEP_NAMES = {axis: f"sweep.load.{axis}" for axis in LOAD_AXES}
 
 
+LOAD_KEYS = {"closed_loop": "users", "poisson": "rate_per_s", "gamma": "rate_per_s", "mmpp": "rate_on_per_s",
+             "piecewise": "rates_per_s", "trace": "rate_scale", "bench_client": "num_prompts"}
+
+
+def load_key(arrivals: Any) -> str:
+    """The key path of the value that sets an arrival process's load (`workload.arrivals.users`, ...)."""
+    return f"workload.arrivals.{LOAD_KEYS[arrivals.KIND]}"
+
+
 def natural_axis(arrivals: Any) -> str:
     """The load axis that fits an arrival kind best: users, rate_scale (traces) or rate_per_s."""
     return INSTEAD.get(arrivals.KIND, "rate_per_s")

@@ -17,7 +17,10 @@ needs more than an hour of wall time or more memory than the machine has:
 
 The shortest step is the profile's smallest step time plus the host time
 every step pays, so the step count is an upper bound; arrivals are
-expected counts. Limits are orders of magnitude away from any run one
+expected counts. The refusal names first the key that makes the run too
+big: the load (`workload.arrivals.users`, `rate_per_s`, ...) when the
+arrivals' share of the wall time and memory is the larger, else the
+horizon. Limits are orders of magnitude away from any run one
 would want: a run refused would not finish in the hour or would run out
 of memory. Only
 when the cheap bound (no file read) is over a limit are traces and
@@ -36,7 +39,7 @@ import numpy as np
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.progress import format_duration
-from specplan.simulator.scenario.scaling import OPEN_LOOP, mean_rate_per_s
+from specplan.simulator.scenario.scaling import OPEN_LOOP, load_key, mean_rate_per_s
 from specplan.traces.lengths import trace_lengths
 from specplan.traces.readers import TraceFile
 from specplan.traces.spec import (
@@ -76,6 +79,13 @@ class RunSize:
     def fits(self, memory_bytes: float) -> bool:
         return self.wall_s <= MAX_WALL_S and self.memory_bytes <= memory_bytes
 
+    @property
+    def load_bound(self) -> bool:
+        """Whether the arrivals cost more (wall time and memory, relative to their limits) than the steps."""
+        arrivals = self.arrivals / REQUESTS_PER_S / MAX_WALL_S + self.arrivals * BYTES_PER_REQUEST / 2**30
+        steps = self.steps / STEPS_PER_S / MAX_WALL_S + self.steps * BYTES_PER_STEP / 2**30
+        return arrivals > steps
+
 
 def check_run_size(scenario: Any, profile: StepProfile) -> None:
     """Raise ScenarioError (one line, with the estimate) when the horizon cannot run in an hour or in memory."""
@@ -87,13 +97,14 @@ def check_run_size(scenario: Any, profile: StepProfile) -> None:
     if size.fits(memory):
         return
     horizon = scenario.horizon
-    path = "horizon.duration_s" if horizon.duration_s is not None else "horizon.requests"
+    span = "horizon.duration_s" if horizon.duration_s is not None else "horizon.requests"
+    path, advice = ((load_key(scenario.workload.arrivals), "lower the load or shorten the horizon")
+                    if size.load_bound and horizon.requests is None else (span, "shorten the horizon or lower the load"))
     raise ScenarioError(path, f"this run is about {size.steps:.2g} engine steps and {size.arrivals:.2g} "
                               f"arrivals (shortest step {size.step_ms:.3g} ms), i.e. ~{wall_text(size.wall_s)} at "
                               f"{STEPS_PER_S:,} steps/s and {REQUESTS_PER_S:,} requests/s and "
                               f"~{size.memory_bytes / 2**30:.3g} GiB of records; "
-                              f"the limits are 1 hour and this machine's {memory / 2**30:.3g} GiB: shorten the horizon "
-                              "or lower the load")
+                              f"the limits are 1 hour and this machine's {memory / 2**30:.3g} GiB: {advice}")
 
 
 def wall_text(wall_s: float) -> str:

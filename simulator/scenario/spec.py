@@ -25,7 +25,7 @@ from specplan.traces.spec import MixtureLength, TraceArrivals, WorkloadSpec
 
 @dataclass(frozen=True)
 class Horizon:
-    """How long to simulate: seconds of arrivals/running, or a number of arrivals."""
+    """How long to simulate: seconds of arrivals/running, or a number of arrivals (one of the two)."""
 
     duration_s: float | None = num(None, gt=0, doc="simulated seconds of arrivals (open loop) or of running "
                                    "(closed loop); give it or `requests`", example=60)
@@ -37,6 +37,9 @@ class Horizon:
     def validate(self, path: str) -> None:
         if self.duration_s is None and self.requests is None:
             raise ScenarioError(path, "give 'duration_s' or 'requests'")
+        if self.duration_s is not None and self.requests is not None:
+            raise ScenarioError(path, "give 'duration_s' or 'requests', not both (arrivals would stop at one "
+                                "while the run measures to the other)")
         if self.duration_s is not None and self.warmup_s >= self.duration_s:
             raise ScenarioError(
                 f"{path}.warmup_s", f"must be shorter than duration_s ({self.duration_s:g}), got {self.warmup_s:g}"
@@ -77,12 +80,27 @@ class DisaggregatedPrefill:
 
 @dataclass(frozen=True)
 class ChunkedPrefill:
-    """Prompt tokens share each decode step's token budget, at most chunk_tokens per step."""
+    """Prompts computed in chunks of at most chunk_tokens by the decode engine itself (aggregated serving).
+
+    `schedule` is how the engine's scheduler places a chunk (specplan.simulator.engine.phases):
+    `mixed` (vLLM V1: one token budget, chunks ride in decode steps), `separate` (SGLang without
+    --enable-mixed-chunk: a prefill batch runs whenever prompts wait, decode waits for it), `auto`
+    (separate for profiles read for SGLang, mixed otherwise). `profile` prices the prefill steps of
+    `separate` (a context-phase profile over new tokens and pairs, e.g. a `*-prefill` built-in);
+    without it they are priced on the decode profile at their tokens.
+    """
 
     KIND: ClassVar[str] = "chunked"
     TAG: ClassVar[str] = "mode"
-    chunk_tokens: int = num(ge=1, doc="prompt tokens one decode step may carry (vLLM's chunked prefill)",
-                            example=2048)
+    chunk_tokens: int = num(ge=1, doc="prompt tokens of one chunk: one decode step's (mixed) or one prefill "
+                            "batch's (separate)", example=2048)
+    schedule: Literal["auto", "separate", "mixed"] = num(
+        "auto", doc="how prompt chunks share the engine (specplan.simulator.engine.phases): mixed, into decode "
+                    "steps within one token budget (vLLM V1); separate, a prefill batch on its own step while that "
+                    "rank's decodes wait (SGLang); auto, separate for SGLang profiles, else mixed")
+    profile: str | None = num(None, doc="the prefill (context-phase) profile that prices a separate prefill "
+                              "batch: a built-in name or a file (default: the decode profile at its tokens)",
+                              example="b200-deepseek-v4-flash-tp4-sglang-prefill")
 
 
 Prefill = Annotated[DisaggregatedPrefill | ChunkedPrefill, Tagged("mode")]
@@ -113,6 +131,9 @@ class Host:
     spec_step_fraction: float | None = num(None, ge=0, doc="host time of a speculating step as a share of a plain "
                                            "step (overrides the engine's figure: vLLM 0.084, SGLang 0.049)",
                                            unit="share of a plain step")
+    spec_cycle_ms: float | None = num(None, ge=0, doc="a speculating cycle's fixed host time beyond the verify "
+                                      "and draft graphs (overrides the fraction; DeepSeek-V4 built-ins: SGLang "
+                                      "1.089, vLLM 0.573, sglang #29960)", example=1.089)
 
 
 @dataclass(frozen=True)
@@ -130,6 +151,14 @@ class DpAttention:
                                          "engine; default: the engine's / ranks)", unit="requests")
     max_step_tokens: int | None = num(None, ge=1, doc="tokens one rank's step may hold (max_num_batched_tokens, "
                                       "DeepEP's dispatch cap; default: the engine's / ranks)")
+    chunk_tokens: int | None = num(None, ge=1, doc="prompt tokens of one rank's chunk under chunked prefill "
+                                   "(default: engine.prefill.chunk_tokens / ranks, as SGLang divides "
+                                   "--chunked-prefill-size by --dp)")
+    balance: Literal["auto", "round_robin", "fewest_requests", "least_loaded", "most_free_kv"] = num(
+        "auto", doc="which rank a request goes to (specplan.simulator.engine.ranks): round_robin (SGLang's "
+                    "default), fewest_requests (SGLang total_requests), least_loaded (vLLM: 4 x waiting + "
+                    "running), most_free_kv (at admission); auto: round_robin for SGLang profiles, least_loaded "
+                    "for vLLM's, most_free_kv otherwise")
 
 
 @dataclass(frozen=True)
@@ -172,6 +201,10 @@ class Engine:
         if self.prefix_cache is not None and not isinstance(self.prefill, ChunkedPrefill):
             raise ScenarioError(f"{path}.prefix_cache", "a replica's prefix cache needs chunked prefill (aggregated "
                                 "serving); for disaggregated serving put it in cluster.prefill.prefix_cache")
+        dp = self.dp_attention
+        if dp is not None and dp.chunk_tokens is not None and not isinstance(self.prefill, ChunkedPrefill):
+            raise ScenarioError(f"{path}.dp_attention.chunk_tokens", "a rank's prompt chunk needs chunked prefill "
+                                "(engine.prefill: {mode: chunked, ...})")
 
 
 @dataclass(frozen=True)

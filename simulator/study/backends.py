@@ -12,12 +12,14 @@ store each point themselves, so a result survives even if the parent dies
 before collecting it. Ray tasks return the summary and the driver stores
 it (a remote worker may not share the driver's disk).
 
-Ctrl-C (`specplan.simulator.study.interrupts`): the first finishes the
-points already running and starts no more, the second kills the local
-workers at once (removing any temporary file a killed worker left); either
-way `Interrupted` follows (exit 130), every stored point is whole, and the
-next run resumes. Workers ignore SIGINT, so none prints a traceback.
-`pool_map` is that pool for any picklable calls (the planner's too).
+Ctrl-C, SIGTERM or SIGHUP (`specplan.simulator.study.interrupts`): the
+first finishes the points already running and starts no more, the second
+kills the local workers at once (removing any temporary file a killed
+worker left); either way `Interrupted` follows (exit 128 + the signal),
+every stored point is whole, and the next run resumes. Workers ignore
+SIGINT and SIGHUP, so none prints a traceback, and die with the parent,
+even one killed by SIGKILL. `pool_map` is that pool for any picklable calls
+(the planner's too); a worker that dies unasked is one line.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import Scenario
-from specplan.simulator.study.interrupts import Stopper, ignore_sigint
+from specplan.simulator.study.interrupts import Interrupted, Stopper, worker_init
 from specplan.simulator.study.points import Point, normalise, remove_partial, store_point
 
 OnDone = Callable[[Point, dict[str, Any]], None]
@@ -118,7 +120,7 @@ def pool_map(calls: Sequence[tuple[Callable[..., Any], tuple]], on_result: Calla
     Ctrl-C finishes exactly the running ones. Results of one wake-up go in `order`; `on_killed`
     gets the indices of the calls a second Ctrl-C killed.
     """
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(calls)), initializer=ignore_sigint)
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(calls)), initializer=worker_init)
     queue = iter(range(len(calls)))
     futures: dict[Future, int] = {}
     killed: list[int] = []
@@ -141,7 +143,7 @@ def pool_map(calls: Sequence[tuple[Callable[..., Any], tuple]], on_result: Calla
                 done, _ = wait(list(futures), return_when=FIRST_COMPLETED)
                 for future in sorted(done, key=lambda f: order(futures[f])):
                     index = futures.pop(future)
-                    on_result(index, future.result)
+                    on_result(index, partial(worker_result, future, stop, what))
                 if not stop.requested:
                     submit(len(done))
             stop.check()
@@ -149,14 +151,21 @@ def pool_map(calls: Sequence[tuple[Callable[..., Any], tuple]], on_result: Calla
         pool.shutdown(wait=not killed, cancel_futures=True)
 
 
+def worker_result(future: Future, stop: Stopper, what: str) -> Any:
+    """A finished call's value; a worker that died is the stop asked for (a signal reached it too), or one line."""
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        if stop.requested:
+            raise Interrupted(f"a {what} worker stopped with the signal; " + stop.kept(), stop.signum) from None
+        raise SpecplanError(f"a {what} worker process died; every finished {what} is kept, run the same command "
+                            "again to resume") from None
+
+
 def point_result(get: Callable[[], dict[str, Any]], point: Point) -> dict[str, Any]:
     """A point's summary, with failures turned into one-line errors naming the point."""
     try:
         return get()
-    except BrokenProcessPool:
-        raise SpecplanError(
-            "a sweep worker process died; every finished point is kept, run the sweep again to resume"
-        ) from None
     except SpecplanError as exc:
         raise SpecplanError(f"point {describe(point)}: {exc}") from None
 

@@ -90,12 +90,16 @@ class CaseRunner:
             overrides.append(f"engine.host_overhead_ms={params.host_ms}")
         scenario = load_scenario(self.case.folder / "scenario.yaml", overrides)
         if params.verify_scale != 1.0:
-            path = self.scaled_profile(scenario.hardware.profile, params.verify_scale)
-            scenario = load_scenario(self.case.folder / "scenario.yaml", [*overrides, f"hardware.profile={path}"])
+            scaled = [f"hardware.profile={self.scaled_profile(scenario.hardware.profile, params.verify_scale)}"]
+            prefill = getattr(scenario.engine.prefill, "profile", None)
+            if prefill is not None:  # the target's prefill steps: the same level
+                scaled.append(f"engine.prefill.profile={self.scaled_profile(prefill, params.verify_scale)}")
+            scenario = load_scenario(self.case.folder / "scenario.yaml", [*overrides, *scaled])
         return scenario
 
     def scaled_profile(self, spec: Any, scale: float) -> Path:
-        """The target's profile with every step time × scale (a calibration copy, said so in its provenance)."""
+        """The target's profile with every step time × scale, its parts and columns too (a calibration copy, said
+        so in its provenance)."""
         profile = load_profile(spec)
         digest = hashlib.sha1(f"{spec}|{scale}".encode()).hexdigest()[:12]
         path = (self.out_dir / "profiles" / f"scaled-x{scale:g}-{digest}.csv").resolve()  # the scenario resolves it
@@ -103,8 +107,10 @@ class CaseRunner:
             provenance = {"device": "unknown", "model": "unknown", **profile.provenance,
                           "calibration": f"step times x {scale:g} of {profile.name} (specplan replicate)"}
             aside = path.with_name(f"{path.stem}.{os.getpid()}.csv")
-            write_profile_csv(replace(profile, step_ms_table=profile.step_ms_table * scale,
-                                      provenance=provenance), aside)
+            extra = {"columns": {k: v * scale for k, v in profile.extra.get("columns", {}).items()},
+                     "parts": {k: v * scale for k, v in profile.extra.get("parts", {}).items()}}
+            write_profile_csv(replace(profile, step_ms_table=profile.step_ms_table * scale, provenance=provenance,
+                                      extra={k: v for k, v in extra.items() if v}), aside)
             os.replace(aside, path)
         return path
 

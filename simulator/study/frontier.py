@@ -27,7 +27,6 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 THROUGHPUT = "throughput_tokens_per_s_per_gpu"
 GRID_POINTS = 24
@@ -57,6 +56,9 @@ def ci95(values: pd.Series) -> float:
     v = values.dropna().to_numpy(dtype=float)
     if v.size < 2:
         return math.nan
+    # scipy.stats costs a command 0.5 s to import: only where an interval is computed
+    from scipy import stats
+
     return float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
 
 

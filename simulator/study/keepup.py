@@ -1,7 +1,8 @@
 """Does a simulated cluster keep up with its demand? A backlog test a short horizon cannot fool.
 
 A cluster keeps up when the requests outstanding in it (arrived, not yet
-finished) stop growing. The test reads the requests frame of one run:
+answered: finished, or rejected with a reason on arrival) stop growing.
+The test reads the requests frame of one run:
 
     N(t) = arrivals up to t − completions up to t,  sampled over the second
            half (t_mid, t_end] of the measurement window (warmup_s, t_end]
@@ -72,12 +73,24 @@ class Backlog:
                 "keep_up_needed_duration_s": self.needed_duration_s, "keep_up_reason": self.reason}
 
 
+def rejected(requests: Any) -> np.ndarray:
+    """Which requests were turned away (with a reason, at their arrival)."""
+    return (requests["status"] == "rejected").to_numpy() if "status" in requests else np.zeros(len(requests), bool)
+
+
+def answered_s(requests: Any) -> np.ndarray:
+    """When each request left the system: its finish, or its arrival for one rejected (answered with a
+    reason, not outstanding); NaN while it is still in the system."""
+    finish = requests["finish_s"].to_numpy(dtype=float)
+    return np.where(rejected(requests), requests["arrival_s"].to_numpy(dtype=float), finish)
+
+
 def outstanding(requests: Any, times: np.ndarray) -> np.ndarray:
-    """N(t) at each time: arrived by t and not finished by t (rejected requests never finish)."""
+    """N(t) at each time: arrived by t and not answered by t (finished, or rejected on arrival)."""
     arrivals = np.sort(requests["arrival_s"].to_numpy(dtype=float))
-    finishes = np.sort(requests["finish_s"].to_numpy(dtype=float))
-    finishes = finishes[np.isfinite(finishes)]
-    return np.searchsorted(arrivals, times, side="right") - np.searchsorted(finishes, times, side="right")
+    answers = np.sort(answered_s(requests))
+    answers = answers[np.isfinite(answers)]
+    return np.searchsorted(arrivals, times, side="right") - np.searchsorted(answers, times, side="right")
 
 
 def backlog_growth(requests: Any, t_mid: float, t_end: float) -> tuple[float, float, int, float]:
@@ -105,8 +118,7 @@ def saturated(requests: Any, t_mid: float, t_end: float) -> bool:
     not admitted by t_end waits at each replica (or in a shared queue, which feeds them all)."""
     arrival = requests["arrival_s"].to_numpy(dtype=float)
     admitted = requests["admitted_s"].to_numpy(dtype=float)
-    rejected = (requests["status"] == "rejected").to_numpy() if "status" in requests else False
-    waiting = (arrival <= t_mid) & ~(admitted <= t_end) & ~rejected
+    waiting = (arrival <= t_mid) & ~(admitted <= t_end) & ~rejected(requests)
     if "replica" not in requests:
         return bool(waiting.any())
     replica = requests["replica"].to_numpy(dtype=float)
@@ -119,9 +131,10 @@ def saturated(requests: Any, t_mid: float, t_end: float) -> bool:
 
 def token_shortfall(requests: Any, steps: Any, t_mid: float, t_end: float) -> float:
     """1 − tokens the engines emitted over (t_mid, t_end] ÷ tokens the arrivals there asked for (their
-    outputs less the first token, which a prefill stage may emit); NaN without arrivals."""
+    outputs less the first token, which a prefill stage may emit; none for a rejected request); NaN without
+    arrivals."""
     arrival = requests["arrival_s"].to_numpy(dtype=float)
-    asked = np.maximum(requests["output_tokens"].to_numpy(dtype=float) - 1.0, 0.0)
+    asked = np.maximum(requests["output_tokens"].to_numpy(dtype=float) - 1.0, 0.0) * ~rejected(requests)
     demand = float(asked[(arrival > t_mid) & (arrival <= t_end)].sum())
     end = steps["end_s"].to_numpy(dtype=float)
     served = float(steps["emitted_tokens"].to_numpy(dtype=float)[(end > t_mid) & (end <= t_end)].sum())

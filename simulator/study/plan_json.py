@@ -1,8 +1,18 @@
 """The JSON contract of a plan: exactly these keys, in this order, for a capacity plan and a search.
 
-    capacity_json(plan)    {"variants": [{"label", "replicas", "gpus", "meets_sla", "tps_user",
+    capacity_json(plan)    {"variants": [{"label", "replicas", "gpus", "meets_sla", "unmet", "tps_user",
                                           "throughput_per_gpu", "cost_per_hour", "seeds",
                                           "tps_user_ci95", "one_fewer", "sure", "sla"}]}
+
+A plan that is not met carries `unmet` (why: the replica cap, a saturated
+pool held fixed, statistics that stopped moving) and no per-GPU figure
+(`throughput_per_gpu` null): the largest cluster probed is no answer.
+
+Every variant, its one-fewer probe, every deployment row and every probe
+row of probes.csv say what the GPUs are (`pool_fields`): `gpus_decode`,
+`gpus_prefill`, `prefill_pool` (held fixed, grows with the decode replicas,
+or null without a pool), the pool's `prefill_busy_share` and the
+`prefix_cache_hit_rate` (null where there is none), means over seeds.
     deployment_rows(plan)  plan.csv: one row per deployment in rank order, met or not
     search_json(plan)      {"target": {"demand", "sla", "seeds"}, "points": [those rows], "winner"}
 
@@ -13,6 +23,7 @@ same (specplan.cli.plan_files). NaN figures are null.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -24,6 +35,23 @@ from specplan.simulator.study.search_plan import DeploymentPlan, DeploymentSizin
 from specplan.simulator.study.target import Target
 
 
+def pool_fields(read: Callable[[str], Any], gpus: int | None, pool: str | None) -> dict[str, Any]:
+    """What a cluster's GPUs are: decode and prefill GPUs, how the plan treated its prefill pool, the pool's
+    busy share and the prefix cache's hit rate; `read(key)` is a summary figure (a run's, or a probe's mean)."""
+    prefill = read("gpus_prefill")
+    prefill = 0 if prefill is None or not math.isfinite(prefill) else int(prefill)
+    return {"gpus_decode": None if gpus is None else gpus - prefill, "gpus_prefill": prefill, "prefill_pool": pool,
+            "prefill_busy_share": finite(read("prefill_busy_share")),
+            "prefix_cache_hit_rate": finite(read("prefix_cache_hit_rate"))}
+
+
+def probe_pool(probe: Probe | None, pool: str | None) -> dict[str, Any]:
+    """`pool_fields` of a probe (means over its seeds); nulls without one."""
+    if probe is None:
+        return pool_fields(lambda key: None, None, pool)
+    return pool_fields(probe.mean, probe.gpus, pool)
+
+
 def capacity_json(plan: CapacityPlan) -> dict[str, Any]:
     return {"variants": [variant_row(v, plan.target) for v in plan.variants]}
 
@@ -33,15 +61,16 @@ def variant_row(variant: ReplicaSizing, target: Target) -> dict[str, Any]:
     probe = variant.shown
     return {
         "label": variant.label, "replicas": variant.replicas, "gpus": variant.gpus,
-        "meets_sla": variant.replicas is not None,
+        "meets_sla": variant.replicas is not None, "unmet": variant.unmet,
         "tps_user": None if probe is None else finite(probe.tps_user),
-        "throughput_per_gpu": None if probe is None else finite(probe.throughput_per_gpu),
+        "throughput_per_gpu": None if variant.chosen is None else finite(variant.chosen.throughput_per_gpu),
         "cost_per_hour": variant.cost_per_hour(target.gpu_hour_usd),
         "seeds": target.seeds,
         "tps_user_ci95": None if probe is None else finite(probe.tps_user_ci95),
-        "one_fewer": probe_record(variant.one_fewer),
+        "one_fewer": probe_record(variant.one_fewer, variant.prefill_pool),
         "sure": variant.sure(target),
         "sla": sla_record(probe, target),
+        **probe_pool(probe, variant.prefill_pool),
     }
 
 
@@ -55,13 +84,14 @@ def sla_record(probe: Probe | None, target: Target) -> dict[str, Any]:
     return out
 
 
-def probe_record(probe: Probe | None) -> dict[str, Any] | None:
-    """The one-fewer probe as JSON: its size, statistic and interval, its keep-up verdict."""
+def probe_record(probe: Probe | None, pool: str | None) -> dict[str, Any] | None:
+    """The one-fewer probe as JSON: its size, statistic and interval, its keep-up verdict, its pools."""
     if probe is None:
         return None
     return {"replicas": probe.replicas, "gpus": probe.gpus, "tps_user": finite(probe.tps_user),
             "tps_user_ci95": finite(probe.tps_user_ci95), "keep_up": probe.keep_up,
-            "backlog_growth": finite(probe.backlog_growth), "replicas_simulated": probe.simulated}
+            "backlog_growth": finite(probe.backlog_growth), "replicas_simulated": probe.simulated,
+            **probe_pool(probe, pool)}
 
 
 def deployment_rows(plan: DeploymentPlan) -> pd.DataFrame:
@@ -84,10 +114,10 @@ def deployment_row(p: DeploymentSizing, rank: int, target: Target) -> dict[str, 
     row: dict[str, Any] = {
         "rank": rank, "label": info.label, "hardware": info.hardware, "profile": info.profile, "mode": info.mode,
         "prefill_per_decode": info.prefill_per_decode, "variant": info.variant, "block_size": info.block_size,
-        "meets_sla": p.meets_sla, "decode_replicas": sizing.replicas,
+        "meets_sla": p.meets_sla, "unmet": sizing.unmet, "decode_replicas": sizing.replicas,
         "prefill_replicas": run.get("prefill_replicas", 0) if p.meets_sla else None,
-        "gpus": sizing.gpus, "gpus_decode": run.get("gpus_decode", run.get("gpus")) if p.meets_sla else None,
-        "gpus_prefill": run.get("gpus_prefill", 0) if p.meets_sla else None,
+        "gpus": sizing.gpus, **{k: v if p.meets_sla else None for k, v in pool_fields(
+            shown.mean if shown is not None else lambda key: None, sizing.gpus, sizing.prefill_pool).items()},
         "gpu_hour_usd": info.gpu_hour_usd, "usd_per_hour": p.usd_per_hour(),
         "output_tokens_per_s": finite(p.output_tokens_per_s()), "usd_per_million_tokens": p.usd_per_million_tokens(),
         "largest_probed_replicas": max((q.replicas for q in sizing.probes), default=None),

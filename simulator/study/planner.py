@@ -35,9 +35,10 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import apply_variant, strip_study_blocks
 from specplan.simulator.study.plan_runs import run_sizings
-from specplan.simulator.study.points import fits, loaded, read_source, validated
+from specplan.simulator.study.points import fits, load_shown, loaded, read_source, validated
 from specplan.simulator.study.probe_store import ProbeStore
 from specplan.simulator.study.replica_search import ReplicaSizing, size_replicas
+from specplan.simulator.study.shadows import check_load, check_sized, check_variants, override_paths
 from specplan.simulator.study.target import RunOptions, Source, Target
 
 
@@ -63,8 +64,6 @@ def plan_capacity(source: Source, target: Target, options: RunOptions | None = N
         raise SpecplanError(f"{options.names.get('backend', 'backend')} ray runs a deployment search: give the "
                             "scenario a search: block")
     variants, folder, name = variant_mappings(source, target, options)
-    for _label, raw, where in variants:
-        cluster_scenario(raw, 1, folder, name, where)  # fail fast on a bad variant
     replica_workers = max(1, cores // len(variants))  # cores the variants leave run a sampled probe's replicas
     calls = [(size_variant, (raw, label, folder, name, where, target, options, replica_workers))
              for label, raw, where in variants]
@@ -102,10 +101,18 @@ def variant_mappings(source: Source, target: Target,
     variants = list(base.sweep.variants) if base.sweep and base.sweep.variants else [{"label": base.policy.name}]
     names = options.load_names()
     fits(base, target.axis, name, "", names)
+    paths = override_paths(options.overrides)
+    check_sized(name, paths)
+    studied = bool(base.sweep and base.sweep.variants)
+    wheres = [f"sweep.variants[{i}] ({variant['label']})" if studied else "" for i, variant in enumerate(variants)]
+    merges = [apply_variant(body, variant) for variant in variants]
+    check_variants(name, paths, body, list(zip(wheres, merges, strict=True)) if studied else [])
     out = []
-    for i, variant in enumerate(variants):
-        where = f"sweep.variants[{i}] ({variant['label']})" if base.sweep and base.sweep.variants else ""
-        merged = apply_variant(body, variant)
+    for variant, merged, where in zip(variants, merges, wheres, strict=True):
         own = validated(merged, folder, name, where)
-        out.append((variant["label"], loaded(merged, own, target.axis, target.value, name, where, names), where))
+        demand = loaded(merged, own, target.axis, target.value, name, where, names)
+        check_load(name, paths, merged, demand, target.axis, f"{names[target.axis]} {target.value:g}",
+                   own.workload.arrivals)
+        validated(demand, folder, name, where, load_shown(own, target.axis, names))  # fail fast on a bad variant
+        out.append((variant["label"], demand, where))
     return out, folder, name

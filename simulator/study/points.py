@@ -35,9 +35,10 @@ from specplan.simulator.scenario import (
     scenario_from_mapping,
 )
 from specplan.simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
-from specplan.simulator.scenario.scaling import SWEEP_NAMES, check_fits
+from specplan.simulator.scenario.scaling import SWEEP_NAMES, check_fits, load_key
 from specplan.simulator.scenario.study import SlaSpec
 from specplan.simulator.study.inputs import key_inputs
+from specplan.simulator.study.shadows import check_load, check_seed, check_variants, override_paths
 
 
 @dataclass(frozen=True)
@@ -121,15 +122,22 @@ def design_sweep(source: str | Path | Scenario | dict, overrides: tuple[str, ...
     if load:
         fits(base, load.kind, name, "")
     body = strip_study_blocks(raw)
+    paths = override_paths(overrides)
+    check_seed(name, paths, body, sweep.seeds if sweep and sweep.seeds else None)
+    wheres = [f"sweep.variants[{index}] ({variant['label']})" if sweep and sweep.variants else ""
+              for index, variant in enumerate(variants)]
+    merges = [apply_variant(body, variant) for variant in variants]
+    check_variants(name, paths, body, list(zip(wheres, merges, strict=True)) if sweep and sweep.variants else [])
     points = []
-    for index, variant in enumerate(variants):
-        merged = apply_variant(body, variant)
-        where = f"sweep.variants[{index}] ({variant['label']})" if sweep and sweep.variants else ""
+    for index, (variant, merged, where) in enumerate(zip(variants, merges, wheres, strict=True)):
         own = validated(merged, folder, name, where)
         for load_kind, value in loads:
             point_raw = loaded(merged, own, load_kind, value, name, where) \
                 if load_kind and value is not None else copy.deepcopy(merged)
-            scenario = validated(point_raw, folder, name, where)
+            shown = load_shown(own, load_kind) if load_kind else None
+            if load_kind:
+                check_load(name, paths, merged, point_raw, load_kind, SWEEP_NAMES[load_kind], own.workload.arrivals)
+            scenario = validated(point_raw, folder, name, where, shown)
             for seed in seeds:
                 seeded = dataclasses.replace(scenario, seed=seed)
                 points.append(Point(variant["label"], index, load_kind, value, seed, seeded, point_key(seeded)))
@@ -137,12 +145,19 @@ def design_sweep(source: str | Path | Scenario | dict, overrides: tuple[str, ...
     return SweepDesign(base=base, labels=labels, points=points, sla=base.sla, source=name)
 
 
-def validated(raw: dict, folder: Path, name: str, where: str) -> Scenario:
-    """scenario_from_mapping with errors naming the file and the variant."""
+def validated(raw: dict, folder: Path, name: str, where: str, shown: Mapping[str, str] | None = None) -> Scenario:
+    """scenario_from_mapping with errors naming the file and the variant; a key that `shown` maps is named
+    as it was set (a load value set by `sweep.load.users` or `--users` rather than workload.arrivals.users)."""
     try:
         return scenario_from_mapping(raw, folder, source=name)
     except ScenarioError as exc:
-        raise SpecplanError(prefix(name, where) + str(exc)) from None
+        path = (shown or {}).get(exc.path)
+        raise SpecplanError(prefix(name, where) + (f"{path}: {exc.detail}" if path else str(exc))) from None
+
+
+def load_shown(scenario: Scenario, axis: str, names: Mapping[str, str] = SWEEP_NAMES) -> dict[str, str]:
+    """How a refusal names the key a load axis sets in `scenario`'s workload: by the axis (`names`)."""
+    return {load_key(scenario.workload.arrivals): names[axis]}
 
 
 def loaded(raw: dict, scenario: Scenario, load_kind: str, value: float, name: str, where: str,

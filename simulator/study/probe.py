@@ -69,6 +69,11 @@ class Probe:
         """Every seed kept up ("too short" counts only where the SLA statistic already failed)."""
         return self.keep_up == KEEPS_UP
 
+    def mean(self, key: str) -> float:
+        """The mean over seeds of a summary key (NaN where no run has it)."""
+        values = [float(r[key]) for r in self.runs if r.get(key) is not None]
+        return sum(values) / len(values) if values else math.nan
+
     def interval(self) -> tuple[float, float]:
         """The Student-t 95% interval over seeds of the SLA statistic (the mean twice for one seed)."""
         half = self.tps_user_ci95 if math.isfinite(self.tps_user_ci95) else 0.0
@@ -128,18 +133,23 @@ def seed_run(scenario: Scenario, store: ProbeStore, sample: int | None = None, w
         return stored
     result = (simulate(scenario, itl=True) if sample is None
               else simulate_sampled(scenario, sample, workers=workers, itl=True))
-    backlog = judge_backlog(result.requests, scenario.horizon.warmup_s, float(result.summary["simulated_s"]),
-                            result.steps)
+    warmup = scenario.horizon.warmup_s
+    backlog = judge_backlog(result.requests, warmup, warmup + float(result.summary["window_s"]), result.steps)
     summary = normalise({**result.summary, **backlog.fields(), "key": key, "seed": scenario.seed})
     store.put(key, summary, scenario)
     return summary
 
 
 def too_short(scenario: Scenario, label: str, run: dict[str, Any]) -> str:
-    """The one line a plan stops with when a run cannot say whether its cluster keeps up."""
+    """The one line a plan stops with when a run cannot say whether its cluster keeps up: the horizon that
+    would settle it, or, when the trace ran out before the horizon, that no horizon will."""
     h = scenario.horizon
+    who = f"{label}: {scenario.cluster.replicas} replica(s), seed {run['seed']}: "
+    ran_out = run.get("trace_ran_out_s")
+    if ran_out is not None:
+        return (f"{who}the trace ran out at {ran_out:g} s ({run['requests_arrived']} requests), too soon to judge "
+                f"whether the cluster keeps up ({run['keep_up_reason']}); a longer horizon adds no request: give "
+                "the trace a longer window (workload.arrivals.start_s, duration_s) or a longer trace")
     span = f"horizon.duration_s {h.duration_s:g}" if h.duration_s is not None else f"horizon.requests {h.requests}"
-    who = f"{label}: " if label else ""
-    return (f"{who}{scenario.cluster.replicas} replica(s), seed {run['seed']}: {span} is too short to judge "
-            f"whether the cluster keeps up ({run['keep_up_reason']}); raise horizon.duration_s to at least "
-            f"{run['keep_up_needed_duration_s']:g} (warm-up {h.warmup_s:g} s)")
+    return (f"{who}{span} is too short to judge whether the cluster keeps up ({run['keep_up_reason']}); raise "
+            f"horizon.duration_s to at least {run['keep_up_needed_duration_s']:g} (warm-up {h.warmup_s:g} s)")

@@ -6,6 +6,9 @@ n = 1, 2, 4, ... until a probe meets the SLA (specplan.simulator.study.probe),
 then bisection between the last failure and the first success; when one
 replica falls behind serving a share f < 1/4 of its arrivals, the search
 jumps from 1 to the largest power of two at most 1/(2f) (`swamped_growth`).
+It stops before the replica cap when more replicas cannot help
+(specplan.simulator.study.reach: a pool held fixed is saturated, or the SLA
+statistics stopped moving), and the sizing says why (`unmet`).
 Every probe is a simulation of the cluster, so the answer n is confirmed by
 its own run, and n − 1 by a run that failed (bisection ends with exactly
 those two neighbours simulated). Every probe is kept for the record.
@@ -21,6 +24,7 @@ from specplan.simulator.scenario import Scenario
 from specplan.simulator.study.keepup import FALLS_BEHIND
 from specplan.simulator.study.probe import Probe, probe
 from specplan.simulator.study.probe_store import ProbeStore
+from specplan.simulator.study.reach import out_of_reach
 from specplan.simulator.study.target import RunOptions, Target
 
 
@@ -32,6 +36,8 @@ class ReplicaSizing:
     replicas: int | None
     gpus_per_replica: int
     probes: list[Probe] = field(default_factory=list)
+    unmet: str | None = None   # why no size meets the SLA (None when one does)
+    prefill_pool: str | None = None  # POOL_FIXED or POOL_GROWS with a prefill pool, else None
 
     @property
     def chosen(self) -> Probe | None:
@@ -75,24 +81,48 @@ def size_replicas(scenario_at: Callable[[int], Scenario], target: Target, option
     """The fewest replicas n for which `scenario_at(n)` meets the target (a sampled probe's replicas on
     `workers` processes)."""
     probes: dict[int, Probe] = {}
+    why: list[str] = []
+    pool = prefill_pool(scenario_at(1), scenario_at(options.max_replicas))
+    fixed_pool = pool == POOL_FIXED
 
     def meets(n: int) -> bool:
         if n not in probes:
             probes[n] = probe(scenario_at(n), target, options, label, store, workers)
         return probes[n].meets_sla
 
-    replicas = fewest_replicas(meets, options.max_replicas, swamped_growth(probes))
+    def hopeless(n: int) -> bool:
+        reason = out_of_reach(probes, n, target, fixed_pool, options.max_replicas)
+        why.extend([reason] if reason else [])
+        return reason is not None
+
+    replicas = fewest_replicas(meets, options.max_replicas, swamped_growth(probes), hopeless)
     gpus_per_replica = scenario_at(1).hardware.gpus_per_replica
-    return ReplicaSizing(label, replicas, gpus_per_replica, [probes[n] for n in sorted(probes)])
+    unmet = None if replicas is not None else (
+        why[0] if why else f"no cluster up to {options.max_replicas} replicas meets the SLA")
+    return ReplicaSizing(label, replicas, gpus_per_replica, [probes[n] for n in sorted(probes)], unmet, pool)
+
+
+POOL_FIXED, POOL_GROWS = "held fixed", "grows with the decode replicas"
+
+
+def prefill_pool(smallest: Scenario, largest: Scenario) -> str | None:
+    """How the search treats the cluster's prefill pool: held fixed (a capacity plan's cluster.prefill)
+    or grown with the decode replicas (a search's prefill_per_decode); None without one."""
+    pool, grown = smallest.cluster.prefill, largest.cluster.prefill
+    if pool is None or grown is None:
+        return None
+    return POOL_FIXED if pool.replicas == grown.replicas else POOL_GROWS
 
 
 def fewest_replicas(meets: Callable[[int], bool], max_replicas: int,
-                    grow: Callable[[int], int] = lambda n: 2 * n) -> int | None:
+                    grow: Callable[[int], int] = lambda n: 2 * n,
+                    hopeless: Callable[[int], bool] = lambda n: False) -> int | None:
     """Smallest n in 1..max_replicas with meets(n) and not meets(n − 1), by growing (doubling, or
-    `grow(n)` > n after a failed n) then bisection."""
+    `grow(n)` > n after a failed n) then bisection; None when n reaches the cap, or a failed n is
+    `hopeless` (no larger cluster can meet it), without meeting."""
     n, last_fail = 1, 0
     while not meets(n):
-        if n >= max_replicas:
+        if n >= max_replicas or hopeless(n):
             return None
         last_fail, n = n, min(max(grow(n), n + 1), max_replicas)
     lo, hi = last_fail, n

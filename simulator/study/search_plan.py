@@ -41,6 +41,7 @@ from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.inline import InlineProfile
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario import Scenario
+from specplan.simulator.scenario.merge import strip_study_blocks
 from specplan.simulator.scenario.search import (
     SearchPoint,
     search_points,
@@ -53,6 +54,7 @@ from specplan.simulator.study.points import fits, loaded, read_source, validated
 from specplan.simulator.study.probe import Probe
 from specplan.simulator.study.probe_store import ProbeStore, stored_summaries, write_fresh
 from specplan.simulator.study.replica_search import ReplicaSizing, size_replicas
+from specplan.simulator.study.shadows import check_sized, check_variants, override_paths
 from specplan.simulator.study.target import RunOptions, Source, Target
 
 
@@ -185,6 +187,10 @@ def expanded(source: Source, target: Target, options: RunOptions) -> tuple[dict,
     raw, folder, name = read_source(source, options.overrides)
     points = searched_points(raw, folder, name)
     fits(validated(raw, folder, name, ""), target.axis, name, "", options.load_names())
+    paths = override_paths(options.overrides)
+    check_sized(name, paths)
+    check_variants(name, paths, strip_study_blocks(raw),
+                   [(f"search point {point.label!r}", point.mapping(1)) for point in points])
     for point in points:
         point_scenario(point, 1, target, options, folder, name)
     return raw, folder, name, points

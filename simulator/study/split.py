@@ -51,7 +51,7 @@ from specplan.simulator.engine.simulation import SimResult, simulate
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.study.backends import worker_count
-from specplan.simulator.study.interrupts import ignore_sigint
+from specplan.simulator.study.interrupts import worker_init
 from specplan.traces.spec import PoissonArrivals
 
 
@@ -87,7 +87,7 @@ def split_scenarios(scenario: Scenario) -> list[Scenario]:
 def run_all(scenarios: list[Scenario], workers: int, itl: bool = False) -> list[SimResult]:
     if workers <= 1 or len(scenarios) == 1:
         return [simulate(s, itl) for s in scenarios]
-    with ProcessPoolExecutor(max_workers=min(workers, len(scenarios)), initializer=ignore_sigint) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(scenarios)), initializer=worker_init) as pool:
         return list(pool.map(functools.partial(simulate, itl=itl), scenarios))
 
 

@@ -61,6 +61,7 @@ from specplan.policies.schedule import LengthSchedule
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import strip_study_blocks
+from specplan.simulator.scenario.policy import verify_length_error
 from specplan.simulator.scenario.scaling import natural_axis
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.frontier import (
@@ -171,9 +172,9 @@ def candidate_lengths(values: tuple[int, ...] | None, block_size: int) -> tuple[
     """The static lengths to search: `values` (each within 0..γ), default every length 0..γ."""
     if values is None:
         return tuple(range(block_size + 1))
-    bad = [v for v in values if not 0 <= v <= block_size]
-    if bad or not values:
-        raise SpecplanError(f"lengths: must lie in 0..{block_size} (the drafter's block size), got {list(values)}")
+    problem = verify_length_error(values, block_size)
+    if problem is not None:
+        raise SpecplanError(f"lengths: {problem}")
     return tuple(sorted(set(values)))
 
 

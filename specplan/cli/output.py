@@ -3,7 +3,9 @@
 Every command that takes `--out` checks it first, before any work, with
 `out_folder` or `out_file`: a folder that is a file, a file that is a
 folder, or a place that cannot be created or written is one line and exit
-status 2. The rule for earlier results: `--out` never overwrites them
+status 2. The check creates nothing: a folder appears when the first result
+is written into it (the writers make it), so a command refused at any point
+before that (a bad scenario, flag or trace) leaves nothing behind. The rule for earlier results: `--out` never overwrites them
 without `--force`. A folder "holds results" when one of the command's own
 result files is already there; a file `--out` that exists is a result.
 Commands whose folder is their resume cache (sweep, demo, tune, plan) are
@@ -28,12 +30,12 @@ RUN_FILES = ("summary.json", "requests.csv", "steps.csv", "scenario.resolved.yam
 
 
 def out_folder(path: str | Path, holds: tuple[str, ...] = (), force: bool = False, flag: str = "--out") -> Path:
-    """The results folder `path`, created and writable; refuses one holding `holds` files unless `force`."""
+    """The results folder `path`, which can be created and written (nothing is created here); refuses one
+    holding `holds` files unless `force`."""
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise SpecplanError(f"{flag} {out}: is a file, not a folder")
-    make_folder(out, flag)
-    check_writable(out, flag, out)
+    check_creatable(out, flag)
     present = [name for name in holds if (out / name).exists()]
     if present and not force:
         raise SpecplanError(f"{flag} {out}: already holds results ({', '.join(present)}); pass --force to "
@@ -42,12 +44,12 @@ def out_folder(path: str | Path, holds: tuple[str, ...] = (), force: bool = Fals
 
 
 def out_file(path: str | Path, force: bool = False, flag: str = "--out") -> Path:
-    """The result file `path`: its folder created and writable; refuses an existing file unless `force`."""
+    """The result file `path`, whose folder can be created and written (nothing is created here); refuses an
+    existing file unless `force`."""
     out = Path(path)
     if out.is_dir():
         raise SpecplanError(f"{flag} {out}: is a folder, not a file")
-    make_folder(out.parent, flag, out)
-    check_writable(out.parent, flag, out)
+    check_creatable(out.parent, flag, out)
     if out.exists() and not os.access(out, os.W_OK):
         raise SpecplanError(f"{flag} {out}: cannot write there (permission denied)")
     if out.exists() and not force:
@@ -55,16 +57,15 @@ def out_file(path: str | Path, force: bool = False, flag: str = "--out") -> Path
     return out
 
 
-def make_folder(folder: Path, flag: str, named: Path | None = None) -> None:
-    """mkdir -p, with every failure (a parent that is a file, no permission) as one line."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise SpecplanError(f"{flag} {named or folder}: a part of the path is a file, not a folder") from None
-    except NotADirectoryError:
-        raise SpecplanError(f"{flag} {named or folder}: a part of the path is a file, not a folder") from None
-    except OSError as exc:
-        raise SpecplanError(f"{flag} {named or folder}: cannot create {folder} ({exc.strerror or exc})") from None
+def check_creatable(folder: Path, flag: str, named: Path | None = None) -> None:
+    """`folder` exists as a writable folder, or its nearest existing ancestor is one (so mkdir -p will work);
+    every failure (a part of the path that is a file, no permission) as one line."""
+    existing = folder.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise SpecplanError(f"{flag} {named or folder}: a part of the path is a file, not a folder")
+    check_writable(existing, flag, named or folder)
 
 
 def check_writable(folder: Path, flag: str, named: Path) -> None:

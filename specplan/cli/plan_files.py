@@ -10,20 +10,23 @@ specplan.cli.search_files.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from specplan.cli.plan_tables import plan_table
+from specplan.cli.plan_tables import gpus_text, plan_table
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.scenario.study import tps_column
-from specplan.simulator.study.plan_json import capacity_json
+from specplan.simulator.study.plan_json import capacity_json, pool_fields, probe_pool
 from specplan.simulator.study.planner import CapacityPlan
+from specplan.simulator.study.probe import Probe
 
-PROBE_COLUMNS = ["label", "replicas", "replicas_simulated", "gpus", "seed", "tps_user",
-                 "throughput_tokens_per_s_per_gpu", "ttft_p99_s", "requests_completed", "keep_up_verdict",
-                 "keep_up_growth", "meets_sla", "chosen", "key"]
+PROBE_COLUMNS = ["label", "replicas", "replicas_simulated", "gpus", "gpus_decode", "gpus_prefill", "prefill_pool",
+                 "prefill_busy_share", "prefix_cache_hit_rate", "seed", "tps_user",
+                 "throughput_tokens_per_s_per_gpu", "ttft_p99_s", "requests_completed", "requests_rejected",
+                 "keep_up_verdict", "keep_up_growth", "meets_sla", "chosen", "key"]
 
 
 def probe_rows(plan: CapacityPlan) -> pd.DataFrame:
@@ -35,9 +38,11 @@ def probe_rows(plan: CapacityPlan) -> pd.DataFrame:
             for run in probe.runs:
                 rows.append({"label": variant.label, "replicas": probe.replicas,
                              "replicas_simulated": probe.simulated, "gpus": probe.gpus,
+                             **pool_fields(run.get, probe.gpus, variant.prefill_pool),
                              "seed": run.get("seed"), "tps_user": run.get(column),
                              "throughput_tokens_per_s_per_gpu": run.get("throughput_tokens_per_s_per_gpu"),
                              "ttft_p99_s": run.get("ttft_p99_s"), "requests_completed": run.get("requests_completed"),
+                             "requests_rejected": run.get("requests_rejected"),
                              "keep_up_verdict": run.get("keep_up_verdict"), "keep_up_growth": run.get("keep_up_growth"),
                              "meets_sla": probe.meets_sla, "chosen": probe.replicas == variant.replicas,
                              "key": run.get("key")})
@@ -50,15 +55,25 @@ def probe_lines(plan: CapacityPlan) -> list[str]:
     for variant in plan.variants:
         lines.append(f"- **{variant.label}**")
         for probe in variant.probes:
-            low, high = probe.interval()
             verdict = {"keeps up": "keeps up", "falls behind": "falls behind (its backlog grows)"}.get(
                 probe.keep_up, "keep-up undecided at this horizon (the SLA statistic fails anyway)")
             mark = " ← answer" if probe.replicas == variant.replicas else ""
             simulated = f" ({probe.simulated} simulated)" if probe.simulated < probe.replicas else ""
-            lines.append(f"  - {probe.replicas} replica(s){simulated}, {probe.gpus} GPU(s): tokens/s/user "
-                         f"{plan.target.statistic} {probe.tps_user:.1f} (95% interval {low:.1f}–{high:.1f}), "
-                         f"{verdict}; {'meets' if probe.meets_sla else 'misses'} the SLA{mark}")
+            lines.append(f"  - {probe.replicas} replica(s){simulated}: tokens/s/user {plan.target.statistic} "
+                         f"{probe.tps_user:.1f}{interval_text(probe)}, {verdict}; "
+                         f"{'meets' if probe.meets_sla else 'misses'} the SLA{mark}; "
+                         f"{gpus_text(probe_pool(probe, variant.prefill_pool))}")
+        if variant.unmet:
+            lines.append(f"  - not met: {variant.unmet}")
     return lines
+
+
+def interval_text(probe: Probe) -> str:
+    """' (95% interval 63.1–65.0)' over seeds; nothing for one seed, which has no interval."""
+    if not math.isfinite(probe.tps_user_ci95):
+        return " (one seed: no interval)"
+    low, high = probe.interval()
+    return f" (95% interval {low:.1f}–{high:.1f})"
 
 
 def write_plan_files(plan: CapacityPlan, out: Path) -> dict[str, Path]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specplan.simulator.study.keepup import FALLS_BEHIND
-from specplan.simulator.study.plan_json import deployment_row, variant_row
+from specplan.simulator.study.plan_json import deployment_row, probe_pool, variant_row
 from specplan.simulator.study.planner import CapacityPlan
 from specplan.simulator.study.probe import Probe
 from specplan.simulator.study.replica_search import ReplicaSizing
@@ -26,7 +26,8 @@ def plan_table(plan: CapacityPlan) -> str:
     price = t.gpu_hour_usd
     head = (f"{t.demand_text()}; {t.sla_text()}"
             + (f"; GPU at ${price:g}/hour" if price is not None else "")
-            + f"; {t.seeds} seed(s) per probe, ± a 95% interval over seeds")
+            + (f"; {t.seeds} seeds per probe, ± a 95% interval over seeds" if t.seeds > 1
+               else "; 1 seed per probe (no interval: give --seeds 2 or more for one)"))
     cols = ("variant", "replicas", "GPUs", f"tok/s/user {t.statistic}", "one fewer", "tok/s/GPU", "$/hour",
             "savings")
     rows = [cols]
@@ -43,8 +44,9 @@ def plan_table(plan: CapacityPlan) -> str:
                      "demand (independent replicas: random routing of Poisson arrivals)"
                      + ("; other routers approximated so (--sample-any-router)" if plan.options.sample_any_router
                         else ""))
-    lines += [f"  {v.label}: no cluster up to {max(p.replicas for p in v.probes)} replicas meets the SLA"
-              for v in plan.variants if v.replicas is None and v.probes]
+    lines += [f"  {v.label}: {gpus_text(probe_pool(v.chosen, v.prefill_pool))}" for v in plan.variants
+              if v.chosen is not None and (v.prefill_pool or math.isfinite(v.chosen.mean("prefix_cache_hit_rate")))]
+    lines += [f"  {v.label}: not met: {v.unmet}" for v in plan.variants if v.replicas is None and v.probes]
     lines += [f"  {v.label}: not sure: a bound of the SLA lies inside the 95% interval of {v.replicas} or "
               f"{v.replicas - 1} replica(s); more seeds (--seeds) or a longer horizon would settle it"
               for v in plan.variants if v.replicas is not None and not v.sure(t)]
@@ -62,16 +64,28 @@ def search_table(plan: DeploymentPlan) -> str:
         r = deployment_row(p, rank, t)
         pools = f"{r['gpus_prefill']}+{r['gpus_decode']}" if p.meets_sla else "—"
         stats = [show(r[k], "{:.3g}") for k in keys]
-        verdict = "met" if p.meets_sla else f"not met up to {r['largest_probed_replicas']} replicas"
+        verdict = "met" if p.meets_sla else f"not met (probed up to {r['largest_probed_replicas']} replicas)"
         rows.append((str(rank), p.info.label, show(r["gpus"]), pools, show(r["usd_per_hour"], "{:,.2f}"),
                      show(r["usd_per_million_tokens"], "{:,.3f}"), *stats, verdict))
     lines = [head, *aligned(rows, left=(1, len(cols) - 1))]
     lines += [f"  {p.info.label}: not sure: a bound of the SLA lies inside the 95% interval at {p.sizing.replicas} "
               f"or {p.sizing.replicas - 1} decode replica(s); more seeds (--seeds) or a longer horizon would settle it"
               for p in plan.ranked() if p.sizing.replicas is not None and not p.sizing.sure(t)]
+    lines += [f"  {p.info.label}: not met: {p.sizing.unmet}" for p in plan.ranked() if p.sizing.unmet]
     winner = plan.winner
     lines.append(f"winner: {winner.info.label}" if winner else "winner: none (no deployment meets the SLA)")
     return "\n".join(lines)
+
+
+def gpus_text(pools: dict[str, Any]) -> str:
+    """'5 GPUs: 1 decode + 4 prefill (the prefill pool held fixed, busy 35%); prefix-cache hit rate 7.9%'."""
+    decode, prefill = pools["gpus_decode"], pools["gpus_prefill"]
+    text = f"{decode + prefill} GPU(s)" + (f": {decode} decode + {prefill} prefill" if prefill else "")
+    if pools["prefill_pool"]:
+        busy = pools["prefill_busy_share"]
+        text += f" (the prefill pool {pools['prefill_pool']}" + (f", busy {busy:.0%})" if busy is not None else ")")
+    hit = pools["prefix_cache_hit_rate"]
+    return text + (f"; prefix-cache hit rate {hit:.1%}" if hit is not None else "")
 
 
 def aligned(rows: Sequence[tuple[str, ...]], left: tuple[int, ...]) -> list[str]:

@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 
+from specplan.cli.commands import help_of
 from specplan.cli.output import add_force_arg, out_file
 from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.core.errors import SpecplanError
@@ -31,7 +32,7 @@ from specplan.simulator.drafters.vllm_metrics import (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("acceptance", help="fit acceptance curves from a serving engine's metrics")
+    p = sub.add_parser("acceptance", help=help_of("acceptance"))
     kinds = p.add_subparsers(dest="source", required=True, parser_class=type(p))
     v = kinds.add_parser("vllm-metrics", help="vLLM's Prometheus /metrics text (one scrape, or two for a window)")
     v.add_argument("scrapes", nargs="+", metavar="FILE", help="saved /metrics page(s): one, or two (before, after)")
@@ -54,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     fit = fit_acceptance(counts, args.confidence)  # bad scrapes are reported before --out
     out = out_file(args.out, args.force)
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(drafter_yaml(fit, args.domain, args.family))
     except OSError as exc:
         raise SpecplanError(f"--out {out}: cannot write ({exc.strerror or exc})") from None

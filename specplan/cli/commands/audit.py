@@ -13,19 +13,21 @@ import sys
 
 import yaml
 
+from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.simulator.core.errors import SpecplanError
 from specplan.validation.audit import CASES, AuditResult, audit_policy
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("audit", help="check at token level that a policy keeps the target's output distribution")
+    p = sub.add_parser("audit", help=help_of("audit"))
     p.add_argument("policy", help="policy name (e.g. dspark-greedy, dspark-global, dspark-async)")
-    p.add_argument("--trials", type=int, default=20000, help="sequences to decode (default 20000)")
+    p.add_argument("--trials", type=whole_number, default=20000, help="sequences to decode (default 20000)")
     p.add_argument("--case", choices=sorted(CASES), default="appendix-a",
                    help="set-up: appendix-a (the DSpark paper's counterexample) or markov (4 tokens, 2 sequences per step)")
     p.add_argument("--param", dest="params", action="append", default=[], metavar="KEY=VALUE",
                    help="a policy parameter (value parsed as YAML); repeatable")
-    p.add_argument("--seed", type=int, default=0, help="seed of the audit's random draws")
+    p.add_argument("--seed", type=whole_number, default=0, help="seed of the audit's random draws")
     p.add_argument("--alpha", type=float, default=1e-3, help="significance level of the chi-square test")
     p.add_argument("--json", action="store_true",
                    help='print {"policy", "target", "observed", "p_value", "lossless", ...} as JSON')

@@ -15,6 +15,8 @@ import json
 import sys
 from typing import Any
 
+from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_scenario_args
 from specplan.cli.output import add_force_arg, out_folder
 from specplan.reports.reliability import plot_reliability
@@ -26,11 +28,11 @@ CALIBRATION_FILES = ("calibration.json", "reliability_before.png", "reliability_
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("calibrate", help="score a scenario's confidence head before/after STS")
+    p = sub.add_parser("calibrate", help=help_of("calibrate"))
     add_scenario_args(p)
     p.add_argument("--out", required=True, help="results folder (created; earlier results kept unless --force)")
     add_force_arg(p)
-    p.add_argument("--samples", type=int, default=50_000, help="held-out draft blocks to score (default 50000)")
+    p.add_argument("--samples", type=whole_number, default=50_000, help="held-out draft blocks to score (default 50000)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=calibrate)
 
@@ -74,6 +76,7 @@ def calibrate(args: argparse.Namespace) -> int:
     out = out_folder(args.out, CALIBRATION_FILES, args.force)
     evaluation = evaluate_head(scenario.drafter, scenario.seed, args.samples)
     result = result_mapping(scenario.name, evaluation, scenario.drafter.confidence)
+    out.mkdir(parents=True, exist_ok=True)
     (out / "calibration.json").write_text(json.dumps(result, indent=2) + "\n")
     r = evaluation.report
     plot_reliability(r.reliability_before, out / "reliability_before.png",

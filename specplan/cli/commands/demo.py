@@ -6,6 +6,7 @@ import argparse
 from importlib import resources
 from pathlib import Path
 
+from specplan.cli.commands import help_of
 from specplan.cli.commands.sweep import add_runner_args, sweep_and_report
 
 
@@ -15,7 +16,7 @@ def default_scenario() -> Path:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="sweep the embedded default scenario and write its report")
+    p = sub.add_parser("demo", help=help_of("demo"))
     p.add_argument("--out", default="specplan-demo", help="results folder (default: ./specplan-demo)")
     add_runner_args(p)
     p.set_defaults(func=run)

@@ -13,6 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_scenario_args
 from specplan.cli.output import add_force_arg, out_folder
 from specplan.hwprofiles.grid import parse_tokens
@@ -27,7 +29,7 @@ from specplan.validation.fidelity import (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fidelity", help="measure the simulator's error against a real torch engine")
+    p = sub.add_parser("fidelity", help=help_of("fidelity"))
     add_scenario_args(p)
     p.add_argument("--out", required=True, help="results folder (created; earlier results kept unless --force)")
     add_force_arg(p)
@@ -35,16 +37,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print {points, median_abs_error, max_abs_error, ...} as JSON")
     p.add_argument("--model", default=str(DEFAULT_SHAPE),
                    help="engine model: a shape name (hwprofiles/shapes/) or YAML path; default validation/shapes/small-cpu.yaml")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads for profiling and the engine (default 1)")
-    p.add_argument("--repeats", type=int, default=8, help="harness timed runs per profile point (default 8)")
-    p.add_argument("--rounds", type=int, default=2,
+    p.add_argument("--threads", type=whole_number, default=1, help="torch CPU threads for profiling and the engine (default 1)")
+    p.add_argument("--repeats", type=whole_number, default=8, help="harness timed runs per profile point (default 8)")
+    p.add_argument("--rounds", type=whole_number, default=2,
                    help="harness sweeps over the grid, repeats pooled (robust to load bursts; default 2)")
     p.add_argument("--profile-once", action="store_true",
                    help="profile once at the start instead of before every point")
     p.add_argument("--tokens", help="profile token counts (harness syntax; default 1..engine.max_step_tokens)")
     p.add_argument("--calibration-s", type=float, default=10.0,
                    help="seconds of the per-policy host-overhead calibration run (default 10)")
-    p.add_argument("--runs", type=int, default=1,
+    p.add_argument("--runs", type=whole_number, default=1,
                    help="run the whole check N times (DIR/run-1 ...) and report the spread of its errors "
                         "(median and range of each run's median and max |error|; default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")

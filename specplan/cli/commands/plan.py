@@ -24,11 +24,12 @@ import json
 import sys
 from pathlib import Path
 
+from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import out_folder
 from specplan.cli.plan_files import write_plan_files
 from specplan.cli.plan_tables import plan_table, search_table
-from specplan.cli.search_files import write_search_files
 from specplan.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.scenario.study import STATISTICS, Bound, parse_bound, tps_column
@@ -53,7 +54,7 @@ FLAGS = {"rate_per_s": "--rate", "rate_scale": "--rate-scale", "users": "--users
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="capacity plan: fewest replicas per variant meeting an SLA at a demand")
+    p = sub.add_parser("plan", help=help_of("plan"))
     p.add_argument("scenario", help="scenario YAML file (its sweep.variants are compared)")
     demand = p.add_mutually_exclusive_group()
     demand.add_argument("--rate", type=float,
@@ -61,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     demand.add_argument("--rate-scale", type=float,
                         help="demand: the workload's own rate times this (open-loop arrivals and traces; "
                              "default 1 on a trace: the trace as recorded)")
-    demand.add_argument("--users", type=int, help="demand: closed-loop users (think time kept)")
+    demand.add_argument("--users", type=whole_number, help="demand: closed-loop users (think time kept)")
     p.add_argument("--sla", action="append", default=[], metavar="KEY<=VALUE",
                    help="an SLA bound on a summary.json key, repeatable: ttft_p50_s / ttft_p90_s / ttft_p99_s "
                         "<= s, itl_mean_ms / itl_p50_ms / itl_p90_ms / itl_p99_ms <= ms, tps_user_p10 / _p50 / "
@@ -73,11 +74,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ttft-s", type=float, help="also require p99 time to first token <= this (s): the bound "
                                                 "ttft_p99_s<=VALUE")
     p.add_argument("--gpu-hour-usd", type=float, help="price of one GPU-hour, for the cost column")
-    p.add_argument("--max-replicas", type=int, default=DEFAULT_MAX_REPLICAS, help="give up above this many replicas")
-    p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
+    p.add_argument("--max-replicas", type=whole_number, default=DEFAULT_MAX_REPLICAS, help="give up above this many replicas")
+    p.add_argument("--seeds", type=whole_number, default=DEFAULT_SEEDS,
                    help=f"seeds per probe (the scenario's seed, +1, ...; default {DEFAULT_SEEDS}): the answer "
                         "carries a 95%% interval over them")
-    p.add_argument("--replica-sample", type=int, default=DEFAULT_REPLICA_SAMPLE, metavar="K",
+    p.add_argument("--replica-sample", type=whole_number, default=DEFAULT_REPLICA_SAMPLE, metavar="K",
                    help=f"a probe of more than K independent replicas (random routing of Poisson arrivals) "
                         f"simulates K of them at their share of the demand (exact in distribution; default "
                         f"{DEFAULT_REPLICA_SAMPLE}; 0: simulate every cluster whole)")
@@ -86,7 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "in for round_robin / least_loaded (see benchmarks/replica_split.py for its cost)")
     p.add_argument("--out", help="folder for every probe run, plan.json, probes.csv and plan.md "
                                  "(created; re-running reuses its probes)")
-    p.add_argument("--workers", type=int, help="variants (search points) planned in parallel (default: the number "
+    p.add_argument("--workers", type=whole_number, help="variants (search points) planned in parallel (default: the number "
                                                "of cores)")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="where a search's points run: local processes, or Ray tasks (a scenario with a search: block)")
@@ -156,7 +157,12 @@ def run_search(scenario: str, target: Target, options: RunOptions, as_json: bool
     """The scenario's search: block: every deployment planned, ranked; files and launch lines with --out."""
     plan = plan_search(scenario, target, options)
     out = Path(options.out_dir) if options.out_dir is not None else None
-    files = write_search_files(plan, out) if out is not None else {}
+    files = {}
+    if out is not None:
+        # plan.png (matplotlib): imported only where the files are written
+        from specplan.cli.search_files import write_search_files
+
+        files = write_search_files(plan, out)
     if as_json:
         sys.stdout.write(json.dumps(clean(search_json(plan)), indent=2) + "\n")
         return 0

@@ -18,6 +18,8 @@ import shlex
 import time
 from pathlib import Path
 
+from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.cli.output import add_force_arg, out_file
 from specplan.hwprofiles.aiconfigurator import (
     AicDrafter,
@@ -43,7 +45,7 @@ DEFAULTS: dict[str, object] = {}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("profile", help="a step-time curve: torch harness (default) or AIConfigurator's database")
+    p = sub.add_parser("profile", help=help_of("profile"))
     p.add_argument("--source", default="torch", choices=SOURCES,
                    help="torch: time a shape here; aiconfigurator: import measured GPU kernels (default torch)")
     p.add_argument("--model", required=True,
@@ -52,41 +54,41 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
     p.add_argument("--dtype", help="float32, bfloat16 or float16 (default: float32 on CPU, bfloat16 on CUDA)")
     p.add_argument("--tokens", default="1:512", help="token counts: 1:512 (dense to 16, then stepped), 1:512:8, or 1,2,4,8")
-    p.add_argument("--context", type=int, default=1024, help="KV context tokens per request (default 1024)")
+    p.add_argument("--context", type=whole_number, default=1024, help="KV context tokens per request (default 1024)")
     p.add_argument("--total-context", help="comma list of total KV tokens per batch: adds a context axis")
     p.add_argument("--mode", default="eager", choices=("eager", "cudagraph"))
     p.add_argument("--out", required=True, help="profile CSV to write (an existing one kept unless --force)")
     add_force_arg(p)
     p.add_argument("--name", help="profile name (default: the file's stem)")
-    p.add_argument("--layers", type=int, help="time N layers and scale to the shape's depth")
-    p.add_argument("--repeats", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--rounds", type=int, default=1,
+    p.add_argument("--layers", type=whole_number, help="time N layers and scale to the shape's depth")
+    p.add_argument("--repeats", type=whole_number, default=20)
+    p.add_argument("--warmup", type=whole_number, default=3)
+    p.add_argument("--rounds", type=whole_number, default=1,
                    help="sweep the grid N times, repeats shared out, to spread load bursts (default 1)")
     spread = p.add_mutually_exclusive_group()
-    spread.add_argument("--requests", type=int, help="spread B tokens over exactly R requests")
-    spread.add_argument("--tokens-per-request", type=int, default=4,
+    spread.add_argument("--requests", type=whole_number, help="spread B tokens over exactly R requests")
+    spread.add_argument("--tokens-per-request", type=whole_number, default=4,
                         help="R = ceil(B / K) requests (default K = 4: one anchor + 3 drafts)")
     p.add_argument("--drafter", choices=("ar", "parallel", "markov"),
                    help="time a drafter instead: ar (Eagle3-like), parallel (DFlash-like), markov (DSpark head)")
-    p.add_argument("--drafter-layers", type=int,
+    p.add_argument("--drafter-layers", type=whole_number,
                    help="torch: layers of an ar/parallel drafter (default 1); aiconfigurator: write a drafter-forward "
                         "profile of N of the target's decoder layers + LM head")
-    p.add_argument("--block-size", type=int, default=7, help="γ for a parallel drafter (tokens per request)")
-    p.add_argument("--markov-rank", type=int, default=256)
+    p.add_argument("--block-size", type=whole_number, default=7, help="γ for a parallel drafter (tokens per request)")
+    p.add_argument("--markov-rank", type=whole_number, default=256)
     p.add_argument("--parts", action="store_true",
                    help="also time the step's GEMMs and attention alone (gemm_ms, attention_ms columns)")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default on CPU: 1, the stable choice on a shared machine)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=whole_number, help="torch CPU threads (default on CPU: 1, the stable choice on a shared machine)")
+    p.add_argument("--seed", type=whole_number, default=0)
     p.add_argument("--quiet", action="store_true")
     aic = p.add_argument_group("--source aiconfigurator")
     aic.add_argument("--system", help="AIConfigurator system: h200_sxm, h100_sxm, b200_sxm, gb200, ...")
     aic.add_argument("--backend", default="vllm", choices=("vllm", "sglang", "trtllm"))
     aic.add_argument("--backend-version", help="database version, e.g. 0.24.0 (default: the package's current one)")
-    aic.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per replica (default 1)")
-    aic.add_argument("--ep", type=int, default=1, help="MoE expert-parallel degree (default 1)")
-    aic.add_argument("--dp", type=int, default=1, help="attention data-parallel ranks per replica (default 1)")
-    aic.add_argument("--max-tokens", type=int, default=8192, help="largest B in the table (default 8192)")
+    aic.add_argument("--tp", type=whole_number, default=1, help="tensor-parallel GPUs per replica (default 1)")
+    aic.add_argument("--ep", type=whole_number, default=1, help="MoE expert-parallel degree (default 1)")
+    aic.add_argument("--dp", type=whole_number, default=1, help="attention data-parallel ranks per replica (default 1)")
+    aic.add_argument("--max-tokens", type=whole_number, default=8192, help="largest B in the table (default 8192)")
     aic.add_argument("--memory-fraction", type=float, default=0.9,
                      help="GPU memory share for weights + KV cache, sets the last context row (default 0.9)")
     aic.add_argument("--moe-quant", default="", help="routed experts' precision as the engine runs them, e.g. "
@@ -94,16 +96,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     aic.add_argument("--moe-backend", default="", choices=("", "megamoe"),
                      help="the engine's MoE backend where not its default (megamoe: SGLang's fused DeepGEMM MegaMoE)")
     aic.add_argument("--drafter-moe", action="store_true", help="the drafter's layers are the target's MoE layers")
-    aic.add_argument("--drafter-fuse", type=int, default=0,
+    aic.add_argument("--drafter-fuse", type=whole_number, default=0,
                      help="K: a K x hidden -> hidden input projection (MTP eh_proj: 2, Eagle3: 3; default none)")
     p.set_defaults(func=profile)
     DEFAULTS.update({action.dest: action.default for action in p._actions})
 
-    plot = sub.add_parser("profile-plot", help="plot step time and steps/s vs tokens")
+    plot = sub.add_parser("profile-plot", help=help_of("profile-plot"))
     plot.add_argument("profiles", nargs="+", help="profile CSV files or builtin:NAME")
     plot.add_argument("--out", required=True, help="PNG to write (an existing one kept unless --force)")
     add_force_arg(plot)
-    plot.add_argument("--max-tokens", type=int, help="right end of the token axis")
+    plot.add_argument("--max-tokens", type=whole_number, help="right end of the token axis")
     plot.add_argument("--context", type=float, help="total KV context for profiles with a context axis")
     plot.add_argument("--scale", choices=("auto", "linear", "log"), default="auto",
                       help="token and time axes: log over more than 1,024 tokens (auto), or as given")

@@ -12,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.reports.replication import write_replication
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.study.published import Case, read_case
@@ -19,12 +21,12 @@ from specplan.simulator.study.replicate import replicate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("replicate", help="predict published measurements and report the errors")
+    p = sub.add_parser("replicate", help=help_of("replicate"))
     p.add_argument("dir", help="a case folder, or a folder of case folders (benchmarks/published)")
     p.add_argument("--out", help="results folder (default: DIR/results)")
     p.add_argument("--calibrate", action="store_true",
                    help="also fit host time and a verify-time factor per engine and GPU (calibrated, split)")
-    p.add_argument("--workers", type=int, default=1,
+    p.add_argument("--workers", type=whole_number, default=1,
                    help="processes the calibration's grid points run on (default 1; the cores you can spare)")
     p.add_argument("--quiet", action="store_true", help="print only the statistics")
     p.set_defaults(func=run)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.cli.output import (
     RUN_FILES,
     add_force_arg,
@@ -12,19 +14,17 @@ from specplan.cli.output import (
     summary_table,
     write_run,
 )
-from specplan.cli.progress import simulate_with_progress
 from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.study.points import design_sweep
-from specplan.simulator.study.split import simulate_split
 
 
 def add_scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", help="scenario YAML file")
-    p.add_argument("--seed", type=int, help="override the scenario's seed")
+    p.add_argument("--seed", type=whole_number, help="override the scenario's seed")
     add_override_args(p)
 
 
@@ -38,23 +38,27 @@ def add_override_args(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="simulate a scenario and write its results")
+    p = sub.add_parser("run", help=help_of("run"))
     add_scenario_args(p)
     p.add_argument("--out", required=True, help="results folder (created; earlier results kept unless --force)")
     add_force_arg(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="print nothing")
-    p.add_argument("--split-replicas", type=int, metavar="WORKERS", default=None,
+    p.add_argument("--split-replicas", type=whole_number, metavar="WORKERS", default=None,
                    help="simulate the replicas independently on WORKERS processes (exact for random routing "
                         "of Poisson arrivals; see specplan.simulator.study.split)")
     p.set_defaults(func=run)
 
-    c = sub.add_parser("check", help="validate a scenario and every point of its sweep without running them")
+    c = sub.add_parser("check", help=help_of("check"))
     add_scenario_args(c)
     c.set_defaults(func=check)
 
 
 def run(args: argparse.Namespace) -> int:
+    # the simulation (pandas) is imported here: `check`, in this module too, needs none
+    from specplan.cli.progress import simulate_with_progress
+    from specplan.simulator.study.split import simulate_split
+
     scenario = load_scenario(args.scenario, args.overrides, args.seed)
     out = out_folder(args.out, RUN_FILES, args.force)
     if args.split_replicas is not None:
@@ -72,14 +76,13 @@ def run(args: argparse.Namespace) -> int:
 
 def check(args: argparse.Namespace) -> int:
     """Validate the scenario, then every sweep point exactly as `specplan sweep` expands them."""
-    scenario = load_scenario(args.scenario, args.overrides, args.seed)
+    design = design_sweep(args.scenario, args.overrides)  # --seed is `run`'s: a sweep runs at sweep.seeds
+    scenario = design.base if args.seed is None else load_scenario(args.scenario, args.overrides, args.seed)
     block = scenario.drafter.block_size if scenario.drafter.speculates else 0
     try:  # the engine's settings resolve (CUDA-graph capture sizes within the step's budget, rank caps)
         EngineConfig.from_scenario(scenario, load_profile(scenario.hardware.profile), block)
     except ScenarioError as exc:
         raise SpecplanError(f"{args.scenario}: {exc}") from None
-    seed = [] if args.seed is None else [f"seed={args.seed}"]
-    design = design_sweep(args.scenario, [*args.overrides, *seed])
     study = f", {len(design.points)} sweep points over {len(design.labels)} variant(s)" if scenario.sweep else ""
     print(f"{args.scenario}: ok ({scenario.name}, policy {scenario.policy.name}, "
           f"{scenario.cluster.replicas} replica(s){study})")

@@ -8,17 +8,19 @@ import math
 import sys
 from pathlib import Path
 
+from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import out_folder
-from specplan.reports.report import write_report
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
+from specplan.simulator.study.backends import worker_count
 from specplan.simulator.study.sweep import SweepResult, run_sweep
 
 
 def add_runner_args(p: argparse.ArgumentParser) -> None:
     """--workers, --backend, --address, --quiet, --json (shared with `specplan demo`)."""
-    p.add_argument("--workers", type=int, help="parallel simulations (default: the number of cores)")
+    p.add_argument("--workers", type=whole_number, help="parallel simulations (default: the number of cores)")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local process pool, or Ray tasks (the 'ray' extra)")
     p.add_argument("--address", help="with --backend ray: an existing Ray cluster (default: start one)")
@@ -30,7 +32,7 @@ def add_runner_args(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sweep", help="run a scenario's sweep: points, Pareto frontiers, SLA comparisons, report")
+    p = sub.add_parser("sweep", help=help_of("sweep"))
     p.add_argument("scenario", help="scenario YAML file with a sweep: block")
     p.add_argument("--out", required=True, help="results folder (created; re-running resumes it)")
     add_override_args(p)
@@ -49,9 +51,15 @@ def sweep_and_report(scenario: str | Path, args: argparse.Namespace, overrides: 
     if fidelity is not None and not (fidelity / "fidelity.json").is_file():
         raise SpecplanError(f"--fidelity {fidelity}: no fidelity.json there (write one with `specplan fidelity --out DIR`)")
     out = out_folder(args.out)
-    result = run_sweep(scenario, out, workers=args.workers, backend=args.backend, address=args.address,
+    workers = worker_count(args.workers, "--workers")
+    result = run_sweep(scenario, out, workers=workers, backend=args.backend, address=args.address,
                        progress=False if (args.quiet or args.json) else None, overrides=overrides)
-    report = write_report(result, out, fidelity) if args.report else None
+    report = None
+    if args.report:
+        # the report's figures (matplotlib): imported only where one is written
+        from specplan.reports.report import write_report
+
+        report = write_report(result, out, fidelity)
     report_outcome(result, report, out, args)
 
 

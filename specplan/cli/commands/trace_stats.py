@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from specplan.cli.commands import help_of
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.traces.plots import plot_trace
@@ -20,7 +21,7 @@ from specplan.traces.stats import trace_stats
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("trace-stats", help="summarise a request trace (rate, burstiness, lengths)")
+    p = sub.add_parser("trace-stats", help=help_of("trace-stats"))
     p.add_argument("path", help="trace file (.gz accepted)")
     p.add_argument("--format", required=True, choices=TRACE_FORMATS, help="trace format")
     p.add_argument("--json", action="store_true", help="print the statistics as JSON")

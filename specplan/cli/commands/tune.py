@@ -19,11 +19,14 @@ import sys
 
 import pandas as pd
 
+from specplan.cli.args import whole_number
+from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import out_folder
 from specplan.reports.tune import write_tune_report
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
+from specplan.simulator.study.backends import worker_count
 from specplan.simulator.study.export import tune_record, write_schedule_files
 from specplan.simulator.study.tune import (
     TUNED_ROLE,
@@ -34,14 +37,14 @@ from specplan.simulator.study.tune import (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tune", help="tune a per-batch-size speculation-length schedule and export it for engines")
+    p = sub.add_parser("tune", help=help_of("tune"))
     p.add_argument("scenario", help="scenario YAML file with a sweep load axis (and an sla: block to tune at)")
     p.add_argument("--out", required=True, help="results folder (created; re-running resumes it)")
     p.add_argument("--lengths", help="candidate static lengths, 'LOW:HIGH' or a comma list (default 0:γ)")
     p.add_argument("--buckets", help="batch-size upper bounds, comma list (default 1,2,4,... up to max_batch_requests)")
     p.add_argument("--loads", help="load values to search at (default: the scenario's sweep.load axis)")
     p.add_argument("--sla-tps", type=float, help="tokens/s/user to tune at (default: the scenario's first sla.tps_user)")
-    p.add_argument("--workers", type=int, help="parallel simulations (default: the number of cores)")
+    p.add_argument("--workers", type=whole_number, help="parallel simulations (default: the number of cores)")
     add_override_args(p)
     p.add_argument("--no-report", dest="report", action="store_false", help="write the schedule files only")
     p.add_argument("--json", action="store_true", help="print the tune as JSON (no progress bar)")
@@ -53,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     out = out_folder(args.out)
     tuned = tune_schedule(args.scenario, out, lengths=parse_lengths(args.lengths),
                           buckets=parse_buckets(args.buckets), loads=parse_loads(args.loads),
-                          sla_tps=args.sla_tps, workers=args.workers,
+                          sla_tps=args.sla_tps, workers=worker_count(args.workers, "--workers"),
                           progress=False if (args.quiet or args.json) else None, overrides=args.overrides)
     files = write_schedule_files(tuned, out)
     if args.report:
@@ -75,11 +78,17 @@ def parse_lengths(text: str | None) -> tuple[int, ...] | None:
         return None
     try:
         if ":" in text:
-            start, _, stop = text.partition(":")
-            return tuple(range(int(start), int(stop) + 1))
-        return tuple(int(v) for v in text.split(",") if v.strip())
+            start, stop = (int(v) for v in text.split(":", 1))
+            if start > stop:
+                raise SpecplanError(f"--lengths {text}: the range is reversed (LOW:HIGH, LOW <= HIGH: "
+                                    f"write {stop}:{start})")
+            return tuple(range(start, stop + 1))
+        values = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError:
         raise SpecplanError(f"--lengths: expected 'LOW:HIGH' or a comma list of whole numbers, got {text!r}") from None
+    if not values:
+        raise SpecplanError(f"--lengths: give at least one length, got {text!r}")
+    return values
 
 
 def parse_buckets(text: str | None) -> tuple[int, ...] | None:

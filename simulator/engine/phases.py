@@ -1,0 +1,169 @@
+"""Chunked prefill's schedule: which rows decode in a step and which prompt chunks it computes.
+
+One rule per engine, chosen once when the core is assembled (`prefill_phases`,
+`engine.prefill.schedule`), never a branch in the step. Each attention rank
+(one, without data-parallel attention) decides for itself, as each DP rank's
+scheduler does:
+
+    Mixed      vLLM V1 (vllm/v1/core/sched/scheduler.py): one token budget per step; decoding
+               rows first, then prompt chunks FIFO up to chunk_tokens within what the budget
+               leaves (each rank: its own chunk and token cap under data-parallel attention)
+    Separate   SGLang without --enable-mixed-chunk (python/sglang/srt/managers/scheduler.py,
+               get_next_batch_to_run: "Run prefill first if possible"): a rank with a prompt
+               to compute runs a prefill (extend) batch of chunks FIFO up to its chunk, and
+               its decoding rows wait for the next step (`held`); the other ranks decode.
+               Under data-parallel attention every rank's forward meets the others' in the
+               MoE all-to-all, so the step lasts its busiest rank (specplan.simulator.engine.price)
+
+    phases.decoding(batch) -> (decode mask, held)        the rows that decode; decoding rows that wait
+    phases.chunks(batch, rows, per_request) -> take      prompt tokens per batch row this step
+
+`step_load` describes a step's forward per attention rank for its price
+(`StepLoad`: decoding rows, tokens and KV context, prompt chunks and their
+attention pairs), and `PhaseCounters` keeps what summary.json reports:
+prefill steps, the decode time that waited on them, and how unevenly the
+ranks were loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from specplan.simulator.engine.batch import ALL, PREFILL_LEFT, RANK, Batch
+from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.rank_load import StepLoad
+from specplan.simulator.engine.ranks import rank_cumsum
+
+
+class PrefillPhases(Protocol):
+    def decoding(self, batch: Batch) -> tuple[np.ndarray, int]: ...
+
+    def chunks(self, batch: Batch, rows: Any, per_request: int) -> np.ndarray: ...
+
+
+def prefill_phases(config: EngineConfig) -> PrefillPhases:
+    """The engine's schedule for chunked prefill (config.prefill_schedule, resolved from `auto`)."""
+    return Separate(config) if config.prefill_schedule == "separate" else Mixed(config)
+
+
+class Mixed:
+    """Prompt chunks ride in decode steps, within each rank's token budget (see the module docstring)."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.dp = config.dp
+        self.chunk = config.chunk_tokens or 0
+        self.max_step_tokens = config.max_step_tokens
+
+    def decoding(self, batch: Batch) -> tuple[np.ndarray, int]:
+        return batch.ints[PREFILL_LEFT] == 0, 0
+
+    def chunks(self, batch: Batch, rows: Any, per_request: int) -> np.ndarray:
+        """FIFO within each rank's chunk and what its token cap leaves after its decoding rows."""
+        ints = batch.ints
+        if self.dp is None:
+            decode_tokens = (batch.n if rows is ALL else len(rows)) * per_request
+            return fifo_chunks(ints[PREFILL_LEFT], None, max(0, min(self.chunk, self.max_step_tokens - decode_tokens)))
+        decoded = np.bincount(ints[RANK][rows], minlength=self.dp.ranks) * per_request
+        room = np.clip(np.minimum(self.dp.chunk_tokens, self.dp.step_tokens - decoded), 0, None)
+        return fifo_chunks(ints[PREFILL_LEFT], ints[RANK], room)
+
+
+class Separate:
+    """A rank with prompts to compute runs a prefill batch; its decoding rows wait (module docstring)."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.dp = config.dp
+        self.chunk = (config.chunk_tokens or 0) if config.dp is None else config.dp.chunk_tokens
+
+    def decoding(self, batch: Batch) -> tuple[np.ndarray, int]:
+        left = batch.ints[PREFILL_LEFT]
+        decode = left == 0
+        if self.dp is None:  # one rank: any prompt to compute makes this a prefill step
+            held = decode if not decode.all() else np.zeros_like(decode)
+        else:
+            ranks = batch.ints[RANK]
+            held = decode & (np.bincount(ranks[~decode], minlength=self.dp.ranks) > 0)[ranks]
+        return decode & ~held, int(np.count_nonzero(held))
+
+    def chunks(self, batch: Batch, rows: Any, per_request: int) -> np.ndarray:
+        ints = batch.ints
+        if self.dp is None:
+            return fifo_chunks(ints[PREFILL_LEFT], None, self.chunk)
+        return fifo_chunks(ints[PREFILL_LEFT], ints[RANK], np.full(self.dp.ranks, self.chunk))
+
+
+def fifo_chunks(left: np.ndarray, ranks: np.ndarray | None, room: np.ndarray | int) -> np.ndarray:
+    """Prompt tokens each row computes: its rank's room (one room without ranks) taken FIFO, rows in arrival order."""
+    if ranks is None:
+        return np.clip(room - (np.cumsum(left) - left), 0, left)
+    before = rank_cumsum(left, ranks) - left
+    return np.clip(np.asarray(room)[ranks] - before, 0, left)
+
+
+def step_load(batch: Batch, rows: Any, take: np.ndarray | None, ranks: int, separate: bool) -> StepLoad:
+    """The rank layout of a step that runs `rows` (decoding) and the prompt chunks `take`."""
+    ints = batch.ints
+    rank = ints[RANK]
+    kv = batch.kv_tokens()
+    running = np.zeros(batch.n, dtype=bool)
+    running[rows] = True
+    anchors = np.bincount(rank[running], minlength=ranks)
+    zero = np.zeros(ranks, dtype=np.int64)
+    context = np.bincount(rank[running], weights=kv[running], minlength=ranks)
+    if take is None or not take.any():
+        return StepLoad(anchors, zero, context, zero, zero, zero)
+    chunk = np.bincount(rank, weights=take, minlength=ranks).astype(np.int64)
+    chunk_context = np.bincount(rank, weights=np.where(take > 0, kv, 0), minlength=ranks)
+    if separate:
+        pairs = np.bincount(rank, weights=take * (take + 2.0 * kv), minlength=ranks)
+        return StepLoad(anchors, zero, context, chunk, pairs, chunk_context)
+    return StepLoad(anchors, chunk, context + chunk_context, zero, zero, zero)
+
+
+class PhaseCounters:
+    """What summary.json says of prefill steps and of the ranks' balance, summed over a run's steps."""
+
+    def __init__(self) -> None:
+        self.steps = self.prefill_steps = self.held_request_steps = 0
+        self.step_ms = self.prefill_ms = self.held_request_ms = self.excess_ms = 0.0
+        self.ranked_steps = 0
+        self.busiest_over_mean = 0.0
+
+    def add(self, load: StepLoad | None, held: int, step_ms: float, excess_ms: float) -> None:
+        self.steps += 1
+        self.step_ms += step_ms
+        if load is None:
+            return
+        if load.prefilling:
+            self.prefill_steps += 1
+            self.prefill_ms += step_ms
+        self.held_request_steps += held
+        self.held_request_ms += held * step_ms
+        if load.anchors.size > 1:
+            tokens = load.anchors + load.fixed + load.prefill
+            if tokens.any():
+                self.ranked_steps += 1
+                self.busiest_over_mean += float(tokens.max() / tokens.mean())
+                self.excess_ms += excess_ms
+
+    def merge(self, other: PhaseCounters) -> PhaseCounters:
+        out = PhaseCounters()
+        for name, value in vars(self).items():
+            setattr(out, name, value + getattr(other, name))
+        return out
+
+    def fields(self, ranks: int) -> dict[str, float | int]:
+        """The summary's keys: prefill steps and the decode time held by them; with ranks, their imbalance."""
+        out: dict[str, float | int] = {
+            "engine_prefill_steps": self.prefill_steps,
+            "engine_prefill_step_share": self.prefill_ms / self.step_ms if self.step_ms else 0.0,
+            "decode_request_steps_held": self.held_request_steps,
+            "decode_held_request_s": self.held_request_ms / 1000.0,
+        }
+        if ranks > 1:
+            out["dp_busiest_over_mean_tokens"] = self.busiest_over_mean / self.ranked_steps if self.ranked_steps \
+                else float("nan")
+            out["dp_imbalance_share_of_step"] = self.excess_ms / self.step_ms if self.step_ms else 0.0
+        return out
