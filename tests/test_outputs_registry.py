@@ -22,6 +22,7 @@ POOL = {"engine": {"prefill": {"tokens_per_s": 1e12}},
                     "prefill": {"replicas": 2, "link": {"gbps": 100}, "kv_bytes_per_token": 1000,
                                 "profile": "builtin:h200-llama3.1-8b-vllm-prefill", "router": "cache_aware",
                                 "prefix_cache": {"block_tokens": 512, "capacity_tokens": 100_000}}}}
+PREFILL_PROFILE = "builtin:h200-llama3.1-8b-vllm-prefill"
 BENCH = {"horizon": {"requests": 6}, "drafter": {"family": "none", "block_size": 0}, "policy": {"name": "none"},
          "workload": {"arrivals": {"kind": "bench_client", "num_prompts": 4, "max_concurrency": 2,
                                    "warmup_requests": 1}, "output_tokens": {"kind": "fixed", "value": 4}}}
@@ -44,8 +45,12 @@ def cases(tmp_path) -> dict[str, dict]:
         "pool-cache-trace": merged(merged(raw, POOL), trace),
         "chunked-cache": merged(merged(raw, trace), {"engine": {"prefill": {"mode": "chunked", "chunk_tokens": 512},
                                                                 "prefix_cache": {"block_tokens": 512}}}),
+        "trace-runs-out": merged(merged(raw, trace), {"horizon": {"duration_s": 5}}),
         "dp-truncate": merged(raw, {"engine": {"budget": "truncate", "max_step_tokens": 64, "max_batch_requests": 32,
                                                "dp_attention": {"ranks": 2}}, "policy": {"name": "dspark-async"}}),
+        "dp-separate": merged(raw, {"engine": {"prefill": {"mode": "chunked", "chunk_tokens": 512,
+                                                           "schedule": "separate", "profile": PREFILL_PROFILE},
+                                               "dp_attention": {"ranks": 2, "balance": "round_robin"}}}),
         "tight-kv": merged(raw, {"engine": {"kv_capacity_tokens": 300}}),
         "vllm-bench": merged(raw, BENCH),
         "sglang-bench": merged(merged(raw, BENCH), {"workload": {"arrivals": {"client": "sglang"}}}),
@@ -61,6 +66,7 @@ def written(tmp_path_factory):
     fleet = scenario_from_mapping(merged(BASE, {**SHORT, "cluster": {"replicas": 4, "router": "random"}}), REPO)
     results["sampled"] = simulate_sampled(fleet, 2)
     results["split"] = simulate_split(fleet, 1)
+    assert results["trace-runs-out"].summary["trace_ran_out_s"] is not None  # the window ended with the trace
     for name, result in results.items():
         for file, keys in (("summary.json", result.summary), ("requests.csv", result.requests.columns),
                            ("steps.csv", result.steps.columns)):

@@ -128,6 +128,13 @@ prefill_tokens_looked_up | tokens | prompt tokens looked up in the prefix cache
 prefix_cache_capacity_blocks | blocks | blocks one prefix cache holds
 trace_bad_lines | lines | malformed trace lines skipped (workload.arrivals.skip_bad_lines)
 trace_failed_requests | requests | trace requests with no output tokens, skipped
+trace_ran_out_s | s | a replayed trace: when its window ran out before the horizon, where the measurement window ends (the run goes on to the horizon so its requests finish); null when the trace lasted the horizon
+engine_prefill_steps | steps | steps in which some rank ran a prefill batch (engine.prefill.schedule: separate), every replica, whole run; written with DP attention or a separate schedule
+engine_prefill_step_share | share | time of those steps / all engine step time, whole run
+decode_request_steps_held | request-steps | decoding request-steps that waited for their rank's prefill batch
+decode_held_request_s | request-s | Σ over held request-steps of the step's time: decode time lost to prefill batches
+dp_busiest_over_mean_tokens | ratio | DP attention: mean over steps of the busiest rank's tokens over the ranks' mean (1 = even)
+dp_imbalance_share_of_step | share | DP attention: what the busiest rank's own part adds over the ranks' mean, as a share of step time (0 for a profile that cannot tell its ranks apart)
 split_replicas | replicas | a split run (--split-replicas): the replicas simulated as independent processes
 replicas_simulated | replicas | a sampled fleet: the replicas simulated for the whole (cluster totals scaled by replicas / this)
 draft_record | — | what the drafts did, from every 8th step with drafts: per domain and position the request-steps that reached and accepted a draft, and the reliability bins of the confidences a policy saw (the report's acceptance and calibration figures read it); null without speculation
@@ -278,11 +285,17 @@ label | — | the variant
 replicas | replicas | decode replicas of the probe
 replicas_simulated | replicas | replicas simulated (fewer when the probe was sampled)
 gpus | GPUs | every GPU of the probed cluster
+gpus_decode | GPUs | the probe's decode GPUs
+gpus_prefill | GPUs | the probe's prefill GPUs (0 without a prefill pool)
+prefill_pool | — | held fixed (the scenario's cluster.prefill) or grows with the decode replicas (a search's prefill_per_decode); empty without a pool
+prefill_busy_share | share | the run's prefill_busy_share (empty without a pool)
+prefix_cache_hit_rate | share | the run's prefix_cache_hit_rate (empty without a prefix cache)
 seed | — | the run's seed
 tps_user | tokens/s | the run's tokens/s/user statistic (--statistic)
 throughput_tokens_per_s_per_gpu | tokens/s/GPU | the run's throughput per GPU
 ttft_p99_s | s | the run's TTFT p99
 requests_completed | requests | requests the run completed
+requests_rejected | requests | requests the run rejected with a reason (answered at arrival for the keep-up judge)
 keep_up_verdict | — | keeps up, falls behind, or undecided (the keep-up judge)
 keep_up_growth | requests | growth of outstanding requests over the window's second half
 meets_sla | — | whether the probe (mean over seeds) met every bound and kept up
@@ -300,11 +313,15 @@ prefill_per_decode | ratio | disaggregated: prefill replicas per decode replica
 variant | — | the drafter / policy variant
 block_size | tokens | the block size tried (search.block_sizes)
 meets_sla | — | whether some size up to --max-replicas met the SLA
+unmet | — | why not, when not met: the replica cap, a saturated prefill pool held fixed, or SLA statistics that stopped moving (the search stopped early)
 decode_replicas | replicas | the answer: fewest decode replicas meeting the SLA
 prefill_replicas | replicas | prefill replicas at the answer
 gpus | GPUs | every GPU at the answer
 gpus_decode | GPUs | decode GPUs at the answer
 gpus_prefill | GPUs | prefill GPUs at the answer
+prefill_pool | — | grows with the decode replicas (disaggregated) or empty without a pool
+prefill_busy_share | share | the prefill pool's busy share at the answer, mean over seeds
+prefix_cache_hit_rate | share | the prefix cache's hit rate at the answer, mean over seeds
 gpu_hour_usd | USD/GPU-hour | the option's price
 usd_per_hour | USD/hour | gpus × gpu_hour_usd
 output_tokens_per_s | tokens/s | simulated output tokens per second at the answer
