@@ -10,7 +10,7 @@ walks the same classes, so the reference cannot list a key the loader
 refuses or miss one it accepts. A key's meaning, unit and example are its
 field metadata (`specplan.fields.bounded`); where no unit is given, the
 name's suffix says it (`_s`, `_ms`, `_tokens`, `_per_s`, `_usd`, `gbps`).
-The markdown page is written by `docs/gen/reference.py`.
+The markdown page is written by `docs/gen/schema_page.py`.
 """
 
 from __future__ import annotations
@@ -145,7 +145,10 @@ def inline_yaml(value: Any) -> str:
 
 def bounds_text(meta: Any) -> str:
     signs = (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
-    return ", ".join(f"{sign} {meta[key]:g}" for key, sign in signs if meta.get(key) is not None)
+    parts = [f"{sign} {meta[key]:g}" for key, sign in signs if meta.get(key) is not None]
+    if meta.get("verify_length"):
+        parts.append("<= drafter.block_size")
+    return ", ".join(parts)
 
 
 def suffix_unit(name: str) -> str:

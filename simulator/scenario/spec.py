@@ -28,10 +28,10 @@ class Horizon:
     """How long to simulate: seconds of arrivals/running, or a number of arrivals (one of the two)."""
 
     duration_s: float | None = num(None, gt=0, doc="simulated seconds of arrivals (open loop) or of running "
-                                   "(closed loop); give it or `requests`", example=60)
+                                   "(closed loop); this or `requests`, not both (--set of one drops the other)", example=60)
     warmup_s: float = num(0.0, ge=0, doc="seconds at the start left out of every metric (the measurement window "
                           "is (warmup_s, end])")
-    requests: int | None = num(None, ge=1, doc="stop after this many arrivals instead of after a duration",
+    requests: int | None = num(None, ge=1, doc="stop after this many arrivals instead of after a duration (not with duration_s)",
                                unit="requests")
 
     def validate(self, path: str) -> None:
