@@ -192,3 +192,8 @@ def test_a_page_read_from_a_committed_record_matches_its_record(name, monkeypatc
     fresh = page_text(name, studies()[name], None).splitlines()
     committed = (DOCS / "results" / f"{name}.md").read_text().splitlines()
     assert fresh[:3] == committed[:3] and fresh[4:] == committed[4:], "regenerate: python -m docs.gen.results " + name
+    for path, marker, text in studies()[name].blocks() if studies()[name].blocks else []:
+        written = path.read_text()
+        begin = written.index(f"<!-- {marker}: begin")
+        block = written[written.index("-->", begin) + 3:written.index(f"<!-- {marker}: end -->")]
+        assert block == f"\n{text}", f"{path.name}'s {marker} block: regenerate: python -m docs.gen.results {name}"

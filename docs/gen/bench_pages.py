@@ -1,4 +1,5 @@
-"""Results pages made by benchmark scripts: fleets (replica splitting, sampled plans) and performance.
+"""Results pages made by benchmark scripts: fleets (replica splitting, sampled plans), performance, and the
+replication cells under each prefill schedule.
 
 Each runs the scripts under benchmarks/ as a reader would and shows what
 they printed. The performance page also writes the performance table of
@@ -84,6 +85,26 @@ def figures(stdout: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def prefill_schedule_page(args: argparse.Namespace) -> str:
+    ran = script("benchmarks/prefill_schedule.py")
+    return "\n".join([
+        "The SGLang cookbook cells of the replication suite (DeepSeek-V4-Flash, random 8192/1024) under each "
+        "prefill schedule, one seed each, nothing fitted: `separate` as SGLang runs it and the suite runs the "
+        "cases (a prefill batch apart from decode, priced by the `-prefill` built-in, each DP step as long as its "
+        "busiest rank), the same priced on the decode profile, and `mixed` (chunks inside decode steps, vLLM's "
+        "rule). `implied prefill` is the published run's output tok/s × mean prompt / mean output tokens. How "
+        "the schedules work: [Engine terms](../model/engine-terms.md#prefill-as-the-engine-schedules-it); what "
+        "the figures say about the suite's misses: "
+        "[Replication and fidelity](../guides/replication.md#what-is-responsible).", "",
+        "| row | what |", "|---|---|",
+        "| published | the cell's mean TTFT, mean TPOT and output tok/s/GPU, and the prompt tokens/s they imply |",
+        "| separate | the case as the suite runs it; the prompt tokens/s inside its prefill batches, their share of "
+        "time, what the busiest rank adds over the ranks' mean |",
+        "| separate, decode-priced | the same schedule without a prefill profile |",
+        "| mixed | prompt chunks inside decode steps on the decode profile |", "",
+        ran.block()])
+
+
 def write_benchmarks_readme(rows: str) -> None:
     between_markers(REPO / "benchmarks" / "README.md", "performance", rows)
 
@@ -91,4 +112,6 @@ def write_benchmarks_readme(rows: str) -> None:
 STUDIES = {
     "fleets": Study("Fleets: split runs and sampled plans", "~3 min", fleets_page),
     "performance": Study("Performance", "~4 min", performance_page),
+    "prefill-schedule": Study("DeepSeek-V4-Flash under SGLang's prefill schedule", "~1 min",
+                              prefill_schedule_page),
 }

@@ -36,6 +36,7 @@ class Study:
     runtime: str
     build: Callable[[argparse.Namespace], str]
     reads_record: bool = False   # built from committed results (fast): the test regenerates it
+    blocks: Callable[[], list[tuple[Path, str, str]]] | None = None   # (file, marker, text) it also writes
 
 
 @dataclass(frozen=True)
@@ -133,8 +134,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.study not in known:
         parser.error(f"unknown study {args.study!r} (one of {', '.join(known)})")
-    (RESULTS / f"{args.study}.md").write_text(page_text(args.study, known[args.study], args))
+    study = known[args.study]
+    (RESULTS / f"{args.study}.md").write_text(page_text(args.study, study, args))
     print(f"wrote docs/results/{args.study}.md")
+    for path, marker, text in study.blocks() if study.blocks else []:
+        between_markers(path, marker, text)
+        print(f"wrote the {marker} block of {path.relative_to(REPO)}")
     return 0
 
 
