@@ -55,7 +55,7 @@ READ_PROVENANCE = {
               "engine.budget resolve `auto` from its backend",
     "backend": "the engine the tables were measured under ('vllm 0.24.0'): sets the host time of speculating "
                "steps and vLLM's truncating budget rule when they are `auto`",
-    "phase": "'prefill' marks a prefill-step profile, the only kind cluster.prefill.profile accepts",
+    "phase": "'prefill' marks a prefill-step profile, the only kind cluster.prefill.profile and engine.prefill.profile accept",
     "model": "the checkpoint id the launch lines serve (its first word)",
     "parallelism": "TP / EP / DP degrees the launch lines pass ('TP8 EP8 DP1 (8 GPUs)')",
 }
