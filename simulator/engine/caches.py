@@ -26,7 +26,6 @@ oldest always staying.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -35,9 +34,9 @@ import numpy as np
 
 from specplan.simulator.engine.batch import ALL, RANK, Batch
 from specplan.simulator.engine.config import EngineConfig, RankLimits, resolved
-from specplan.simulator.engine.intake import admit_fifo, admit_to_ranks
+from specplan.simulator.engine.intake import Admission, admit_fifo, admit_to_ranks
 from specplan.simulator.engine.ranks import RankRouter, rank_cumsum, rank_order
-from specplan.simulator.engine.records import RUNNING, RequestLog
+from specplan.simulator.engine.records import RequestLog
 
 NONE = np.zeros(0, dtype=np.int64)
 
@@ -153,25 +152,21 @@ def admit_routed(queue: deque[int], log: RequestLog, now: float, router: RankRou
     Returns (rid, generated, kv, rank)."""
     admitted: list[tuple[int, int, int, int]] = []
     blocked = np.zeros(free_slots.size, dtype=bool)
-    generated_col, prompt_col = log["generated_tokens"], log["prompt_tokens"]
-    admitted_col, status_col = log["admitted_s"], log["status"]
+    rows = Admission(log, now)
     for rid in queue:
         if len(admitted) >= total_free or blocked.all():
             break
         rank = int(router.rank_of[rid])
         if blocked[rank]:
             continue
-        generated = int(generated_col[rid])
-        kv = int(prompt_col[rid]) + generated
+        generated, kv = rows.footprint(rid)
         if free_slots[rank] <= 0 or kv + block_size > kv_free[rank] or kv + block_size > total_kv_free:
             blocked[rank] = True
             continue
         free_slots[rank] -= 1
         kv_free[rank] -= kv + block_size
         total_kv_free -= kv + block_size
-        if math.isnan(admitted_col[rid]):
-            admitted_col[rid] = now
-        status_col[rid] = RUNNING
+        rows.run(rid)
         admitted.append((rid, generated, kv, rank))
     if admitted:
         taken = {rid for rid, *_ in admitted}

@@ -85,6 +85,26 @@ def reject_misfit(log: RequestLog, config: EngineConfig, rid: int) -> bool:
     return detail is not None
 
 
+class Admission:
+    """The log columns admission reads and writes, read once per call: a request's footprint, marking it running."""
+
+    def __init__(self, log: RequestLog, now: float) -> None:
+        self.generated, self.prompt = log["generated_tokens"], log["prompt_tokens"]
+        self.admitted_s, self.status = log["admitted_s"], log["status"]
+        self.now = now
+
+    def footprint(self, rid: int) -> tuple[int, int]:
+        """(generated, kv): the tokens `rid` holds in the cache (prompt + generated); admission adds the draft block."""
+        generated = int(self.generated[rid])
+        return generated, int(self.prompt[rid]) + generated
+
+    def run(self, rid: int) -> None:
+        """Mark `rid` running; its admission time is kept from the first admission after a preemption."""
+        if math.isnan(self.admitted_s[rid]):
+            self.admitted_s[rid] = self.now
+        self.status[rid] = RUNNING
+
+
 def admit_fifo(queue: deque[int], log: RequestLog, now: float, free_slots: int, kv_used: int,
                kv_capacity: int, block_size: int) -> list[tuple[int, int, int]]:
     """Pop waiting requests, head first, while a batch slot and KV capacity remain.
@@ -95,19 +115,15 @@ def admit_fifo(queue: deque[int], log: RequestLog, now: float, free_slots: int, 
     first admission after a preemption).
     """
     admitted: list[tuple[int, int, int]] = []
-    generated_col, prompt_col = log["generated_tokens"], log["prompt_tokens"]
-    admitted_col, status_col = log["admitted_s"], log["status"]
+    rows = Admission(log, now)
     while queue and len(admitted) < free_slots:
         rid = queue[0]
-        generated = int(generated_col[rid])
-        kv = int(prompt_col[rid]) + generated
+        generated, kv = rows.footprint(rid)
         if kv_used + kv + block_size > kv_capacity:
             break
         queue.popleft()
         kv_used += kv + block_size
-        if math.isnan(admitted_col[rid]):
-            admitted_col[rid] = now
-        status_col[rid] = RUNNING
+        rows.run(rid)
         admitted.append((rid, generated, kv))
     return admitted
 
@@ -124,13 +140,11 @@ def admit_to_ranks(queue: deque[int], log: RequestLog, now: float, free_slots: n
     Returns (rid, generated, kv, rank).
     """
     admitted: list[tuple[int, int, int, int]] = []
-    generated_col, prompt_col = log["generated_tokens"], log["prompt_tokens"]
-    admitted_col, status_col = log["admitted_s"], log["status"]
+    rows = Admission(log, now)
     slots, free = free_slots.copy(), kv_free.copy()
     while queue and len(admitted) < total_free:
         rid = queue[0]
-        generated = int(generated_col[rid])
-        kv = int(prompt_col[rid]) + generated
+        generated, kv = rows.footprint(rid)
         room = np.where((slots > 0) & (free >= kv + block_size), free, -1)
         rank = int(room.argmax())
         if room[rank] < 0 or kv + block_size > total_kv_free:
@@ -139,8 +153,6 @@ def admit_to_ranks(queue: deque[int], log: RequestLog, now: float, free_slots: n
         slots[rank] -= 1
         free[rank] -= kv + block_size
         total_kv_free -= kv + block_size
-        if math.isnan(admitted_col[rid]):
-            admitted_col[rid] = now
-        status_col[rid] = RUNNING
+        rows.run(rid)
         admitted.append((rid, generated, kv, rank))
     return admitted
