@@ -17,8 +17,10 @@ benchmarks/README.md quotes both.
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -61,5 +63,13 @@ def bracketed(measure: Callable[[], T]) -> tuple[T, float]:
     return value, math.sqrt(before * reference_steps_per_s())
 
 
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"timed rounds, their median (default {ROUNDS})")
+    args = parser.parse_args(argv)
+    print(f"reference: {reference_steps_per_s(args.rounds):,.0f} steps/s")
+    return 0
+
+
 if __name__ == "__main__":
-    print(f"reference: {reference_steps_per_s():,.0f} steps/s")
+    sys.exit(main())
