@@ -83,11 +83,9 @@ def summarize(scenario: Scenario, requests: pd.DataFrame, steps: pd.DataFrame, e
     gpus_decode = replicas * scenario.hardware.gpus_per_replica
     pool = scenario.cluster.prefill
     gpus = gpus_decode + (pool.gpus if pool is not None else 0)
-    # the fixed-rate prefill stage emits first tokens; a prefill pool leaves them to the first decode step
-    disaggregated = scenario.engine.prefill.KIND == "disaggregated" and pool is None
     summary = {
         **policy_fields(scenario.policy.name),
-        **throughput_fields(requests, in_window, window, gpus, disaggregated),
+        **throughput_fields(requests, in_window, window, gpus, scenario.engine.prefill.stage_first_token),
         **user_fields(requests, window),
         **itl_fields(requests, window, chunks),
         **request_counts(requests),
@@ -122,9 +120,11 @@ def policy_fields(name: str) -> dict[str, Any]:
 
 
 def throughput_fields(requests: pd.DataFrame, in_window: pd.DataFrame, window: Window, gpus: int,
-                      disaggregated: bool) -> dict[str, Any]:
+                      stage_first_token: bool) -> dict[str, Any]:
+    """Tokens emitted in the window: by the engine's steps, and first tokens the prefill stage emitted
+    (`engine.prefill.first_token: prefill`; otherwise a decode step emits them)."""
     prefill_first = 0
-    if disaggregated:
+    if stage_first_token:
         first = requests["first_token_s"]
         prefill_first = int(((first > window.warmup_s) & (first <= window.end_s)).sum())
     tokens = int(in_window["emitted_tokens"].sum()) + prefill_first
