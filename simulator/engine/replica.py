@@ -13,8 +13,8 @@ given at construction) whose requests `receive` takes when their KV has
 arrived. Either way a request's KV reaches the decode queue with no token
 yet, and the end of its first decode step is its first token, as in the
 engines' disaggregated serving, where the client streams from the decode
-side; with `engine.prefill.first_token: prefill` the stage's end is
-(`prefill_done`). A preempted request goes back to the head of the queue
+side; with `engine.prefill.first_token: prefill` the stage's end is the
+first token instead (`prefill_done`). A preempted request goes back to the head of the queue
 (chunked) or through prefill again to recompute its prompt and generated
 tokens (disaggregated); evicted before its first token, it still awaits it.
 The stage marks of TTFT's parts (`records.ttft_parts`) are stamped where
