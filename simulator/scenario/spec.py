@@ -58,11 +58,25 @@ class Cluster:
 
 @dataclass(frozen=True)
 class DisaggregatedPrefill:
-    """Prefill on separate workers: TTFT = queueing + prompt / tokens_per_s."""
+    """Prefill on separate workers: a FIFO stage at tokens_per_s, its KV at the decode engine when it ends.
+
+    `first_token` is where the client's first token comes from:
+    `decode` (the default, as a prefill pool has it): the decode engine's first step for the
+    request, so TTFT = queueing + prefill + the wait for a decode slot + that step (SGLang's PD
+    mode, Dynamo and vLLM's disaggregated proxies stream from the decode side, which holds the
+    request before its KV arrives); `prefill`: the stage's end, before a decode slot holds the
+    request (an early TensorRT-LLM disaggregated server streamed the context server's token first).
+    """
 
     KIND: ClassVar[str] = "disaggregated"
     TAG: ClassVar[str] = "mode"
     tokens_per_s: float = num(gt=0)
+    first_token: Literal["decode", "prefill"] = "decode"
+
+    @property
+    def stage_first_token(self) -> bool:
+        """The stage emits each request's first token, outside any engine step."""
+        return self.first_token == "prefill"
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,11 @@ class ChunkedPrefill:
     chunk_tokens: int = num(ge=1)
     schedule: Literal["auto", "separate", "mixed"] = "auto"
     profile: str | None = None
+
+    @property
+    def stage_first_token(self) -> bool:
+        """No stage apart from the engine's steps: a request's last prompt chunk emits its first token."""
+        return False
 
 
 Prefill = Annotated[DisaggregatedPrefill | ChunkedPrefill, Tagged("mode")]
@@ -228,3 +247,6 @@ def validate_pool_engine(engine: Engine) -> None:
     if prefill.tokens_per_s != NO_PREFILL_STAGE.tokens_per_s:
         raise ScenarioError("engine.prefill.tokens_per_s", "the fixed-rate prefill stage and a cluster.prefill "
                             "pool exclude each other; remove engine.prefill")
+    if prefill.stage_first_token:
+        raise ScenarioError("engine.prefill.first_token", "a cluster.prefill pool's requests get their first token "
+                            "from their first decode step; remove engine.prefill")
