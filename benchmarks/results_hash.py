@@ -1,6 +1,7 @@
 """Hash the results of a fixed set of cases, to show that a refactor changes no answer.
 
-    python benchmarks/results_hash.py [--out hashes.json] [--ignore-key KEY ...] [--engine-paths]
+    python benchmarks/results_hash.py [--out hashes.json] [--ignore-key KEY ...] [--ignore-column COL ...]
+                                      [--engine-paths]
 
 Each case is a scenario the project ships (every sweep variant of
 `scenarios/default.yaml` and `scenarios/deepseek-v3-h200.yaml` at a light
@@ -9,7 +10,8 @@ tight KV) or one of the shared contract scenarios, run for a short horizon.
 A case's hash covers its requests and steps frames and its summary (less
 wall time). Run it before and after a change; the two outputs must be equal.
 A change that adds a summary key changes every hash; `--ignore-key KEY`
-leaves that key out, so the run after the change shows that nothing else moved.
+leaves that key out, so the run after the change shows that nothing else moved;
+`--ignore-column COL` does the same for a column the change adds to requests.csv.
 `--engine-paths` adds the engine's paths those cases miss (a prefill pool,
 data-parallel attention under each budget rule, vLLM's truncation, chunked
 prefill with a prefix cache on a Mooncake-format trace, a benchmark client,
@@ -84,8 +86,10 @@ def case_hash(raw: dict, folder: Path, ignored: tuple[str, ...] = ()) -> str:
 
 
 def result_hash(result: SimResult, ignored: tuple[str, ...] = ()) -> str:
+    """The hash of a run's frames and summary, less the summary keys and request columns in `ignored`."""
     digest = hashlib.sha256()
-    digest.update(result.requests.to_csv(index=False).encode())
+    requests = result.requests.drop(columns=[name for name in ignored if name in result.requests.columns])
+    digest.update(requests.to_csv(index=False).encode())
     digest.update(result.steps.to_csv(index=False).encode())
     if result.prefill_steps is not None:
         digest.update(result.prefill_steps.to_csv(index=False).encode())
@@ -185,10 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=6.0, help="simulated seconds per case (default 6)")
     parser.add_argument("--ignore-key", action="append", default=[], metavar="KEY",
                         help="leave this summary key out of the hash (a key the change adds)")
+    parser.add_argument("--ignore-column", action="append", default=[], metavar="COL",
+                        help="leave this requests.csv column out of the hash (a column the change adds)")
     parser.add_argument("--engine-paths", action="store_true",
                         help="also hash the engine's paths the fixed cases miss (see the module docstring)")
     args = parser.parse_args(argv)
-    ignored = tuple(args.ignore_key)
+    ignored = (*args.ignore_key, *args.ignore_column)
     default, deepseek = REPO / "scenarios" / "default.yaml", REPO / "scenarios" / "deepseek-v3-h200.yaml"
     cases = {**sweep_cases(default, (16, 128), args.duration), **extra_cases(default, args.duration),
              **sweep_cases(deepseek, (32,), args.duration)}

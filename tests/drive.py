@@ -52,7 +52,7 @@ def drive(scenario: Scenario, prompts: np.ndarray, outputs: np.ndarray, domains:
     for prompt, output, domain, offset in zip(prompts.tolist(), outputs.tolist(), domains.tolist(), offsets.tolist(),
                                               strict=True):
         rid = register(log, 0.0, prompt, output, domain, offset)
-        if not parts.config.chunked:  # the prefill stage's first token, at once
+        if not parts.config.chunked:  # the prefill stage emits the first token at once (first_token: prefill)
             log["first_token_s"][rid] = 0.0
             log["generated_tokens"][rid] = 1
             if output <= 1:

@@ -1,8 +1,9 @@
 """The benchmark client (bench_client) and its metrics, against runs computed by hand.
 
 Every engine step of these scenarios takes 10 ms (a linear profile with no
-per-token cost) and prompts are prefilled at 1000 tokens/s in FIFO order,
-so each request's timeline can be written down.
+per-token cost) and prompts are prefilled at 1000 tokens/s in FIFO order
+(the first token then comes from the first decode step), so each request's
+timeline can be written down.
 """
 
 from __future__ import annotations
@@ -38,21 +39,22 @@ def run(arrivals: dict | None = None):
 
 
 def test_three_token_request_tpot_and_a_batch_duration_by_hand():
-    """Warm-up (prompt 0): prefill 0-0.1 s, steps end 0.11, 0.12. The benchmark starts at 0.12;
-    prompts 1 and 2 are sent at once, prefilled one after the other (done 0.22 and 0.32); each
-    then streams two more tokens 10 ms apart. Prompt 3 is sent when 1 ends (0.24) and waits for the
-    prefill stage (free at 0.32; done 0.42); prompt 4 is sent when 2 ends (0.34; prefill done 0.52,
-    finish 0.54). Duration 0.54 − 0.12 = 0.42 s."""
+    """Warm-up (prompt 0): prefill 0-0.1 s, steps end 0.11 (its first token), 0.12, 0.13. The benchmark
+    starts at 0.13; prompts 1 and 2 are sent at once, prefilled one after the other (done 0.23 and
+    0.33); each then streams its three tokens 10 ms apart, the first at the end of its first step.
+    Prompt 3 is sent when 1 ends (0.26) and waits for the prefill stage (free at 0.33; done 0.43);
+    prompt 4 is sent when 2 ends (0.36; prefill done 0.53, finish 0.56). Duration 0.56 − 0.13 = 0.43 s."""
     s = run().summary
     assert s["vllm_bench_serve.completed"] == 4
-    assert s["vllm_bench_serve.duration_s"] == pytest.approx(0.42)
-    assert s["vllm_bench_serve.output_throughput_tok_s"] == pytest.approx(12 / 0.42)
-    assert s["vllm_bench_serve.total_token_throughput_tok_s"] == pytest.approx(412 / 0.42)
-    assert s["vllm_bench_serve.total_token_throughput_tok_s_per_gpu"] == pytest.approx(412 / 0.42 / 2)
-    # a request that streamed 3 tokens: (latency − TTFT) / (3 − 1) = 20 ms / 2
+    assert s["vllm_bench_serve.duration_s"] == pytest.approx(0.43)
+    assert s["vllm_bench_serve.output_throughput_tok_s"] == pytest.approx(12 / 0.43)
+    assert s["vllm_bench_serve.total_token_throughput_tok_s"] == pytest.approx(412 / 0.43)
+    assert s["vllm_bench_serve.total_token_throughput_tok_s_per_gpu"] == pytest.approx(412 / 0.43 / 2)
+    # a request that streamed 3 tokens: (latency − TTFT) / (3 − 1) = 20 ms / 2; its first step's chunk is its
+    # first token, so two gaps of 10 ms follow it
     assert s["vllm_bench_serve.median_tpot_ms"] == pytest.approx(10.0)
     assert s["vllm_bench_serve.mean_itl_ms"] == pytest.approx(10.0)
-    ttfts = [100, 200, 180, 180]  # prompt 1: 0.12->0.22; 2: 0.12->0.32; 3: 0.24->0.42; 4: 0.34->0.52
+    ttfts = [110, 210, 180, 180]  # prompt 1: 0.13->0.24; 2: 0.13->0.34; 3: 0.26->0.44; 4: 0.36->0.54
     assert s["vllm_bench_serve.mean_ttft_ms"] == pytest.approx(np.mean(ttfts))
     assert s["vllm_bench_serve.median_ttft_ms"] == pytest.approx(np.median(ttfts))
     assert s["vllm_bench_serve.warmup_requests"] == 1

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specplan.simulator.engine.records import REJECT_REASONS
+from specplan.simulator.engine.records import REJECT_REASONS, TTFT_PARTS
 from specplan.simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 
@@ -24,7 +24,8 @@ from tests.conftest import make_scenario
 def small_scenarios(draw):
     gamma = draw(st.integers(1, 4))
     prefill = draw(st.sampled_from([
-        {"mode": "disaggregated", "tokens_per_s": draw(st.sampled_from([2_000, 50_000]))},
+        {"mode": "disaggregated", "tokens_per_s": draw(st.sampled_from([2_000, 50_000])),
+         "first_token": draw(st.sampled_from(["decode", "prefill"]))},
         {"mode": "chunked", "chunk_tokens": draw(st.sampled_from([16, 256]))},
         "pool",
     ]))
@@ -78,6 +79,9 @@ def test_conservation(scenario):
     assert (done["generated_tokens"] == done["output_tokens"]).all()
     assert (done["finish_s"] >= done["first_token_s"]).all()
     assert (done["first_token_s"] >= done["arrival_s"]).all()
+    answered = req[req["first_token_s"].notna()]   # TTFT's parts add up, in every prefill mode
+    np.testing.assert_allclose(answered[list(TTFT_PARTS)].sum(axis=1), answered["ttft_s"], rtol=0, atol=1e-9)
+    assert (answered[list(TTFT_PARTS)] >= -1e-12).all().all()
     assert (req["accepted_tokens"] <= req["verified_tokens"]).all()
     assert (req["verified_tokens"] <= req["steps"] * gamma).all()
     drafts = steps["verify_tokens"] - steps["prefill_tokens"] - steps["decode_requests"]
@@ -94,8 +98,7 @@ def test_conservation(scenario):
         assert s["requests_arrived"] == scenario.horizon.requests
     if scenario.horizon.requests is not None:  # drained: every token is in the log
         total = int(steps["emitted_tokens"].sum())
-        if scenario.engine.prefill.KIND == "disaggregated" and scenario.cluster.prefill is None:
-            # the prefill stage emits the first token; behind a pool it is the first decode step's
+        if scenario.engine.prefill.stage_first_token:  # the prefill stage emitted the first token, not a step
             total += int(req["first_token_s"].notna().sum())
         assert total == int(req["generated_tokens"].sum())
     assert np.isfinite(s["throughput_tokens_per_s"])

@@ -31,8 +31,9 @@ def one_user(**changes):
     base = dict(
         horizon={"requests": 1, "warmup_s": 0},
         hardware={"profile": {"kind": "linear", "base_ms": 10.0, "per_token_ms": 1.0}},
-        engine={"max_batch_requests": 4, "kv_capacity_tokens": 100_000,
-                "prefill": {"mode": "disaggregated", "tokens_per_s": 1000}, "scheduling_overhead_ms": 0.5},
+        # the stage streams the first token (first_token: prefill), so every decode step below is the rest's
+        engine={"max_batch_requests": 4, "kv_capacity_tokens": 100_000, "scheduling_overhead_ms": 0.5,
+                "prefill": {"mode": "disaggregated", "tokens_per_s": 1000, "first_token": "prefill"}},
         drafter=CERTAIN,
         policy={"name": "static", "params": {"length": 2}},
         workload={"arrivals": {"kind": "closed_loop", "users": 1, "think_s": 0},

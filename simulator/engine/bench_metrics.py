@@ -54,10 +54,14 @@ def chunk_gaps(done: pd.DataFrame, chunks: ChunkLog) -> tuple[np.ndarray, np.nda
     """Per chunk after a request's first: the gap since its previous chunk (s) and its tokens.
 
     A request's chunks are its first token (first_token_s) and then every
-    decode step that gave it tokens, in time order.
+    later decode step that gave it tokens, in time order (a decode step that
+    emitted the first token is the first chunk itself).
     """
     times, rids, tokens = chunks.arrays()
-    keep = np.isin(rids, done["request_id"].to_numpy())
+    ids = done["request_id"].to_numpy()
+    first = np.full(int(max(ids.max(initial=0), rids.max(initial=0))) + 1, np.nan)
+    first[ids] = done["first_token_s"].to_numpy(float)
+    keep = times > first[rids]  # False for requests not measured (NaN)
     rid = np.concatenate([done["request_id"].to_numpy(), rids[keep]])
     t = np.concatenate([done["first_token_s"].to_numpy(float), times[keep]])
     n = np.concatenate([np.ones(len(done), dtype=np.int64), tokens[keep]])

@@ -88,6 +88,11 @@ class EngineConfig:
         return None if isinstance(prefill, ChunkedPrefill) else prefill.tokens_per_s
 
     @cached_property
+    def stage_first_token(self) -> bool:
+        """The fixed-rate prefill stage emits the first token (`engine.prefill.first_token: prefill`)."""
+        return self.engine.prefill.stage_first_token
+
+    @cached_property
     def padded_attention(self) -> bool:
         return self.engine.attention == "padded"
 

@@ -155,11 +155,12 @@ class DecodeCore:
             return 0
         admitted = self.kv.admit(self, now, free)
         if admitted:
-            self.add_rows(admitted)
+            self.add_rows(admitted, now)
         return len(admitted)
 
-    def add_rows(self, admitted: Sequence[tuple[int, ...]]) -> None:
-        """Rows for admitted requests, given (id, tokens generated so far, prompt + generated tokens[, rank])."""
+    def add_rows(self, admitted: Sequence[tuple[int, ...]], now: float) -> None:
+        """Rows for requests admitted at `now`, given (id, tokens generated so far, prompt + generated tokens[,
+        rank])."""
         log, chunked, opening = self.log, self.config.chunked, self.ledger.opening
         output = log["output_tokens"]
         rows, footprint = [], 0
@@ -171,9 +172,11 @@ class DecodeCore:
                 prefill = tokens if cache is None else tokens - cache.cached_tokens(rid, tokens)
             rows.append((rid, left, tokens + left, prefill, *opening(left), rank[0] if rank else 0))
             footprint += tokens
-        self.prefilling += len(rows) if chunked else 0
         block = np.array(rows, dtype=np.int64).T
         rid = block[RID]
+        if chunked:  # its prefill starts when the engine admits it (TTFT's queue ends)
+            self.prefilling += len(rows)
+            log.stamp("prefill_start_s", rid, now)
         self.batch.append(block, self.row_acceptance(log["domain"][rid], log["acceptance_offset"][rid]))
         self.footprint += footprint + self.block_size * len(rows)
 
@@ -396,6 +399,8 @@ class DecodeCore:
         ids = ints[RID][done]
         if self.prompt_cache is not None and ids.size:
             self.prompt_cache.prompts_done(ids)
+        log.stamp("prefill_end_s", ids, now)  # its KV is in this engine's cache already
+        log.stamp("kv_ready_s", ids, now)
         first = ids[np.isnan(log["first_token_s"][ids])]
         if first.size == 0:
             return 0

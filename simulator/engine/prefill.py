@@ -5,7 +5,9 @@ the simulation sends every arrival here first; when a request's KV has
 reached the decode pool, `on_ready(rid, first)` hands it to a decode replica
 (specplan.simulator.engine.replica), whose first step emits its first token. So
 
-    TTFT = queueing + prefill steps + KV transfer + queueing at decode + the first decode step.
+    TTFT = queueing + prefill steps + KV transfer + queueing at decode + the first decode step
+
+(requests.csv gives each part: records.ttft_parts).
 
 A prefill replica is one SimPy process, one event per prefill step:
 
@@ -54,10 +56,11 @@ NO_BLOCKS: tuple[int, ...] = ()
 class PrefillJob:
     """A prompt in a prefill replica: tokens left to compute and tokens its cache holds already."""
 
-    __slots__ = ("blocks", "computed", "first", "left", "rid")
+    __slots__ = ("blocks", "computed", "first", "left", "prefilled_s", "rid")
 
     def __init__(self, rid: int, tokens: int, blocks: Sequence[int], first: bool) -> None:
         self.rid, self.left, self.computed, self.blocks, self.first = rid, tokens, 0, blocks, first
+        self.prefilled_s = 0.0  # when its last chunk was computed (its transfer starts)
 
 
 class PrefillReplica:
@@ -118,8 +121,10 @@ class PrefillReplica:
         return jobs, np.array(new, dtype=np.int64), np.array(cached, dtype=np.int64)
 
     def open(self, job: PrefillJob) -> None:
-        """A prompt's first chunk: the tokens its prefix cache holds are not computed again."""
+        """A prompt's first chunk, in the step starting now: the tokens its prefix cache holds are not computed
+        again."""
         self.pool.log["status"][job.rid] = PREFILL
+        self.pool.log.stamp("prefill_start_s", job.rid, self.env.now)
         self.pool.prefill_replica[job.rid] = self.index
         if self.cache is None or not job.blocks:
             return
@@ -145,7 +150,8 @@ class PrefillReplica:
         if self.cache is not None and job.blocks:
             self.cache.insert(job.blocks)
         pool, now = self.pool, self.env.now
-        pool.prefill_end_s[job.rid] = now
+        pool.log.stamp("prefill_end_s", job.rid, now)
+        job.prefilled_s = now
         start = max(now, self.link_free_at)
         self.link_free_at = start + job.computed * pool.kv_bytes_per_token * 8 / (pool.link_gbps * 1e9)
         ready_s = self.link_free_at + pool.link_latency_s
@@ -168,10 +174,9 @@ class PrefillPool:
         self.steps: list[tuple] = []
         self.blocks: dict[int, Sequence[int]] = {}
         self.prefill_replica: dict[int, int] = {}
-        self.prefill_end_s: dict[int, float] = {}
-        self.kv_ready_s: dict[int, float] = {}
         self.cached_tokens: dict[int, int] = {}
         self.looked_up_tokens = self.saved_tokens = 0
+        self.transfers, self.transfer_s = 0, 0.0   # KV transfers that arrived, and their time summed
         self.shared: deque[PrefillJob] = deque()   # the `pull` router's one queue
         self.replicas = [PrefillReplica(env, i, self, self.shared if spec.router == "pull" else deque())
                          for i in range(spec.replicas)]
@@ -213,7 +218,9 @@ class PrefillPool:
         return loads.index(min(loads))
 
     def ready(self, job: PrefillJob) -> None:
-        self.kv_ready_s[job.rid] = self.env.now
+        self.log.stamp("kv_ready_s", job.rid, self.env.now)
+        self.transfers += 1
+        self.transfer_s += self.env.now - job.prefilled_s
         self.on_ready(job.rid, job.first)
 
     # ---- records -----------------------------------------------------------------------------
@@ -222,10 +229,9 @@ class PrefillPool:
         return frame.astype({"prefill_replica": np.int64, "requests": np.int64, "prompt_tokens": np.int64})
 
     def request_columns(self, n: int) -> dict[str, np.ndarray]:
-        """Per-request pool columns for requests.csv (NaN / -1 where a request never got there)."""
+        """Per-request pool columns for requests.csv (-1 / 0 where a request never got there); the stage marks
+        (prefill_start_s, prefill_end_s, kv_ready_s) are the request log's, as in every mode."""
         return {"prefill_replica": column(self.prefill_replica, n, -1, np.int64),
-                "prefill_end_s": column(self.prefill_end_s, n, np.nan, float),
-                "kv_ready_s": column(self.kv_ready_s, n, np.nan, float),
                 "cached_prompt_tokens": column(self.cached_tokens, n, 0, np.int64)}
 
     def cache_fields(self) -> dict[str, Any]:
@@ -253,14 +259,13 @@ def prefill_summary(pool: PrefillPool, steps: pd.DataFrame, warmup_s: float, win
     """The pool's figures over the measurement window, and its prefix cache's over the run."""
     spec = pool.spec
     busy = steps[steps["end_s"] > warmup_s]
-    ready = np.array([pool.kv_ready_s[r] - pool.prefill_end_s[r] for r in pool.kv_ready_s])
     return {
         "prefill_replicas": spec.replicas,
         "prefill_steps": len(steps),
         "mean_prefill_step_ms": float(busy["step_ms"].mean()) if len(busy) else float("nan"),
         "mean_prefill_batch_tokens": float(busy["prompt_tokens"].mean()) if len(busy) else float("nan"),
         "prefill_busy_share": float(busy["step_ms"].sum()) / 1000.0 / window_s / spec.replicas,
-        "mean_kv_transfer_ms": float(ready.mean() * 1000.0) if ready.size else float("nan"),
+        "mean_kv_transfer_ms": pool.transfer_s / pool.transfers * 1000.0 if pool.transfers else float("nan"),
         "kv_bytes_per_token": int(pool.kv_bytes_per_token),
         **pool.cache_fields(),
     }

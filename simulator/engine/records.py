@@ -23,11 +23,16 @@ REJECT_REASONS = (KV_CAPACITY,)  # why a request may be rejected; the summary co
 
 REQUEST_FIELDS: dict[str, type] = {
     "arrival_s": float, "prompt_tokens": np.int64, "output_tokens": np.int64, "domain": np.int64,
-    "replica": np.int64, "admitted_s": float, "first_token_s": float, "finish_s": float,
+    "replica": np.int64, "prefill_start_s": float, "prefill_end_s": float, "kv_ready_s": float,
+    "admitted_s": float, "first_token_s": float, "finish_s": float,
     "generated_tokens": np.int64, "steps": np.int64, "accepted_tokens": np.int64,
     "verified_tokens": np.int64, "preemptions": np.int64, "status": np.int64,
     "acceptance_offset": float,
 }
+
+# TTFT's parts, in order: each ends at a stage mark (`ttft_parts`); together they are first_token_s − arrival_s
+TTFT_PARTS = ("ttft_queue_s", "ttft_prefill_s", "ttft_transfer_s", "ttft_decode_wait_s", "ttft_first_step_s")
+
 
 class StepRecord(NamedTuple):
     """One engine step, as steps.csv has it."""
@@ -155,6 +160,13 @@ class RequestLog:
         c["accepted_tokens"][rids] += accepted
         c["verified_tokens"][rids] += verified
 
+    def stamp(self, name: str, rids: int | np.ndarray, now: float) -> None:
+        """Mark `name` (a stage's time) at `now` for the requests that have not passed it yet: a stage a
+        preempted request goes through again keeps the time of its first pass."""
+        column = self.columns[name]
+        ids = np.atleast_1d(rids)
+        column[ids[np.isnan(column[ids])]] = now
+
     def reject(self, rid: int, reason: str, detail: str) -> None:
         """Request `rid` is turned away for `reason` (one of REJECT_REASONS); requests.csv reads "reason: detail"."""
         if reason not in REJECT_REASONS:
@@ -172,10 +184,33 @@ class RequestLog:
         df["status"] = np.array(STATUS_NAMES, dtype=object)[df["status"].to_numpy()]
         df["reject_reason"] = [self.reject_reason.get(i, "") for i in range(n)]
         df["ttft_s"] = df["first_token_s"] - df["arrival_s"]
+        for name, part in zip(TTFT_PARTS, ttft_parts(df), strict=True):
+            df[name] = part
         span = df["finish_s"] - df["first_token_s"]
         with np.errstate(divide="ignore", invalid="ignore"):
             df["tps_user"] = np.where(span > 0, (df["output_tokens"] - 1) / span, np.nan)
         return df
+
+
+def ttft_parts(requests: pd.DataFrame) -> np.ndarray:
+    """TTFT's parts (TTFT_PARTS) per request, in seconds: the gaps between its stage marks
+
+        arrival → prefill_start_s    queue: waiting for its prefill to start
+                → prefill_end_s      prefill: its prompt's KV computed
+                → kv_ready_s         transfer: the KV at the decode side (a prefill pool's link)
+                → max(admitted_s, kv_ready_s)   decode wait: until a decode slot holds it with its KV
+                → first_token_s      first step: the decode step that emits its first token
+
+    each mark cut at the first token, so a stage after it (a decode slot when the prefill stage
+    streams the first token; chunked prefill's admission, which comes before its prefill) adds
+    nothing, and the parts sum to first_token_s − arrival_s. NaN until the request has a first token.
+    """
+    first = requests["first_token_s"].to_numpy(dtype=float)
+    ready = requests["kv_ready_s"].to_numpy(dtype=float)
+    marks = np.vstack([requests["arrival_s"].to_numpy(dtype=float), requests["prefill_start_s"].to_numpy(dtype=float),
+                       requests["prefill_end_s"].to_numpy(dtype=float), ready,
+                       np.fmax(requests["admitted_s"].to_numpy(dtype=float), ready), first])
+    return np.diff(np.minimum(marks, first), axis=0)
 
 
 class ChunkLog:

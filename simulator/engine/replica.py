@@ -5,17 +5,21 @@
 The loop is the one every driver runs (specplan.simulator.engine.step.serve),
 this replica its driver, each step priced: its duration is the quote the policy's Θ read (drafting + verify at
 B and the batch's KV context + host time + the scheduling overhead the
-policy pays). Prefill is either disaggregated (a FIFO prefill stage at
-tokens_per_s in front of the decode queue; the first token comes from
-prefill) or chunked (prompt chunks share the decode step's token budget,
-in the core). Preempted requests go back to the head of the queue
-(chunked) or through the prefill stage again to recompute their prompt and
-generated tokens (disaggregated).
-
-With a prefill pool (specplan.simulator.engine.prefill, given at
-construction) a replica is a decode replica only: `receive` takes a request
-whose KV has arrived, with no token yet, and the end of its first decode
-step is its first token; a preempted request goes back through the pool.
+policy pays). Prefill is either chunked (prompt chunks share the decode
+step's token budget, in the core; a prompt's last chunk emits its first
+token) or disaggregated: a FIFO prefill stage at tokens_per_s in front of
+the decode queue, or a prefill pool (specplan.simulator.engine.prefill,
+given at construction) whose requests `receive` takes when their KV has
+arrived. Either way a request's KV reaches the decode queue with no token
+yet, and the end of its first decode step is its first token, as in the
+engines' disaggregated serving, where the client streams from the decode
+side; with `engine.prefill.first_token: prefill` the stage's end is the
+first token instead (`prefill_done`). A preempted request goes back to the head of the queue
+(chunked) or through prefill again to recompute its prompt and generated
+tokens (disaggregated); evicted before its first token, it still awaits it.
+The stage marks of TTFT's parts (`records.ttft_parts`) are stamped where
+each stage ends: here for the fixed-rate stage, in the pool and the core
+for theirs.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ class Replica:
         self.prefill_pool = prefill_pool
         self.prefill_free_at = 0.0
         self.in_prefill = 0
-        self.awaiting_first = 0    # received from a prefill pool, first token not yet emitted
+        self.awaiting_first = 0    # KV received from disaggregated prefill, first token not yet emitted
         self.decoding: np.ndarray | None = None  # a step's decoding ids, while some await their first token
         self.wake: simpy.Event | None = None
         env.process(self.run())
@@ -70,26 +74,33 @@ class Replica:
         """Disaggregated prefill: a FIFO stage at tokens_per_s, then the decode queue."""
         assert self.config.prefill_tokens_per_s is not None
         now = self.env.now
-        done_at = max(now, self.prefill_free_at) + tokens / self.config.prefill_tokens_per_s
-        self.prefill_free_at = done_at
+        start = max(now, self.prefill_free_at)
+        self.prefill_free_at = done_at = start + tokens / self.config.prefill_tokens_per_s
         self.in_prefill += 1
         self.log["status"][rid] = PREFILL
+        self.log.stamp("prefill_start_s", rid, start)
         event = self.env.timeout(done_at - now)
         event.callbacks.append(lambda _e: self.prefill_done(rid, first))
 
     def prefill_done(self, rid: int, first: bool) -> None:
+        """The stage's KV is at this replica at once; the first token is the decode's (`first_tokens`), or the
+        stage's own with `engine.prefill.first_token: prefill`."""
         self.in_prefill -= 1
-        log = self.log
-        if first:
-            log["first_token_s"][rid] = self.env.now
+        log, now = self.log, self.env.now
+        log.stamp("prefill_end_s", rid, now)
+        log.stamp("kv_ready_s", rid, now)
+        if first and self.config.stage_first_token:
+            log["first_token_s"][rid] = now
             log["generated_tokens"][rid] = 1
             if log["output_tokens"][rid] <= 1:
                 self.finish(np.array([rid]))
                 return
-        self.enqueue(rid)
+            first = False
+        self.receive(rid, first)
 
     def receive(self, rid: int, first: bool) -> None:
-        """A request whose KV a prefill pool has delivered; its first token comes from its first step."""
+        """A request whose KV has reached this replica (from the prefill stage or a pool); `first`: its first
+        token comes from its first decode step."""
         self.log["replica"][rid] = self.index
         self.awaiting_first += first
         self.enqueue(rid)
@@ -113,8 +124,8 @@ class Replica:
         return self.wake
 
     def planned(self, plan: StepPlan) -> None:
-        """Before a step's time passes: the ids it decodes, while some await their first token (a pool's
-        requests get it at the end of their first step)."""
+        """Before a step's time passes: the ids it decodes, while some await their first token (disaggregated
+        prefill's requests get it at the end of their first step)."""
         if self.awaiting_first:
             self.decoding = self.core.batch.rids[plan.rows].copy()
 
@@ -129,7 +140,7 @@ class Replica:
                 self.requeue(rid)
 
     def first_tokens(self, ids: np.ndarray) -> None:
-        """Requests from a prefill pool that decoded their first step: their first token is now."""
+        """Requests that decoded their first step after disaggregated prefill: their first token is now."""
         first = self.log["first_token_s"]
         fresh = ids[np.isnan(first[ids])]
         first[fresh] = self.env.now
@@ -148,9 +159,9 @@ class Replica:
             self.enqueue(rid, front=True)
             return
         tokens = int(self.log["prompt_tokens"][rid] + self.log["generated_tokens"][rid])
-        if self.prefill_pool is not None:  # a request evicted before its first token still awaits it
-            first = bool(np.isnan(self.log["first_token_s"][rid]))
-            self.awaiting_first -= first
+        first = bool(np.isnan(self.log["first_token_s"][rid]))  # evicted before its first token: still awaits it
+        self.awaiting_first -= first
+        if self.prefill_pool is not None:
             self.prefill_pool.submit(rid, tokens, None, first=first)
-            return
-        self.start_prefill(rid, tokens, first=False)
+        else:
+            self.start_prefill(rid, tokens, first)

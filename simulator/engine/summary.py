@@ -2,23 +2,25 @@
 
 The measurement window is (warmup_s, end of run], or (warmup_s, the trace's
 end] when a trace ran out before the horizon (`window_end_s`: its idle tail
-would dilute throughput; the run goes on so its requests finish). Throughput counts tokens
-emitted inside the window (decode steps ending in it, plus first tokens from
-disaggregated prefill); per-request statistics use requests that arrived
-after warmup and completed; per-step statistics use steps ending in the
-window. Counts of requests (arrived, completed, running, rejected) cover the
-whole run, so that they add up (conservation).
+would dilute throughput; the run goes on so its requests finish). Throughput
+counts tokens emitted inside the window (decode steps ending in it, plus
+first tokens the fixed-rate prefill stage emits with `first_token: prefill`);
+per-request statistics use requests that arrived after warmup and completed;
+per-step statistics use steps ending in the window. Counts of requests
+(arrived, completed, running, rejected) cover the whole run, so that they
+add up (conservation).
 
 `mean_accepted_per_step` is τ pooled over proposals, as published figures
 are (DESIGN.md §1): Σ (accepted + 1) over request-steps / request-steps.
 
 Inter-token latency (ITL) is read from the per-step emissions (the
 `ChunkLog`): a request's inter-token latencies are its step gaps, the time
-from its first token to the end of the first decode step that gave it
+from its first token to the end of the next decode step that gave it
 tokens, then from each such step to the next (a step that emits accepted + 1
 tokens is one gap, as a streaming client sees it and as `vllm bench serve`
-counts ITL). `itl_*_ms` pool the gaps of every measured completed request
-(arrived after warmup) and take numpy's mean and linear percentiles.
+counts ITL; a decode step that emits the first token opens the stream: no
+gap). `itl_*_ms` pool the gaps of every measured completed request (arrived
+after warmup) and take numpy's mean and linear percentiles.
 
 `summarize` assembles the parts; each part takes only what it needs.
 """
@@ -75,11 +77,9 @@ def summarize(scenario: Scenario, requests: pd.DataFrame, steps: pd.DataFrame, e
     gpus_decode = replicas * scenario.hardware.gpus_per_replica
     pool = scenario.cluster.prefill
     gpus = gpus_decode + (pool.gpus if pool is not None else 0)
-    # the fixed-rate prefill stage emits first tokens; a prefill pool leaves them to the first decode step
-    disaggregated = scenario.engine.prefill.KIND == "disaggregated" and pool is None
     summary = {
         **policy_fields(scenario.policy.name),
-        **throughput_fields(requests, in_window, window, gpus, disaggregated),
+        **throughput_fields(requests, in_window, window, gpus, scenario.engine.prefill.stage_first_token),
         **user_fields(requests, window),
         **itl_fields(requests, window, chunks),
         **request_counts(requests),
@@ -124,9 +124,11 @@ def policy_fields(name: str) -> dict[str, Any]:
 
 
 def throughput_fields(requests: pd.DataFrame, in_window: pd.DataFrame, window: Window, gpus: int,
-                      disaggregated: bool) -> dict[str, Any]:
+                      stage_first_token: bool) -> dict[str, Any]:
+    """Tokens emitted in the window: by the engine's steps, and first tokens the prefill stage emitted
+    (`engine.prefill.first_token: prefill`; otherwise a decode step emits them)."""
     prefill_first = 0
-    if disaggregated:
+    if stage_first_token:
         first = requests["first_token_s"]
         prefill_first = int(((first > window.warmup_s) & (first <= window.end_s)).sum())
     tokens = int(in_window["emitted_tokens"].sum()) + prefill_first
@@ -168,7 +170,8 @@ def itl_fields(requests: pd.DataFrame, window: Window, chunks: ChunkLog | None) 
 def step_gaps(measured: pd.DataFrame, chunks: ChunkLog) -> np.ndarray:
     """Every gap between a measured request's successive emissions (its first token, then each step):
     each chunk's time minus the request's previous emission (`ChunkLog` tracks it; the first token's
-    time for its first chunk)."""
+    time for its first chunk). The chunk of the step that emitted the first token (a decode step after
+    disaggregated prefill) is that token's own: no gap."""
     times, rids, previous = chunks.emissions()
     if not len(measured) or not rids.size:
         return np.zeros(0)
@@ -176,7 +179,7 @@ def step_gaps(measured: pd.DataFrame, chunks: ChunkLog) -> np.ndarray:
     first_token = np.full(int(max(ids.max(), rids.max())) + 1, np.nan)
     first_token[ids] = measured["first_token_s"].to_numpy(dtype=float)
     start = first_token[rids]
-    keep = ~np.isnan(start)
+    keep = times > start  # False for requests not measured (NaN) and for the first token's own chunk
     since = np.where(np.isnan(previous), start, previous)
     return times[keep] - since[keep]
 

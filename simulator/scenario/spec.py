@@ -70,12 +70,29 @@ class Cluster:
 
 @dataclass(frozen=True)
 class DisaggregatedPrefill:
-    """Prefill on separate workers: TTFT = queueing + prompt / tokens_per_s."""
+    """Prefill on separate workers: a FIFO stage at tokens_per_s, its KV at the decode engine when it ends.
+
+    `first_token` is where the client's first token comes from:
+    `decode` (the default, as a prefill pool has it): the decode engine's first step for the
+    request, so TTFT = queueing + prefill + the wait for a decode slot + that step (SGLang's PD
+    mode, Dynamo and vLLM's disaggregated proxies stream from the decode side, which holds the
+    request before its KV arrives); `prefill`: the stage's end, before a decode slot holds the
+    request (an early TensorRT-LLM disaggregated server streamed the context server's token first).
+    """
 
     KIND: ClassVar[str] = "disaggregated"
     TAG: ClassVar[str] = "mode"
     tokens_per_s: float = num(gt=0, doc="prompt tokens the prefill stage computes per second (a FIFO stage "
                               "that costs no GPUs)", unit="tokens/s", example=40000)
+    first_token: Literal["decode", "prefill"] = num(
+        "decode", doc="where a request's first token comes from: decode, the first decode step once a slot holds "
+                      "the request (TTFT includes the wait for it); prefill, the stage's end (an early TensorRT-LLM "
+                      "disaggregated server)")
+
+    @property
+    def stage_first_token(self) -> bool:
+        """The stage emits each request's first token, outside any engine step."""
+        return self.first_token == "prefill"
 
 
 @dataclass(frozen=True)
@@ -101,6 +118,11 @@ class ChunkedPrefill:
     profile: str | None = num(None, doc="the prefill (context-phase) profile that prices a separate prefill "
                               "batch: a built-in name or a file (default: the decode profile at its tokens)",
                               example="b200-deepseek-v4-flash-tp4-sglang-prefill")
+
+    @property
+    def stage_first_token(self) -> bool:
+        """No stage apart from the engine's steps: a request's last prompt chunk emits its first token."""
+        return False
 
 
 Prefill = Annotated[DisaggregatedPrefill | ChunkedPrefill, Tagged("mode")]
@@ -281,3 +303,6 @@ def validate_pool_engine(engine: Engine) -> None:
     if prefill.tokens_per_s != NO_PREFILL_STAGE.tokens_per_s:
         raise ScenarioError("engine.prefill.tokens_per_s", "the fixed-rate prefill stage and a cluster.prefill "
                             "pool exclude each other; remove engine.prefill")
+    if prefill.stage_first_token:
+        raise ScenarioError("engine.prefill.first_token", "a cluster.prefill pool's requests get their first token "
+                            "from their first decode step; remove engine.prefill")
