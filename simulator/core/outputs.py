@@ -74,7 +74,7 @@ tps_user_mean* | tokens/s | mean over completed requests that arrived after warm
 tps_user_p10* | tokens/s | 10th percentile of the same per-request tokens/s/user (the slowest 10% of users)
 tps_user_p50* | tokens/s | median per-request tokens/s/user
 tps_user_p90* | tokens/s | 90th percentile per-request tokens/s/user
-ttft_p50_s* | s | median time to first token of requests that arrived after warmup
+ttft_p50_s* | s | median time to first token of requests that arrived after warmup: arrival → the decode step that emits it (or the prefill stage's end with engine.prefill.first_token: prefill); requests.csv's ttft_* columns give its parts
 ttft_p90_s | s | 90th percentile time to first token
 ttft_p99_s* | s | 99th percentile time to first token
 requests_completed_in_window | requests | completed requests that arrived after warmup (what the tokens/s/user statistics read)
@@ -119,7 +119,7 @@ prefill_steps | steps | prefill steps over the run
 mean_prefill_step_ms | ms | mean prefill step time in the window
 mean_prefill_batch_tokens | tokens | mean new prompt tokens per prefill step in the window
 prefill_busy_share | share | prefill busy time / window / prefill replicas
-mean_kv_transfer_ms | ms | mean time from a prompt's prefill end to its KV at decode (link queueing included)
+mean_kv_transfer_ms | ms | mean over every KV transfer that arrived (a preempted request's second included) of prefill end → KV at decode, link queueing included
 kv_bytes_per_token | bytes | KV bytes one token moves over the link
 prefix_cache_hit_rate | share | prompt tokens the prefix cache let prefill skip / prompt tokens looked up
 prefix_cache_block_hit_rate | share | cached blocks found / blocks looked up
@@ -206,8 +206,14 @@ reject_reason | — | why it was rejected (kv_capacity: ...), empty otherwise
 ttft_s | s | first_token_s − arrival_s
 tps_user | tokens/s | (output_tokens − 1) / (finish_s − first_token_s)
 prefill_replica | — | with a prefill pool: the prefill replica that computed its prompt (-1: none)
-prefill_end_s | s | with a prefill pool: when its prefill ended
-kv_ready_s | s | with a prefill pool: when its KV reached the decode pool
+prefill_start_s | s | when its prefill started (first pass): the fixed-rate stage or a pool replica took it; chunked prefill: the engine admitted it; NaN until then
+prefill_end_s | s | when its prompt's KV was computed (first pass; chunked: the step that computed its last chunk ended)
+kv_ready_s | s | when its KV was at the decode side (a pool: after the link; fixed rate and chunked: = prefill_end_s)
+ttft_queue_s | s | TTFT's first part: arrival → prefill_start_s (each part is cut at first_token_s; the five add up to ttft_s)
+ttft_prefill_s | s | prefill_start_s → prefill_end_s
+ttft_transfer_s | s | prefill_end_s → kv_ready_s (0 but behind a prefill pool)
+ttft_decode_wait_s | s | kv_ready_s → a decode slot holds it with its KV (max(admitted_s, kv_ready_s))
+ttft_first_step_s | s | → first_token_s: the decode step that emitted its first token (with any step the token budget deferred it)
 cached_prompt_tokens | tokens | with a prefill pool: prompt tokens its prefill skipped thanks to the prefix cache
 """)
 
