@@ -1,9 +1,9 @@
-# The two commands of the README. Both build .venv from scratch on a fresh machine.
+# The two commands of the README (make demo, make test). Both build .venv from scratch on a fresh machine.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast browser lint bench clean
+.PHONY: demo test test-fast docs browser lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 # torch is pinned to the CPU build that lies on this project's machines.
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[dev,profile,ray,aic]"
+	$(BIN)/pip install -q -e ".[dev,profile,ray,aic,docs]"
 	touch $@
 
 demo: $(VENV)/.installed
@@ -29,7 +29,8 @@ browser:
 	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1; } \
 	  || echo "chromium not installed: the report's browser check will be skipped"
 
-# The suite, and the linters that CI enforces through it (ruff, mypy).
+# The suite, and the linters that CI enforces through it (ruff, mypy); the suite builds the manual
+# strictly (tests/test_docs.py) and runs its runnable examples.
 test: $(VENV)/.installed-dev browser lint
 	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest -q -n 2
 
@@ -37,6 +38,10 @@ test: $(VENV)/.installed-dev browser lint
 # SIGINT, Chromium, Ray, torch forwards, benchmarks, long statistical checks, whole plans).
 test-fast: $(VENV)/.installed-dev
 	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest -q -n 2 -m "not slow"
+
+# The manual (mkdocs.yml): strict, every warning an error; reference pages are generated at build.
+docs: $(VENV)/.installed-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # mypy reads the package as it installs (specplan.<folder>, pyproject's package-dir):
 # build/typecheck/specplan is a tree of links to the repository's folders.
@@ -53,4 +58,4 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/demo_time.py
 
 clean:
-	rm -rf $(VENV) out
+	rm -rf $(VENV) out site build

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from reference import bracketed
 
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.batch import ALL
@@ -89,9 +90,14 @@ def main() -> None:
                                 time_reading_draws),
                                ("outcomes only (fixed-length policies)", fixed, time_fixed_draws)):
         timer(core, 50)  # warm-up
-        runs = [timer(core, args.steps) for _ in range(args.repeats)]
-        print(f"{label}: R={args.requests}, γ={args.block}: {statistics.median(runs):.1f} µs/step "
-              f"(median of {args.repeats} × {args.steps} steps; min {min(runs):.1f}, max {max(runs):.1f})")
+        bracketed_runs = [bracketed(lambda c=core, t=timer: t(c, args.steps)) for _ in range(args.repeats)]
+        runs = [us for us, _ in bracketed_runs]
+        us = statistics.median(runs)
+        steps = statistics.median(us * reference / 1e6 for us, reference in bracketed_runs)
+        reference = statistics.median(reference for _, reference in bracketed_runs)
+        print(f"{label}: R={args.requests}, γ={args.block}: {us:.1f} µs/step "
+              f"(median of {args.repeats} × {args.steps} steps; min {min(runs):.1f}, max {max(runs):.1f}; "
+              f"{steps:.2f} reference steps; reference {reference:,.0f} steps/s)")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ asynchronous policy plans from its two-step-old snapshot and the learning
 policies have history. The reference is `numpy.sort` of the same R·γ
 survival values, warmed up the same way as the policies (its first calls
 are not timed either). Goal: dspark-greedy and dspark-async within 5× of
-that sort. Prints the median over `--repeats` timing rounds.
+that sort. Prints the median over `--repeats` timing rounds, and each
+decision in the machine's reference steps (benchmarks/reference.py,
+measured in the same process).
 
     .venv/bin/python benchmarks/policy_speed.py [--requests 256] [--block 7] [--repeats 7]
 """
@@ -19,6 +21,7 @@ import statistics
 import time
 
 import numpy as np
+from reference import bracketed
 
 from specplan.policies.admission import survival
 from specplan.policies.base import OracleView, SpsTable, StepOutcome, StepView
@@ -91,11 +94,12 @@ def main() -> None:
     args = ap.parse_args()
     sort_us = statistics.median(time_sort(args.requests, args.block) for _ in range(args.repeats))
     print(f"R = {args.requests}, γ = {args.block}: numpy.sort of {args.requests * args.block} values "
-          f"{sort_us:.1f} µs (median of {args.repeats} rounds)")
-    print(f"  {'policy':<16}{'µs/decision':>12}{'× sort':>9}")
+          f"{sort_us:.1f} µs (median of {args.repeats} rounds); reference steps measured around each policy")
+    print(f"  {'policy':<16}{'µs/decision':>12}{'× sort':>9}{'reference steps':>17}")
     for name in POLICIES:
-        us = statistics.median(time_policy(name, args.requests, args.block) for _ in range(args.repeats))
-        print(f"  {name:<16}{us:>12.1f}{us / sort_us:>9.1f}")
+        us, reference = bracketed(lambda n=name: statistics.median(time_policy(n, args.requests, args.block)
+                                                                   for _ in range(args.repeats)))
+        print(f"  {name:<16}{us:>12.1f}{us / sort_us:>9.1f}{us * reference / 1e6:>17.2f}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ and token spread 0.3, perfect confidences), 600 simulated seconds, in one
 process (one core). Two policies on the same workload: `static` length 3
 (fixed lengths: no confidences, no per-step decision) and `dspark-async`
 (confidences and a global search every step). Prints, per policy, the
-median of `--repeats` runs of each rate.
+median of `--repeats` runs of each rate, and the median over runs of the
+tokens rate as a ratio to the machine's reference rate measured in the same
+process around each run (benchmarks/reference.py: simulated tokens per
+reference step).
 
     .venv/bin/python benchmarks/sim_speed.py [--repeats 3] [--duration 600] [--policy static --policy dspark-async]
         [--output-median 300]   (longer outputs: fewer arrivals and retirements per step, the engine's step alone)
@@ -19,6 +22,8 @@ import copy
 import statistics
 import time
 from pathlib import Path
+
+from reference import bracketed
 
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
@@ -69,10 +74,13 @@ def main() -> None:
     print(f"workload: 8 replicas x 64 closed-loop users, MTP-style drafter γ = 3, outputs median "
           f"{args.output_median:g} tokens, {args.duration:g} simulated s; median of {args.repeats} runs")
     for policy in args.policy or list(POLICIES):
-        runs = [rates(policy, args.duration, args.output_median) for _ in range(args.repeats)]
-        tokens, steps, sim = (statistics.median(r[i] for r in runs) for i in range(3))
+        runs = [bracketed(lambda p=policy: rates(p, args.duration, args.output_median)) for _ in range(args.repeats)]
+        tokens, steps, sim = (statistics.median(r[i] for r, _ in runs) for i in range(3))
+        ratio = statistics.median(r[0] / reference for r, reference in runs)
+        reference = statistics.median(reference for _, reference in runs)
         print(f"  {policy:<13} {tokens:>12,.0f} simulated output tokens/s  {steps:>9,.0f} engine steps/s  "
-              f"{sim:>6.1f} simulated s/s")
+              f"{sim:>6.1f} simulated s/s  ({ratio:.1f} tokens per reference step; reference "
+              f"{reference:,.0f} steps/s)")
 
 
 if __name__ == "__main__":

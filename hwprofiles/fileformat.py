@@ -29,7 +29,7 @@ alone (the parts that do not read the KV cache; `StepProfile.extra["parts"]`):
     tokens,router_ms,routed_experts_ms,...,overlap_hidden_ms
     1,0.18,1.95,...
 
-over the same token counts as the main table. A file without it reads as before.
+over the same token counts as the main table; the table is optional.
 """
 
 from __future__ import annotations
@@ -47,6 +47,18 @@ from specplan.hwprofiles.profile import EXTRAPOLATIONS, StepProfile
 
 FORMAT = "specplan-profile/1"
 REQUIRED_PROVENANCE = ("device", "model", "source", "statistic")
+# header lines specplan reads beyond the required four (the rest is provenance for the reader)
+READ_PROVENANCE = {
+    "kv_capacity_tokens": "the KV tokens one replica holds (its leading integer): engine.kv_capacity_tokens's "
+                          "default and upper bound",
+    "source": "an AIConfigurator-derived file (source starting 'NVIDIA AIConfigurator') lets engine.host and "
+              "engine.budget resolve `auto` from its backend",
+    "backend": "the engine the tables were measured under ('vllm 0.24.0'): sets the host time of speculating "
+               "steps and vLLM's truncating budget rule when they are `auto`",
+    "phase": "'prefill' marks a prefill-step profile, the only kind cluster.prefill.profile and engine.prefill.profile accept",
+    "model": "the checkpoint id the launch lines serve (its first word)",
+    "parallelism": "TP / EP / DP degrees the launch lines pass ('TP8 EP8 DP1 (8 GPUs)')",
+}
 DATA_DIR = Path(__file__).resolve().parent / "data"
 RESERVED_KEYS = ("format", "name", "extrapolation")
 PARTS_MARKER = "# table: parts"

@@ -40,7 +40,10 @@ class MTP1(FixedLengthPolicy):
 
 @dataclass(frozen=True)
 class StaticParams:
-    length: int | None = bounded(None, ge=0, verify_length=True)
+    """`policy.params` of static: how many drafts every request verifies."""
+
+    length: int | None = bounded(None, ge=0, verify_length=True, doc="drafts verified per request per step "
+                                 "(default: the whole block)", unit="tokens")
 
 
 class Static(FixedLengthPolicy):

@@ -42,11 +42,14 @@ from specplan.policies.history import AcceptanceHistory
 class BypassParams:
     """`policy.params.bypass` of the DSpark policies."""
 
-    acceptance_below: float = bounded(0.35, gt=0, lt=1)
-    min_trials: int = bounded(4, ge=1)
-    skip_steps: int = bounded(32, ge=1)
-    window_steps: int = bounded(16, ge=1)
-    scope: Literal["request", "batch"] = "batch"
+    acceptance_below: float = bounded(0.35, gt=0, lt=1, doc="a request is hard when its recent acceptance is "
+                                      "below this", unit="probability")
+    min_trials: int = bounded(4, ge=1, doc="drafts a request must have had verified before it can be judged hard",
+                              unit="drafts")
+    skip_steps: int = bounded(32, ge=1, doc="steps drafting is skipped once bypassed", unit="steps")
+    window_steps: int = bounded(16, ge=1, doc="steps of acceptance the judgement reads", unit="steps")
+    scope: Literal["request", "batch"] = bounded("batch", doc="batch: skip drafting only when every request of the "
+                                                 "step is hard; request: skip each hard request's drafting")
 
 
 class DraftingBypass:

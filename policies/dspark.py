@@ -79,18 +79,20 @@ from specplan.policies.bypass import BypassParams, DraftingBypass
 class DSparkParams:
     """`policy.params` of dspark-greedy and dspark-global."""
 
-    bypass: BypassParams | None = None
+    bypass: BypassParams | None = bounded(None, doc="a difficulty-aware drafting bypass (the paper's stated future "
+                                          "work)")
 
 
 @dataclass(frozen=True)
 class DSparkAsyncParams:
     """`policy.params` of dspark-async: cold-start length and the optional bypass."""
 
-    cold_length: int = bounded(1, ge=0, verify_length=True)
-    bypass: BypassParams | None = None
-    # what it drafts when its capacity K is known before drafting: `capacity`, min(γ, K) per request (the
-    # same lengths, cheaper drafting when K < γ); `plan`, each request's share of the lagged plan + 1
-    draft_widths: Literal["capacity", "plan"] = "capacity"
+    cold_length: int = bounded(1, ge=0, verify_length=True,
+                               doc="drafts verified per request before two steps of confidences exist", unit="tokens")
+    bypass: BypassParams | None = bounded(None, doc="a difficulty-aware drafting bypass")
+    draft_widths: Literal["capacity", "plan"] = bounded(
+        "capacity", doc="what it drafts once its capacity K is known: capacity, min(γ, K) per request; plan, "
+                        "each request's share of the lagged plan + 1")
 
 
 class DSparkPolicy(Policy):

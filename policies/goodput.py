@@ -25,8 +25,11 @@ from specplan.policies.history import AcceptanceHistory
 
 @dataclass(frozen=True)
 class GoodputParams:
-    prior_acceptance: float = bounded(0.7, gt=0, lt=1)
-    window_steps: int = bounded(16, ge=1)
+    """`policy.params` of goodput: its acceptance estimate before and while it learns."""
+
+    prior_acceptance: float = bounded(0.7, gt=0, lt=1, doc="acceptance assumed before any is observed",
+                                      unit="probability")
+    window_steps: int = bounded(16, ge=1, doc="steps of observed acceptance the estimate reads", unit="steps")
 
 
 class Goodput(Policy):

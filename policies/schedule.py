@@ -1,11 +1,12 @@
-"""Per-batch-size length schedule (TensorRT-LLM `draft_len_schedule`, vLLM `disable_by_batch_size`).
+"""Per-batch-size length schedule (TensorRT-LLM `draft_len_schedule`, vLLM `num_speculative_tokens_per_batch_size`).
 
 `schedule` maps batch-size upper bounds to verification lengths:
 `{4: 4, 8: 2, 32: 1}` verifies 4 drafts per request while the step has at
 most 4 decoding requests, 2 up to 8, 1 up to 32, and none above 32
-(speculation off). vLLM's `disable_by_batch_size: N` is `{N: γ}`. Lengths
-lie within the block size (a longer one is refused at load); the batch size
-is the step's decoding requests. Like the other fixed-length policies it needs no per-step
+(speculation off); vLLM (>= 0.24) takes it as [first, last, length] ranges,
+and its `disable_by_batch_size: N` is `{N: γ}`. Lengths lie within the block
+size (a longer one is refused at load); the batch size is the step's decoding
+requests. Like the other fixed-length policies it needs no per-step
 decision, and the engine defers requests beyond the token budget rather
 than shortening their blocks.
 """
@@ -26,7 +27,9 @@ from specplan.policies.errors import PolicyKeyError
 class LengthScheduleParams:
     """`schedule`: {batch-size upper bound: length}; bounds are whole numbers ≥ 1."""
 
-    schedule: dict[str, int] = bounded(ge=0, verify_length=True)
+    schedule: dict[str, int] = bounded(ge=0, verify_length=True,
+                                       doc="{batch-size upper bound: drafts verified}; none above the last bound",
+                                       unit="tokens", example={4: 4, 8: 2, 32: 1})
 
     def validate(self, path: str) -> None:
         if not self.schedule:

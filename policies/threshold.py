@@ -27,8 +27,10 @@ from specplan.policies.base import Decision, Policy, StepView
 class ThresholdParams:
     """`threshold` θ in (0, 1]; `on`: the per-position confidence c or the prefix survival a."""
 
-    threshold: float = bounded(0.5, gt=0, le=1)
-    on: Literal["confidence", "survival"] = "confidence"
+    threshold: float = bounded(0.5, gt=0, le=1, doc="verify while the quantity stays at or above θ",
+                               unit="probability")
+    on: Literal["confidence", "survival"] = bounded("confidence", doc="the per-position confidence c, or the prefix "
+                                                    "survival a (the product of c up to the position)")
 
 
 class Threshold(Policy):

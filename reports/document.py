@@ -1,8 +1,9 @@
 """A tiny document model rendered twice: self-contained HTML and Markdown.
 
 The report is a list of blocks (heading, paragraph, bullet list, table,
-warning, figure); `to_html` embeds every figure as a base64 PNG so the file
-opens anywhere on its own, `to_markdown` links the PNGs beside it.
+warning, figure, links to the manual); `to_html` embeds every figure as a
+base64 PNG so the file opens anywhere on its own, `to_markdown` links the
+PNGs beside it.
 """
 
 from __future__ import annotations
@@ -49,7 +50,14 @@ class Image:
     svg: Path
 
 
-Block = Heading | Paragraph | Bullets | Table | Callout | Image
+@dataclass(frozen=True)
+class Links:
+    """(text, url) pairs: where the manual explains what the report shows (specplan.reports.manual)."""
+
+    items: tuple[tuple[str, str], ...]
+
+
+Block = Heading | Paragraph | Bullets | Table | Callout | Image | Links
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
@@ -89,6 +97,8 @@ def html_block(block: Block) -> str:
     if isinstance(block, Callout):
         items = "".join(f"<li>{esc(i)}</li>" for i in block.items)
         return f"<div class=\"warn\"><strong>{esc(block.title)}</strong><ul>{items}</ul></div>"
+    if isinstance(block, Links):
+        return "<ul>" + "".join(f"<li><a href=\"{esc(url)}\">{esc(text)}</a></li>" for text, url in block.items) + "</ul>"
     data = base64.b64encode(block.png.read_bytes()).decode("ascii")
     return (f"<figure><img alt=\"{esc(block.title)}\" src=\"data:image/png;base64,{data}\">"
             f"<figcaption><strong>{esc(block.title)}.</strong> {esc(block.caption)}</figcaption></figure>")
@@ -116,6 +126,8 @@ def md_block(block: Block, base: Path) -> str:
         return "\n".join(lines)
     if isinstance(block, Callout):
         return f"> **{block.title}**\n" + "\n".join(f"> - {i}" for i in block.items)
+    if isinstance(block, Links):
+        return "\n".join(f"- [{text}]({url})" for text, url in block.items)
     png = block.png.relative_to(base).as_posix()
     svg = block.svg.relative_to(base).as_posix()
     return f"### {block.title}\n\n![{block.title}]({png})\n\n{block.caption} ([SVG]({svg}))"

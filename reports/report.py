@@ -30,6 +30,7 @@ from specplan.reports.document import (
 )
 from specplan.reports.fidelity import fidelity_blocks
 from specplan.reports.figures import write_figures
+from specplan.reports.manual import SWEEP_PAGES, manual_links
 from specplan.simulator.core.schema import to_plain
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.study.points import SweepDesign
@@ -63,7 +64,7 @@ def write_report(result: Any, out: Path, fidelity_dir: Path | None = None) -> Pa
     blocks += [Image(f.title, f.caption, f.png, f.svg) for f in figures]
     if fidelity_dir is not None:
         blocks += copied_fidelity_blocks(Path(fidelity_dir), out / "figures")
-    blocks += files_blocks()
+    blocks += [*files_blocks(), *manual_links(SWEEP_PAGES)]
     title = f"specplan sweep report: {result.design.base.name}"
     html_path = out / "report.html"
     html_path.write_text(to_html(title, blocks))

@@ -31,6 +31,7 @@ from specplan.reports.document import (
     to_markdown,
 )
 from specplan.reports.figures import DPI, acceptance_figure, colours, frontier_axes, profile_figure
+from specplan.reports.manual import TUNE_PAGES, manual_links
 from specplan.reports.report import report_blocks
 from specplan.simulator.study.export import policy_block, trtllm_block
 from specplan.simulator.study.tune import (
@@ -49,7 +50,8 @@ def write_tune_report(tuned: TunedSchedule, out: Path) -> Path:
     figures_dir.mkdir(parents=True, exist_ok=True)
     blocks = [*schedule_blocks(tuned), *verification_blocks(tuned), Heading("Figures")]
     blocks += [saved(fig, name, title, caption, figures_dir) for name, title, caption, fig in figures(tuned)]
-    blocks += [Heading("The verification sweep"), *report_blocks(tuned.verification), *files_blocks()]
+    blocks += [Heading("The verification sweep"), *report_blocks(tuned.verification), *files_blocks(),
+               *manual_links(TUNE_PAGES)]
     title = f"specplan tune report: {tuned.base.name}"
     html_path = out / "report.html"
     html_path.write_text(to_html(title, blocks))

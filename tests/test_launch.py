@@ -1,9 +1,11 @@
 """The winner's launch configuration: vLLM / SGLang flags and the TensorRT-LLM schedule, checked by hand.
 
 Flag names as the engines' argument parsers spell them (vLLM EngineArgs / SpeculativeConfig methods 'mtp',
-'eagle3', 'dflash'; SGLang ServerArgs --tp-size, --dp-size, --enable-dp-attention, --ep-size,
---speculative-algorithm NEXTN / EAGLE3 / DFLASH, --speculative-num-steps, --speculative-eagle-topk,
---speculative-num-draft-tokens, --disaggregation-mode).
+'eagle3', 'dflash', 'dspark', enable_adaptive_verification (vllm #47808),
+num_speculative_tokens_per_batch_size (vllm #32374); SGLang ServerArgs --tp-size, --dp-size,
+--enable-dp-attention, --ep-size, --speculative-algorithm NEXTN / EAGLE3 / DFLASH / DSPARK,
+--speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens,
+--speculative-dspark-block-size, --disaggregation-mode).
 """
 
 from __future__ import annotations
@@ -64,17 +66,28 @@ def test_disaggregated_dspark_with_dp_attention_on_sglang():
     assert launch.sglang_args("decode") == [
         "python", "-m", "sglang.launch_server", "--model-path", "deepseek-ai/DeepSeek-V4-Flash", "--tp-size", "1",
         "--dp-size", "8", "--enable-dp-attention", "--ep-size", "8", "--max-running-requests", "64",
-        "--disable-radix-cache", "--disaggregation-mode", "decode", "--speculative-algorithm", "DFLASH",
-        "--speculative-draft-model-path", "$DRAFT_MODEL", "--speculative-num-draft-tokens", "3"]
+        "--disable-radix-cache", "--disaggregation-mode", "decode", "--speculative-algorithm", "DSPARK",
+        "--speculative-draft-model-path", "$DRAFT_MODEL", "--speculative-dspark-block-size", "3"]
     assert launch.sglang_args("prefill")[-2:] == ["--disaggregation-mode", "prefill"]  # no drafter on prefill
     decode = launch.vllm_args("decode")
     assert decode[decode.index("--data-parallel-size") + 1] == "8" and "--enable-expert-parallel" in decode
     assert json.loads(decode[decode.index("--kv-transfer-config") + 1]) == {"kv_connector": "NixlConnector",
                                                                             "kv_role": "kv_both"}
     assert json.loads(decode[decode.index("--speculative-config") + 1]) == {
-        "method": "dflash", "model": "$DRAFT_MODEL", "num_speculative_tokens": 3}
+        "method": "dspark", "model": "$DRAFT_MODEL", "num_speculative_tokens": 3, "enable_adaptive_verification": True}
     script = launch.script("sglang")
-    assert "no upstream vLLM or SGLang flag" in script and "# prefill: 3 replica(s) x 8 GPU(s)" in script
+    assert "verifies them whole" in script and "# prefill: 3 replica(s) x 8 GPU(s)" in script
+    assert "PR #47808" in launch.script("vllm") and "vLLM 0.25" in launch.script("vllm")
+
+
+def test_dspark_at_a_fixed_length_runs_without_adaptive_verification():
+    s = scenario(drafter={**BASE["drafter"], "family": "dspark", "confidence": {"kind": "perfect"}},
+                 policy={"name": "static", "params": {"length": 3}})
+    launch = launch_config(s, LLAMA)
+    args = launch.vllm_args("aggregated")
+    assert json.loads(args[args.index("--speculative-config") + 1]) == {
+        "method": "dspark", "model": "$DRAFT_MODEL", "num_speculative_tokens": 3}
+    assert not [line for line in launch.script("vllm").splitlines() if "DSpark" in line]
 
 
 def test_the_script_runs_in_sh_with_the_drafter_expanded(tmp_path):
@@ -97,6 +110,23 @@ def test_a_tuned_schedule_writes_trtllm_yaml():
     assert yaml.safe_load(files["trtllm.yaml"]) == {
         "speculative_config": {"max_draft_len": 3, "draft_len_schedule": {4: 3, 16: 2, 64: 1}}}
     assert "trtllm.yaml" not in launch_files(launch_config(scenario(), LLAMA))
+
+
+def test_a_tuned_schedule_runs_on_vllm_as_batch_size_ranges():
+    s = scenario(policy={"name": "length-schedule", "params": {"schedule": {"4": 3, "16": 2, "64": 1}}},
+                 engine={**BASE["engine"], "max_batch_requests": 128})
+    launch = launch_config(s, LLAMA)
+    args = launch.vllm_args("aggregated")
+    config = json.loads(args[args.index("--speculative-config") + 1])
+    assert config["num_speculative_tokens"] == 3
+    assert config["num_speculative_tokens_per_batch_size"] == [[1, 4, 3], [5, 16, 2], [17, 64, 1], [65, 128, 0]]
+    assert "PR #32374" in launch.script("vllm") and "no per-batch-size length table" in launch.script("sglang")
+
+
+def test_policies_no_engine_runs_say_what_the_line_serves():
+    s = scenario(policy={"name": "goodput"})
+    script = launch_config(s, LLAMA).script("vllm")
+    assert "policy goodput has no flag in vLLM or SGLang: this serves a fixed" in script
 
 
 def test_parallelism_reads_the_provenance_line():

@@ -14,6 +14,7 @@ import pytest
 from specplan.cli.plan_files import write_plan_files
 from specplan.cli.plan_tables import plan_table
 from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.core.outputs import describe
 from specplan.simulator.scenario.load import read_yaml
 from specplan.simulator.scenario.study import Bound, tps_column
 from specplan.simulator.study.keepup import FALLS_BEHIND, KEEPS_UP, TOO_SHORT, judge_backlog
@@ -275,6 +276,8 @@ def test_plan_out_writes_every_probe_and_a_report_and_a_rerun_reuses_them(cli, t
     assert len(list((out / "probes").glob("*.json"))) == 4
     record = json.loads(next((out / "probes").glob("*.json")).read_text())
     assert record["summary"]["keep_up_verdict"] in (KEEPS_UP, FALLS_BEHIND) and "engine" in record["scenario"]
+    assert [c for c in probes.columns if describe("probes.csv", c) is None] == []  # the outputs registry
+    assert [k for k in record["summary"] if describe("probes/KEY.json", k) is None] == []
     assert json.loads((out / "plan.json").read_text())["variants"][0]["replicas"] == 2
     assert "← answer" in (out / "plan.md").read_text()
 

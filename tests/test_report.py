@@ -14,6 +14,7 @@ import pytest
 
 from specplan.reports.cliffs import find_cliffs
 from specplan.reports.figures import FIGURES
+from specplan.reports.manual import MANUAL_URL, SWEEP_PAGES
 from specplan.reports.report import write_report
 from specplan.simulator.study.sweep import run_sweep
 from specplan.validation.fidelity import error_summary
@@ -64,6 +65,14 @@ def test_html_is_self_contained_and_embeds_every_figure(report_dir):
     assert "<link" not in html
     for title in ("What was simulated", "Variants", "SLA comparison", "Figures"):
         assert title in html
+
+
+def test_the_report_links_to_the_guides_that_explain_it(report_dir):
+    html = (report_dir / "report.html").read_text()
+    md = (report_dir / "report.md").read_text()
+    assert "Read more in the manual" in html
+    for _, page in SWEEP_PAGES:
+        assert f'href="{MANUAL_URL}{page}"' in html and f"]({MANUAL_URL}{page})" in md
 
 
 @pytest.mark.slow("renders every report figure (matplotlib)")

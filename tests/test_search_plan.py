@@ -12,6 +12,7 @@ import yaml
 
 from specplan.cli.plan_tables import search_table
 from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.core.outputs import describe
 from specplan.simulator.scenario.study import parse_bound
 from specplan.simulator.study import probe
 from specplan.simulator.study.plan_json import deployment_rows
@@ -130,7 +131,8 @@ def test_the_cli_writes_the_table_csv_figure_and_launch_lines(cli, tmp_path):
     assert "winner: fast / " in out and "vllm serve" in out
     files = {f.name for f in (tmp_path / "out").iterdir()}
     assert {"plan.csv", "plan.json", "plan.md", "plan.png", "launch-vllm.sh", "launch-sglang.sh", "probes"} <= files
-    assert len(pd.read_csv(tmp_path / "out" / "plan.csv")) == 4
+    rows = pd.read_csv(tmp_path / "out" / "plan.csv")
+    assert len(rows) == 4 and [c for c in rows.columns if describe("plan.csv", c) is None] == []
     assert json.loads((tmp_path / "out" / "plan.json").read_text())["winner"].startswith("fast / ")
     assert (tmp_path / "out" / "plan.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -14,7 +14,7 @@ import yaml
 import specplan.simulator.study.points as points_module
 import specplan.simulator.study.sweep as sweep_module
 from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.engine.summary import SUMMARY_KEYS
+from specplan.simulator.core.outputs import contract_keys, describe
 from specplan.simulator.scenario.merge import apply_load, apply_variant, deep_merge
 from specplan.simulator.study.sweep import design_sweep, run_sweep
 
@@ -178,13 +178,15 @@ def test_sweep_writes_points_frontier_comparisons(tmp_path):
     result = run_sweep(tiny(), tmp_path, workers=1)
     points = pd.read_csv(tmp_path / "points.csv")
     assert len(points) == 12
-    assert set(SUMMARY_KEYS) | {"label", "load", "seed"} <= set(points.columns)
+    assert set(contract_keys()) | {"label", "load", "seed"} <= set(points.columns)
     assert points["label"].tolist()[::4] == ["plain", "MTP-1", "static-3"]
     assert len(list((tmp_path / "points").glob("*.json"))) == 12
     frontier = pd.read_csv(tmp_path / "frontier.csv")
     assert set(frontier["label"]) == {"plain", "MTP-1", "static-3"}
     comparisons = pd.read_csv(tmp_path / "comparisons.csv")
     assert len(comparisons) == 6 and set(comparisons["baseline"]) == {"plain"}
+    for name, frame in (("points.csv", points), ("frontier.csv", frontier), ("comparisons.csv", comparisons)):
+        assert [c for c in frame.columns if describe(name, c) is None] == [], name  # the outputs registry
     # speculation verifies more tokens per request-step and emits more per step
     ops = result.operating.set_index(["label", "load"])
     assert ops.loc[("static-3", 8), "mean_verify_tokens_per_request_step"] == pytest.approx(4.0)

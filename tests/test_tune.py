@@ -104,6 +104,8 @@ def test_exports_agree_with_the_length_schedule_policy(tuned, cli):
     assert trt["max_draft_len"] == trt["draft_len_schedule"][keys[0]] == max(trt["draft_len_schedule"].values())
     engine = LengthSchedule(LengthScheduleParams({str(k): v for k, v in result.schedule.items()}), 3)
     assert {int(k): v for k, v in table.items()} == {r: engine.planned_length(r) for r in range(1, 17)}
+    ranges = json.loads((out / "vllm.json").read_text())["num_speculative_tokens_per_batch_size"]
+    assert {r: k for first, last, k in ranges for r in range(first, last + 1)} == {int(k): v for k, v in table.items()}
     merged = deep_merge({k: v for k, v in SMALL.items() if k not in ("sweep", "sla")}, {"policy": policy})
     (folder / "deploy.yaml").write_text(yaml.safe_dump(merged))
     assert cli("check", folder / "deploy.yaml")[0] == 0

@@ -32,7 +32,7 @@ class PoissonArrivals:
     """Open loop: exponential inter-arrival gaps at `rate_per_s`."""
 
     KIND: ClassVar[str] = "poisson"
-    rate_per_s: float = bounded(gt=0)
+    rate_per_s: float = bounded(gt=0, doc="mean arrival rate", unit="requests/s", example=6)
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,8 @@ class GammaArrivals:
     """
 
     KIND: ClassVar[str] = "gamma"
-    rate_per_s: float = bounded(gt=0)
-    cv: float = bounded(gt=0)
+    rate_per_s: float = bounded(gt=0, doc="mean arrival rate", unit="requests/s", example=6)
+    cv: float = bounded(gt=0, doc="coefficient of variation of the gaps (1: Poisson, > 1: bursty)", example=2.0)
 
 
 @dataclass(frozen=True)
@@ -57,10 +57,11 @@ class MmppArrivals:
     """
 
     KIND: ClassVar[str] = "mmpp"
-    rate_on_per_s: float = bounded(gt=0)
-    mean_on_s: float = bounded(gt=0)
-    mean_off_s: float = bounded(gt=0)
-    rate_off_per_s: float = bounded(0.0, ge=0)
+    rate_on_per_s: float = bounded(gt=0, doc="arrival rate in the on state", unit="requests/s", example=20)
+    mean_on_s: float = bounded(gt=0, doc="mean sojourn in the on state (exponential)", example=10)
+    mean_off_s: float = bounded(gt=0, doc="mean sojourn in the off state (exponential)", example=30)
+    rate_off_per_s: float = bounded(0.0, ge=0, doc="arrival rate in the off state (0: silence)",
+                                    unit="requests/s")
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,10 @@ class PiecewiseArrivals:
     """
 
     KIND: ClassVar[str] = "piecewise"
-    times_s: tuple[float, ...] = bounded(ge=0)
-    rates_per_s: tuple[float, ...] = bounded(ge=0)
-    period_s: float = bounded(gt=0)
+    times_s: tuple[float, ...] = bounded(ge=0, doc="segment starts, increasing, the first at 0", example=[0, 3600])
+    rates_per_s: tuple[float, ...] = bounded(ge=0, doc="each segment's arrival rate", unit="requests/s",
+                                             example=[2, 8])
+    period_s: float = bounded(gt=0, doc="the profile repeats every period (86400: daily)", example=7200)
 
     def validate(self, path: str) -> None:
         if len(self.times_s) != len(self.rates_per_s) or not self.times_s:
@@ -100,9 +102,9 @@ class ClosedLoopArrivals:
     """
 
     KIND: ClassVar[str] = "closed_loop"
-    users: int = bounded(ge=1)
-    think_s: float = bounded(0.0, ge=0)
-    think_cv: float = bounded(1.0, ge=0)
+    users: int = bounded(ge=1, doc="users, each with one request in flight or thinking", unit="users", example=64)
+    think_s: float = bounded(0.0, ge=0, doc="mean think time between a user's response and next request")
+    think_cv: float = bounded(1.0, ge=0, doc="coefficient of variation of think times (1: exponential, 0: fixed)")
 
 
 @dataclass(frozen=True)
@@ -122,10 +124,14 @@ class BenchClientArrivals:
     """
 
     KIND: ClassVar[str] = "bench_client"
-    num_prompts: int = bounded(ge=1)
-    max_concurrency: int = bounded(ge=1)
-    warmup_requests: int = bounded(0, ge=0)
-    client: Literal["vllm", "sglang"] = "vllm"
+    num_prompts: int = bounded(ge=1, doc="prompts the benchmark sends (its --num-prompts)", unit="requests",
+                               example=64)
+    max_concurrency: int = bounded(ge=1, doc="requests in flight at most (its --max-concurrency, request rate "
+                                   "inf)", unit="requests", example=16)
+    warmup_requests: int = bounded(0, ge=0, doc="warm-up copies of the first prompt, run before the clock starts",
+                                   unit="requests")
+    client: Literal["vllm", "sglang"] = bounded("vllm", doc="whose client and metrics: vllm bench serve or "
+                                                "sglang.bench_serving")
 
 
 @dataclass(frozen=True)
@@ -143,19 +149,27 @@ class TraceArrivals:
     """
 
     KIND: ClassVar[str] = "trace"
-    path: str = bounded(path=True)
-    format: Literal["azure", "mooncake", "burstgpt", "csv"] = "azure"
-    time_scale: float = bounded(1.0, gt=0)
-    rate_scale: float = bounded(1.0, gt=0)
-    superpose_shift_s: float | None = bounded(None, gt=0)
-    start_s: float = bounded(0.0, ge=0)
-    duration_s: float | None = bounded(None, gt=0)
-    skip_bad_lines: bool = False
-    domain: str | None = None
-    use_lengths: bool = True
-    columns: dict[str, str] = bounded({})
-    time_unit: Literal["s", "ms", "us", "ns", "datetime"] = "s"
-    delimiter: str = ","
+    path: str = bounded(path=True, doc="the trace file (relative to the scenario's folder)",
+                        example="../traces/conv.csv")
+    format: Literal["azure", "mooncake", "burstgpt", "csv"] = bounded("azure", doc="the file's format")
+    time_scale: float = bounded(1.0, gt=0, doc="multiplies every time after the window and rate_scale (2: twice "
+                                "as slow)", unit="factor")
+    rate_scale: float = bounded(1.0, gt=0, doc="< 1 thins the window; > 1 superposes rotated copies of it (burst "
+                                "profile and lengths kept)", unit="factor")
+    superpose_shift_s: float | None = bounded(None, gt=0, doc="copies are rotated by random offsets below this "
+                                              "(default: ten mean gaps)")
+    start_s: float = bounded(0.0, ge=0, doc="the window's start, in trace seconds")
+    duration_s: float | None = bounded(None, gt=0, doc="the window's length, in trace seconds (default: to the "
+                                       "end)")
+    skip_bad_lines: bool = bounded(False, doc="skip and count malformed lines instead of stopping at the first")
+    domain: str | None = bounded(None, doc="every request's acceptance domain (default: drawn from the mix, or a "
+                                 "csv domain column)")
+    use_lengths: bool = bounded(True, doc="prompt and output lengths from the file (false: from prompt_tokens / "
+                                "output_tokens)")
+    columns: dict[str, str] = bounded({}, doc="csv only: which column is timestamp, prompt_tokens, output_tokens, "
+                                      "domain")
+    time_unit: Literal["s", "ms", "us", "ns", "datetime"] = bounded("s", doc="csv only: the timestamp's unit")
+    delimiter: str = bounded(",", doc="csv only: the field delimiter (one character)")
 
     def validate(self, path: str) -> None:
         validate_file_options(self, path)
@@ -164,7 +178,7 @@ class TraceArrivals:
 @dataclass(frozen=True)
 class FixedLength:
     KIND: ClassVar[str] = "fixed"
-    value: int = bounded(ge=1)
+    value: int = bounded(ge=1, doc="every request's length", unit="tokens", example=512)
 
 
 @dataclass(frozen=True)
@@ -172,10 +186,10 @@ class LognormalLength:
     """Lognormal with the given median and log-space sigma, rounded, clipped to [min, max]."""
 
     KIND: ClassVar[str] = "lognormal"
-    median: float = bounded(gt=0)
-    sigma: float = bounded(ge=0)
-    max: int = bounded(1_000_000, ge=1)
-    min: int = bounded(1, ge=1)
+    median: float = bounded(gt=0, doc="the median length", unit="tokens", example=1000)
+    sigma: float = bounded(ge=0, doc="log-space standard deviation", unit="log tokens", example=0.8)
+    max: int = bounded(1_000_000, ge=1, doc="lengths are clipped to at most this", unit="tokens")
+    min: int = bounded(1, ge=1, doc="lengths are clipped to at least this", unit="tokens")
 
     def validate(self, path: str) -> None:
         if self.min > self.max:
@@ -192,14 +206,15 @@ class EmpiricalLength:
     """
 
     KIND: ClassVar[str] = "empirical"
-    path: str = bounded("", path=True)
-    format: Literal["azure", "mooncake", "burstgpt", "csv"] = "azure"
-    field: Literal["prompt", "output"] | None = None
-    values: tuple[int, ...] = bounded((), ge=1)
-    skip_bad_lines: bool = False
-    columns: dict[str, str] = bounded({})
-    time_unit: Literal["s", "ms", "us", "ns", "datetime"] = "s"
-    delimiter: str = ","
+    path: str = bounded("", path=True, doc="a trace file whose lengths are resampled (or give values)")
+    format: Literal["azure", "mooncake", "burstgpt", "csv"] = bounded("azure", doc="the file's format")
+    field: Literal["prompt", "output"] | None = bounded(None, doc="which lengths of the file (default: the role "
+                                                        "this distribution plays)")
+    values: tuple[int, ...] = bounded((), ge=1, doc="lengths to resample instead of a file", unit="tokens")
+    skip_bad_lines: bool = bounded(False, doc="skip and count malformed lines instead of stopping")
+    columns: dict[str, str] = bounded({}, doc="csv only: which column is which role")
+    time_unit: Literal["s", "ms", "us", "ns", "datetime"] = bounded("s", doc="csv only: the timestamp's unit")
+    delimiter: str = bounded(",", doc="csv only: the field delimiter")
 
     def validate(self, path: str) -> None:
         if bool(self.path) == bool(self.values):
@@ -219,7 +234,7 @@ class MixtureLength:
     """
 
     KIND: ClassVar[str] = "mixture"
-    components: dict[str, BaseLengths] = bounded({})
+    components: dict[str, BaseLengths] = bounded({}, doc="a length distribution per domain (math, code, chat)")
 
     def validate(self, path: str) -> None:
         if not self.components:
@@ -234,9 +249,13 @@ Arrivals = (PoissonArrivals | GammaArrivals | MmppArrivals | PiecewiseArrivals |
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    arrivals: Arrivals
-    prompt_tokens: Lengths = FixedLength(value=512)
-    output_tokens: Lengths = FixedLength(value=256)
+    """The requests: when they arrive and how long their prompts and outputs are."""
+
+    arrivals: Arrivals = bounded(doc="the arrival process: poisson, gamma, mmpp, piecewise, closed_loop, trace or "
+                                 "bench_client", example={"kind": "closed_loop", "users": 64})
+    prompt_tokens: Lengths = bounded(FixedLength(value=512), doc="prompt lengths: fixed, lognormal, empirical or a "
+                                     "per-domain mixture")
+    output_tokens: Lengths = bounded(FixedLength(value=256), doc="output lengths, the same forms")
 
     def validate(self, path: str) -> None:
         if isinstance(self.arrivals, TraceArrivals):

@@ -7,7 +7,7 @@ that turn them into numbers live beside them: `acceptance.py`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, ClassVar, Literal
 
 from specplan.hwprofiles import load_profile
@@ -33,12 +33,20 @@ class AcceptanceSpec:
     of one p. Set both to 0 for a homogeneous model.
     """
 
-    preset: str | None = None
-    per_position: dict[str, tuple[float, ...]] | None = None
-    domains: dict[str, float] = num({"chat": 1.0}, ge=0, le=1)
-    request_sigma: float = num(0.7, ge=0)
-    token_sigma: float = num(2.0, ge=0)
-    extrapolate: bool = False  # allow a block_size beyond the preset's fitted range (presets.check_block_size)
+    preset: str | None = num(None, doc="a published acceptance preset (qwen3-4b, qwen3-8b, qwen3-14b, gemma4-12b, "
+                             "deepseek-v3, deepseek-v4-pro, deepseek-v4-pro-nothink, deepseek-v4.1-flash, "
+                             "weak-dspark); give it or per_position")
+    per_position: dict[str, tuple[float, ...]] | None = num(
+        None, doc="your own pooled curves, one per domain: p_k at positions 1, 2, ... (at least block_size of them)",
+        unit="probability")
+    domains: dict[str, float] = num({"chat": 1.0}, ge=0, le=1, doc="the request mix over math, code and chat (sums "
+                                    "to 1); a request's domain sets its curve", unit="share")
+    request_sigma: float = num(0.7, ge=0, doc="spread of acceptance between requests, in logit space (the pooled "
+                               "figures hold at any spread)", unit="logit")
+    token_sigma: float = num(2.0, ge=0, doc="spread of acceptance between steps and positions, in logit space",
+                             unit="logit")
+    extrapolate: bool = num(False, doc="allow a block_size beyond the preset's fitted range (its tail rule "
+                            "continued)")
 
     def validate(self, path: str) -> None:
         if self.preset is not None and self.per_position is not None:
@@ -80,11 +88,15 @@ class ConfidenceSpec:
     0.81–0.91) under realistic acceptance spread. `perfect` ignores them.
     """
 
-    kind: Literal["perfect", "model"] = "perfect"
-    overconfidence: float = num(1.5, gt=0)
-    noise: float = num(0.4, ge=0)
-    calibration: Literal["none", "sts"] = "none"
-    calibration_samples: int = num(20000, ge=100)
+    kind: Literal["perfect", "model"] = num("perfect", doc="perfect: c = p exactly; model: a noisy, sharpened "
+                                            "head")
+    overconfidence: float = num(1.5, gt=0, doc="model: sharpening of the raw head's logit (1 = none)",
+                                unit="factor")
+    noise: float = num(0.4, ge=0, doc="model: the head's estimation noise (sets its ROC-AUC)", unit="logit")
+    calibration: Literal["none", "sts"] = num("none", doc="model: Sequential Temperature Scaling fitted at build "
+                                              "time, or none")
+    calibration_samples: int = num(20000, ge=100, doc="model with sts: draft blocks the calibration is fitted on",
+                                   unit="blocks")
 
 
 @dataclass(frozen=True)
@@ -92,7 +104,7 @@ class FixedLatency:
     """Drafting takes `ms` per engine step whatever the batch."""
 
     KIND: ClassVar[str] = "fixed"
-    ms: float = num(ge=0)
+    ms: float = num(ge=0, doc="drafting time of every engine step, whatever the batch", unit="ms", example=1.2)
 
 
 @dataclass(frozen=True)
@@ -109,10 +121,12 @@ class LayersLatency:
     """
 
     KIND: ClassVar[str] = "layers"
-    target_layers: int = num(ge=1)
-    drafter_layers: float = num(1.0, gt=0)
-    lm_head_fraction: float = num(0.0, ge=0, le=1)
-    markov_head_fraction: float = num(0.005, ge=0, le=1)
+    target_layers: int = num(ge=1, doc="the target's layers", unit="layers", example=32)
+    drafter_layers: float = num(1.0, gt=0, doc="the drafter's layers", unit="layers")
+    lm_head_fraction: float = num(0.0, ge=0, le=1, doc="the drafter's LM head as a share of a target step",
+                                  unit="share of a target step")
+    markov_head_fraction: float = num(0.005, ge=0, le=1, doc="DSpark's Markov head per draft position, as a "
+                                      "share of a target step at R tokens", unit="share of a target step")
 
 
 @dataclass(frozen=True)
@@ -125,8 +139,10 @@ class ProfileLatency:
     """
 
     KIND: ClassVar[str] = "profile"
-    path: str = num(path=True)
-    markov_head_fraction: float = num(0.005, ge=0, le=1)
+    path: str = num(path=True, doc="the drafter's forward-time profile: `builtin:NAME` or a CSV path",
+                    example="builtin:h200-llama3.1-8b-vllm-drafter-2l")
+    markov_head_fraction: float = num(0.005, ge=0, le=1, doc="DSpark's Markov head per draft position, as a "
+                                      "share of a target step at R tokens", unit="share of a target step")
 
     def validate(self, path: str) -> None:
         try:
@@ -140,11 +156,16 @@ Latency = Annotated[FixedLatency | LayersLatency | ProfileLatency, Tagged("kind"
 
 @dataclass(frozen=True)
 class DrafterSpec:
-    family: Literal["none", "mtp", "eagle3", "dflash", "dspark"] = "none"
-    block_size: int = num(0, ge=0)
-    acceptance: AcceptanceSpec = field(default_factory=AcceptanceSpec)
-    confidence: ConfidenceSpec = field(default_factory=ConfidenceSpec)
-    latency: Latency = FixedLatency(ms=0.0)
+    """The drafter: its family, the block it drafts per step, its acceptance, confidence head and cost."""
+
+    family: Literal["none", "mtp", "eagle3", "dflash", "dspark"] = num(
+        "none", doc="the drafter family (sets how drafting is priced and which presets apply)")
+    block_size: int = num(0, ge=0, doc="γ: draft tokens proposed per request per step", unit="tokens")
+    acceptance: AcceptanceSpec = num(AcceptanceSpec(), doc="per-position acceptance: a preset or your curves, "
+                                     "the request mix and its spread")
+    confidence: ConfidenceSpec = num(ConfidenceSpec(), doc="the confidence head the policies read")
+    latency: Latency = num(FixedLatency(ms=0.0), doc="drafting cost: fixed, derived from the target's layers, or "
+                           "a drafter profile")
 
     def validate(self, path: str) -> None:
         if self.family != "none" and self.block_size < 1:

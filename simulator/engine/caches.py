@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from specplan.simulator.engine.batch import ALL, RANK, Batch
-from specplan.simulator.engine.config import EngineConfig, RankLimits
+from specplan.simulator.engine.config import EngineConfig, RankLimits, resolved
 from specplan.simulator.engine.intake import Admission, admit_fifo, admit_to_ranks
 from specplan.simulator.engine.ranks import RankRouter, rank_cumsum, rank_order
 from specplan.simulator.engine.records import RequestLog
@@ -65,7 +65,7 @@ class KvCaches(Protocol):
 
 
 def kv_caches(config: EngineConfig) -> KvCaches:
-    capacity = config.engine.kv_capacity_tokens
+    capacity = resolved(config.engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
     if config.dp is None:
         return OneCache(capacity, config.block_size)
     if config.dp.balance == "most_free_kv":

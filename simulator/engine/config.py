@@ -104,7 +104,7 @@ class EngineConfig:
     @cached_property
     def request_kv_limit(self) -> int:
         """The most KV one request may reserve: the whole cache, or one rank's."""
-        total = self.engine.kv_capacity_tokens
+        total = resolved(self.engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
         return total if self.dp is None else min(total, self.dp.kv_tokens)
 
     @classmethod
@@ -146,8 +146,9 @@ def rank_limits(engine: Engine, max_step_tokens: int, backend: str | None) -> Ra
     if dp is None or dp.ranks == 1:
         return None
     n = dp.ranks
+    total = resolved(engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
     chunk = engine.prefill.chunk_tokens if isinstance(engine.prefill, ChunkedPrefill) else 0
-    return RankLimits(ranks=n, kv_tokens=dp.kv_capacity_tokens or engine.kv_capacity_tokens // n,
+    return RankLimits(ranks=n, kv_tokens=dp.kv_capacity_tokens or total // n,
                       requests=dp.max_batch_requests or max(1, engine.max_batch_requests // n),
                       step_tokens=dp.max_step_tokens or max_step_tokens // n,
                       chunk_tokens=dp.chunk_tokens or max(1, chunk // n), balance=rank_balance(dp.balance, backend))

@@ -27,6 +27,7 @@ from specplan.simulator.core.streams import stream
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.bench_metrics import bench_summary
+from specplan.simulator.engine.config import resolved
 from specplan.simulator.engine.draft_record import DraftRecord, merged_record
 from specplan.simulator.engine.intake import FrontDoor, reject_misfit
 from specplan.simulator.engine.phases import PhaseCounters
@@ -159,7 +160,7 @@ def replica_caches(scenario: Scenario, replicas: int) -> list[ReplicaPromptCache
     spec = scenario.engine.prefix_cache
     if spec is None:
         return []
-    capacity = spec.capacity_tokens or scenario.engine.kv_capacity_tokens
+    capacity = spec.capacity_tokens or resolved(scenario.engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
     return [ReplicaPromptCache(capacity, spec.block_tokens) for _ in range(replicas)]
 
 

@@ -34,18 +34,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.profile import StepProfile
 from specplan.policies.registry import policy_class
 from specplan.simulator.engine.records import REJECT_REASONS, ChunkLog
 from specplan.simulator.scenario import Scenario
-
-SUMMARY_KEYS = (
-    "policy", "throughput_tokens_per_s", "throughput_tokens_per_s_per_gpu", "tps_user_mean",
-    "tps_user_p10", "tps_user_p50", "tps_user_p90", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "itl_mean_ms",
-    "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "requests_arrived",
-    "requests_completed", "tokens_generated", "mean_accepted_per_step",
-    "mean_verify_tokens_per_request_step", "mean_batch_requests", "simulated_s", "wall_s",
-)
+from specplan.simulator.scenario.load import profile_kv_capacity
 
 
 @dataclass(frozen=True)
@@ -94,6 +88,7 @@ def summarize(scenario: Scenario, requests: pd.DataFrame, steps: pd.DataFrame, e
         "preemptions": int(requests["preemptions"].sum()),
         "replicas": replicas,
         "gpus": gpus,
+        **kv_fields(scenario, profile),
         "window_s": window.seconds,
         "simulated_s": float(end_s),
         "wall_s": float(wall_s),
@@ -103,6 +98,15 @@ def summarize(scenario: Scenario, requests: pd.DataFrame, steps: pd.DataFrame, e
         summary.update(pool_counts(requests))
     summary.update(extra_counts or {})
     return summary
+
+
+def kv_fields(scenario: Scenario, profile: StepProfile | None) -> dict[str, Any]:
+    """The KV capacity one replica ran with, and where it came from: the profile's memory model (the
+    default where the scenario gives none) or the scenario."""
+    kv_tokens = scenario.engine.kv_capacity_tokens
+    stated = profile_kv_capacity(profile or load_profile(scenario.hardware.profile))
+    source = "profile memory model" if stated is not None and kv_tokens == stated else "scenario"
+    return {"kv_capacity_tokens": kv_tokens, "kv_capacity_source": source}
 
 
 def pool_counts(requests: pd.DataFrame) -> dict[str, int]:

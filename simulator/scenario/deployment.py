@@ -31,32 +31,42 @@ from specplan.simulator.core.schema import Tagged, num
 class KvLink:
     """A prefill replica's link to the decode pool: transfers queue on it, FIFO."""
 
-    gbps: float = num(gt=0)                  # gigabits per second
-    latency_ms: float = num(0.0, ge=0)       # per transfer, on top of bytes / bandwidth
+    gbps: float = num(gt=0, doc="the link's bandwidth", example=400)
+    latency_ms: float = num(0.0, ge=0, doc="per transfer, on top of bytes / bandwidth")
 
 
 @dataclass(frozen=True)
 class PrefixCacheSpec:
     """An LRU cache of KV blocks keyed by the trace's block hashes (Mooncake's `hash_ids`)."""
 
-    block_tokens: int = num(512, ge=1)
-    capacity_tokens: int | None = num(None, ge=1)   # default: the profile's KV capacity less one batch
+    block_tokens: int = num(512, ge=1, doc="tokens per cached block (the trace's hash_ids are per block)")
+    capacity_tokens: int | None = num(None, ge=1, doc="tokens the cache holds (default: a prefill pool's profile "
+                                      "KV capacity less one batch; a replica's kv_capacity_tokens)")
 
 
 @dataclass(frozen=True)
 class PrefillPoolSpec:
     """Prefill replicas priced from a prefill-step profile; see the module docstring."""
 
-    replicas: int = num(ge=1)
-    link: KvLink = num()
-    profile: str | Annotated[LinearProfile | TableProfile, Tagged("kind")] = "builtin:h200-llama3.1-8b-vllm-prefill"
-    gpus_per_replica: int = num(1, ge=1)
-    max_batch_tokens: int = num(8192, ge=1)
-    router: Literal["round_robin", "least_loaded", "random", "cache_aware", "pull"] = "round_robin"
-    model: str | None = None
-    kv_bytes_per_token: int | None = num(None, ge=1)
-    kv_value_bytes: int = num(2, ge=1)
-    prefix_cache: PrefixCacheSpec | None = None
+    replicas: int = num(ge=1, doc="prefill replicas", unit="replicas", example=2)
+    link: KvLink = num(doc="each prefill replica's link to the decode pool (transfers queue FIFO)",
+                       example={"gbps": 400, "latency_ms": 0.5})
+    profile: str | Annotated[LinearProfile | TableProfile, Tagged("kind")] = num(
+        "builtin:h200-llama3.1-8b-vllm-prefill", doc="a prefill-step profile (its header says phase: prefill), "
+        "step_ms(new tokens, attention pairs)")
+    gpus_per_replica: int = num(1, ge=1, doc="GPUs one prefill replica occupies", unit="GPUs")
+    max_batch_tokens: int = num(8192, ge=1, doc="new prompt tokens one prefill step computes at most (a longer "
+                                "prompt is cut into chunks)")
+    router: Literal["round_robin", "least_loaded", "random", "cache_aware", "pull"] = num(
+        "round_robin", doc="how a prompt picks its prefill replica (cache_aware: the longest cached prefix; pull: "
+                           "one shared queue)")
+    model: str | None = num(None, doc="a model shape (name or YAML file) giving the KV bytes per token; or give "
+                            "kv_bytes_per_token", example="llama3-8b")
+    kv_bytes_per_token: int | None = num(None, ge=1, doc="bytes of KV one token moves over the link (instead of "
+                                         "model)", unit="bytes")
+    kv_value_bytes: int = num(2, ge=1, doc="bytes per KV value when computed from model (2: bf16)")
+    prefix_cache: PrefixCacheSpec | None = num(None, doc="an LRU block cache per prefill replica (needed by "
+                                               "cache_aware routing)")
 
     def validate(self, path: str) -> None:
         if (self.model is None) == (self.kv_bytes_per_token is None):

@@ -16,9 +16,11 @@ hardware profile and the policy name, so `specplan check` catches a missing
 profile file or an unknown policy before anything runs, and refuses a
 horizon too large to run (`specplan.simulator.scenario.size`). A profile with a
 memory model (a `kv_capacity_tokens` line in its provenance: the measured
-built-ins have one) also bounds `engine.kv_capacity_tokens`: a scenario
-asking one replica to hold more KV tokens than its GPUs can (an H100
-scenario that kept an H200's 880k tokens) is refused with both numbers.
+built-ins have one) sets `engine.kv_capacity_tokens` where the scenario is
+silent, and bounds it where it is not: a scenario asking one replica to hold
+more KV tokens than its GPUs can (an H100 scenario that kept an H200's 880k
+tokens) is refused with both numbers. Without a memory model the key is
+required.
 """
 
 from __future__ import annotations
@@ -148,23 +150,31 @@ def with_step_budget(scenario: Scenario) -> Scenario:
     if budget < block + 1:
         raise ScenarioError("engine.max_step_tokens", f"{budget} tokens cannot hold one request's anchor and "
                             f"draft block ({block + 1} tokens)")
-    check_kv_capacity(scenario.engine.kv_capacity_tokens, profile)
+    kv_tokens = kv_capacity(scenario.engine.kv_capacity_tokens, profile)
     dp = scenario.engine.dp_attention
     per_rank = (dp.max_step_tokens or budget // dp.ranks) if dp is not None else budget
     if per_rank < block + 1:
         raise ScenarioError("engine.dp_attention.max_step_tokens", f"{per_rank} tokens per attention rank cannot "
                             f"hold one request's anchor and draft block ({block + 1} tokens)")
-    engine = dataclasses.replace(scenario.engine, max_step_tokens=budget)
+    engine = dataclasses.replace(scenario.engine, max_step_tokens=budget, kv_capacity_tokens=kv_tokens)
     return dataclasses.replace(scenario, engine=engine)
 
 
-def check_kv_capacity(kv_tokens: int, profile: StepProfile) -> None:
-    """engine.kv_capacity_tokens must fit the profile's memory model, where the profile states one."""
+def kv_capacity(kv_tokens: int | None, profile: StepProfile) -> int:
+    """engine.kv_capacity_tokens resolved: the profile's memory model where the scenario is silent (required
+    where the profile states none), and never more than that memory model holds."""
     stated = profile_kv_capacity(profile)
+    if kv_tokens is None:
+        if stated is None:
+            raise ScenarioError("engine.kv_capacity_tokens", f"required: profile {profile.name} states no memory "
+                                "model (no kv_capacity_tokens line in its header); give the KV tokens one "
+                                "replica holds")
+        return stated
     if stated is not None and kv_tokens > stated:
         raise ScenarioError("engine.kv_capacity_tokens", f"{kv_tokens:,} KV tokens is more than profile "
                             f"{profile.name}'s memory model holds per replica ({stated:,} tokens: "
                             f"{profile.provenance['kv_capacity_tokens']}); set it to at most {stated:,}")
+    return kv_tokens
 
 
 def profile_kv_capacity(profile: StepProfile) -> int | None:

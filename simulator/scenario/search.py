@@ -44,12 +44,15 @@ from specplan.simulator.scenario.merge import deep_merge, strip_study_blocks
 class HardwareOption:
     """One replica shape: a GPU type at a parallelism, as a decode profile (and a prefill profile)."""
 
-    label: str
-    profile: str | dict[str, Any]
-    gpus_per_replica: int = num(1, ge=1)
-    gpu_hour_usd: float | None = num(None, gt=0)
-    prefill_profile: str | None = None
-    prefill_gpus_per_replica: int | None = num(None, ge=1)
+    label: str = num(doc="the option's name in tables", example="H200")
+    profile: str | dict[str, Any] = num(doc="the decode profile of this GPU type at this parallelism",
+                                        example="builtin:h200-llama3.1-8b-vllm")
+    gpus_per_replica: int = num(1, ge=1, doc="GPUs one decode replica occupies", unit="GPUs")
+    gpu_hour_usd: float | None = num(None, gt=0, doc="price of one GPU-hour (give it on every option or none)",
+                                     unit="USD per GPU-hour")
+    prefill_profile: str | None = num(None, doc="the prefill-step profile for disaggregated serving")
+    prefill_gpus_per_replica: int | None = num(None, ge=1, doc="GPUs one prefill replica occupies (default: "
+                                               "gpus_per_replica)", unit="GPUs")
 
 
 @dataclass(frozen=True)
@@ -58,8 +61,8 @@ class AggregatedServing:
 
     KIND: ClassVar[str] = "aggregated"
     TAG: ClassVar[str] = "mode"
-    chunk_tokens: int = num(2048, ge=1)
-    prefix_cache: PrefixCacheSpec | None = None
+    chunk_tokens: int = num(2048, ge=1, doc="prompt tokens one decode step may carry")
+    prefix_cache: PrefixCacheSpec | None = num(None, doc="an LRU prefix cache per replica")
 
     def labels(self) -> list[tuple[str, float | None]]:
         return [("aggregated", None)]
@@ -71,13 +74,15 @@ class DisaggregatedServing:
 
     KIND: ClassVar[str] = "disaggregated"
     TAG: ClassVar[str] = "mode"
-    prefill_per_decode: tuple[float, ...] = num(gt=0)
-    link: KvLink = num()
-    model: str | None = None
-    kv_bytes_per_token: int | None = num(None, ge=1)
-    max_batch_tokens: int = num(8192, ge=1)
-    router: Literal["round_robin", "least_loaded", "random", "cache_aware", "pull"] = "round_robin"
-    prefix_cache: PrefixCacheSpec | None = None
+    prefill_per_decode: tuple[float, ...] = num(gt=0, doc="prefill replicas per decode replica, each ratio a "
+                                                "candidate", unit="ratio", example=[0.5, 1])
+    link: KvLink = num(doc="each prefill replica's link to the decode pool", example={"gbps": 400})
+    model: str | None = num(None, doc="a model shape giving the KV bytes per token (or kv_bytes_per_token)")
+    kv_bytes_per_token: int | None = num(None, ge=1, doc="bytes of KV one token moves", unit="bytes")
+    max_batch_tokens: int = num(8192, ge=1, doc="new prompt tokens one prefill step computes at most")
+    router: Literal["round_robin", "least_loaded", "random", "cache_aware", "pull"] = num(
+        "round_robin", doc="how a prompt picks its prefill replica")
+    prefix_cache: PrefixCacheSpec | None = num(None, doc="an LRU block cache per prefill replica")
 
     def validate(self, path: str) -> None:
         if not self.prefill_per_decode:
@@ -98,10 +103,15 @@ Serving = Annotated[AggregatedServing | DisaggregatedServing, Tagged("mode")]
 class SearchSpec:
     """The space: hardware × serving × variants (× block sizes); see the module docstring."""
 
-    hardware: tuple[HardwareOption, ...] = num()
-    serving: tuple[Serving, ...] = (AggregatedServing(),)
-    variants: tuple[dict[str, Any], ...] = ()
-    block_sizes: tuple[int, ...] = num((), ge=1)
+    hardware: tuple[HardwareOption, ...] = num(doc="the GPU types and parallelisms to try",
+                                               example=[{"label": "H200", "profile": "builtin:h200-llama3.1-8b-vllm",
+                                                         "gpu_hour_usd": 3.5}])
+    serving: tuple[Serving, ...] = num((AggregatedServing(),), doc="serving modes to try: aggregated (chunked "
+                                       "prefill) and disaggregated at prefill:decode ratios")
+    variants: tuple[dict[str, Any], ...] = num((), doc="drafter / policy variants, each a labelled partial "
+                                               "scenario (default: the sweep's variants)")
+    block_sizes: tuple[int, ...] = num((), ge=1, doc="block sizes to try for each speculating variant",
+                                       unit="tokens")
 
     def validate(self, path: str) -> None:
         check_entries(f"{path}.hardware", [h.label for h in self.hardware], "hardware option")

@@ -27,9 +27,12 @@ from specplan.traces.spec import MixtureLength, TraceArrivals, WorkloadSpec
 class Horizon:
     """How long to simulate: seconds of arrivals/running, or a number of arrivals (one of the two)."""
 
-    duration_s: float | None = num(None, gt=0)
-    warmup_s: float = num(0.0, ge=0)
-    requests: int | None = num(None, ge=1)
+    duration_s: float | None = num(None, gt=0, doc="simulated seconds of arrivals (open loop) or of running "
+                                   "(closed loop); this or `requests`, not both (--set of one drops the other)", example=60)
+    warmup_s: float = num(0.0, ge=0, doc="seconds at the start left out of every metric (the measurement window "
+                          "is (warmup_s, end])")
+    requests: int | None = num(None, ge=1, doc="stop after this many arrivals instead of after a duration (not with duration_s)",
+                               unit="requests")
 
     def validate(self, path: str) -> None:
         if self.duration_s is None and self.requests is None:
@@ -45,15 +48,24 @@ class Horizon:
 
 @dataclass(frozen=True)
 class Hardware:
-    profile: str | Annotated[LinearProfile | TableProfile, Tagged("kind")]
-    gpus_per_replica: int = num(1, ge=1)
+    """The decode replicas' GPUs: the step-time profile they run at, and how many GPUs one replica takes."""
+
+    profile: str | Annotated[LinearProfile | TableProfile, Tagged("kind")] = num(
+        doc="step-time profile: `builtin:NAME`, a profile CSV path (relative to the scenario), or an inline "
+            "`{kind: linear, ...}` / `{kind: table, ...}`", example="builtin:h200-llama3.1-8b-vllm")
+    gpus_per_replica: int = num(1, ge=1, doc="GPUs one decode replica occupies (the per-GPU figures divide by "
+                                "every GPU)", unit="GPUs")
 
 
 @dataclass(frozen=True)
 class Cluster:
-    replicas: int = num(1, ge=1)
-    router: Literal["round_robin", "least_loaded", "random"] = "round_robin"
-    prefill: PrefillPoolSpec | None = None   # a prefill pool of GPUs (specplan.simulator.scenario.deployment)
+    """The decode replicas, how requests are routed to them, and an optional prefill pool in front."""
+
+    replicas: int = num(1, ge=1, doc="decode replicas (each `hardware.gpus_per_replica` GPUs)", unit="replicas")
+    router: Literal["round_robin", "least_loaded", "random"] = num(
+        "round_robin", doc="how an arriving request picks its decode replica (random: its own named stream)")
+    prefill: PrefillPoolSpec | None = num(None, doc="a pool of prefill GPUs priced from a prefill profile, its KV "
+                                          "sent to the decode replicas over a link (replaces engine.prefill)")
 
 
 @dataclass(frozen=True)
@@ -70,8 +82,12 @@ class DisaggregatedPrefill:
 
     KIND: ClassVar[str] = "disaggregated"
     TAG: ClassVar[str] = "mode"
-    tokens_per_s: float = num(gt=0)
-    first_token: Literal["decode", "prefill"] = "decode"
+    tokens_per_s: float = num(gt=0, doc="prompt tokens the prefill stage computes per second (a FIFO stage "
+                              "that costs no GPUs)", unit="tokens/s", example=40000)
+    first_token: Literal["decode", "prefill"] = num(
+        "decode", doc="where a request's first token comes from: decode, the first decode step once a slot holds "
+                      "the request (TTFT includes the wait for it); prefill, the stage's end (an early TensorRT-LLM "
+                      "disaggregated server)")
 
     @property
     def stage_first_token(self) -> bool:
@@ -93,9 +109,15 @@ class ChunkedPrefill:
 
     KIND: ClassVar[str] = "chunked"
     TAG: ClassVar[str] = "mode"
-    chunk_tokens: int = num(ge=1)
-    schedule: Literal["auto", "separate", "mixed"] = "auto"
-    profile: str | None = None
+    chunk_tokens: int = num(ge=1, doc="prompt tokens of one chunk: one decode step's (mixed) or one prefill "
+                            "batch's (separate)", example=2048)
+    schedule: Literal["auto", "separate", "mixed"] = num(
+        "auto", doc="how prompt chunks share the engine (specplan.simulator.engine.phases): mixed, into decode "
+                    "steps within one token budget (vLLM V1); separate, a prefill batch on its own step while that "
+                    "rank's decodes wait (SGLang); auto, separate for SGLang profiles, else mixed")
+    profile: str | None = num(None, doc="the prefill (context-phase) profile that prices a separate prefill "
+                              "batch: a built-in name or a file (default: the decode profile at its tokens)",
+                              example="b200-deepseek-v4-flash-tp4-sglang-prefill")
 
     @property
     def stage_first_token(self) -> bool:
@@ -111,19 +133,29 @@ NO_PREFILL_STAGE = DisaggregatedPrefill(tokens_per_s=1e12)   # the default: pref
 class CudaGraph:
     """Decode steps replay CUDA graphs captured at fixed sizes (specplan.simulator.engine.graphs)."""
 
-    engine: Literal["vllm", "sglang"] = "vllm"      # vllm: sizes are tokens; sglang: sizes are requests
-    capture_sizes: tuple[int, ...] | None = num(None, ge=1)   # default: the engine's own list
-    max_capture_size: int | None = num(None, ge=1)  # vLLM max_cudagraph_capture_size / SGLang cuda_graph_max_bs
-    eager_overhead_ms: float = num(2.0, ge=0)       # a step beyond the largest size runs eager and pays this
+    engine: Literal["vllm", "sglang"] = num("vllm", doc="whose capture rule: vllm pads a step's tokens, sglang "
+                                            "its requests")
+    capture_sizes: tuple[int, ...] | None = num(None, ge=1, doc="the captured sizes (default: the engine's own "
+                                                "list)", unit="tokens (vllm) / requests (sglang)")
+    max_capture_size: int | None = num(None, ge=1, doc="the largest captured size (vLLM "
+                                       "max_cudagraph_capture_size, SGLang cuda_graph_max_bs)",
+                                       unit="tokens (vllm) / requests (sglang)")
+    eager_overhead_ms: float = num(2.0, ge=0, doc="what a step beyond the largest size pays for running eager "
+                                   "(assumed: ~400 kernel launches of ~5 µs)")
 
 
 @dataclass(frozen=True)
 class Host:
     """Host time of speculating steps by engine (specplan.simulator.engine.host)."""
 
-    engine: Literal["auto", "vllm", "sglang", "none"] = "auto"   # auto: the measured built-in's backend
-    spec_step_fraction: float | None = num(None, ge=0)           # overrides the engine's figure
-    spec_cycle_ms: float | None = num(None, ge=0)                # a speculating step's fixed host time (ms)
+    engine: Literal["auto", "vllm", "sglang", "none"] = num(
+        "auto", doc="whose host time a speculating step pays (auto: the measured built-in's backend, else none)")
+    spec_step_fraction: float | None = num(None, ge=0, doc="host time of a speculating step as a share of a plain "
+                                           "step (overrides the engine's figure: vLLM 0.084, SGLang 0.049)",
+                                           unit="share of a plain step")
+    spec_cycle_ms: float | None = num(None, ge=0, doc="a speculating cycle's fixed host time beyond the verify "
+                                      "and draft graphs (overrides the fraction; DeepSeek-V4 built-ins: SGLang "
+                                      "1.089, vLLM 0.573, sglang #29960)", example=1.089)
 
 
 @dataclass(frozen=True)
@@ -134,45 +166,58 @@ class DpAttention:
     max_step_tokens divided by `ranks`).
     """
 
-    ranks: int = num(ge=1)
-    kv_capacity_tokens: int | None = num(None, ge=1)     # per rank
-    max_batch_requests: int | None = num(None, ge=1)     # per rank (vLLM max_num_seqs of a DP engine)
-    max_step_tokens: int | None = num(None, ge=1)        # per rank (max_num_batched_tokens, DeepEP's dispatch cap)
-    chunk_tokens: int | None = num(None, ge=1)           # per rank: prompt tokens of a rank's chunk (chunked prefill)
-    # which rank a request goes to (specplan.simulator.engine.ranks): round_robin (SGLang's default
-    # --load-balance-method), fewest_requests (SGLang total_requests / shortest_queue), least_loaded (vLLM's
-    # DP client: 4 x waiting + running), most_free_kv (at admission, the rank with the most free KV), auto
-    # (round_robin for SGLang profiles, least_loaded for vLLM's, most_free_kv otherwise)
-    balance: Literal["auto", "round_robin", "fewest_requests", "least_loaded", "most_free_kv"] = "auto"
+    ranks: int = num(ge=1, doc="attention ranks (data-parallel size)", example=8)
+    kv_capacity_tokens: int | None = num(None, ge=1, doc="KV tokens one rank holds (default: the engine's total "
+                                         "/ ranks)")
+    max_batch_requests: int | None = num(None, ge=1, doc="request slots of one rank (vLLM max_num_seqs of a DP "
+                                         "engine; default: the engine's / ranks)", unit="requests")
+    max_step_tokens: int | None = num(None, ge=1, doc="tokens one rank's step may hold (max_num_batched_tokens, "
+                                      "DeepEP's dispatch cap; default: the engine's / ranks)")
+    chunk_tokens: int | None = num(None, ge=1, doc="prompt tokens of one rank's chunk under chunked prefill "
+                                   "(default: engine.prefill.chunk_tokens / ranks, as SGLang divides "
+                                   "--chunked-prefill-size by --dp)")
+    balance: Literal["auto", "round_robin", "fewest_requests", "least_loaded", "most_free_kv"] = num(
+        "auto", doc="which rank a request goes to (specplan.simulator.engine.ranks): round_robin (SGLang's "
+                    "default), fewest_requests (SGLang total_requests), least_loaded (vLLM: 4 x waiting + "
+                    "running), most_free_kv (at admission); auto: round_robin for SGLang profiles, least_loaded "
+                    "for vLLM's, most_free_kv otherwise")
 
 
 @dataclass(frozen=True)
 class Engine:
-    max_batch_requests: int = num(ge=1)
-    kv_capacity_tokens: int = num(ge=1)
-    prefill: Prefill = NO_PREFILL_STAGE
-    scheduling_overhead_ms: float = num(0.0, ge=0)
-    max_step_tokens: int | None = num(None, ge=1)
-    # host work every step pays whatever the policy (nothing overlaps it): a + b·requests
-    host_overhead_ms: float = num(0.0, ge=0)
-    host_overhead_per_request_ms: float = num(0.0, ge=0)
-    # KV context a step's profile lookup uses: Σ per-request KV (varlen attention kernels), or
-    # per phase (decode, prompt chunks) requests × the phase's longest KV (attention padded to the
-    # longest sequence within separate decode and prefill kernels); specplan.simulator.engine.batch.attention_context
-    attention: Literal["varlen", "padded"] = "varlen"
-    # aggregated serving (chunked prefill): an LRU prefix cache per replica (capacity default: kv_capacity_tokens)
-    prefix_cache: PrefixCacheSpec | None = None
-    # padded attention also pads the verify queries to the step's longest block: with the queries
-    # per request the profile's attention was measured at, the decode phase's context is priced
-    # × (1 + the longest ℓ the step can verify) / attention_profiled_queries (None: not priced)
-    attention_profiled_queries: int | None = num(None, ge=1)
+    """One replica's engine: batch and KV limits, prefill, the step's token budget and how the step is priced."""
 
-    cuda_graph: CudaGraph | None = None
-    dp_attention: DpAttention | None = None
-    host: Host = field(default_factory=Host)
-    # the token budget's rule: truncate (vLLM: a request's drafts are cut at the budget edge) or defer
-    # (whole requests wait for the next step); auto: truncate for vLLM-sourced built-ins, else defer
-    budget: Literal["auto", "truncate", "defer"] = "auto"
+    max_batch_requests: int = num(ge=1, doc="requests one replica runs at once (vLLM max_num_seqs, SGLang "
+                                  "max_running_requests)", unit="requests", example=128)
+    kv_capacity_tokens: int | None = num(None, ge=1, doc="KV tokens one replica holds (a request reserves prompt + "
+                                         "output + block); default: the profile's memory model, required "
+                                         "without one")
+    prefill: Prefill = num(NO_PREFILL_STAGE, doc="prefill on separate workers at a fixed rate (`disaggregated`) "
+                           "or prompt chunks inside the decode steps (`chunked`); default: prefill costs nothing")
+    scheduling_overhead_ms: float = num(0.0, ge=0, doc="paid per step by policies that decide from the current "
+                                        "step's drafts synchronously")
+    max_step_tokens: int | None = num(None, ge=1, doc="tokens one forward may hold (vLLM max_num_batched_tokens; "
+                                      "default: the profile's largest measured B)")
+    host_overhead_ms: float = num(0.0, ge=0, doc="host time every step pays whatever the policy (nothing overlaps "
+                                  "it)")
+    host_overhead_per_request_ms: float = num(0.0, ge=0, doc="host time every step pays per running request")
+    attention: Literal["varlen", "padded"] = num(
+        "varlen", doc="KV context a step is priced at: Σ per-request KV (varlen kernels), or per phase requests × "
+                      "the longest KV (padded kernels)")
+    prefix_cache: PrefixCacheSpec | None = num(None, doc="an LRU prefix cache per replica (chunked prefill only; "
+                                               "capacity default: kv_capacity_tokens)")
+    attention_profiled_queries: int | None = num(None, ge=1, doc="padded attention: the queries per request the "
+                                                 "profile's attention was measured at (the decode phase is "
+                                                 "priced × (1 + longest ℓ) / this)", unit="tokens per request")
+    cuda_graph: CudaGraph | None = num(None, doc="decode steps replay CUDA graphs captured at fixed sizes (padded "
+                                       "to the next one; eager beyond the largest)")
+    dp_attention: DpAttention | None = num(None, doc="data-parallel attention over wide EP: each rank its own KV "
+                                           "cache, request slots and token cap")
+    host: Host = num(Host(), doc="host time of speculating steps by engine (on by default for measured "
+                     "built-ins)")
+    budget: Literal["auto", "truncate", "defer"] = num(
+        "auto", doc="the token budget's rule: truncate (vLLM: drafts cut at the edge) or defer (whole requests "
+                    "wait); auto: truncate for vLLM-sourced profiles, else defer")
 
     def validate(self, path: str) -> None:
         if self.prefix_cache is not None and not isinstance(self.prefill, ChunkedPrefill):
@@ -186,28 +231,39 @@ class Engine:
 
 @dataclass(frozen=True)
 class PolicySpec:
-    name: str = "none"
-    params: dict[str, Any] = field(default_factory=dict)
+    """The verification policy: a registered name and its parameters (checked against the policy's Params)."""
+
+    name: str = num("none", doc="the policy (none, mtp-1, static, length-schedule, threshold, goodput, "
+                    "dspark-greedy, dspark-global, dspark-async, oracle)")
+    params: dict[str, Any] = num({}, doc="the policy's parameters (see the policy.params sections below)")
 
 
 @dataclass(frozen=True)
 class Scenario:
     """A whole what-if question: hardware, cluster, engine, drafter, policy, workload."""
 
-    name: str
-    seed: int = num(ge=0)
-    horizon: Horizon = num()
-    hardware: Hardware = num()
-    engine: Engine = num()
-    workload: WorkloadSpec = num()
-    cluster: Cluster = field(default_factory=Cluster)
-    drafter: DrafterSpec = field(default_factory=DrafterSpec)
-    policy: PolicySpec = field(default_factory=PolicySpec)
-    description: str = ""
-    sweep: SweepSpec | None = None
-    sla: SlaSpec | None = None
-    search: SearchSpec | None = None     # a deployment space for plans (specplan.simulator.scenario.search)
-    source: str = field(default="<mapping>", compare=False)
+    name: str = num(doc="the scenario's name (in every output; a run's metrics.prom model_name)",
+                    example="chat-dspark")
+    seed: int = num(ge=0, doc="every random draw flows from it through named SeedSequence children", example=7)
+    horizon: Horizon = num(doc="how long to simulate and what to leave out", example={"duration_s": 60,
+                                                                                        "warmup_s": 5})
+    hardware: Hardware = num(doc="the decode GPUs and their step-time profile",
+                             example={"profile": "builtin:h200-llama3.1-8b-vllm"})
+    engine: Engine = num(doc="one replica's engine: limits, prefill, how a step is priced",
+                         example={"max_batch_requests": 128})
+    workload: WorkloadSpec = num(doc="arrivals and request lengths",
+                                 example={"arrivals": {"kind": "poisson", "rate_per_s": 6}})
+    cluster: Cluster = num(Cluster(), doc="replicas, routing and a prefill pool")
+    drafter: DrafterSpec = num(DrafterSpec(), doc="the drafter: family, block, acceptance, confidence head, "
+                               "drafting cost (default: no speculation)")
+    policy: PolicySpec = num(PolicySpec(), doc="the verification policy")
+    description: str = num("", doc="free text shown in reports")
+    sweep: SweepSpec | None = num(None, doc="variants × a load axis × seeds, for `specplan sweep`, `plan` and "
+                                  "`tune`")
+    sla: SlaSpec | None = num(None, doc="the SLA the comparisons and plans read when the command line gives none")
+    search: SearchSpec | None = num(None, doc="a deployment space (GPUs, serving modes, variants) that makes "
+                                    "`specplan plan` a search")
+    source: str = field(default="<mapping>", compare=False, metadata={"internal": True})  # the file it came from
 
     def validate(self, path: str) -> None:
         validate_policy(self.policy, self.drafter, "policy")

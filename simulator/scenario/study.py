@@ -82,9 +82,12 @@ def parse_bound(text: str, where: str = "--sla") -> Bound:
 class LoadSpec:
     """The load axis of a sweep: closed-loop users, a mean arrival rate, or a scale of the workload's rate."""
 
-    users: tuple[int, ...] | None = num(None, ge=1)
-    rate_per_s: tuple[float, ...] | None = num(None, gt=0)
-    rate_scale: tuple[float, ...] | None = num(None, gt=0)
+    users: tuple[int, ...] | None = num(None, ge=1, doc="closed-loop users at each load (fits closed_loop)",
+                                        unit="users")
+    rate_per_s: tuple[float, ...] | None = num(None, gt=0, doc="mean arrival rate at each load (fits poisson, "
+                                               "gamma, mmpp, piecewise)", unit="requests/s")
+    rate_scale: tuple[float, ...] | None = num(None, gt=0, doc="the workload's own rate times each value (fits "
+                                               "those and trace)", unit="factor")
 
     def validate(self, path: str) -> None:
         given = [k for k in LOAD_AXES if getattr(self, k) is not None]
@@ -106,9 +109,11 @@ class LoadSpec:
 class SweepSpec:
     """Variants × loads × seeds; each variant is a partial scenario with a `label`."""
 
-    load: LoadSpec | None = None
-    variants: tuple[dict[str, Any], ...] = ()
-    seeds: tuple[int, ...] | None = num(None, ge=0)
+    load: LoadSpec | None = num(None, doc="the load axis: exactly one of users, rate_per_s, rate_scale")
+    variants: tuple[dict[str, Any], ...] = num((), doc="partial scenarios, each with a label, deep-merged over the "
+                                               "base scenario")
+    seeds: tuple[int, ...] | None = num(None, ge=0, doc="the seeds every point runs (default: the scenario's "
+                                        "seed)")
 
     def validate(self, path: str) -> None:
         seen: set[str] = set()
@@ -129,10 +134,13 @@ class SweepSpec:
 class SlaSpec:
     """Service-level targets: tokens/s/user thresholds on a statistic, optional TTFT p99 bound."""
 
-    tps_user: tuple[float, ...] = num((), gt=0)
-    statistic: Literal["p10", "p50", "p90", "mean"] = "p50"
-    ttft_s: float | None = num(None, gt=0)
-    bounds: tuple[str, ...] = ()
+    tps_user: tuple[float, ...] = num((), gt=0, doc="tokens/s/user levels a sweep's comparisons read throughput "
+                                      "at", unit="tokens/s")
+    statistic: Literal["p10", "p50", "p90", "mean"] = num("p50", doc="which statistic of per-request "
+                                                          "tokens/s/user the levels bound")
+    ttft_s: float | None = num(None, gt=0, doc="also require TTFT p99 at most this")
+    bounds: tuple[str, ...] = num((), doc="SLA terms on summary.json keys, all required at once "
+                                  "(`ttft_p99_s<=2`, `tps_user_p10>=30`, `itl_p99_ms<=80`)")
 
     def validate(self, path: str) -> None:
         for i, text in enumerate(self.bounds):

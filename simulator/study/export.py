@@ -3,6 +3,8 @@
     files = write_schedule_files(tuned, out_dir)
     schedule.yaml   the specplan `policy:` block (merge it into a scenario)
     trtllm.yaml     TensorRT-LLM's speculative_config (max_draft_len, draft_len_schedule)
+    vllm.json       vLLM's --speculative-config keys that run it (num_speculative_tokens_per_batch_size,
+                    vLLM >= 0.24; add your method and model)
     schedule.json   the draft length at every batch size 1..max_batch_requests
     tune.json       every bucket's candidates and the verification, as data (`tune_record`)
 
@@ -20,7 +22,7 @@ from typing import Any
 import yaml
 
 from specplan.simulator.core.jsonsafe import clean
-from specplan.simulator.study.launch import trtllm_speculative_config
+from specplan.simulator.study.launch import batch_size_ranges, trtllm_speculative_config
 from specplan.simulator.study.tune import TunedSchedule, schedule_policy
 
 
@@ -32,6 +34,13 @@ def policy_block(tuned: TunedSchedule) -> dict[str, Any]:
 def trtllm_block(tuned: TunedSchedule) -> dict[str, Any]:
     """TensorRT-LLM's speculative_config fragment: max_draft_len = the first (largest) length."""
     return trtllm_speculative_config(tuned.schedule)
+
+
+def vllm_block(tuned: TunedSchedule) -> dict[str, Any]:
+    """vLLM's speculative-config keys for the schedule: the largest length, and [first, last, length] ranges."""
+    return {"num_speculative_tokens": max(tuned.schedule.values()),
+            "num_speculative_tokens_per_batch_size": batch_size_ranges(
+                tuned.schedule, tuned.base.engine.max_batch_requests)}
 
 
 def bucket_records(tuned: TunedSchedule) -> list[dict[str, Any]]:
@@ -60,12 +69,13 @@ TRTLLM_HEADER = (
 
 
 def write_schedule_files(tuned: TunedSchedule, out: Path) -> dict[str, Path]:
-    """schedule.yaml (specplan policy), trtllm.yaml, schedule.json (batch size → length), tune.json."""
+    """schedule.yaml (specplan policy), trtllm.yaml, vllm.json, schedule.json (batch size → length), tune.json."""
     out.mkdir(parents=True, exist_ok=True)
-    files = {name: out / name for name in ("schedule.yaml", "trtllm.yaml", "schedule.json", "tune.json")}
+    files = {name: out / name for name in ("schedule.yaml", "trtllm.yaml", "vllm.json", "schedule.json", "tune.json")}
     head = f"# Tuned by `specplan tune` for {tuned.base.name}: {tuned.objective.describe()}.\n"
     files["schedule.yaml"].write_text(head + yaml.safe_dump(policy_block(tuned), sort_keys=False))
     files["trtllm.yaml"].write_text(head + TRTLLM_HEADER + yaml.safe_dump(trtllm_block(tuned), sort_keys=False))
+    files["vllm.json"].write_text(json.dumps(vllm_block(tuned), indent=1) + "\n")
     table = {"scenario": tuned.base.name, "block_size": tuned.block_size,
              "convention": "draft length for a step with exactly this many decoding requests",
              "batch_size_to_length": {str(k): v for k, v in tuned.per_batch().items()}}

@@ -17,18 +17,38 @@ Flags, as the engines' own argument parsers spell them:
     vLLM    --tensor-parallel-size, --data-parallel-size, --enable-expert-parallel,
             --max-num-seqs, --max-num-batched-tokens, --enable-prefix-caching /
             --no-enable-prefix-caching, --kv-transfer-config (NixlConnector, kv_both),
-            --speculative-config JSON {method: mtp | eagle3 | dflash, model, num_speculative_tokens}
+            --speculative-config JSON {method: mtp | eagle3 | dflash | dspark, model,
+            num_speculative_tokens, enable_adaptive_verification, num_speculative_tokens_per_batch_size}
     SGLang  --tp-size, --dp-size, --enable-dp-attention, --ep-size, --max-running-requests,
             --chunked-prefill-size, --disable-radix-cache, --disaggregation-mode prefill | decode,
-            --speculative-algorithm NEXTN | EAGLE3 | DFLASH, --speculative-draft-model-path,
-            --speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens
+            --speculative-algorithm NEXTN | EAGLE3 | DFLASH | DSPARK, --speculative-draft-model-path,
+            --speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens,
+            --speculative-dspark-block-size
     TRT-LLM speculative_config: {max_draft_len, draft_len_schedule} (as `specplan tune` exports it)
 
-DSpark's confidence scheduling has no flag in upstream vLLM or SGLang: its
-launch line serves the DSpark block drafter at a fixed length through the
-engines' block-drafter method (DFlash's), and says so in a comment; the plan's
-figures assume the scheduling. A drafter checkpoint is the user's
-(`$DRAFT_MODEL`): specplan simulates acceptance, not weights.
+The planned policy, where an engine runs it (`ENGINE_POLICY` says which, and
+each script says which version has the flag):
+
+- DSpark's confidence scheduling (dspark-async, and the synchronous
+  dspark-greedy / dspark-global, which no engine runs: they are served by
+  the same scheduler): vLLM `method: dspark` (vllm-project/vllm #46995, in
+  vLLM 0.25) with `enable_adaptive_verification: true` (#47808, merged
+  after v0.26.0: B sized ahead of the step from lagged confidences and a
+  profiled step-cost table, then a global top-B over current prefix
+  survivals, as dspark-async plans with its two-step lag). SGLang serves the DSpark drafter (`--speculative-algorithm
+  DSPARK`, `--speculative-dspark-block-size`; sgl-project/sglang #30261,
+  which followed #29538) and verifies its whole block unless its own
+  confidence scheduler is configured, which these lines do not do.
+- A per-batch-size length schedule (length-schedule): vLLM's
+  `num_speculative_tokens_per_batch_size` ([first, last, k] inclusive
+  batch-size ranges; #32374, vLLM 0.24) and TensorRT-LLM's
+  `draft_len_schedule`; SGLang has none (its line serves the first length).
+- Fixed lengths (mtp-1, static, none): every engine.
+- threshold, goodput and oracle have no engine flag: served at a fixed
+  length, said in a comment (the oracle is an upper bound, not a deployment).
+
+A drafter checkpoint is the user's (`$DRAFT_MODEL`): specplan simulates
+acceptance, not weights.
 """
 
 from __future__ import annotations
@@ -45,8 +65,10 @@ from specplan.policies.schedule import LengthSchedule
 from specplan.simulator.scenario import Scenario
 
 SCHEDULE_POLICY = LengthSchedule.name
-VLLM_METHOD = {"mtp": "mtp", "eagle3": "eagle3", "dflash": "dflash", "dspark": "dflash"}
-SGLANG_ALGORITHM = {"mtp": "NEXTN", "eagle3": "EAGLE3", "dflash": "DFLASH", "dspark": "DFLASH"}
+VLLM_METHOD = {"mtp": "mtp", "eagle3": "eagle3", "dflash": "dflash", "dspark": "dspark"}
+SGLANG_ALGORITHM = {"mtp": "NEXTN", "eagle3": "EAGLE3", "dflash": "DFLASH", "dspark": "DSPARK"}
+CONFIDENCE_SCHEDULED = ("dspark-async", "dspark-greedy", "dspark-global")
+FIXED_LENGTH = ("none", "mtp-1", "static")
 NEEDS_DRAFT_MODEL = ("eagle3", "dflash", "dspark")
 NIXL = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
 
@@ -118,6 +140,12 @@ class LaunchConfig:
         if self.family in NEEDS_DRAFT_MODEL:
             config["model"] = "$DRAFT_MODEL"
         config["num_speculative_tokens"] = self.length
+        if self.family == "dspark" and self.policy in CONFIDENCE_SCHEDULED:
+            config["enable_adaptive_verification"] = True
+        if self.schedule is not None:
+            config["num_speculative_tokens"] = max(self.schedule.values())
+            config["num_speculative_tokens_per_batch_size"] = batch_size_ranges(self.schedule,
+                                                                                self.max_batch_requests)
         return config
 
     def sglang_args(self, role: str) -> list[str]:
@@ -144,6 +172,8 @@ class LaunchConfig:
         args = ["--speculative-algorithm", SGLANG_ALGORITHM[self.family]]
         if self.family in NEEDS_DRAFT_MODEL:
             args += ["--speculative-draft-model-path", "$DRAFT_MODEL"]
+        if self.family == "dspark":  # SGLang derives the verify window (block + 1) from the block size
+            return [*args, "--speculative-dspark-block-size", str(self.length)]
         if self.family in ("mtp", "eagle3"):  # a chain: one draft per step, topk 1, steps + 1 tokens verified
             args += ["--speculative-num-steps", str(self.length), "--speculative-eagle-topk", "1"]
         args += ["--speculative-num-draft-tokens", str(self.length + 1 if self.family in ("mtp", "eagle3")
@@ -160,7 +190,7 @@ class LaunchConfig:
         """A shell script: one launch line per pool, each preceded by how many replicas to start."""
         build = self.vllm_args if engine == "vllm" else self.sglang_args
         lines = ["#!/bin/sh", f"# {engine} launch lines for the deployment specplan planned (one line per pool; "
-                 "start that many replicas, one per line's GPUs).", *self.notes()]
+                 "start that many replicas, one per line's GPUs).", *self.notes(engine)]
         if self.model is None:
             lines.append('MODEL="${MODEL:?set MODEL to the served checkpoint}"')
         if self.speculates and self.family in NEEDS_DRAFT_MODEL:
@@ -172,12 +202,10 @@ class LaunchConfig:
             lines.append(shell_line(build(role)))
         return "\n".join(lines) + "\n"
 
-    def notes(self) -> list[str]:
-        notes = []
-        if self.family == "dspark":
-            notes.append(f"# DSpark's confidence scheduling (policy {self.policy}) has no upstream vLLM or SGLang "
-                         f"flag: this serves its block drafter at a fixed {self.length} tokens (the DFlash "
-                         "method); the plan's figures assume the scheduling.")
+    def notes(self, engine: str) -> list[str]:
+        """Comment lines: how the planned policy runs on `engine` (which version has its flag), or that it
+        does not and what the line serves instead."""
+        notes = [f"# {line}" for line in policy_notes(engine, self.policy, self.family, self.length)]
         if self.family == "mtp":
             notes.append("# MTP needs a checkpoint with MTP layers (vLLM method 'mtp', SGLang NEXTN); for a model "
                          "without them use an EAGLE-3 head of one layer (the drafter profile priced here).")
@@ -200,6 +228,46 @@ def shell_line(args: list[str]) -> str:
         else:
             out.append(shlex.quote(arg))
     return " ".join(out)
+
+
+def policy_notes(engine: str, policy: str, family: str, length: int) -> list[str]:
+    """How `engine` runs `policy` (the module docstring's table, as the lines a launch script carries)."""
+    if family == "none" or policy in FIXED_LENGTH:
+        return []
+    if policy in CONFIDENCE_SCHEDULED:
+        return dspark_notes(engine, policy, length)
+    if policy == SCHEDULE_POLICY:
+        if engine == "vllm":
+            return ["the length schedule runs as num_speculative_tokens_per_batch_size (vLLM >= 0.24, PR #32374)."]
+        return [f"SGLang has no per-batch-size length table: this serves the schedule's first length ({length}); "
+                "the plan's figures assume the schedule (vLLM and TensorRT-LLM run it)."]
+    what = "an upper bound, not a deployment" if policy == "oracle" else "no flag in vLLM or SGLang"
+    return [f"policy {policy} has {what}: this serves a fixed {length} tokens; the plan's figures assume {policy}."]
+
+
+def dspark_notes(engine: str, policy: str, length: int) -> list[str]:
+    """DSpark's confidence scheduling on vLLM (adaptive verification) and on SGLang (its drafter only)."""
+    plans = "" if policy == "dspark-async" else (f" (specplan planned {policy}; vLLM's scheduler plans as "
+                                                  "dspark-async does)")
+    if engine == "vllm":
+        return ["DSpark: method 'dspark' since vLLM 0.25 (PR #46995); enable_adaptive_verification runs its "
+                "confidence-scheduled verification" + plans + " (PR #47808, merged after v0.26.0: use a later "
+                "release or a main build; it needs CUDA graphs, not --enforce-eager)."]
+    return [f"DSpark: SGLang's DSPARK algorithm (sgl-project/sglang #30261) drafts blocks of {length} and verifies "
+            "them whole unless its own confidence scheduler is configured, which this line does not do; "
+            f"the plan's figures assume {policy}."]
+
+
+def batch_size_ranges(schedule: dict[int, int], max_batch: int) -> list[list[int]]:
+    """{batch-size upper bound: length} → vLLM's [first, last, length] inclusive ranges, speculation off
+    (length 0) above the last bound up to the batch limit."""
+    ranges, first = [], 1
+    for bound in sorted(schedule):
+        ranges.append([first, bound, schedule[bound]])
+        first = bound + 1
+    if first <= max_batch:
+        ranges.append([first, max_batch, 0])
+    return ranges
 
 
 def trtllm_speculative_config(schedule: dict[int, int]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import out_folder
 from specplan.cli.plan_files import write_plan_files
 from specplan.cli.plan_tables import plan_table, search_table
+from specplan.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.scenario.study import STATISTICS, Bound, parse_bound, tps_column
 from specplan.simulator.study.plan_json import capacity_json, search_json
@@ -43,6 +44,7 @@ from specplan.simulator.study.target import (
     RunOptions,
     Target,
 )
+from specplan.traces.spec import TraceArrivals
 
 # how a refusal names a Target or RunOptions field: by the flag that sets it
 FLAGS = {"rate_per_s": "--rate", "rate_scale": "--rate-scale", "users": "--users", "seeds": "--seeds",
@@ -54,11 +56,12 @@ FLAGS = {"rate_per_s": "--rate", "rate_scale": "--rate-scale", "users": "--users
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help=help_of("plan"))
     p.add_argument("scenario", help="scenario YAML file (its sweep.variants are compared)")
-    demand = p.add_mutually_exclusive_group(required=True)
+    demand = p.add_mutually_exclusive_group()
     demand.add_argument("--rate", type=float,
                         help="demand: the mean arrival rate, requests/s (poisson, gamma, mmpp, piecewise arrivals)")
     demand.add_argument("--rate-scale", type=float,
-                        help="demand: the workload's own rate times this (open-loop arrivals and traces)")
+                        help="demand: the workload's own rate times this (open-loop arrivals and traces; "
+                             "default 1 on a trace: the trace as recorded)")
     demand.add_argument("--users", type=whole_number, help="demand: closed-loop users (think time kept)")
     p.add_argument("--sla", action="append", default=[], metavar="KEY<=VALUE",
                    help="an SLA bound on a summary.json key, repeatable: ttft_p50_s / ttft_p90_s / ttft_p99_s "
@@ -117,6 +120,7 @@ def options_of(args: argparse.Namespace, out: Path | None) -> RunOptions:
 
 
 def run(args: argparse.Namespace) -> int:
+    default_demand(args)
     out = out_folder(args.out) if args.out else None
     target, options = target_of(args), options_of(args, out)
     if has_search(args.scenario, args.overrides):
@@ -130,6 +134,18 @@ def run(args: argparse.Namespace) -> int:
         if out is not None:
             print("files: " + ", ".join(str(path) for path in files.values()) + f", {out / 'probes'}/")
     return 0
+
+
+def default_demand(args: argparse.Namespace) -> None:
+    """No demand flag: a trace is planned as recorded (--rate-scale 1, said on stderr); anything else needs one."""
+    if any(getattr(args, dest) is not None for dest in ("rate", "rate_scale", "users")):
+        return
+    raw, folder, name = read_source(args.scenario, args.overrides)
+    if not isinstance(validated(raw, folder, name, "").workload.arrivals, TraceArrivals):
+        raise SpecplanError("plan: give a demand: --rate R (requests/s), --rate-scale K (the workload's own rate "
+                            "times K) or --users N (a closed loop)")
+    args.rate_scale = 1.0
+    print("specplan: no demand given: planning the trace as recorded (--rate-scale 1)", file=sys.stderr)
 
 
 def has_search(scenario: str, overrides: list[str]) -> bool:

@@ -1,0 +1,220 @@
+"""Results pages read from committed records of slow studies: the replication suite and the fidelity check.
+
+`specplan replicate benchmarks/published --calibrate` (about a quarter of
+an hour) writes benchmarks/published/results/; `specplan fidelity
+scenarios/fidelity.yaml --runs 3` (about half an hour, on a quiet machine)
+writes validation/results/. These pages are regenerated from those records
+in a second, so the test regenerates them and compares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from docs.gen.results import REPO, Study, figure, table
+from specplan.simulator.study.calibration import HOST_GRID_MS, SCALE_GRID
+from specplan.simulator.study.published import GOAL_METRICS
+
+REPLICATION = REPO / "benchmarks" / "published" / "results"
+FIDELITY = REPO / "validation" / "results"
+
+
+def replication_page(args: argparse.Namespace) -> str:
+    report = (REPLICATION / "replication.md").read_text()
+    return "\n".join([
+        "Made by `specplan replicate benchmarks/published --calibrate --workers 2` (committed in "
+        "`benchmarks/published/results/`: replication.csv, .md, .json, .png); this page is read from that "
+        "record. What the suite is, how it runs and what is responsible for its misses: "
+        "[Replication and fidelity](../guides/replication.md). Every DeepSeek-V4-Pro end-to-end serving "
+        "figure is held out of it.", "",
+        standing(2),
+        figure(REPLICATION / "replication.png", "replication.png"),
+        "## Every figure, and the suite's own report", "",
+        "As `specplan replicate` wrote it (replication.md):", "", demote(report)])
+
+
+def standing(level: int) -> str:
+    """The suite's figures as they stand: the count, the goals, the errors per engine and GPU and per kind of
+    cell (the results page, and the block of docs/guides/replication.md between its markers)."""
+    record = json.loads((REPLICATION / "replication.json").read_text())
+    report = (REPLICATION / "replication.md").read_text()
+    rows = pd.read_csv(REPLICATION / "replication.csv")
+    counts = next(line for line in report.splitlines() if re.match(r"\d+ of \d+ figures predicted", line))
+    head = "#" * level
+    return "\n".join([
+        f"**{counts}.** Statistics are over the throughput, TPOT and speed-up figures; TTFT figures are "
+        f"predicted and tabled, in no statistic ({ttft_text(rows)}).", "",
+        f"{head} Goals", "", goals_table(record["goals"]),
+        f"{head} Median / max |error| per engine and GPU", "",
+        "A fitted parameter at the edge of the calibration grid (host up to "
+        f"{HOST_GRID_MS[-1]:g} ms, scale {SCALE_GRID[0]:g}–{SCALE_GRID[-1]:g}) is marked: the fit would have gone further.", "",
+        groups_table(record),
+        f"{head} By kind of cell (predicted)", "", kinds_table(rows),
+        f"{head} What the assumed acceptance moves", "",
+        "Where a case assumes its acceptance, every figure is predicted again with the accepted length 10% "
+        "lower and 10% higher (`al_minus_10_change`, `al_plus_10_change`: the change against the prediction).",
+        "", acceptance_table(rows)])
+
+
+def acceptance_table(rows: pd.DataFrame) -> str:
+    """The range of the AL −10% and +10% changes, per kind of figure, over the figures that assume an AL."""
+    ok = rows[(rows["status"] == "ok") & rows["al_minus_10_change"].notna()]
+    kinds = (("TPOT", "tpot"), ("throughput", "^(?!speedup).*throughput"), ("speed-up", "^speedup"),
+             ("TTFT", "ttft"))
+    out = []
+    for label, pattern in kinds:
+        part = ok[ok["metric"].str.contains(pattern)]
+        if part.empty:
+            continue
+        out.append([label, str(len(part)), span(part["al_minus_10_change"]), span(part["al_plus_10_change"])])
+    return table(["figures", "count", "AL −10%", "AL +10%"], out)
+
+
+def span(changes: pd.Series) -> str:
+    low, high = 100 * changes.min(), 100 * changes.max()
+    return f"{low:+.1f}% to {high:+.1f}%"
+
+
+def guide_blocks() -> list[tuple[Path, str, str]]:
+    """What `python -m docs.gen.results replication` also writes: the guide's figures, from the same record."""
+    return [(REPO / "docs" / "guides" / "replication.md", "replication", standing(3))]
+
+
+def goals_table(goals: list[dict]) -> str:
+    rows = [[g["goal"], value_text(g["value"]), "met" if g["met"] else "**missed**"] for g in goals]
+    return table(["goal", "value", ""], rows)
+
+
+def value_text(value: object) -> str:
+    return f"{100 * value:.1f}%" if isinstance(value, float) else str(value)
+
+
+def groups_table(record: dict) -> str:
+    stats = record["statistics"]
+    groups = list(stats["predicted"]["by_group"])
+    rows = []
+    for group in [*groups, None]:
+        predicted = stats["predicted"] if group is None else stats["predicted"]["by_group"][group]
+        cells = [group or "**all**", str(predicted["figures"])]
+        for fit in ("predicted", "calibrated", "split"):
+            s = stats.get(fit, {}) if group is None else stats.get(fit, {}).get("by_group", {}).get(group, {})
+            cells.append(error_text(s))
+        cells.append(signs_text(predicted))
+        cells.append(params_text(record.get("params", {}).get("calibrated", {}).get(group)) if group else "")
+        rows.append(cells)
+    return table(["engine/GPU", "figures", "predicted", "calibrated", "split", "speed-ups / signs right",
+                  "fitted (host ms, scale)"], rows)
+
+
+def signs_text(s: dict) -> str:
+    """'4 of 4' speed-ups right in sign, and a sign case's 'sign 0 of 1'; '–' where the group has neither."""
+    parts = [] if s.get("speedup_sign_agrees", "0 of 0") == "0 of 0" else [s["speedup_sign_agrees"]]
+    if s.get("sign_cases"):
+        parts.append(f"sign {s['sign_reproduced']} of {s['sign_cases']}")
+    return ", ".join(parts) or "–"
+
+
+def error_text(s: dict) -> str:
+    if s.get("median_abs_error") is None:
+        return "–"
+    return f"{100 * s['median_abs_error']:.1f}% / {100 * s['max_abs_error']:.1f}%"
+
+
+def params_text(params: dict | None) -> str:
+    if not params or params.get("host_ms") is None:
+        return "nothing fitted"
+    host, scale = params["host_ms"], params["verify_scale"]
+    edges = [name for name, value, ends in (("host", host, HOST_GRID_MS[-1:]), ("scale", scale, SCALE_GRID[::5]))
+             if value in ends]
+    mark = f" ({' and '.join(edges)} at the grid's edge)" if edges else ""
+    return f"{host:g}, {scale:g}{mark}"
+
+
+KINDS = (  # (label, which rows): the SGLang cookbook's cells by their name, the rest are the PR cases
+    ("low-latency (TP4, MTP 3-1-4)", lambda r: r["source"].str.endswith("-low-latency")),
+    ("balanced (DP4 + DeepEP, MTP 1-1-2)", lambda r: r["source"].str.endswith("-balanced")),
+    ("high-throughput (DP4, no speculation)", lambda r: r["source"].str.endswith("-high-throughput")),
+    ("the PR cases", lambda r: ~r["source"].str.startswith("sglang-cookbook-")),
+    ("balanced + high-throughput on Blackwell (FP4 experts)",
+     lambda r: r["source"].str.contains("-balanced|-high-throughput") & ~r["group"].str.endswith("H200")),
+    ("balanced + high-throughput on H200 (FP8 experts)",
+     lambda r: r["source"].str.contains("-balanced|-high-throughput") & r["group"].str.endswith("H200")),
+)
+
+
+def kinds_table(rows: pd.DataFrame) -> str:
+    """Predicted |error| by kind of cell, and the signed medians of its TPOT and throughput figures."""
+    ok = rows[(rows["status"] == "ok") & rows["metric"].isin(GOAL_METRICS)]
+    out = []
+    for label, pick in KINDS:
+        part = ok[pick(ok)]
+        errors = part["predicted_error"]
+        tpot = errors[part["metric"].str.contains("tpot")]
+        throughput = errors[part["metric"].str.contains("throughput") & ~part["metric"].str.startswith("speedup")]
+        out.append([label, str(len(part)), f"{pct(errors.abs().median())} / {pct(errors.abs().max())}",
+                    signed(tpot), signed(throughput)])
+    return table(["cells", "figures", "median / max |error|", "TPOT, signed median",
+                  "throughput, signed median"], out)
+
+
+def signed(errors: pd.Series) -> str:
+    return f"{100 * errors.median():+.0f}%" if errors.size else "–"
+
+
+def ttft_text(rows: pd.DataFrame) -> str:
+    ttft = rows[(rows["status"] == "ok") & rows["metric"].str.contains("ttft")]["predicted_error"]
+    return f"{ttft.size} TTFT figures, median |error| {pct(ttft.abs().median())}"
+
+
+def demote(markdown: str) -> str:
+    """A report's headings one level down, so it sits under this page's section."""
+    return re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 2) + " ", markdown, flags=re.M)
+
+
+def fidelity_page(args: argparse.Namespace) -> str:
+    record = json.loads((FIDELITY / "fidelity.json").read_text())
+    runs = json.loads((FIDELITY / "fidelity-runs.json").read_text())
+    return "\n".join([
+        "Made by `specplan fidelity scenarios/fidelity.yaml --out results/fidelity --runs "
+        f"{runs['runs']}` (committed in `validation/results/`: fidelity.json is the median run, "
+        "fidelity-runs.json the spread); this page is read from that record. What the check is: "
+        "[Replication and fidelity](../guides/replication.md#sim-to-real-fidelity). The result is "
+        "**calibrated, not predicted**: step times are measured on the same machine around each run and host "
+        "time is fitted on the same engine.", "",
+        f"**Median |error| {pct(runs['median_abs_error'])} ({pct(runs['median_abs_error_range'][0])}–"
+        f"{pct(runs['median_abs_error_range'][1])} over {runs['runs']} runs), maximum "
+        f"{pct(runs['max_abs_error'])} ({pct(runs['max_abs_error_range'][0])}–{pct(runs['max_abs_error_range'][1])})"
+        f"**, over {record['errors_counted']} figures of the median run (throughput and tokens/s/user p50).", "",
+        table(["", ""], [["device", record["device"]], ["model", record["model"]], ["torch", record["torch"]],
+                         ["run", f"{record['date']}, {record['wall_s'] / 60:.0f} min, load average "
+                          + ", ".join(f"{x:.1f}" for x in record["load_average"])],
+                         ["machine drift over a point", f"{min(record['profile_drift']['per_point']):.2f}–"
+                          f"{max(record['profile_drift']['per_point']):.2f}"]]),
+        "## Every point of the median run", "", points_table(record["points"]),
+        figure(FIDELITY / "fidelity.png", "fidelity.png")])
+
+
+def points_table(points: list[dict]) -> str:
+    rows = [[p["policy"], f"{p['load']:g}", f"{p['measured_throughput']:.1f}", f"{p['predicted_throughput']:.1f}",
+             f"{100 * p['throughput_error']:+.1f}%", f"{p['measured_tps_p50']:.1f}", f"{p['predicted_tps_p50']:.1f}",
+             f"{100 * p['tps_p50_error']:+.1f}%", f"{p['measured_mean_step_ms']:.1f}",
+             f"{p['predicted_mean_step_ms']:.1f}"] for p in points]
+    return table(["policy", "users", "throughput measured", "predicted", "error", "tok/s/user p50 measured",
+                  "predicted", "error", "step ms measured", "predicted"], rows)
+
+
+def pct(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+STUDIES = {
+    "replication": Study("Replication: predictions against published serving figures", "1 s (the suite: ~15 min)",
+                         replication_page, reads_record=True, blocks=guide_blocks),
+    "fidelity": Study("Fidelity: the simulator against a real torch engine", "1 s (the check: ~30 min)",
+                      fidelity_page, reads_record=True),
+}

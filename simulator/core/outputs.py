@@ -1,0 +1,404 @@
+"""Every key specplan writes and every CSV column, with its unit and definition: the outputs registry.
+
+    column = describe("summary.json", "ttft_p99_s")     # Output(name, unit, doc), None if unregistered
+    for file in OUTPUT_FILES: file.name, file.written_by, file.doc, file.columns
+
+One registry for the whole results contract (DESIGN.md §3): summary.json
+(the rows of points.csv and of every plan probe are summaries too),
+requests.csv, steps.csv and prefill_steps.csv of a run, a sweep's
+points.csv, frontier.csv and comparisons.csv, a plan's probes.csv, a
+deployment search's plan.csv and the replication suite's replication.csv.
+The summary's contract keys (`contract_keys`) are the ones DESIGN.md §3
+promises. tests/test_outputs_registry.py runs every engine path and fails
+on a key or column written here unregistered (or registered and never
+written); docs/reference/outputs.md is generated from this module. An entry
+whose name holds `<...>` is a pattern (its `pattern` regex), for columns
+named after the keys of an SLA.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Output:
+    """One key or column: its name (or `<pattern>`), unit and definition; `contract` for DESIGN.md §3's keys."""
+
+    name: str
+    unit: str
+    doc: str
+    contract: bool = False
+    pattern: str | None = None
+
+    def matches(self, key: str) -> bool:
+        return re.fullmatch(self.pattern, key) is not None if self.pattern else key == self.name
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    """A file specplan writes: who writes it, what a row is, and its keys or columns."""
+
+    name: str
+    written_by: str
+    doc: str
+    columns: tuple[Output, ...]
+    extends: str | None = None   # a file whose keys this one also holds (a point's row is a summary)
+
+    def describe(self, key: str) -> Output | None:
+        return next((c for c in self.columns if c.matches(key)), None)
+
+
+def table(text: str, patterns: dict[str, str] | None = None) -> tuple[Output, ...]:
+    """`name | unit | definition` lines (a `*` after the name marks a contract key) → Outputs."""
+    rows = []
+    for line in filter(str.strip, text.splitlines()):
+        name, unit, doc = (part.strip() for part in line.split(" | ", 2))
+        contract = name.endswith("*")
+        name = name.rstrip("*")
+        rows.append(Output(name, unit, doc, contract, (patterns or {}).get(name)))
+    return tuple(rows)
+
+
+SUMMARY = table("""
+policy* | — | the policy's name (policy.name)
+policy_label | — | the policy's label in tables: its name, marked (lossy) or (oracle) where it is one
+lossless | — | false for a policy that leaks future tokens into admission (dspark-global)
+oracle | — | true for the oracle, which sees which drafts will be accepted (an upper bound)
+scheduling_overhead | — | who pays engine.scheduling_overhead_ms: none (lengths fixed before drafting), per-step (synchronous decisions), hidden (decided ahead)
+throughput_tokens_per_s* | tokens/s | output tokens emitted in the measurement window (warmup_s, end] over its length, whole cluster
+throughput_tokens_per_s_per_gpu* | tokens/s/GPU | throughput_tokens_per_s over every GPU of the cluster (prefill pool included)
+tokens_generated* | tokens | output tokens emitted in the measurement window
+tps_user_mean* | tokens/s | mean over completed requests that arrived after warmup of (output_tokens − 1) / (finish − first token)
+tps_user_p10* | tokens/s | 10th percentile of the same per-request tokens/s/user (the slowest 10% of users)
+tps_user_p50* | tokens/s | median per-request tokens/s/user
+tps_user_p90* | tokens/s | 90th percentile per-request tokens/s/user
+ttft_p50_s* | s | median time to first token of requests that arrived after warmup: arrival → the decode step that emits it (or the prefill stage's end with engine.prefill.first_token: prefill); requests.csv's ttft_* columns give its parts
+ttft_p90_s | s | 90th percentile time to first token
+ttft_p99_s* | s | 99th percentile time to first token
+requests_completed_in_window | requests | completed requests that arrived after warmup (what the tokens/s/user statistics read)
+itl_mean_ms | ms | mean inter-token latency: a request's gaps between successive emissions (first token, then each step that gave it tokens), pooled over measured completed requests; NaN unless ITL is logged (run, plan probes, simulate(itl=True))
+itl_p50_ms | ms | median inter-token latency (as itl_mean_ms)
+itl_p90_ms | ms | 90th percentile inter-token latency
+itl_p99_ms | ms | 99th percentile inter-token latency
+requests_arrived* | requests | requests that arrived during the run (= completed + running + rejected)
+requests_completed* | requests | requests that finished during the run
+requests_running | requests | requests still queued, prefilling, in transfer or decoding at the end
+requests_rejected | requests | requests refused with a reason (requests.csv reject_reason)
+requests_rejected_kv_capacity | requests | rejected because prompt + output + block fits no KV cache they may use (the whole cache, or one attention rank's)
+mean_accepted_per_step* | tokens | τ pooled over proposals: Σ (accepted drafts + 1) over decoding request-steps / request-steps (bonus token included)
+mean_verify_tokens_per_request_step* | tokens | 1 + ℓ: verified tokens (anchor and drafts, prompt chunks excluded) per decoding request-step
+mean_batch_requests* | requests | running requests per replica, time-weighted over the window
+mean_decode_requests | requests | decoding requests per engine step in the window
+request_steps_deferred | request-steps | decoding request-steps the token budget left for the next step
+draft_tokens_truncated | tokens | drafts the token budget cut at its edge (engine.budget: truncate)
+deferred_share | share | request_steps_deferred / (decoding request-steps + request_steps_deferred)
+mean_step_ms | ms | mean engine step time in the window (drafting + verify + host and scheduling)
+draft_share_of_step | share | drafting time / step time, over the window
+verify_share_of_step | share | verify-forward time / step time
+attention_share_of_step | share | verify time spent on KV context (step_ms(B, C) − step_ms(B, 0)) / step time; NaN for a profile without a context axis
+overhead_share_of_step | share | host and scheduling time / step time
+engine_steps | steps | engine steps over the whole run, every replica
+preemptions | preemptions | requests preempted (and recomputed) when decoding outgrew the KV cache
+replicas | replicas | decode replicas of the cluster
+gpus | GPUs | every GPU of the cluster (decode, and a prefill pool's)
+kv_capacity_tokens | tokens | the KV capacity one replica ran with (engine.kv_capacity_tokens, resolved)
+kv_capacity_source | — | where it came from: profile memory model (the default where the scenario gives none) or scenario
+window_s | s | length of the measurement window (end − warmup_s)
+simulated_s* | s | simulated time at the end of the run
+wall_s* | s | wall-clock seconds the simulation took
+gpus_prefill | GPUs | a prefill pool's GPUs
+gpus_decode | GPUs | the decode replicas' GPUs
+gpus_total | GPUs | gpus_prefill + gpus_decode (= gpus)
+requests_in_prefill | requests | with a prefill pool: requests waiting for or in a prefill step at the end
+requests_in_transfer | requests | with a prefill pool: requests whose KV was on its way to decode at the end
+requests_at_decode | requests | with a prefill pool: requests queued or decoding at a decode replica at the end
+prefill_replicas | replicas | a prefill pool's replicas
+prefill_steps | steps | prefill steps over the run
+mean_prefill_step_ms | ms | mean prefill step time in the window
+mean_prefill_batch_tokens | tokens | mean new prompt tokens per prefill step in the window
+prefill_busy_share | share | prefill busy time / window / prefill replicas
+mean_kv_transfer_ms | ms | mean over every KV transfer that arrived (a preempted request's second included) of prefill end → KV at decode, link queueing included
+kv_bytes_per_token | bytes | KV bytes one token moves over the link
+prefix_cache_hit_rate | share | prompt tokens the prefix cache let prefill skip / prompt tokens looked up
+prefix_cache_block_hit_rate | share | cached blocks found / blocks looked up
+prefill_tokens_saved | tokens | prompt tokens the prefix cache let prefill skip
+prefill_tokens_looked_up | tokens | prompt tokens looked up in the prefix cache
+prefix_cache_capacity_blocks | blocks | blocks one prefix cache holds
+trace_bad_lines | lines | malformed trace lines skipped (workload.arrivals.skip_bad_lines)
+trace_failed_requests | requests | trace requests with no output tokens, skipped
+trace_ran_out_s | s | a replayed trace: when its window ran out before the horizon, where the measurement window ends (the run goes on to the horizon so its requests finish); null when the trace lasted the horizon
+engine_prefill_steps | steps | steps in which some rank ran a prefill batch (engine.prefill.schedule: separate), every replica, whole run; written with DP attention or a separate schedule
+engine_prefill_step_share | share | time of those steps / all engine step time, whole run
+decode_request_steps_held | request-steps | decoding request-steps that waited for their rank's prefill batch
+decode_held_request_s | request-s | Σ over held request-steps of the step's time: decode time lost to prefill batches
+dp_busiest_over_mean_tokens | ratio | DP attention: mean over steps of the busiest rank's tokens over the ranks' mean (1 = even)
+dp_imbalance_share_of_step | share | DP attention: what the busiest rank's own part adds over the ranks' mean, as a share of step time (0 for a profile that cannot tell its ranks apart)
+split_replicas | replicas | a split run (--split-replicas): the replicas simulated as independent processes
+replicas_simulated | replicas | a sampled fleet: the replicas simulated for the whole (cluster totals scaled by replicas / this)
+draft_record | — | what the drafts did, from every 8th step with drafts: per domain and position the request-steps that reached and accepted a draft, and the reliability bins of the confidences a policy saw (the report's acceptance and calibration figures read it); null without speculation
+""")
+
+BENCH_COMMON = """
+completed | requests | measured requests that completed
+duration_s | s | last completion − the benchmark's start (the tools' benchmark_duration)
+total_input_tokens | tokens | Σ prompt tokens of the measured requests
+total_output_tokens | tokens | Σ output tokens of the measured requests
+request_throughput_req_s | requests/s | completed / duration_s
+output_throughput_tok_s | tokens/s | total_output_tokens / duration_s
+total_token_throughput_tok_s | tokens/s | (total_input_tokens + total_output_tokens) / duration_s
+output_throughput_tok_s_per_gpu | tokens/s/GPU | output_throughput_tok_s over every GPU of the cluster
+total_token_throughput_tok_s_per_gpu | tokens/s/GPU | total_token_throughput_tok_s over every GPU
+mean_ttft_ms | ms | mean of first chunk − send
+median_ttft_ms | ms | median of first chunk − send
+p99_ttft_ms | ms | 99th percentile of first chunk − send
+mean_tpot_ms | ms | mean of (latency − TTFT) / (output tokens − 1), requests with > 1 token
+median_tpot_ms | ms | median TPOT
+p99_tpot_ms | ms | 99th percentile TPOT
+max_concurrency | requests | the client's --max-concurrency
+warmup_requests | requests | warm-up requests run before the benchmark's clock started
+"""
+VLLM_BENCH = """
+mean_itl_ms | ms | vLLM's ITL: one entry per streamed chunk after the first, the gap since the previous chunk (a speculative step is one chunk: ≈ τ × TPOT); mean
+median_itl_ms | ms | median of vLLM's ITL
+p99_itl_ms | ms | 99th percentile of vLLM's ITL
+mean_e2el_ms | ms | mean end-to-end latency (last chunk − send)
+median_e2el_ms | ms | median end-to-end latency
+p99_e2el_ms | ms | 99th percentile end-to-end latency
+"""
+SGLANG_BENCH = """
+mean_itl_ms | ms | SGLang's ITL: each chunk's gap divided by its new tokens, repeated per token (adjust_itl: averages like TPOT); mean
+median_itl_ms | ms | median of SGLang's ITL
+p95_itl_ms | ms | 95th percentile of SGLang's ITL
+p99_itl_ms | ms | 99th percentile of SGLang's ITL
+max_itl_ms | ms | largest of SGLang's ITL
+mean_e2e_latency_ms | ms | mean end-to-end latency (last chunk − send)
+median_e2e_latency_ms | ms | median end-to-end latency
+p99_e2e_latency_ms | ms | 99th percentile end-to-end latency
+concurrency | requests | Σ latency / duration_s, as SGLang prints it
+"""
+
+
+def bench_keys(prefix: str, text: str) -> tuple[Output, ...]:
+    """A benchmark client's metrics under its tool's prefix (workload.arrivals.kind: bench_client)."""
+    return tuple(Output(f"{prefix}.{o.name}", o.unit, o.doc) for o in table(BENCH_COMMON + text))
+
+
+REQUESTS = table("""
+request_id | — | the request's number, in arrival order
+arrival_s | s | when it arrived (sent)
+prompt_tokens | tokens | its prompt length
+output_tokens | tokens | its output length (what it asks to generate)
+domain | — | its acceptance domain (math, code, chat)
+replica | — | the decode replica it ran on (-1: none)
+admitted_s | s | when a decode replica admitted it into its batch
+first_token_s | s | when its first output token was emitted
+finish_s | s | when its last token was emitted
+generated_tokens | tokens | output tokens it received
+steps | steps | decode steps it took part in
+accepted_tokens | tokens | drafts of it accepted
+verified_tokens | tokens | drafts of it verified (Σ ℓ)
+preemptions | preemptions | times it was preempted and recomputed
+status | — | where it ended: completed, running, queued, prefill, transfer or rejected
+acceptance_offset | logit | its request-level acceptance offset (drafter.acceptance.request_sigma)
+reject_reason | — | why it was rejected (kv_capacity: ...), empty otherwise
+ttft_s | s | first_token_s − arrival_s
+tps_user | tokens/s | (output_tokens − 1) / (finish_s − first_token_s)
+prefill_replica | — | with a prefill pool: the prefill replica that computed its prompt (-1: none)
+prefill_start_s | s | when its prefill started (first pass): the fixed-rate stage or a pool replica took it; chunked prefill: the engine admitted it; NaN until then
+prefill_end_s | s | when its prompt's KV was computed (first pass; chunked: the step that computed its last chunk ended)
+kv_ready_s | s | when its KV was at the decode side (a pool: after the link; fixed rate and chunked: = prefill_end_s)
+ttft_queue_s | s | TTFT's first part: arrival → prefill_start_s (each part is cut at first_token_s; the five add up to ttft_s)
+ttft_prefill_s | s | prefill_start_s → prefill_end_s
+ttft_transfer_s | s | prefill_end_s → kv_ready_s (0 but behind a prefill pool)
+ttft_decode_wait_s | s | kv_ready_s → a decode slot holds it with its KV (max(admitted_s, kv_ready_s))
+ttft_first_step_s | s | → first_token_s: the decode step that emitted its first token (with any step the token budget deferred it)
+cached_prompt_tokens | tokens | with a prefill pool: prompt tokens its prefill skipped thanks to the prefix cache
+""")
+
+STEPS = table("""
+end_s | s | when the step ended
+replica | — | the decode replica
+batch_requests | requests | running rows (decoding, prefilling, deferred)
+decode_requests | requests | rows that decoded this step
+drafting_requests | requests | rows that drafted this step
+verify_tokens | tokens | B: tokens in the verify forward (prompt chunks included)
+prefill_tokens | tokens | prompt-chunk tokens in the forward
+emitted_tokens | tokens | output tokens the step emitted
+accepted_tokens | tokens | drafts accepted (bonus tokens not included)
+deferred_requests | requests | decoding rows the token budget left for the next step
+truncated_drafts | tokens | drafts the token budget cut at its edge
+context_tokens | tokens | KV context the step was priced at (0: the profile has no context axis)
+draft_ms | ms | drafting time
+verify_ms | ms | verify-forward time (CUDA-graph padding and eager surcharge included)
+overhead_ms | ms | host time and the scheduling overhead the policy pays
+""")
+
+PREFILL_STEPS = table("""
+end_s | s | when the prefill step ended
+prefill_replica | — | the prefill replica
+requests | requests | prompts (or prompt chunks) in the step
+prompt_tokens | tokens | new prompt tokens computed
+pairs | tokens² | attention pairs priced: Σ n(n + 2p) over its prompts (n new tokens over p cached)
+step_ms | ms | the step's time from the prefill profile
+""")
+
+POINT_EXTRA = table("""
+label | — | the sweep variant's label
+load_kind | — | the load axis: users, rate_per_s or rate_scale
+load | users, requests/s or factor | the load on that axis
+seed | — | the point's seed
+key | — | the point's key: sha256 of its resolved scenario, the bytes of every file it reads and specplan's code
+""")
+
+FRONTIER = table("""
+label | — | the variant
+kind | — | vertex (a simulated point on the Pareto frontier) or interpolated (between two vertices)
+load | users, requests/s or factor | a vertex's load (NaN between vertices)
+tps_user | tokens/s | the SLA statistic of tokens/s/user (sla.statistic), mean over seeds
+throughput_per_gpu | tokens/s/GPU | throughput_tokens_per_s_per_gpu, mean over seeds
+seeds | — | seeds averaged at a vertex (0 between vertices)
+""")
+
+COMPARISONS = table("""
+sla_tps_user | tokens/s | the SLA level (sla.tps_user)
+statistic | — | which tokens/s/user statistic it bounds
+label | — | the variant
+baseline | — | the first variant, the gains are against it
+throughput_per_gpu | tokens/s/GPU | the variant's throughput per GPU at the level, read on its frontier
+gain_vs_baseline | share | throughput_per_gpu / the baseline's − 1
+matched_throughput_per_gpu | tokens/s/GPU | the baseline's throughput at the level (where the variants are compared at matched throughput)
+tps_user_at_matched | tokens/s | the variant's tokens/s/user at that matched throughput
+tps_user_gain_vs_baseline | share | tps_user_at_matched / the baseline's level − 1
+throughput_edge | — | "max load N" when the reading is the largest simulated load's (a lower bound), "min load N" at the smallest, empty otherwise
+tps_user_edge | — | the same for the matched tokens/s/user reading
+""")
+
+PROBE_RECORD = table("""
+keep_up_verdict | — | the keep-up judge's verdict on the run: keeps up, falls behind, or too short to judge
+keep_up_growth | requests | growth of outstanding requests (arrived, not finished) over the window's second half
+keep_up_completed | requests | requests completed in that half
+keep_up_service_p90_s | s | 90th percentile time a request spent in an engine (the ramp-up the judge waits for is twice it)
+keep_up_needed_duration_s | s | the horizon that would settle an undecided verdict
+keep_up_reason | — | why the verdict is undecided, in words (empty otherwise)
+key | — | the run's point key
+seed | — | the run's seed
+""")
+
+PROBES = table("""
+label | — | the variant
+replicas | replicas | decode replicas of the probe
+replicas_simulated | replicas | replicas simulated (fewer when the probe was sampled)
+gpus | GPUs | every GPU of the probed cluster
+gpus_decode | GPUs | the probe's decode GPUs
+gpus_prefill | GPUs | the probe's prefill GPUs (0 without a prefill pool)
+prefill_pool | — | held fixed (the scenario's cluster.prefill) or grows with the decode replicas (a search's prefill_per_decode); empty without a pool
+prefill_busy_share | share | the run's prefill_busy_share (empty without a pool)
+prefix_cache_hit_rate | share | the run's prefix_cache_hit_rate (empty without a prefix cache)
+seed | — | the run's seed
+tps_user | tokens/s | the run's tokens/s/user statistic (--statistic)
+throughput_tokens_per_s_per_gpu | tokens/s/GPU | the run's throughput per GPU
+ttft_p99_s | s | the run's TTFT p99
+requests_completed | requests | requests the run completed
+requests_rejected | requests | requests the run rejected with a reason (answered at arrival for the keep-up judge)
+keep_up_verdict | — | keeps up, falls behind, or undecided (the keep-up judge)
+keep_up_growth | requests | growth of outstanding requests over the window's second half
+meets_sla | — | whether the probe (mean over seeds) met every bound and kept up
+chosen | — | whether this size is the variant's answer
+key | — | the run's point key
+""")
+
+PLAN = table("""
+rank | — | the deployment's rank: SLA met first, cheapest $/hour first, then $ per million tokens
+label | — | hardware / serving mode / variant
+hardware | — | the hardware option's label
+profile | — | its decode profile
+mode | — | aggregated or disaggregated
+prefill_per_decode | ratio | disaggregated: prefill replicas per decode replica
+variant | — | the drafter / policy variant
+block_size | tokens | the block size tried (search.block_sizes)
+meets_sla | — | whether some size up to --max-replicas met the SLA
+unmet | — | why not, when not met: the replica cap, a saturated prefill pool held fixed, or SLA statistics that stopped moving (the search stopped early)
+decode_replicas | replicas | the answer: fewest decode replicas meeting the SLA
+prefill_replicas | replicas | prefill replicas at the answer
+gpus | GPUs | every GPU at the answer
+gpus_decode | GPUs | decode GPUs at the answer
+gpus_prefill | GPUs | prefill GPUs at the answer
+prefill_pool | — | grows with the decode replicas (disaggregated) or empty without a pool
+prefill_busy_share | share | the prefill pool's busy share at the answer, mean over seeds
+prefix_cache_hit_rate | share | the prefix cache's hit rate at the answer, mean over seeds
+gpu_hour_usd | USD/GPU-hour | the option's price
+usd_per_hour | USD/hour | gpus × gpu_hour_usd
+output_tokens_per_s | tokens/s | simulated output tokens per second at the answer
+usd_per_million_tokens | USD per 10⁶ tokens | usd_per_hour / (output_tokens_per_s × 3600 / 10⁶)
+largest_probed_replicas | replicas | the largest size simulated
+one_fewer_replicas | replicas | the size below the answer, confirmed failing
+one_fewer_keep_up | — | its keep-up verdict
+sure | — | false when a bound lies inside its 95% interval at the answer or one fewer
+probes | — | sizes simulated
+<sla key> | the key's unit | mean over seeds of each SLA key at the answer
+<sla key>_ci95 | the key's unit | half-width of its 95% interval over seeds
+""", {"<sla key>": r"(ttft|itl|tps_user)_[a-z0-9]+(_s|_ms)?", "<sla key>_ci95": r"(ttft|itl|tps_user)_[a-z0-9_]+_ci95"})
+
+REPLICATION = table("""
+source | — | the case folder under benchmarks/published
+reference | — | the public source (repository and PR or issue)
+group | — | engine/GPU group (calibration fits per group)
+workload | — | the benchmarked workload
+arm | — | the compared arm (a speed-up is an arm ratio, dspark/none)
+metric | — | what was published (throughput, TPOT, TTFT, speed-up, sign)
+concurrency | requests | the client's concurrency
+published | the unit column's | the published figure
+unit | — | its unit as published
+line | — | the published.csv line
+basis | — | how the case runs (e.g. nearest database version)
+status | — | ran, or why not (a case is never dropped silently)
+predicted_value | the unit column's | predicted with nothing fitted
+predicted_error | share | predicted / published − 1
+al_minus_10_value | the unit column's | predicted with the assumed acceptance length −10%
+al_minus_10_change | share | al_minus_10_value / predicted_value − 1
+al_plus_10_value | the unit column's | predicted with the assumed acceptance length +10%
+al_plus_10_change | share | al_plus_10_value / predicted_value − 1
+calibrated_value | the unit column's | predicted with the group's fitted host time and step scale (fitted on every figure)
+calibrated_error | share | calibrated_value / published − 1
+split_value | the unit column's | predicted out of sample (fitted on the other half of the group's figures)
+split_error | share | split_value / published − 1
+""")
+
+OUTPUT_FILES: tuple[OutputFile, ...] = (
+    OutputFile("summary.json", "specplan run; simulate(); every sweep point and plan probe",
+               "the run's figures (one JSON object)",
+               SUMMARY + bench_keys("vllm_bench_serve", VLLM_BENCH) + bench_keys("sglang_bench_serving", SGLANG_BENCH)),
+    OutputFile("requests.csv", "specplan run", "one row per arrived request", REQUESTS),
+    OutputFile("steps.csv", "specplan run", "one row per engine step", STEPS),
+    OutputFile("prefill_steps.csv", "specplan run with cluster.prefill", "one row per prefill step", PREFILL_STEPS),
+    OutputFile("points.csv", "specplan sweep / demo", "one row per variant × load × seed: every summary.json "
+               "key but draft_record, and these", POINT_EXTRA, extends="summary.json"),
+    OutputFile("frontier.csv", "specplan sweep / demo", "each variant's Pareto frontier of throughput per GPU "
+               "against tokens/s/user", FRONTIER),
+    OutputFile("comparisons.csv", "specplan sweep / demo", "one row per SLA level × variant", COMPARISONS),
+    OutputFile("probes.csv", "specplan plan --out", "one row per variant × cluster size × seed", PROBES),
+    OutputFile("probes/KEY.json", "specplan plan --out", "one plan probe run: its summary (every summary.json key "
+               "and these), keep-up verdict and resolved scenario", PROBE_RECORD, extends="summary.json"),
+    OutputFile("plan.csv", "specplan plan --out on a search: block", "one row per deployment, met or not", PLAN),
+    OutputFile("replication.csv", "specplan replicate", "one row per published figure", REPLICATION),
+)
+
+
+def output_file(name: str) -> OutputFile:
+    return next(f for f in OUTPUT_FILES if f.name == name)
+
+
+def describe(file: str, key: str) -> Output | None:
+    """The registered key or column `key` of `file` (or of the file it extends: a point's row is a summary)."""
+    entry = output_file(file)
+    found = entry.describe(key)
+    if found is None and entry.extends is not None:
+        found = describe(entry.extends, key)
+    return found
+
+
+def contract_keys() -> tuple[str, ...]:
+    """The summary keys DESIGN.md §3 promises (every run writes them)."""
+    return tuple(o.name for o in SUMMARY if o.contract)

@@ -1,0 +1,111 @@
+"""The outputs registry (specplan.simulator.core.outputs) is the one list of what specplan writes: every engine
+path is run, and a summary key or CSV column written but not registered fails, as does an entry that no path
+writes (a stale definition)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from specplan.simulator.core.outputs import OUTPUT_FILES, contract_keys, describe, output_file
+from specplan.simulator.engine.records import REJECT_REASONS
+from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.scenario import scenario_from_mapping
+from specplan.simulator.study.split import simulate_sampled, simulate_split
+from tests.conftest import BASE, REPO, merged
+
+SHORT = {"horizon": {"duration_s": 3, "warmup_s": 0.5}}
+POOL = {"engine": {"prefill": {"tokens_per_s": 1e12}},
+        "cluster": {"replicas": 2, "router": "least_loaded",
+                    "prefill": {"replicas": 2, "link": {"gbps": 100}, "kv_bytes_per_token": 1000,
+                                "profile": "builtin:h200-llama3.1-8b-vllm-prefill", "router": "cache_aware",
+                                "prefix_cache": {"block_tokens": 512, "capacity_tokens": 100_000}}}}
+PREFILL_PROFILE = "builtin:h200-llama3.1-8b-vllm-prefill"
+BENCH = {"horizon": {"requests": 6}, "drafter": {"family": "none", "block_size": 0}, "policy": {"name": "none"},
+         "workload": {"arrivals": {"kind": "bench_client", "num_prompts": 4, "max_concurrency": 2,
+                                   "warmup_requests": 1}, "output_tokens": {"kind": "fixed", "value": 4}}}
+
+
+def mooncake(path) -> str:
+    rows = [(t * 0.1, 1536 if t % 3 else 512, [1, 2, 3 + t % 4]) for t in range(30)]
+    path.write_text("".join(json.dumps({"timestamp": t * 1000, "input_length": n, "output_length": 20,
+                                        "hash_ids": h}) + "\n" for t, n, h in rows))
+    return str(path)
+
+
+def cases(tmp_path) -> dict[str, dict]:
+    """One scenario per engine path that writes keys or columns of its own."""
+    trace = {"workload": {"arrivals": {"kind": "trace", "path": mooncake(tmp_path / "t.jsonl"),
+                                       "format": "mooncake"}}}
+    raw = merged(BASE, SHORT)
+    return {
+        "plain": raw,
+        "pool-cache-trace": merged(merged(raw, POOL), trace),
+        "chunked-cache": merged(merged(raw, trace), {"engine": {"prefill": {"mode": "chunked", "chunk_tokens": 512},
+                                                                "prefix_cache": {"block_tokens": 512}}}),
+        "trace-runs-out": merged(merged(raw, trace), {"horizon": {"duration_s": 5}}),
+        "dp-truncate": merged(raw, {"engine": {"budget": "truncate", "max_step_tokens": 64, "max_batch_requests": 32,
+                                               "dp_attention": {"ranks": 2}}, "policy": {"name": "dspark-async"}}),
+        "dp-separate": merged(raw, {"engine": {"prefill": {"mode": "chunked", "chunk_tokens": 512,
+                                                           "schedule": "separate", "profile": PREFILL_PROFILE},
+                                               "dp_attention": {"ranks": 2, "balance": "round_robin"}}}),
+        "tight-kv": merged(raw, {"engine": {"kv_capacity_tokens": 300}}),
+        "vllm-bench": merged(raw, BENCH),
+        "sglang-bench": merged(merged(raw, BENCH), {"workload": {"arrivals": {"client": "sglang"}}}),
+    }
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """file name → {key: the case that wrote it}, over every case."""
+    folder = tmp_path_factory.mktemp("paths")
+    seen: dict[str, dict[str, str]] = {f.name: {} for f in OUTPUT_FILES}
+    results = {name: simulate(scenario_from_mapping(raw, folder), itl=True) for name, raw in cases(folder).items()}
+    fleet = scenario_from_mapping(merged(BASE, {**SHORT, "cluster": {"replicas": 4, "router": "random"}}), REPO)
+    results["sampled"] = simulate_sampled(fleet, 2)
+    results["split"] = simulate_split(fleet, 1)
+    assert results["trace-runs-out"].summary["trace_ran_out_s"] is not None  # the window ended with the trace
+    for name, result in results.items():
+        for file, keys in (("summary.json", result.summary), ("requests.csv", result.requests.columns),
+                           ("steps.csv", result.steps.columns)):
+            for key in keys:
+                seen[file].setdefault(key, name)
+        if result.prefill_steps is not None:
+            for key in result.prefill_steps.columns:
+                seen["prefill_steps.csv"].setdefault(key, name)
+    return seen
+
+
+@pytest.mark.parametrize("file", ["summary.json", "requests.csv", "steps.csv", "prefill_steps.csv"])
+def test_every_key_a_run_writes_is_registered(written, file):
+    missing = {key: case for key, case in written[file].items() if describe(file, key) is None}
+    assert not missing, f"{file}: written but not in specplan.simulator.core.outputs: {missing}"
+
+
+@pytest.mark.parametrize("file", ["summary.json", "requests.csv", "steps.csv", "prefill_steps.csv"])
+def test_every_registered_key_is_written_by_some_path(written, file):
+    stale = [o.name for o in output_file(file).columns if not any(o.matches(key) for key in written[file])]
+    assert not stale, f"{file}: registered but written by no engine path: {stale}"
+
+
+def test_every_entry_has_a_unit_and_a_definition():
+    for file in OUTPUT_FILES:
+        for column in file.columns:
+            assert column.unit and len(column.doc) > 10, (file.name, column.name)
+
+
+def test_the_contract_keys_are_design_md_s_and_every_reject_reason_is_counted(written):
+    assert set(contract_keys()) == {
+        "policy", "throughput_tokens_per_s", "throughput_tokens_per_s_per_gpu", "tps_user_mean", "tps_user_p10",
+        "tps_user_p50", "tps_user_p90", "ttft_p50_s", "ttft_p99_s", "requests_arrived", "requests_completed",
+        "tokens_generated", "mean_accepted_per_step", "mean_verify_tokens_per_request_step", "mean_batch_requests",
+        "simulated_s", "wall_s"}
+    assert {f"requests_rejected_{reason}" for reason in REJECT_REASONS} <= set(written["summary.json"])
+
+
+def test_the_committed_replication_table_is_registered():
+    columns = pd.read_csv(REPO / "benchmarks" / "published" / "results" / "replication.csv", nrows=1).columns
+    assert [c for c in columns if describe("replication.csv", c) is None] == []
+    assert [o.name for o in output_file("replication.csv").columns if o.name not in columns] == []
