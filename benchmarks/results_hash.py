@@ -16,8 +16,9 @@ leaves that key out, so the run after the change shows that nothing else moved;
 data-parallel attention under each budget rule, vLLM's truncation, chunked
 prefill with a prefix cache on a Mooncake-format trace, a benchmark client,
 the oracle with padded attention, sampled and split fleets, a run that logs
-ITL, and the two cases issue 30's KV-fit fix changed); its hashes also
-cover the prefill steps.
+ITL, the two cases issue 30's KV-fit fix changed, the separate and mixed
+prefill schedules under each DP dispatch rule, and a DeepSeek-V4 DP4 step
+priced at its busiest rank); its hashes also cover the prefill steps.
 """
 
 from __future__ import annotations
@@ -126,6 +127,23 @@ BENCH = {  # a benchmark client (vllm bench serve's shape): its requests, a warm
                  "prompt_tokens": {"kind": "fixed", "value": 100}, "output_tokens": {"kind": "fixed", "value": 3}},
 }
 
+V4_DP = {  # DeepSeek-V4-Flash on 4 x B200 under SGLang, DP4 attention: separate prefill batches, ranks round-robin
+    "name": "engine-v4-dp", "seed": 5, "horizon": {"duration_s": 4, "warmup_s": 1},
+    "hardware": {"profile": "builtin:b200-deepseek-v4-flash-dp4ep4-sglang", "gpus_per_replica": 4},
+    "engine": {"max_batch_requests": 64, "kv_capacity_tokens": 2_000_000,
+               "prefill": {"mode": "chunked", "chunk_tokens": 4096, "schedule": "separate",
+                           "profile": "builtin:b200-deepseek-v4-flash-dp4ep4-sglang-prefill"},
+               "dp_attention": {"ranks": 4, "balance": "round_robin", "max_step_tokens": 1024},
+               "cuda_graph": {"engine": "sglang"}},
+    "drafter": {"family": "mtp", "block_size": 1,
+                "acceptance": {"preset": "deepseek-v4-pro-nothink", "domains": {"chat": 1.0}},
+                "latency": {"kind": "profile", "path": "builtin:b200-deepseek-v4-flash-dp4ep4-sglang-mtp"}},
+    "policy": {"name": "mtp-1"},
+    "workload": {"arrivals": {"kind": "closed_loop", "users": 48},
+                 "prompt_tokens": {"kind": "lognormal", "median": 1500, "sigma": 0.6, "max": 6000},
+                 "output_tokens": {"kind": "lognormal", "median": 120, "sigma": 0.6, "max": 600}},
+}
+
 
 def engine_cases(trace: Path) -> dict[str, dict]:
     """The engine's paths the fixed cases miss (see the module docstring)."""
@@ -162,8 +180,20 @@ def engine_cases(trace: Path) -> dict[str, dict]:
         "goodput-tight": {"engine": {"kv_capacity_tokens": 2500}, "policy": {"name": "goodput"}},
         "dp-ranks-past-the-total": {"engine": {"kv_capacity_tokens": 4000, "max_batch_requests": 32,
                                                "dp_attention": {"ranks": 2, "kv_capacity_tokens": 3000}}},
+        # the engines' prefill schedules and DP dispatch (phases.py, ranks.py)
+        "separate": {"engine": {"prefill": {"mode": "chunked", "chunk_tokens": 256, "schedule": "separate"}}},
+        "dp-separate-round-robin": {"engine": {"max_batch_requests": 32,
+                                               "prefill": {"mode": "chunked", "chunk_tokens": 512,
+                                                           "schedule": "separate"},
+                                               "dp_attention": {"ranks": 2, "balance": "round_robin"}}},
+        "dp-mixed-least-loaded": {"engine": {"max_batch_requests": 32,
+                                             "prefill": {"mode": "chunked", "chunk_tokens": 256, "schedule": "mixed"},
+                                             "dp_attention": {"ranks": 2, "balance": "least_loaded"}}},
+        "dp-fewest-requests": {"engine": {"max_batch_requests": 32,
+                                          "dp_attention": {"ranks": 4, "balance": "fewest_requests"}}},
     }
     cases |= {name: deep_merge(ENGINE_BASE, change) for name, change in changes.items()}
+    cases["v4-busiest-rank"] = V4_DP  # a parts table: each DP step priced at its busiest rank (rank_split.py)
     return {f"engine/{name}": raw for name, raw in cases.items()}
 
 
