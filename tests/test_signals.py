@@ -122,7 +122,7 @@ def test_killing_a_sweep_by_sigkill_ends_its_workers(tmp_path):
 
 
 def test_killing_a_ray_sweep_by_sigkill_ends_its_tasks(tmp_path):
-    pytest.importorskip("ray")
+    pytest.importorskip("ray", reason="Ray (the 'ray' extra) is not installed")
     scenario, out = slow_sweep(tmp_path), tmp_path / "out"
     proc = subprocess.Popen([*SPECPLAN, "sweep", str(scenario), "--out", str(out), "--workers", "2", "--backend",
                              "ray", "--no-report", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
