@@ -14,6 +14,7 @@ import yaml
 
 from docs.gen import record_pages
 from docs.gen.cli_page import GUIDES, subcommands
+from docs.gen.hooks import generate_pages
 from docs.gen.results import page_text, studies
 from docs.gen.runnable import run_block, runnable_blocks, workspace
 from specplan.cli.main import parser
@@ -26,6 +27,12 @@ DOCS = REPO / "docs"
 GENERATED = {"reference/scenario.md", "reference/cli.md", "reference/outputs.md", "reference/profile-format.md",
              "results/index.md", "changelog.md", "contributing.md"}
 TOP_FILES = ("README.md", "CHANGELOG.md", "CONTRIBUTING.md", "benchmarks/README.md")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def generated_pages() -> None:
+    """The generated pages (git-ignored, written before every build) exist whatever order the tests run in."""
+    generate_pages()
 
 
 def hand_written_pages() -> list[Path]:
