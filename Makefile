@@ -9,8 +9,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+# pip's own notices (setuptools' editable-install banner) go to .venv/install.log, printed if pip fails,
+# so a first `make demo` shows its answer, not the installer's chatter.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+	@echo "installing specplan into $(VENV) (pip's log: $(VENV)/install.log)"
+	@$(BIN)/pip install -q -e . > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
 	touch $@
 
 # torch is pinned to the CPU build that lies on this project's machines.
