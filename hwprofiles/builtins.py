@@ -24,6 +24,7 @@ by `specplan profile` instead and are not touched here.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -241,7 +242,11 @@ def regenerate_aic(out_dir: Path = DATA_DIR, names: list[str] | None = None) -> 
 
 
 def main(argv: list[str]) -> int:
-    shared = Path(argv[0]) if argv else DEFAULT_SHARED
+    parser = argparse.ArgumentParser(prog="python -m specplan.hwprofiles.builtins",
+                                     description="Regenerate the derived built-in profiles in hwprofiles/data/.")
+    parser.add_argument("shared", nargs="?", type=Path, default=DEFAULT_SHARED,
+                        help="the folder holding profiles/vidur and profiles/splitwise (default: ../shared)")
+    shared = parser.parse_args(argv).shared
     if (shared / "profiles").is_dir():
         written = regenerate(shared)
     else:

@@ -45,7 +45,7 @@ from typing import Any
 from specplan.hwprofiles.aiconfigurator.operators import kind_of, walk
 from specplan.hwprofiles.aiconfigurator.package import (
     database,
-    first_line,
+    one_line,
     package_version,
     quiet,
     require_aic,
@@ -89,34 +89,36 @@ def check_model(model: str) -> None:
 def compile_target(target: AicTarget, max_tokens: int, query_tokens: int, memory_fraction: float) -> CompiledTarget:
     """Build the target's operator list and KV capacity; every failure is a one-line ProfileError."""
     check_model(target.model)
+    model, spec = engine_spec(target)
+    capacity = kv_capacity_tokens(target, max_tokens, query_tokens, memory_fraction, moe_quant_mode(target))
+    return CompiledTarget(
+        target=target, ops=tuple(spec["generation_ops"]), engine=spec["engine"],
+        spec_schema=int(spec["schema_version"]), num_layers=int(model._num_layers),
+        kv_capacity_tokens=capacity, model_summary=summarize_model(model, spec["generation_ops"]),
+    )
+
+
+def engine_spec(target: AicTarget) -> tuple[Any, dict[str, Any]]:
+    """(the package's model, its engine spec: generation and context operator lists) for the target's
+    parallelism and expert precision, as the estimator builds them; a failure is one ProfileError line."""
     db = database(target.system, target.backend, target.backend_version)
     # aiconfigurator-core is the optional 'aic' extra
     from aiconfigurator_core.sdk.config_builders import build_model_config
     from aiconfigurator_core.sdk.engine import build_engine_spec_json
     from aiconfigurator_core.sdk.models import get_model
 
-    quant = moe_quant_mode(target)
     config = build_model_config(
         tp_size=target.tp, pp_size=1, attention_dp_size=target.dp,
-        moe_tp_size=target.gpus // target.ep, moe_ep_size=target.ep, moe_quant_mode=quant,
+        moe_tp_size=target.gpus // target.ep, moe_ep_size=target.ep, moe_quant_mode=moe_quant_mode(target),
     )
-    with quiet():
-        try:
-            model = get_model(target.model, config, target.backend)
-            spec = json.loads(build_engine_spec_json(
-                model, model_path=target.model, system=target.system, backend=target.backend,
-                backend_version=target.backend_version, kv_block_size=None, systems_path=None, nextn=0,
-                database=db,
-            ))
-        except Exception as exc:  # the package raises many kinds; the user needs one line
-            raise ProfileError(f"aiconfigurator-core cannot build {target.model} for {where(target)}: "
-                                f"{first_line(exc)}") from None
-    capacity = kv_capacity_tokens(target, max_tokens, query_tokens, memory_fraction, quant)
-    return CompiledTarget(
-        target=target, ops=tuple(spec["generation_ops"]), engine=spec["engine"],
-        spec_schema=int(spec["schema_version"]), num_layers=int(model._num_layers),
-        kv_capacity_tokens=capacity, model_summary=summarize_model(model, spec["generation_ops"]),
-    )
+    with quiet(), one_line(f"build {target.model} for {where(target)}"):
+        model = get_model(target.model, config, target.backend)
+        spec = json.loads(build_engine_spec_json(
+            model, model_path=target.model, system=target.system, backend=target.backend,
+            backend_version=target.backend_version, kv_block_size=None, systems_path=None, nextn=0,
+            database=db,
+        ))
+    return model, spec
 
 
 def moe_quant_mode(target: AicTarget) -> str | None:
@@ -147,18 +149,14 @@ def kv_capacity_tokens(target: AicTarget, max_tokens: int, query_tokens: int, me
     # aiconfigurator-core is the optional 'aic' extra
     from aiconfigurator_core.sdk.memory import estimate_kv_cache
 
-    with quiet():
-        try:
-            estimate = estimate_kv_cache(
-                target.model, target.system, target.backend, target.backend_version,
-                max_num_tokens=max_tokens, max_batch_size=math.ceil(max_tokens / query_tokens),
-                memory_fraction_kind=MEMORY_FRACTION_KIND.get(target.backend, "of_total"),
-                memory_fraction_value=memory_fraction, tp_size=target.tp, attention_dp_size=target.dp,
-                moe_tp_size=target.gpus // target.ep, moe_ep_size=target.ep, moe_quant_mode=moe_quant,
-            )
-        except Exception as exc:  # as above: one line for the user
-            raise ProfileError(f"aiconfigurator-core cannot size the KV cache of {target.model} on "
-                                f"{where(target)}: {first_line(exc)}") from None
+    with quiet(), one_line(f"size the KV cache of {target.model} on {where(target)}"):
+        estimate = estimate_kv_cache(
+            target.model, target.system, target.backend, target.backend_version,
+            max_num_tokens=max_tokens, max_batch_size=math.ceil(max_tokens / query_tokens),
+            memory_fraction_kind=MEMORY_FRACTION_KIND.get(target.backend, "of_total"),
+            memory_fraction_value=memory_fraction, tp_size=target.tp, attention_dp_size=target.dp,
+            moe_tp_size=target.gpus // target.ep, moe_ep_size=target.ep, moe_quant_mode=moe_quant,
+        )
     tokens = int(estimate["total_kv_size_tokens"]) * target.dp
     if tokens <= 0:
         raise ProfileError(f"{target.model} does not fit on {where(target)}: no memory left for a KV cache")

@@ -80,6 +80,18 @@ def first_line(exc: BaseException) -> str:
     return (text[0] if text else exc.__class__.__name__)[:300]
 
 
+@contextmanager
+def one_line(doing: str) -> Iterator[None]:
+    """A call into the package: whatever it raises (it raises many kinds) becomes one ProfileError line,
+    "aiconfigurator-core cannot {doing}: {its first line}"."""
+    try:
+        yield
+    except ProfileError:
+        raise
+    except Exception as exc:
+        raise ProfileError(f"aiconfigurator-core cannot {doing}: {first_line(exc)}") from None
+
+
 def literal_version(system: str, backend: str, version: str | None) -> str:
     """The database version a request names (`None` or an alias such as `current`: the slot's version)."""
     return str(database(system, backend, version or "current").version)

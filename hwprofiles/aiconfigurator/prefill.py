@@ -36,12 +36,12 @@ import numpy as np
 from specplan.hwprofiles.aiconfigurator.compile import (
     CompiledTarget,
     compile_target,
+    engine_spec,
     moe_quant_mode,
 )
 from specplan.hwprofiles.aiconfigurator.operators import kind_of
 from specplan.hwprofiles.aiconfigurator.package import (
-    database,
-    first_line,
+    one_line,
     package_version,
     quiet,
     require_aic,
@@ -96,18 +96,14 @@ class PrefillPricer:
         # aiconfigurator-core is the optional 'aic' extra
         from aiconfigurator_core.sdk.engine import EngineHandle
 
-        try:
+        with one_line(f"compile {self.where}"):
             self.handle = EngineHandle(bytes(aic.engine_spec_bincode_from_json(json.dumps(spec))))
-        except Exception as exc:  # the package raises many kinds; the user needs one line
-            raise ProfileError(f"aiconfigurator-core cannot compile {self.where}: {first_line(exc)}") from None
 
     def entries(self, indices: list[int], batch: int, new_tokens: int, prefix: int = 0) -> list[tuple]:
         if not indices:
             return []
-        try:
+        with one_line(f"price {self.where}"):
             return list(self.handle.evaluate_context_ops(indices, batch_size=batch, s=new_tokens, prefix=prefix))
-        except Exception as exc:  # as above
-            raise ProfileError(f"aiconfigurator-core cannot price {self.where}: {first_line(exc)}") from None
 
     def ms(self, indices: list[int], batch: int, new_tokens: int, prefix: int = 0) -> float:
         return float(sum(entry[1] for entry in self.entries(indices, batch, new_tokens, prefix)))
@@ -168,25 +164,7 @@ def split_tables(pricer: PrefillPricer, tokens: np.ndarray, rows: tuple[int, ...
 
 def context_op_list(compiled: CompiledTarget) -> list[dict[str, Any]]:
     """The target's context-phase operator list, as the estimator builds it."""
-    target = compiled.target
-    # aiconfigurator-core is the optional 'aic' extra
-    from aiconfigurator_core.sdk.config_builders import build_model_config
-    from aiconfigurator_core.sdk.engine import build_engine_spec_json
-    from aiconfigurator_core.sdk.models import get_model
-
-    config = build_model_config(tp_size=target.tp, pp_size=1, attention_dp_size=target.dp,
-                                moe_tp_size=target.gpus // target.ep, moe_ep_size=target.ep,
-                                moe_quant_mode=moe_quant_mode(target))
-    try:
-        model = get_model(target.model, config, target.backend)
-        spec = json.loads(build_engine_spec_json(
-            model, model_path=target.model, system=target.system, backend=target.backend,
-            backend_version=target.backend_version, kv_block_size=None, systems_path=None, nextn=0,
-            database=database(target.system, target.backend, target.backend_version)))
-    except Exception as exc:  # the package raises many kinds; the user needs one line
-        raise ProfileError(f"aiconfigurator-core cannot build {target.model} for {where(target)}: "
-                            f"{first_line(exc)}") from None
-    return list(spec["context_ops"])
+    return list(engine_spec(compiled.target)[1]["context_ops"])
 
 
 def prefill_command(target: AicTarget, max_tokens: int = PREFILL_MAX_TOKENS) -> str:

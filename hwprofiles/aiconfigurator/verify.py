@@ -109,7 +109,7 @@ from specplan.hwprofiles.aiconfigurator.operators import (
     kind_of,
     with_query_heads,
 )
-from specplan.hwprofiles.aiconfigurator.package import first_line
+from specplan.hwprofiles.aiconfigurator.package import one_line
 from specplan.hwprofiles.aiconfigurator.parts import REFERENCE_TOKENS, LeafCurves
 from specplan.hwprofiles.aiconfigurator.targets import where
 from specplan.hwprofiles.errors import ProfileError
@@ -144,19 +144,15 @@ class VerifyPricer:
         self.wide, self.overflow = wide[:len(folded)], list(zip(wide[len(folded):], scales, strict=True))
         self.csa_layers = sum(csa_layers(op) for op in modules)
         self.indexer = mqa_table(compiled, ops) if self.csa_layers and q > 1 else None
-        try:
+        with one_line(f"compile {self.where}"):
             self.handle = engine_handle(compiled, [op for group in groups for op in group])
-        except Exception as exc:  # the package raises many kinds; the user needs one line
-            raise ProfileError(f"aiconfigurator-core cannot compile {self.where}: {first_line(exc)}") from None
         self.check_plain_ops_ignore_context()
 
     def evaluate(self, indices: list[int], batch: int, kv: int, tokens: int | None = None) -> list[tuple]:
         if not indices:
             return []
-        try:
+        with one_line(f"price {self.where}"):
             return list(self.handle.evaluate_generation_ops(indices, batch_size=batch, s=kv, x=tokens))
-        except Exception as exc:  # as above
-            raise ProfileError(f"aiconfigurator-core cannot price {self.where}: {first_line(exc)}") from None
 
     def ms(self, indices: list[int], batch: int, kv: int, tokens: int | None = None) -> float:
         return float(sum(entry[1] for entry in self.evaluate(indices, batch, kv, tokens)))
