@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from specplan.engines.sglang import capture_sizes as sglang_capture_sizes
+from specplan.engines.vllm import capture_sizes as vllm_capture_sizes
 from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.assembly import assemble
@@ -23,7 +25,6 @@ from specplan.simulator.engine.batch import RANK
 from specplan.simulator.engine.budget import Defer, RankCaps, Truncate
 from specplan.simulator.engine.caches import OneCache, RankCaches
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.graphs import sglang_capture_sizes, vllm_capture_sizes
 from specplan.simulator.engine.price import StepPricer
 from specplan.simulator.engine.records import RequestLog, StepLog
 from specplan.simulator.engine.simulation import simulate
@@ -44,9 +45,9 @@ def test_the_engines_default_capture_lists_are_their_sources():
     sizes = vllm_capture_sizes(512)
     assert sizes[:5] == [1, 2, 4, 8, 16] and 248 in sizes and 256 in sizes and 264 not in sizes and 272 in sizes
     assert sizes[-1] == 512
-    spec = sglang_capture_sizes(True, 256)
+    spec = sglang_capture_sizes(256, True)
     assert spec[:9] == [1, 2, 3, 4, 5, 6, 7, 8, 10] and 34 not in spec and 40 in spec and spec[-1] == 256
-    assert sglang_capture_sizes(False, 64) == [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
+    assert sglang_capture_sizes(64, False) == [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
 
 
 def test_a_121_token_step_is_priced_at_the_128_token_graph():
