@@ -26,7 +26,8 @@ from specplan.simulator.engine.budget import Defer, RankCaps, Truncate
 from specplan.simulator.engine.caches import OneCache, RankCaches
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.price import StepPricer
-from specplan.simulator.engine.records import RequestLog, StepLog
+from specplan.simulator.engine.records import StepLog
+from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 from tests.drive import drive
@@ -165,7 +166,7 @@ def test_an_attention_ranks_own_token_cap_binds_while_the_steps_total_does_not()
 
     def look(core, plan):
         plans.append(plan)
-        ranks.append(core.batch.ints[RANK][plan.rows].copy())
+        ranks.append(core.state.batch.ints[RANK][plan.rows.index].copy())
 
     drive(scenario, np.full(8, 50), np.full(8, 20), on_plan=look)
     first = plans[0]
@@ -192,8 +193,8 @@ def test_each_attention_rank_holds_its_own_kv_cache():
                                      "dp_attention": {"ranks": 2}})
 
     def per_rank_kv_fits(core):
-        ranks = core.batch.ints[RANK]
-        held = np.bincount(ranks, weights=core.footprints(slice(None)), minlength=2)
+        ranks = core.state.batch.ints[RANK]
+        held = np.bincount(ranks, weights=core.state.footprints(), minlength=2)
         rows = np.bincount(ranks, minlength=2)
         assert ((held <= 500) | (rows == 1)).all()
 
@@ -216,8 +217,8 @@ def test_async_pays_drafting_only_for_the_positions_its_capacity_can_verify():
                  "latency": {"kind": "layers", "target_layers": 32, "drafter_layers": 2}},
         policy={"name": "dspark-async"})
     plans = []
-    driven = drive(scenario, np.full(4, 50), np.full(4, 30), on_plan=lambda core, plan: plans.append(plan))
-    drafter = driven.core.drafter
+    drive(scenario, np.full(4, 50), np.full(4, 30), on_plan=lambda core, plan: plans.append(plan))
+    drafter = assemble(scenario).drafter
     assert plans[0].quote.draft_ms == pytest.approx(drafter.draft_ms(4, 0.0, 4))
     assert plans[0].quote.draft_ms < drafter.draft_ms(4, 0.0, 7)
     assert max(int(np.max(p.lengths)) for p in plans) > 1  # later steps plan past one draft and draft the block
@@ -235,7 +236,7 @@ def test_a_policy_that_fits_the_budget_is_held_to_each_ranks_cap_without_deferri
     seen = []
 
     def look(core, plan):
-        ranks = core.batch.ints[RANK][plan.rows]
+        ranks = core.state.batch.ints[RANK][plan.rows.index]
         tokens = 1 + np.broadcast_to(plan.lengths, ranks.shape)
         seen.append((plan.deferred_requests, np.bincount(ranks, weights=tokens, minlength=2).max()))
 
@@ -266,5 +267,5 @@ def test_each_engines_rules_are_chosen_once_when_its_core_is_assembled(engine, p
     """The budget rule and the KV caches are objects the core is built with, not branches in its step."""
     parts = assemble(make_scenario(engine=engine, policy=policy))
     core = parts.core(RequestLog(), StepLog())
-    assert type(core.budget) is rule and type(core.kv) is caches
+    assert type(core.rules.budget) is rule and type(core.rules.kv) is caches
     assert not hasattr(core, "ranked") and not hasattr(core, "truncates")

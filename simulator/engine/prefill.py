@@ -47,7 +47,7 @@ from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.streams import stream
 from specplan.simulator.engine.prefix_cache import BlockCache, cache_fields
-from specplan.simulator.engine.records import PREFILL, TRANSFER, RequestLog
+from specplan.simulator.engine.request_log import RequestLog
 
 PREFILL_STEP_FIELDS = ("end_s", "prefill_replica", "requests", "prompt_tokens", "pairs", "step_ms")
 NO_BLOCKS: tuple[int, ...] = ()
@@ -123,8 +123,8 @@ class PrefillReplica:
     def open(self, job: PrefillJob) -> None:
         """A prompt's first chunk, in the step starting now: the tokens its prefix cache holds are not computed
         again."""
-        self.pool.log["status"][job.rid] = PREFILL
-        self.pool.log.stamp("prefill_start_s", job.rid, self.env.now)
+        self.pool.log.prefill(job.rid)
+        self.pool.log.prefill_started(job.rid, self.env.now)
         self.pool.prefill_replica[job.rid] = self.index
         if self.cache is None or not job.blocks:
             return
@@ -150,12 +150,11 @@ class PrefillReplica:
         if self.cache is not None and job.blocks:
             self.cache.insert(job.blocks)
         pool, now = self.pool, self.env.now
-        pool.log.stamp("prefill_end_s", job.rid, now)
+        pool.log.transfer(job.rid, now)
         job.prefilled_s = now
         start = max(now, self.link_free_at)
         self.link_free_at = start + job.computed * pool.kv_bytes_per_token * 8 / (pool.link_gbps * 1e9)
         ready_s = self.link_free_at + pool.link_latency_s
-        pool.log["status"][job.rid] = TRANSFER
         event = self.env.timeout(ready_s - now)
         event.callbacks.append(lambda _e: pool.ready(job))
 
@@ -196,7 +195,7 @@ class PrefillPool:
             self.blocks[rid] = blocks
         blocks = self.blocks.get(rid, NO_BLOCKS)
         job = PrefillJob(rid, tokens, blocks, first)
-        self.log["status"][rid] = PREFILL
+        self.log.prefill(rid)
         if self.spec.router == "pull":
             self.shared.append(job)
             for replica in self.replicas:
@@ -218,7 +217,7 @@ class PrefillPool:
         return loads.index(min(loads))
 
     def ready(self, job: PrefillJob) -> None:
-        self.log.stamp("kv_ready_s", job.rid, self.env.now)
+        self.log.kv_ready(job.rid, self.env.now)
         self.transfers += 1
         self.transfer_s += self.env.now - job.prefilled_s
         self.on_ready(job.rid, job.first)

@@ -42,6 +42,7 @@ its prefill ranks priced from the prefill profile (`engine.prefill.profile`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
@@ -182,6 +183,56 @@ def load_reach(config: EngineConfig) -> int:
     chunks = (config.chunk_tokens or 0) if dp is None else dp.ranks * dp.chunk_tokens
     ranks_cap = 0 if dp is None else dp.ranks * dp.step_tokens
     return max(config.max_step_tokens + chunks, ranks_cap, chunks)
+
+
+class QuoteBook(Protocol):
+    """How the decode core asks for a step's quote: cached by the batch's shape where nothing else changes it."""
+
+    def quote(self, batch_requests: int, decode_requests: int, drafting: int, context_tokens: int,
+              draft_length: int, load: StepLoad | None) -> StepQuote: ...
+
+    def drafted(self, batch_requests: int, decode_requests: int, drafting: int, context_tokens: int, widest: int,
+                positions: int, load: StepLoad | None) -> StepQuote:
+        """The step with drafting priced at `positions` drafts in all, `widest` per request at most."""
+        ...
+
+
+class FreshQuotes:
+    """Every step quoted anew: the price reads the batch's KV context or its per-rank load."""
+
+    def __init__(self, pricer: StepPricer) -> None:
+        self.pricer = pricer
+
+    def quote(self, batch_requests: int, decode_requests: int, drafting: int, context_tokens: int,
+              draft_length: int, load: StepLoad | None) -> StepQuote:
+        return self.pricer.quote(batch_requests, decode_requests, drafting, context_tokens, draft_length, load=load)
+
+    def drafted(self, batch_requests: int, decode_requests: int, drafting: int, context_tokens: int, widest: int,
+                positions: int, load: StepLoad | None) -> StepQuote:
+        return self.pricer.quote(batch_requests, decode_requests, drafting, context_tokens, widest, positions, load)
+
+
+class CachedQuotes(FreshQuotes):
+    """A price that depends on the batch's shape alone (no context axis, no per-rank load): one quote per shape."""
+
+    def __init__(self, pricer: StepPricer) -> None:
+        super().__init__(pricer)
+        self.quotes: dict[tuple[int, int, int, int], StepQuote] = {}
+
+    def quote(self, batch_requests: int, decode_requests: int, drafting: int, context_tokens: int,
+              draft_length: int, load: StepLoad | None) -> StepQuote:
+        key = (batch_requests, decode_requests, drafting, draft_length)
+        quote = self.quotes.get(key)
+        if quote is None:
+            quote = self.quotes[key] = self.pricer.quote(batch_requests, decode_requests, drafting, 0, draft_length)
+        return quote
+
+
+def quote_book(pricer: StepPricer, drafting_reads_context: bool) -> QuoteBook:
+    """Cached quotes when neither the verify price nor drafting reads the step's context or load."""
+    if pricer.loads or pricer.uses_context or drafting_reads_context:
+        return FreshQuotes(pricer)
+    return CachedQuotes(pricer)
 
 
 class StepPricer:

@@ -14,7 +14,6 @@ This is the notebook API; `specplan run` is a thin face over it.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,13 +27,14 @@ from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.bench_metrics import bench_summary
 from specplan.simulator.engine.config import resolved
-from specplan.simulator.engine.draft_record import DraftRecord, merged_record
+from specplan.simulator.engine.draft_record import DraftRecord
 from specplan.simulator.engine.intake import FrontDoor, reject_misfit
-from specplan.simulator.engine.phases import PhaseCounters
 from specplan.simulator.engine.prefill import PrefillPool, prefill_summary
 from specplan.simulator.engine.prefix_cache import ReplicaPromptCache, cache_fields
-from specplan.simulator.engine.records import ChunkLog, RequestLog, SpecCounters, StepLog
+from specplan.simulator.engine.recorders import merged_counts
+from specplan.simulator.engine.records import ChunkLog, SpecCounters, StepLog
 from specplan.simulator.engine.replica import Replica
+from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.router import Router
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.workload import ArrivalBudget, start_workload
@@ -63,6 +63,7 @@ class Simulation:
         self.env = simpy.Environment()
         parts = assemble(scenario)
         self.profile, self.config = parts.profile, parts.config
+        self.ranks = 1 if parts.config.dp is None else parts.config.dp.ranks
         self.drafter: Drafter = parts.drafter
         self.log = RequestLog()
         self.steps = StepLog()
@@ -123,21 +124,16 @@ class Simulation:
             requests = requests.assign(**self.pool.request_columns(len(requests)))
             warmup = self.scenario.horizon.warmup_s
             counts.update(prefill_summary(self.pool, prefill_steps, warmup, max(window_end_s - warmup, 1e-12)))
-        if self.replicas[0].core.pricer.loads:  # data-parallel ranks or separate prefill batches
-            phases = functools.reduce(PhaseCounters.merge, (r.core.phase_counts for r in self.replicas))
-            counts.update(phases.fields(self.replicas[0].core.ranks))
+        recorded, spec, drafts, chunks = merged_counts([r.core.recorders for r in self.replicas], self.ranks)
+        counts.update(recorded)
         if self.prompt_caches:
             counts.update(cache_fields([c.cache for c in self.prompt_caches],
                                        sum(c.looked_up_tokens for c in self.prompt_caches),
                                        sum(c.saved_tokens for c in self.prompt_caches)))
-        logs = [r.core.chunks for r in self.replicas if r.core.chunks is not None]
-        chunks = ChunkLog.merge(logs) if logs else None
         summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile, counts, chunks,
                             window_end_s)
         if self.budget.bench is not None and chunks is not None:
             summary.update(bench_summary(requests, chunks, self.budget.bench, int(summary["gpus"])))
-        spec = functools.reduce(SpecCounters.merge, (r.core.spec for r in self.replicas))
-        drafts = merged_record([r.core.tally.record() if r.core.tally else None for r in self.replicas])
         summary["draft_record"] = None if drafts is None else drafts.as_json()
         return SimResult(self.scenario, summary, requests, steps, spec, prefill_steps, chunks, drafts)
 

@@ -37,7 +37,8 @@ import pandas as pd
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.profile import StepProfile
 from specplan.policies.registry import policy_class
-from specplan.simulator.engine.records import REJECT_REASONS, ChunkLog
+from specplan.simulator.engine.records import ChunkLog
+from specplan.simulator.engine.request_log import REJECT_REASONS
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.load import profile_kv_capacity
 

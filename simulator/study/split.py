@@ -46,7 +46,8 @@ from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.streams import seed_sequence
 from specplan.simulator.engine.draft_record import merged_record
-from specplan.simulator.engine.records import REJECT_REASONS, ChunkLog, SpecCounters
+from specplan.simulator.engine.records import ChunkLog, SpecCounters
+from specplan.simulator.engine.request_log import REJECT_REASONS
 from specplan.simulator.engine.simulation import SimResult, simulate
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.scenario import Scenario
