@@ -1,4 +1,4 @@
-"""Step-time curves (DESIGN.md §4): format, lookup, built-in profiles, the torch harness.
+"""Step-time curves (docs/model/profiles.md): format, lookup, built-in profiles, the torch harness.
 
 A leaf package: it imports no part of specplan.simulator (tests/test_layers.py).
 

@@ -1,6 +1,6 @@
 """Engines on their own terms: CUDA-graph padding, host time by engine, the token budget's rule, DP-attention caps.
 
-Each rule is a small story checked by hand (DESIGN.md §7): a 121-token
+Each rule is a small story checked by hand (docs/model/engine-terms.md): a 121-token
 step pays for the 128-token graph; past the largest graph a step pays the
 eager surcharge; greedy's early stop is trapped by the graph staircase
 where async crosses it; a measured built-in pays its engine's host time on

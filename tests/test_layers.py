@@ -1,6 +1,6 @@
 """The package's layers, checked by walking every import (ast): no cycle, no arrow upwards.
 
-Data flows one way (DESIGN.md §2): scenario → model → records → summary →
+Data flows one way (CONTRIBUTING.md): scenario → model → records → summary →
 sweep → frontier → plan/report. Each module belongs to one layer; it may
 import its own layer's package and any layer below, never a layer above
 and never a peer package of its own layer.

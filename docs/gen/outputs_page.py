@@ -23,7 +23,7 @@ Conventions: the measurement window is `(warmup_s, end]`; per-request
 statistics use requests that arrived after the warm-up (tokens/s/user: the
 completed ones); counts of requests cover the whole run so that they add
 up. NaN is written where a figure does not apply (no ITL log, no context
-axis). Keys marked **contract** are the ones DESIGN.md §3 promises every run
+axis). Keys marked **contract** are the ones docs/reference/outputs.md promises every run
 writes.
 
 Besides these, `specplan run` writes `metrics.prom` (vLLM's four

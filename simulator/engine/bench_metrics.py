@@ -46,6 +46,7 @@ import pandas as pd
 from specplan.engines import engine_traits
 from specplan.engines.traits import BenchClient
 from specplan.simulator.engine.records import ChunkLog
+from specplan.traces.bench_client import BenchRun
 
 
 def measured_requests(requests: pd.DataFrame, first_measured: int) -> pd.DataFrame:
@@ -125,7 +126,7 @@ def client_metrics(done: pd.DataFrame, chunks: ChunkLog, start_s: float, gpus: i
     return out
 
 
-def bench_summary(requests: pd.DataFrame, chunks: ChunkLog, bench: Any, gpus: int) -> dict[str, Any]:
+def bench_summary(requests: pd.DataFrame, chunks: ChunkLog, bench: BenchRun, gpus: int) -> dict[str, Any]:
     """The client's metrics under its tool's prefix, for summary.json."""
     done = measured_requests(requests, bench.first_measured)
     client = client_traits(bench.client)

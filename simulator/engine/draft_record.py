@@ -10,7 +10,7 @@ choice reads no draw, so it biases nothing), rows buffered and binned in bulk:
         reads them, the planned ℓ for a fixed-length one) and the accepted
         prefix among them. Position k was *reached* when drafts 1..k−1 were
         accepted and k was drawn; the conditional acceptance at k is
-        accepted ÷ reached, pooled over proposals (DESIGN.md §1, as a
+        accepted ÷ reached, pooled over proposals (docs/model/drafters.md, as a
         serving engine's metrics pool it), request and token spread included.
     confidences(c, accepted)
         per row of a policy that reads confidences: the head's output c (R, γ)

@@ -29,12 +29,12 @@ of 1 + num_speculative_tokens for full graphs of uniform decode batches
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
 from specplan.engines.traits import GraphRule
 from specplan.simulator.core.errors import ScenarioError
+from specplan.simulator.scenario.spec import CudaGraph
 
 
 class CaptureSizes:
@@ -62,7 +62,7 @@ class CaptureSizes:
         return np.where(np.arange(stop) > self.largest, self.eager_overhead_ms, 0.0)
 
 
-def capture_sizes(spec: Any, rule: GraphRule, max_batch_requests: int, block_size: int,
+def capture_sizes(spec: CudaGraph, rule: GraphRule, max_batch_requests: int, block_size: int,
                   max_step_tokens: int) -> CaptureSizes:
     """The capture list of an `engine.cuda_graph` block under `rule`, the engine's own where the block is silent."""
     given = tuple(spec.capture_sizes or ())

@@ -35,6 +35,7 @@ from typing import Any
 from specplan.engines import NO_ENGINE, EngineTraits, backend_traits, engine_traits
 from specplan.engines.traits import HostCycle
 from specplan.hwprofiles.profile import StepProfile
+from specplan.simulator.scenario.spec import Host
 
 AIC_SOURCE = "NVIDIA AIConfigurator"
 
@@ -51,7 +52,7 @@ def profile_traits(profile: StepProfile) -> EngineTraits:
     return backend_traits(str(provenance.get("backend", "")))
 
 
-def host_cycle(spec: Any, serving: EngineTraits) -> HostCycle | None:
+def host_cycle(spec: Host, serving: EngineTraits) -> HostCycle | None:
     """`engine.host.engine` resolved: the serving engine's cycle for `auto` (None: no engine's host time)."""
     if spec.engine == "none":
         return None
@@ -63,7 +64,7 @@ def cycle_measured(cycle: HostCycle, profile: StepProfile) -> bool:
     return bool(cycle.cycle_model) and cycle.cycle_model in str(provenance_of(profile).get("model", ""))
 
 
-def spec_step_fraction(spec: Any, serving: EngineTraits, profile: StepProfile) -> float:
+def spec_step_fraction(spec: Host, serving: EngineTraits, profile: StepProfile) -> float:
     """The fraction of a plain step a speculating step pays in host time (none where the cycle is measured)."""
     if spec.spec_step_fraction is not None:
         return float(spec.spec_step_fraction)
@@ -73,7 +74,7 @@ def spec_step_fraction(spec: Any, serving: EngineTraits, profile: StepProfile) -
     return cycle.spec_step_fraction
 
 
-def spec_cycle_ms(spec: Any, serving: EngineTraits, profile: StepProfile) -> float:
+def spec_cycle_ms(spec: Host, serving: EngineTraits, profile: StepProfile) -> float:
     """The fixed host time of a speculating step (ms): the measured model's per-cycle figure, or none."""
     if spec.spec_cycle_ms is not None:
         return float(spec.spec_cycle_ms)

@@ -48,6 +48,7 @@ from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.streams import stream
 from specplan.simulator.engine.prefix_cache import BlockCache, cache_fields
 from specplan.simulator.engine.request_log import RequestLog
+from specplan.simulator.scenario.deployment import PrefillPoolSpec
 
 PREFILL_STEP_FIELDS = ("end_s", "prefill_replica", "requests", "prompt_tokens", "pairs", "step_ms")
 NO_BLOCKS: tuple[int, ...] = ()
@@ -162,13 +163,12 @@ class PrefillReplica:
 class PrefillPool:
     """The prefill replicas, their router, and what the summary reads from them."""
 
-    def __init__(self, env: simpy.Environment, spec: Any, seed: int, log: RequestLog,
+    def __init__(self, env: simpy.Environment, spec: PrefillPoolSpec, seed: int, log: RequestLog,
                  on_ready: Callable[[int, bool], None]) -> None:
         self.env, self.spec, self.log, self.on_ready = env, spec, log, on_ready
         self.profile = load_profile(spec.profile)
         self.max_batch_tokens = spec.max_batch_tokens
-        self.kv_bytes_per_token = spec.kv_bytes_per_token or load_shape(spec.model).kv_bytes_per_token(
-            spec.kv_value_bytes)
+        self.kv_bytes_per_token = kv_bytes_per_token(spec)
         self.link_gbps, self.link_latency_s = spec.link.gbps, spec.link.latency_ms / 1000.0
         self.steps: list[tuple] = []
         self.blocks: dict[int, Sequence[int]] = {}
@@ -236,6 +236,14 @@ class PrefillPool:
     def cache_fields(self) -> dict[str, Any]:
         caches = [r.cache for r in self.replicas if r.cache is not None]
         return cache_fields(caches, self.looked_up_tokens, self.saved_tokens) if caches else {}
+
+
+def kv_bytes_per_token(spec: PrefillPoolSpec) -> int:
+    """Bytes of KV one token moves over the link: given, or from the model's shape (the spec has one of the two)."""
+    if spec.kv_bytes_per_token is not None:
+        return spec.kv_bytes_per_token
+    assert spec.model is not None  # PrefillPoolSpec.validate: a model or kv_bytes_per_token
+    return int(load_shape(spec.model).kv_bytes_per_token(spec.kv_value_bytes))
 
 
 def column(values: dict[int, Any], n: int, fill: Any, kind: type) -> np.ndarray:

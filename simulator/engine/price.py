@@ -1,6 +1,6 @@
 """The price of one engine step: the one function the engine's clock and every policy's Θ call.
 
-DESIGN.md §1: SPS(B) is the rate of the *whole* step the engine runs for
+docs/model/index.md: SPS(B) is the rate of the *whole* step the engine runs for
 the batch at hand,
 
     step_ms(B) = draft_ms(drafting requests)                the drafter's forwards
@@ -113,8 +113,27 @@ class StepQuote:
         return verify
 
 
-class PaddedQuote(StepQuote):
-    """A quote whose verify forward is padded to a captured number of requests (SGLang's graphs)."""
+class ArrayQuote(StepQuote):
+    """A quote whose verify time is computed at each B (`verify_at`), not read from a dense row: every price at B
+    follows from it."""
+
+    __slots__ = ()
+
+    def verify_ms_range(self, start: int, stop: int) -> np.ndarray:
+        return self.verify_at(np.arange(start, stop))
+
+    def verify_ms(self, tokens: int) -> float:
+        return float(self.verify_at(np.array([tokens]))[0])
+
+    def steps_per_s_range(self, start: int, stop: int) -> np.ndarray:
+        return 1000.0 / (self.fixed_ms + self.verify_ms_range(start, stop))
+
+    def steps_per_s(self, tokens: np.ndarray) -> np.ndarray:
+        return 1000.0 / (self.fixed_ms + self.verify_at(np.asarray(tokens)))
+
+
+class PaddedQuote(ArrayQuote):
+    """A quote whose verify forward is padded to a captured number of requests (a request-axis graph rule)."""
 
     __slots__ = ("eager_ms", "padded", "requests")
 
@@ -123,31 +142,12 @@ class PaddedQuote(StepQuote):
         super().__init__(draft_ms, host_ms, scheduling_ms, low, high, weight)
         self.requests, self.padded, self.eager_ms = requests, padded, eager_ms
 
-    def at(self, tokens: np.ndarray) -> np.ndarray:
-        """verify_ms at the padded B of each B in `tokens`."""
-        index = padded_tokens(tokens, self.requests, self.padded)
-        verify = self.low[index]
-        if self.weight != 0.0:
-            verify = verify * (1.0 - self.weight) + self.high[index] * self.weight
-        return verify + self.eager_ms
-
-    def verify_ms_range(self, start: int, stop: int) -> np.ndarray:
-        return self.at(np.arange(start, stop))
-
-    def verify_ms(self, tokens: int) -> float:
-        return float(self.at(np.array([tokens]))[0])
-
     def verify_at(self, tokens: np.ndarray) -> np.ndarray:
-        return self.at(np.asarray(tokens))
-
-    def steps_per_s_range(self, start: int, stop: int) -> np.ndarray:
-        return 1000.0 / (self.fixed_ms + self.verify_ms_range(start, stop))
-
-    def steps_per_s(self, tokens: np.ndarray) -> np.ndarray:
-        return 1000.0 / (self.fixed_ms + self.at(np.asarray(tokens)))
+        """verify_ms at the padded B of each B in `tokens`."""
+        return super().verify_at(padded_tokens(np.asarray(tokens), self.requests, self.padded)) + self.eager_ms
 
 
-class LoadQuote(StepQuote):
+class LoadQuote(ArrayQuote):
     """A quote whose forward is priced per attention rank (`RankForward`): the fixed parts of `base`, the
     forward of its busiest rank."""
 
@@ -159,18 +159,6 @@ class LoadQuote(StepQuote):
 
     def verify_at(self, tokens: np.ndarray) -> np.ndarray:
         return self.forward.ms(np.asarray(tokens, dtype=np.int64))
-
-    def verify_ms(self, tokens: int) -> float:
-        return float(self.verify_at(np.array([tokens]))[0])
-
-    def verify_ms_range(self, start: int, stop: int) -> np.ndarray:
-        return self.verify_at(np.arange(start, stop))
-
-    def steps_per_s_range(self, start: int, stop: int) -> np.ndarray:
-        return 1000.0 / (self.fixed_ms + self.verify_ms_range(start, stop))
-
-    def steps_per_s(self, tokens: np.ndarray) -> np.ndarray:
-        return 1000.0 / (self.fixed_ms + self.verify_at(tokens))
 
     def excess_ms(self, tokens: int) -> float:
         """What the busiest rank adds at B over the same forward spread evenly (the summary's imbalance)."""

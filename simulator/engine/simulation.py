@@ -1,7 +1,7 @@
 """Scenario → SimPy run → per-request and per-step records → summary.
 
     result = simulate(scenario)
-    result.summary      dict with the results contract keys (DESIGN.md §3)
+    result.summary      dict with the results contract keys (docs/reference/outputs.md)
     result.requests     pandas DataFrame, one row per arrived request
     result.steps        pandas DataFrame, one row per engine step
     result.spec         speculative-decoding counters of the whole run, vLLM's meaning (SpecCounters)

@@ -26,6 +26,7 @@ import simpy
 
 from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.core.streams import stream
+from specplan.simulator.scenario import Scenario
 from specplan.traces.arrivals import ThinkTime, arrival_process
 from specplan.traces.bench_client import BenchRun, start_bench_client
 from specplan.traces.draws import ScalarDraws
@@ -41,7 +42,7 @@ from specplan.traces.spec import (
 Submit = Callable[..., simpy.Event]  # (prompt, output, domain[, prompt block hashes]) -> done event
 
 
-def active_domains(scenario: Any) -> tuple[str, ...]:
+def active_domains(scenario: Scenario) -> tuple[str, ...]:
     """The acceptance model's domains: drafter.acceptance.domains with share > 0, in order."""
     return tuple(d for d, share in scenario.drafter.acceptance.domains.items() if share > 0)
 
@@ -53,7 +54,7 @@ class RequestSource:
     one, every domain shares one prompt/output sampler.
     """
 
-    def __init__(self, scenario: Any, domains_mix: np.ndarray) -> None:
+    def __init__(self, scenario: Scenario, domains_mix: np.ndarray) -> None:
         seed = scenario.seed
         spec = scenario.workload
         self.domain_names = active_domains(scenario)
@@ -125,7 +126,7 @@ class ArrivalBudget:
 
 
 def start_workload(
-    env: simpy.Environment, scenario: Any, submit: Submit, domains_mix: np.ndarray
+    env: simpy.Environment, scenario: Scenario, submit: Submit, domains_mix: np.ndarray
 ) -> ArrivalBudget:
     """Start the arrival processes of `scenario.workload`; returns the arrival counter."""
     arrivals = scenario.workload.arrivals

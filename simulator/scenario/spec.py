@@ -1,4 +1,4 @@
-"""The scenario contract (DESIGN.md §3) as frozen dataclasses: hardware, cluster, engine, policy, the whole.
+"""The scenario contract (docs/reference/scenario.md) as frozen dataclasses: hardware, cluster, engine, policy, the whole.
 
 The drafter's and the workload's sections are defined beside their models
 (`specplan.simulator.drafters.spec`, `specplan.traces.spec`), the study blocks (sweep, SLA)
