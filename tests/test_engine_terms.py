@@ -29,7 +29,7 @@ from specplan.simulator.engine.price import StepPricer
 from specplan.simulator.engine.records import StepLog
 from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.simulation import simulate
-from tests.conftest import make_scenario
+from tests.conftest import REPO, make_scenario
 from tests.drive import drive
 
 LINEAR = {"kind": "linear", "base_ms": 10.0, "per_token_ms": 0.05}
@@ -269,3 +269,19 @@ def test_each_engines_rules_are_chosen_once_when_its_core_is_assembled(engine, p
     core = parts.core(RequestLog(), StepLog())
     assert type(core.rules.budget) is rule and type(core.rules.kv) is caches
     assert not hasattr(core, "ranked") and not hasattr(core, "truncates")
+
+
+def test_a_per_verified_token_term_is_priced_once_for_the_clock_and_every_policy():
+    """The worked example of CONTRIBUTING's "an engine term": the sampler's time per verified token.
+
+    A step of B tokens costs sampling_ms_per_token · B more, in the quote the policy's Θ reads and in
+    what the clock charges, and the term lives in two source files: its key and the one price.
+    """
+    plain, _ = pricer({"max_step_tokens": 512})
+    sampled, _ = pricer({"max_step_tokens": 512, "sampling_ms_per_token": 0.01})
+    for tokens in (1, 64, 300):
+        extra = sampled.quote(8, 8, 0, 0, 0).step_ms(tokens) - plain.quote(8, 8, 0, 0, 0).step_ms(tokens)
+        assert extra == pytest.approx(0.01 * tokens)
+    lines = {path.relative_to(REPO).as_posix() for folder in ("simulator", "policies", "hwprofiles", "engines")
+             for path in (REPO / folder).rglob("*.py") if "sampling_ms_per_token" in path.read_text()}
+    assert lines == {"simulator/scenario/spec.py", "simulator/engine/price.py"}

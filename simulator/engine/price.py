@@ -5,6 +5,7 @@ the batch at hand,
 
     step_ms(B) = draft_ms(drafting requests)                the drafter's forwards
                + verify_ms(B, KV context of the batch)      the target's forward (profile lookup)
+                 + sampling_ms_per_token · B                  the sampler, per verified token
                + host_ms = host_overhead_ms + host_overhead_per_request_ms · requests
                          + spec_step_fraction · verify_ms(R) + spec_cycle_ms   when the step drafts
                                                                                (engine.host)
@@ -247,7 +248,15 @@ class StepPricer:
             self.prefill_split = None if source is None else RankSplit(load_profile(source), reach)
 
     def verify_curve(self, profile: StepProfile, config: EngineConfig) -> DenseCurve:
-        """The dense verify table; vLLM's graphs pad it in place (row[B] ← row[pad(B)] + eager)."""
+        """The dense verify table, with every term that grows with B: the profile's forward, a token-axis graph
+        rule's padding (row[B] ← row[pad(B)] + eager) and the sampler's time per verified token."""
+        curve = self.padded_curve(profile, config)
+        per_token = config.engine.sampling_ms_per_token
+        if per_token:
+            curve.rows = curve.rows + per_token * np.arange(curve.rows.shape[1])
+        return curve
+
+    def padded_curve(self, profile: StepProfile, config: EngineConfig) -> DenseCurve:
         graphs, stop = self.graphs, config.max_step_tokens
         if graphs is None:
             return DenseCurve(profile, stop)

@@ -212,6 +212,9 @@ class Engine:
     host_overhead_ms: float = num(0.0, ge=0, doc="host time every step pays whatever the policy (nothing overlaps "
                                   "it)")
     host_overhead_per_request_ms: float = num(0.0, ge=0, doc="host time every step pays per running request")
+    sampling_ms_per_token: float = num(0.0, ge=0, doc="the sampler's time per verified token (logits processing, "
+                                       "rejection sampling), priced with the verify forward at its B",
+                                       unit="ms per token")
     attention: Literal["varlen", "padded"] = num(
         "varlen", doc="KV context a step is priced at: Σ per-request KV (varlen kernels), or per phase requests × "
                       "the longest KV (padded kernels)")
