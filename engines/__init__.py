@@ -14,6 +14,9 @@ never name an engine themselves.
     traits = engine_traits("vllm")                  the newest row of an engine
     traits = engine_traits("none")                  no engine's habits (a profile from a CSV, a roofline, ...)
     backend_traits("sglang 0.5.14")                 the row a profile's `backend:` provenance names
+    step_mode(traits, shape, setup)                 how that engine runs one step: graph, piecewise or
+                                                    eager, why, and its all-to-all mode (engines.modes)
+    traits.caps.report(facts)                       the engine's own caps and which binds (engines.caps)
 
 The rows are in one module per engine (`specplan.engines.vllm`,
 `specplan.engines.sglang`, `specplan.engines.trtllm`): a new engine version
@@ -28,6 +31,9 @@ specplan's error base, so every layer may ask it.
 
 from __future__ import annotations
 
+from specplan.engines.caps import CapFacts, CapReport, CapValue
+from specplan.engines.modes import REASONS, StepMode, step_mode
+from specplan.engines.steps import ModeSetup, StepShape
 from specplan.engines.table import (
     ENGINE_NAMES,
     NO_ENGINE,
@@ -37,4 +43,5 @@ from specplan.engines.table import (
     engine_versions,
 )
 
-__all__ = ["ENGINE_NAMES", "NO_ENGINE", "EngineTraits", "backend_traits", "engine_traits", "engine_versions"]
+__all__ = ["ENGINE_NAMES", "NO_ENGINE", "REASONS", "CapFacts", "CapReport", "CapValue", "EngineTraits", "ModeSetup",
+           "StepMode", "StepShape", "backend_traits", "engine_traits", "engine_versions", "step_mode"]

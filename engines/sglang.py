@@ -19,6 +19,13 @@ Sources, per habit (every row below shares them unless it says otherwise):
                divided by its tokens, repeated once per token; ITL p95 and p99, max ITL and the
                achieved concurrency; --warmup-requests all at once, output capped at 32 tokens
     launch     `python -m sglang.launch_server` flags as its argument parser spells them
+    execution  scheduler_components/dp_attn.py: each DP rank votes whether it can replay its decode
+               graph and the votes are min-reduced, so a rank with an extend (prefill) batch sends
+               every rank eager; a decode step replays the graph of the busiest rank's batch; DeepSeek-V4
+               prefill is eager (server_args' breakable-graph rules, PR #25195: "host-side gaps")
+    all-to-all DeepEPMode.resolve: auto is normal when any rank extends, low-latency otherwise
+    caps       specplan.engines.sglang_caps (max_running_requests, SWA pool, cuda_graph_max_bs, DeepEP
+               and MegaMoE tokens per rank, mem_fraction_static)
 
 Rows: 0.5.12.post1 (the SGLang cookbook's first DeepSeek-V4 benchmark card, commit 7c9bb316),
 0.5.14 (the version NVIDIA AIConfigurator's SGLang tables were measured under, which the
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from specplan.engines.eager import PUBLIC_EAGER_COST
 from specplan.engines.launch import (
     CONFIDENCE_SCHEDULED,
     NEEDS_DRAFT_MODEL,
@@ -39,6 +47,8 @@ from specplan.engines.launch import (
     fixed_length_note,
     launch_script,
 )
+from specplan.engines.modes import AllToAllRule, RankVote
+from specplan.engines.sglang_caps import SGLangCaps
 from specplan.engines.traits import BenchClient, EngineTraits, GraphRule, HostCycle, Scheduler
 
 ALGORITHM = {"mtp": "NEXTN", "eagle3": "EAGLE3", "dflash": "DFLASH", "dspark": "DSPARK"}
@@ -131,6 +141,17 @@ V0_5_14 = EngineTraits(
                        warmup_output_cap=WARMUP_OUTPUT_TOKENS,
                        source="python/sglang/bench_serving.py calculate_metrics"),
     launch=Launch(),
+    execution=RankVote(
+        source="sglang scheduler_components/dp_attn.py (prepare_mlp_sync_batch: can_run_decode_cuda_graph "
+               "min-reduced, is_extend_in_batch max-reduced over the DP ranks); cuda_graph_runner can_run "
+               "(max over ranks of tokens // tokens per request <= cuda_graph_max_bs); DeepSeek-V4 prefill eager: "
+               "server_args' breakable-graph rules (a DeepSeek-V4 memory guard) and sgl-project/sglang PR #25195",
+        eager_prefill_models=("deepseek-v4",)),
+    all_to_all=AllToAllRule(auto_per_step=True,
+                            source="sglang layers/moe/utils.py DeepEPMode.resolve (auto: normal for an extend, "
+                                   "low_latency for decode); --deepep-mode normal turns decode graphs off"),
+    eager=PUBLIC_EAGER_COST,
+    caps=SGLangCaps(),
 )
 V0_5_12 = replace(V0_5_14, version="0.5.12.post1", label="SGLang 0.5.12.post1")
 V0_5_15 = replace(V0_5_14, version="0.5.15", label="SGLang 0.5.15")

@@ -1,4 +1,5 @@
-"""An engine's row (`EngineTraits`) and its parts: CUDA-graph rule, host cycle, scheduler, benchmark client, launch.
+"""An engine's row (`EngineTraits`) and its parts: CUDA-graph rule, host cycle, scheduler, benchmark client,
+launch, and how a step runs (execution mode, all-to-all mode, eager cost) and the engine's own caps.
 
 Each part is a small frozen value or object; a row bundles them. The engine
 modules (vllm, sglang, trtllm) build their rows from these, and
@@ -11,7 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from specplan.engines.caps import Caps
+from specplan.engines.eager import EagerCost
 from specplan.engines.launch import Deployment
+from specplan.engines.modes import AllToAllRule, ExecutionRule
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,13 @@ class Scheduler:
 
 @dataclass(frozen=True)
 class EngineTraits:
-    """One engine version's habits (specplan.engines lists who asks which)."""
+    """One engine version's habits (specplan.engines lists who asks which).
+
+    `execution`: how a step runs (graph, piecewise or eager: specplan.engines.modes);
+    `all_to_all`: which all-to-all kernels a step runs and what normal mode costs; `eager`:
+    the host's launch cost and kernels per layer (specplan.engines.eager); `caps`: the
+    engine's own limits (specplan.engines.caps). None where no public rule is pinned.
+    """
 
     name: str
     version: str
@@ -104,3 +114,7 @@ class EngineTraits:
     scheduler: Scheduler
     client: BenchClient | None
     launch: Launcher | None
+    execution: ExecutionRule | None = None
+    all_to_all: AllToAllRule | None = None
+    eager: EagerCost | None = None
+    caps: Caps | None = None

@@ -21,6 +21,12 @@ Sources, per habit (every row below shares them unless it says otherwise):
     launch     `vllm serve` flags as its argument parser spells them; --speculative-config JSON
                {method, model, num_speculative_tokens, enable_adaptive_verification,
                num_speculative_tokens_per_batch_size}
+    execution  vllm/v1/cudagraph_dispatcher.py (FULL_AND_PIECEWISE): a uniform decode batch within the
+               capture list replays a full graph, any other step a piecewise one (attention eager),
+               a step past the largest size none; DP ranks take the min mode (dp_utils.py). The
+               capture list with k drafts rounds to multiples of 1 + k (specplan.engines.vllm_capture)
+    caps       specplan.engines.vllm_caps (max_num_seqs, max_num_batched_tokens, the graph's reach,
+               gpu_memory_utilization)
 
 Rows: 0.24, the version NVIDIA AIConfigurator's vLLM tables were measured under (the
 built-ins read them). The launch notes say which later version added a flag: the DSpark
@@ -33,6 +39,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from specplan.engines.eager import PUBLIC_EAGER_COST
 from specplan.engines.launch import (
     CONFIDENCE_SCHEDULED,
     NEEDS_DRAFT_MODEL,
@@ -41,24 +48,13 @@ from specplan.engines.launch import (
     fixed_length_note,
     launch_script,
 )
+from specplan.engines.modes import AllToAllRule, TokenDispatch
 from specplan.engines.traits import BenchClient, EngineTraits, GraphRule, HostCycle, Scheduler
+from specplan.engines.vllm_caps import VLLMCaps
+from specplan.engines.vllm_capture import capture_sizes, default_max_capture
 
-MAX_CAPTURE = 512
 METHOD = {"mtp": "mtp", "eagle3": "eagle3", "dflash": "dflash", "dspark": "dspark"}
 NIXL = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
-
-
-def capture_sizes(top: int, speculative: bool = False) -> list[int]:
-    """vLLM's default capture list up to `top` tokens (the same with or without speculation)."""
-    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)]
-    return [s for s in sizes if s <= top]
-
-
-def default_max_capture(max_num_seqs: int, block_size: int, given: tuple[int, ...] = ()) -> int:
-    """max_cudagraph_capture_size: a given list's largest, else min(max_num_seqs · (1 + k) · 2, 512)."""
-    if given:
-        return max(given)
-    return min(max_num_seqs * (1 + block_size) * 2, MAX_CAPTURE)
 
 
 def args(deployment: Deployment, role: str) -> list[str]:
@@ -148,6 +144,19 @@ V0_24 = EngineTraits(
                        extras=False, warmup_at_once=False, warmup_output_cap=None,
                        source="vllm/benchmarks/serve.py calculate_metrics"),
     launch=Launch(),
+    execution=TokenDispatch(
+        source="vllm/v1/cudagraph_dispatcher.py dispatch (NONE past max_cudagraph_capture_size, FULL for a uniform "
+               "decode batch, PIECEWISE otherwise); vllm/v1/worker/dp_utils.py coordinate_batch_across_dp (the "
+               "min mode over DP ranks, tokens padded to the largest); DeepSeek-V4 is not torch-compiled: its "
+               "piecewise graph is the breakable one, and without it every prefill-containing step runs eager "
+               "(vllm-project/vllm #54677)",
+        compiled_models=("dense", "moe")),
+    all_to_all=AllToAllRule(auto_per_step=False,
+                            source="one all-to-all backend per deployment (--all2all-backend deepep_low_latency or "
+                                   "deepep_high_throughput); high-throughput under DP splits the graph at the MoE "
+                                   "(vllm/config/compilation.py set_splitting_ops_for_v1)"),
+    eager=PUBLIC_EAGER_COST,
+    caps=VLLMCaps(),
 )
 
 ROWS = (V0_24,)
