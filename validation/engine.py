@@ -179,7 +179,7 @@ class ReferenceEngine(EngineDriver):
                             self.config.block_size)
         env = self.env
         assert isinstance(env, simpy.rt.RealtimeEnvironment)
-        budget = start_workload(env, self.scenario, self.submit, self.front.domain_mix)
+        arrivals = start_workload(env, self.scenario, self.submit, self.front.domain_mix)
         env.process(self.loop())
         env.sync()
         wall_start = time.perf_counter()
@@ -189,7 +189,7 @@ class ReferenceEngine(EngineDriver):
         recorded, _spec, drafts, chunks = merged_counts([self.core.recorders],
                                                         1 if self.config.dp is None else self.config.dp.ranks)
         requests, steps = self.log.frame(self.front.domains), self.core.recorders.steps.frame()
-        summary = summarize(self.scenario, requests, steps, env.now, wall_s, extra_counts={**budget.summary_counts(),
+        summary = summarize(self.scenario, requests, steps, env.now, wall_s, extra_counts={**arrivals.summary_counts(),
                                                                                      **recorded}, chunks=chunks)
         summary["draft_record"] = None if drafts is None else drafts.as_json()
         summary["engine"] = "reference (real torch forwards, wall clock)"

@@ -47,7 +47,7 @@ from specplan.simulator.engine.recorders import (
     RankPhases,
     Recorders,
 )
-from specplan.simulator.engine.records import ChunkLog, SpecCounters, StepLog
+from specplan.simulator.engine.records import ChunkLog, SpeculationCounters, StepLog
 from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.speculator import speculator
 from specplan.simulator.scenario import Scenario
@@ -77,7 +77,7 @@ class EngineParts:
         reads_context = pricer.uses_context or drafter.latency.uses_context
         tally = draft_tally(drafter) if speculates else None
         sampler: DraftSampler = NoDraftSample() if tally is None else DraftSample(tally, log)
-        recorders = Recorders(log, steps, chunks, SpecCounters(config.block_size),
+        recorders = Recorders(log, steps, chunks, SpeculationCounters(config.block_size),
                               RankPhases() if pricer.loads else NoPhases(), sampler)
         budget = token_budget(config, policy.fits_budget, speculates)
         emissions: list[Emission] = [] if chunks is None else [ChunkEmission(chunks)]

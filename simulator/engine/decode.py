@@ -184,7 +184,7 @@ class DecodeCore:
         if plan.drafting_requests:  # vLLM's counters: request-steps that verified a draft, drafts verified
             lengths = plan.lengths
             verifying = plan.decode_requests if isinstance(lengths, int) else int(np.count_nonzero(lengths))
-            recorders.spec.add(plan.accepted, verifying, plan.verify_tokens - plan.decode_requests - plan.prefill_tokens)
+            recorders.speculation.add(plan.accepted, verifying, plan.verify_tokens - plan.decode_requests - plan.prefill_tokens)
         if plan.prefill_take is not None:
             emitted += self.rules.prompts.advance(state, plan.prefill_take, now, recorders.log)
         recorders.phases.add(plan, timing)
@@ -220,4 +220,4 @@ class DecodeCore:
     def drain(self) -> None:
         """Write every request's counters to the log (at the end of a run, or before reading them)."""
         self.state.drain(self.recorders.log)
-        self.recorders.spec.flush()
+        self.recorders.speculation.flush()

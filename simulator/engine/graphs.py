@@ -62,19 +62,19 @@ class CaptureSizes:
         return np.where(np.arange(stop) > self.largest, self.eager_overhead_ms, 0.0)
 
 
-def capture_sizes(spec: CudaGraph, rule: GraphRule, max_batch_requests: int, block_size: int,
+def capture_sizes(graph: CudaGraph, rule: GraphRule, max_batch_requests: int, block_size: int,
                   max_step_tokens: int) -> CaptureSizes:
     """The capture list of an `engine.cuda_graph` block under `rule`, the engine's own where the block is silent."""
-    given = tuple(spec.capture_sizes or ())
+    given = tuple(graph.capture_sizes or ())
     limit = max_step_tokens if rule.limit == "max_step_tokens" else max_batch_requests
     default_top = rule.default_top(max_batch_requests, block_size, given)
-    top = min(spec.max_capture_size or default_top, limit)
+    top = min(graph.max_capture_size or default_top, limit)
     sizes = list(given) or rule.default_sizes(top, block_size > 0)
     sizes = [s for s in sizes if s <= top]
     if not sizes:
         raise ScenarioError("engine.cuda_graph.capture_sizes", f"no capture size fits: the largest allowed is {top} "
                             f"{rule.axis} ({rule.limit})")
-    return CaptureSizes(sizes, spec.eager_overhead_ms)
+    return CaptureSizes(sizes, graph.eager_overhead_ms)
 
 
 def padded_tokens(tokens: np.ndarray, requests: int, padded_requests: int) -> np.ndarray:

@@ -52,11 +52,11 @@ def profile_traits(profile: StepProfile) -> EngineTraits:
     return backend_traits(str(provenance.get("backend", "")))
 
 
-def host_cycle(spec: Host, serving: EngineTraits) -> HostCycle | None:
+def host_cycle(host: Host, serving: EngineTraits) -> HostCycle | None:
     """`engine.host.engine` resolved: the serving engine's cycle for `auto` (None: no engine's host time)."""
-    if spec.engine == "none":
+    if host.engine == "none":
         return None
-    return serving.host if spec.engine == "auto" else engine_traits(spec.engine).host
+    return serving.host if host.engine == "auto" else engine_traits(host.engine).host
 
 
 def cycle_measured(cycle: HostCycle, profile: StepProfile) -> bool:
@@ -64,21 +64,21 @@ def cycle_measured(cycle: HostCycle, profile: StepProfile) -> bool:
     return bool(cycle.cycle_model) and cycle.cycle_model in str(provenance_of(profile).get("model", ""))
 
 
-def spec_step_fraction(spec: Host, serving: EngineTraits, profile: StepProfile) -> float:
+def spec_step_fraction(host: Host, serving: EngineTraits, profile: StepProfile) -> float:
     """The fraction of a plain step a speculating step pays in host time (none where the cycle is measured)."""
-    if spec.spec_step_fraction is not None:
-        return float(spec.spec_step_fraction)
-    cycle = host_cycle(spec, serving)
-    if cycle is None or (spec.spec_cycle_ms is None and cycle_measured(cycle, profile)):
+    if host.spec_step_fraction is not None:
+        return float(host.spec_step_fraction)
+    cycle = host_cycle(host, serving)
+    if cycle is None or (host.spec_cycle_ms is None and cycle_measured(cycle, profile)):
         return 0.0
     return cycle.spec_step_fraction
 
 
-def spec_cycle_ms(spec: Host, serving: EngineTraits, profile: StepProfile) -> float:
+def spec_cycle_ms(host: Host, serving: EngineTraits, profile: StepProfile) -> float:
     """The fixed host time of a speculating step (ms): the measured model's per-cycle figure, or none."""
-    if spec.spec_cycle_ms is not None:
-        return float(spec.spec_cycle_ms)
-    cycle = host_cycle(spec, serving)
-    if cycle is None or spec.spec_step_fraction is not None or not cycle_measured(cycle, profile):
+    if host.spec_cycle_ms is not None:
+        return float(host.spec_cycle_ms)
+    cycle = host_cycle(host, serving)
+    if cycle is None or host.spec_step_fraction is not None or not cycle_measured(cycle, profile):
         return 0.0
     return cycle.spec_cycle_ms

@@ -8,7 +8,7 @@ reference engine (specplan.validation.engine) both read them the same way,
     log        the request log (specplan.simulator.engine.request_log), shared by a cluster's engines
     steps      one row per engine step (records.StepLog), shared likewise
     chunks     every step's emissions (records.ChunkLog: ITL, a benchmark client's chunks), or None
-    spec       vLLM-meaning speculative counters (records.SpecCounters)
+    speculation  vLLM-meaning speculative counters (records.SpeculationCounters)
     phases     prefill steps and the ranks' balance (phases.PhaseCounters), when the step is priced per rank
     drafts     the sampled drafts (`DraftSampler`: draft_record.DraftTally), when the engine drafts
 
@@ -35,7 +35,7 @@ from specplan.simulator.engine.draft_record import (
 )
 from specplan.simulator.engine.phases import PhaseCounters
 from specplan.simulator.engine.price import LoadQuote
-from specplan.simulator.engine.records import ChunkLog, SpecCounters, StepLog
+from specplan.simulator.engine.records import ChunkLog, SpeculationCounters, StepLog
 from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.step import StepPlan, StepTiming
 
@@ -162,7 +162,7 @@ class Recorders:
     log: RequestLog
     steps: StepLog
     chunks: ChunkLog | None
-    spec: SpecCounters
+    speculation: SpeculationCounters
     phases: PhaseRecorder
     drafts: DraftSampler
 
@@ -171,13 +171,13 @@ class Recorders:
         return merged_counts([self], ranks)[0]
 
 
-def merged_counts(recorders: Sequence[Recorders], ranks: int) -> tuple[dict[str, Any], SpecCounters,
+def merged_counts(recorders: Sequence[Recorders], ranks: int) -> tuple[dict[str, Any], SpeculationCounters,
                                                                         DraftRecord | None, ChunkLog | None]:
     """Several engines' recorders as one: the summary's counters, the speculative counters, the draft record
     and the emissions (None when no engine kept them)."""
     phases = [c for c in (r.phases.counters() for r in recorders) if c is not None]
     counts: dict[str, Any] = functools.reduce(PhaseCounters.merge, phases).fields(ranks) if phases else {}
-    spec = functools.reduce(SpecCounters.merge, (r.spec for r in recorders))
+    speculation = functools.reduce(SpeculationCounters.merge, (r.speculation for r in recorders))
     drafts = merged_record([r.drafts.record() for r in recorders])
     logs = [r.chunks for r in recorders if r.chunks is not None]
-    return counts, spec, drafts, ChunkLog.merge(logs) if logs else None
+    return counts, speculation, drafts, ChunkLog.merge(logs) if logs else None

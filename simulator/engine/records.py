@@ -3,7 +3,7 @@
 `StepLog` collects one row of `StepRecord`'s fields per engine step, read
 by name from the step's plan and timing (converted to a frame once at the
 end); `ChunkLog` the tokens each request received at each decode step (the
-chunks a streaming client reads); `SpecCounters` vLLM's speculative-decoding
+chunks a streaming client reads); `SpeculationCounters` vLLM's speculative-decoding
 counters. The per-request record is specplan.simulator.engine.request_log.
 """
 
@@ -42,7 +42,7 @@ STEP_FIELDS = StepRecord._fields
 INT_FIELDS = tuple(name for name, kind in get_type_hints(StepRecord).items() if kind is int)
 
 
-class SpecCounters:
+class SpeculationCounters:
     """Speculative-decoding counters with vLLM's meaning, accumulated over a whole run.
 
     drafts            request-steps that verified at least one draft (vLLM: num_drafts)
@@ -83,10 +83,10 @@ class SpecCounters:
             self.histogram += np.bincount(self.pending[:self.filled], minlength=self.histogram.size)
             self.filled = 0
 
-    def merge(self, other: SpecCounters) -> SpecCounters:
+    def merge(self, other: SpeculationCounters) -> SpeculationCounters:
         self.flush()
         other.flush()
-        out = SpecCounters(max(self.histogram.size, other.histogram.size) - 1)
+        out = SpeculationCounters(max(self.histogram.size, other.histogram.size) - 1)
         out.drafts, out.draft_tokens = self.drafts + other.drafts, self.draft_tokens + other.draft_tokens
         out.histogram[: self.histogram.size] += self.histogram
         out.histogram[: other.histogram.size] += other.histogram
