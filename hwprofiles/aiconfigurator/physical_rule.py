@@ -153,18 +153,20 @@ def dispatch_roof(name: str, layers: float, body: dict[str, Any]) -> OpRoof:
 
 @dataclass(frozen=True)
 class Finding:
-    """One operator the rule set: why, how, and its step time (ms) at REPORT_TOKENS before and after."""
+    """One operator the rule set: why, how, and its step time (ms) at `tokens` (REPORT_TOKENS in the
+    profile's range) before and after."""
 
     column: int
     name: str
     part: str
     why: str
     how: str
+    tokens: tuple[int, ...]
     before: tuple[float, ...]
     after: tuple[float, ...]
 
     def text(self) -> str:
-        points = ", ".join(f"{b}: {x:.3f} -> {y:.3f}" for b, x, y in zip(REPORT_TOKENS, self.before, self.after,
+        points = ", ".join(f"{b}: {x:.3f} -> {y:.3f}" for b, x, y in zip(self.tokens, self.before, self.after,
                                                                         strict=True))
         return f"{self.name} ({self.part}) {self.why}; set from {self.how}; ms at B {points}"
 
@@ -256,6 +258,8 @@ def apply_physical_rule(leaves: LeafCurves, ops: list[dict[str, Any]], compiled:
     samples = compared_tokens(target.dp, max_tokens)
     other = Twin(compiled, ops, q) if twin else None
     findings = []
+    report = tuple(b for b in REPORT_TOKENS if b <= max_tokens)
+    at = np.array(report) - 1
     for column, op in enumerate(ops):
         roof = op_roof(op, target.dp)
         if roof is None or not np.any(leaves.ms[:, column] > 0):
@@ -264,10 +268,10 @@ def apply_physical_rule(leaves: LeafCurves, ops: list[dict[str, Any]], compiled:
         finding = settle(leaves.ms[:, column], roof, peaks, m, other if paired else None, column, samples)
         if finding is not None:
             factor, how, why = finding
-            before = leaves.ms[np.array(REPORT_TOKENS) - 1, column]
+            before = leaves.ms[at, column]
             leaves = leaves.rescaled((column,), factor, how)
-            after = leaves.ms[np.array(REPORT_TOKENS) - 1, column]
-            findings.append(Finding(column, roof.name, part_of(roof.name), why, how, tuple(before), tuple(after)))
+            findings.append(Finding(column, roof.name, part_of(roof.name), why, how, report, tuple(before),
+                                    tuple(leaves.ms[at, column])))
     return leaves, findings
 
 
