@@ -273,6 +273,8 @@ tps_user_at_matched | tokens/s | the variant's tokens/s/user at that matched thr
 tps_user_gain_vs_baseline | share | tps_user_at_matched / the baseline's level − 1
 throughput_edge | — | "max load N" when the reading is the largest simulated load's (a lower bound), "min load N" at the smallest, empty otherwise
 tps_user_edge | — | the same for the matched tokens/s/user reading
+thin | — | "load L: N requests" when the throughput reading rests on a point where a seed completed fewer than 30 requests in the window (the plan's rule), empty otherwise
+tps_user_thin | — | the same for the matched tokens/s/user reading (or the baseline's throughput it is matched at)
 """)
 
 PROBE_RECORD = table("""
