@@ -28,6 +28,7 @@ def plan_table(plan: CapacityPlan) -> str:
             + (f"; GPU at ${price:g}/hour" if price is not None else "")
             + (f"; {t.seeds} seeds per probe, ± a 95% interval over seeds" if t.seeds > 1
                else "; 1 seed per probe (no interval: give --seeds 2 or more for one)"))
+    head += f"\n  {plan.seeds_replay}" if plan.seeds_replay else ""
     cols = ("variant", "replicas", "GPUs", f"tok/s/user {t.statistic}", "one fewer", "tok/s/GPU", "$/hour",
             "savings")
     rows = [cols]
@@ -58,6 +59,7 @@ def search_table(plan: DeploymentPlan) -> str:
     t = plan.target
     keys = [b.key for b in t.bounds]
     head = f"{t.demand_text()}; {t.sla_text()}; {t.seeds} seed(s) per probe; {len(plan.deployments)} deployment(s)"
+    head += f"\n  {plan.seeds_replay}" if plan.seeds_replay else ""
     cols = ("#", "deployment", "GPUs", "prefill+decode", "$/hour", "$/M tok", *keys, "SLA")
     rows = [cols]
     for rank, p in enumerate(plan.ranked(), start=1):

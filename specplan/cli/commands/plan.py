@@ -92,6 +92,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="where a search's points run: local processes, or Ray tasks (a scenario with a search: block)")
     p.add_argument("--address", help="with --backend ray: an existing Ray cluster (default: start one)")
+    p.add_argument("--resample", choices=("windows", "blocks"),
+                   help="on a trace: what each seed replays: windows (a window of workload.arrivals.duration_s "
+                        "drawn anew over the trace) or blocks (a circular block bootstrap of the window), so the "
+                        "intervals over seeds cover the traffic too (default: the scenario's "
+                        "workload.arrivals.resample; none replays it as recorded)")
+    p.add_argument("--resample-block-s", type=float, metavar="S",
+                   help="with --resample blocks: the block length in seconds (default 60)")
     add_override_args(p)
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -120,6 +127,7 @@ def options_of(args: argparse.Namespace, out: Path | None) -> RunOptions:
 
 
 def run(args: argparse.Namespace) -> int:
+    resampled(args)
     default_demand(args)
     out = out_folder(args.out) if args.out else None
     target, options = target_of(args), options_of(args, out)
@@ -146,6 +154,22 @@ def default_demand(args: argparse.Namespace) -> None:
                             "times K) or --users N (a closed loop)")
     args.rate_scale = 1.0
     print("specplan: no demand given: planning the trace as recorded (--rate-scale 1)", file=sys.stderr)
+
+
+def resampled(args: argparse.Namespace) -> None:
+    """--resample and --resample-block-s as the overrides they spell (after the command line's own), on a trace."""
+    if args.resample is None and args.resample_block_s is None:
+        return
+    if args.resample_block_s is not None and args.resample != "blocks":
+        raise SpecplanError("--resample-block-s: only with --resample blocks")
+    raw, folder, name = read_source(args.scenario, args.overrides)
+    arrivals = validated(raw, folder, name, "").workload.arrivals
+    if not isinstance(arrivals, TraceArrivals):
+        raise SpecplanError(f"--resample: {name}'s workload.arrivals is '{arrivals.KIND}', not a trace; its seeds "
+                            "already draw their own arrivals")
+    args.overrides = [*args.overrides, f"workload.arrivals.resample={args.resample}"]
+    if args.resample_block_s is not None:
+        args.overrides.append(f"workload.arrivals.resample_block_s={args.resample_block_s!r}")
 
 
 def has_search(scenario: str, overrides: list[str]) -> bool:
