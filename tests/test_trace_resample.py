@@ -48,7 +48,7 @@ def test_a_block_bootstrap_keeps_the_window_its_requests_and_their_count_on_aver
 
 def test_a_drawn_window_lies_inside_the_trace_and_spreads_over_it():
     starts = [window_start_s(0.0, 1000.0, 600.0, stream(3, "trace.resample", i), "t") for i in range(60)]
-    assert 0.0 <= min(starts) and max(starts) <= 400.0
+    assert min(starts) >= 0.0 and max(starts) <= 400.0
     half = ci95(pd.Series(starts, dtype=float))
     assert abs(np.mean(starts) - 200.0) < half  # uniform over the 400 s of room
 
