@@ -289,6 +289,9 @@ keep_up_capacity_tokens_per_s | tokens/s | output tokens/s the engines emitted w
 keep_up_offered_tokens_per_s | tokens/s | output tokens/s the arrivals offer: the mean arrival rate × the mean output (each less its first token), or the arrivals' own over the run
 keep_up_served_share | share | keep_up_capacity_tokens_per_s ÷ keep_up_offered_tokens_per_s: below 1 beyond its interval, the cluster falls behind
 keep_up_served_share_ci95 | share | the served share's 95% half-width (batch means of the capacity, the offer's sampling error)
+ttft_unqueued_p50_s | s | TTFT p50 of the measured requests without their wait before prefill starts (ttft_queue_s): what a TTFT bound would read if a prefill pool's queue were empty
+ttft_unqueued_p90_s | s | the same at p90
+ttft_unqueued_p99_s | s | the same at p99
 key | — | the run's point key
 seed | — | the run's seed
 """)

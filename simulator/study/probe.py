@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from specplan.simulator.core.errors import SpecplanError
@@ -136,16 +137,28 @@ def seed_run(scenario: Scenario, store: ProbeStore, sample: int | None = None, w
     key = point_key(scenario) if sample is None else hashlib.sha256(
         f"{point_key(scenario)}:sample={sample}".encode()).hexdigest()
     stored = store.get(key)
-    if stored is not None and "keep_up_served_share" in stored:  # a record of this judge (older ones re-run)
+    if stored is not None and "ttft_unqueued_p99_s" in stored:  # a record of this probe (older ones re-run)
         return stored
     result = (simulate(scenario, itl=True) if sample is None
               else simulate_sampled(scenario, sample, workers=workers, itl=True))
     warmup = scenario.horizon.warmup_s
     backlog = judge_backlog(result.requests, warmup, warmup + float(result.summary["window_s"]), result.steps,
                             offered_rate_per_s(scenario, sample), scenario.workload.arrivals.KIND in OPEN_DEMAND)
-    summary = normalise({**result.summary, **backlog.fields(), "key": key, "seed": scenario.seed})
+    summary = normalise({**result.summary, **backlog.fields(), **unqueued_ttft(result.requests, warmup),
+                         "key": key, "seed": scenario.seed})
     store.put(key, summary, scenario)
     return summary
+
+
+def unqueued_ttft(requests: pd.DataFrame, warmup_s: float) -> dict[str, float]:
+    """TTFT p50 / p90 / p99 of the measured requests without their first part, the wait before prefill starts
+    (a prefill pool's queue): what the TTFT bounds would read if that queue were empty."""
+    measured = requests[requests["arrival_s"] >= warmup_s]
+    if "ttft_queue_s" not in measured:
+        return {}
+    rest = (measured["ttft_s"] - measured["ttft_queue_s"].fillna(0.0)).to_numpy(dtype=float)
+    rest = rest[np.isfinite(rest)]
+    return {f"ttft_unqueued_p{q}_s": float(np.percentile(rest, q)) if rest.size else math.nan for q in (50, 90, 99)}
 
 
 OPEN_DEMAND = (*OPEN_LOOP, "trace")  # arrivals that do not wait for answers: they offer a demand of their own

@@ -20,8 +20,11 @@ bound together (`ttft_p99_s<=2`, `tps_user_p10>=30`, `itl_p99_ms<=80`),
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from specplan.cli.args import whole_number
@@ -34,7 +37,7 @@ from specplan.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.scenario.study import STATISTICS, Bound, parse_bound, tps_column
 from specplan.simulator.study.plan_json import capacity_json, search_json
-from specplan.simulator.study.planner import plan_capacity
+from specplan.simulator.study.planner import CapacityPlan, plan_capacity
 from specplan.simulator.study.points import read_source, validated
 from specplan.simulator.study.search_plan import plan_search
 from specplan.simulator.study.target import (
@@ -131,11 +134,34 @@ def run(args: argparse.Namespace) -> int:
     default_demand(args)
     out = out_folder(args.out) if args.out else None
     target, options = target_of(args), options_of(args, out)
-    if has_search(args.scenario, args.overrides):
-        return run_search(args.scenario, target, options, args.json)
-    plan = plan_capacity(args.scenario, target, options)
+    with refused_cleanly(out):
+        if has_search(args.scenario, args.overrides):
+            return run_search(args.scenario, target, options, args.json)
+        plan = plan_capacity(args.scenario, target, options)
+    return report_plan(plan, out, args.json)
+
+
+@contextlib.contextmanager
+def refused_cleanly(out: Path | None) -> Iterator[None]:
+    """A plan refused after its probes ran (a horizon too short to judge, ...): a folder this command created
+    is removed (a refused command leaves no folder); one that was there before is the user's probe cache, kept,
+    and the refusal says so."""
+    existed = out is not None and out.exists()
+    try:
+        yield
+    except SpecplanError as exc:
+        if out is None or not out.exists():
+            raise
+        if not existed:
+            shutil.rmtree(out, ignore_errors=True)
+            raise
+        raise SpecplanError(f"{exc} (the probes already simulated stay in {out / 'probes'}/ for a re-run)") from None
+
+
+def report_plan(plan: CapacityPlan, out: Path | None, as_json: bool) -> int:
+    """Write a capacity plan's files (with --out) and print it."""
     files = write_plan_files(plan, out) if out is not None else {}
-    if args.json:
+    if as_json:
         sys.stdout.write(json.dumps(clean(capacity_json(plan)), indent=2) + "\n")
     else:
         print(plan_table(plan))
