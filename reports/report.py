@@ -244,9 +244,10 @@ def sla_blocks(result: Any) -> list[Block]:
     header = (f"SLA: tokens/s/user ({result.statistic}) ≥", "label", "throughput per GPU (tok/s)",
               f"gain vs {baseline}", f"tokens/s/user at {baseline}'s throughput", "gain")
     rows = tuple((f"{r.sla_tps_user:g}", str(r.label),
-                  number(r.throughput_per_gpu, "{:,.0f}") + edge_note(r.throughput_edge, result),
+                  number(r.throughput_per_gpu, "{:,.0f}") + edge_note(r.throughput_edge, result) + thin_note(r.thin),
                   percent(r.gain_vs_baseline),
-                  number(r.tps_user_at_matched, "{:.1f}") + edge_note(r.tps_user_edge, result),
+                  number(r.tps_user_at_matched, "{:.1f}") + edge_note(r.tps_user_edge, result)
+                  + thin_note(r.tps_user_thin),
                   percent(r.tps_user_gain_vs_baseline)) for r in comp.itertuples())
     note = Paragraph("Throughput per GPU is read off each label's frontier at the SLA (piecewise-linear "
                      "between simulated operating points); 'unreachable' means no operating point of the "
@@ -254,7 +255,9 @@ def sla_blocks(result: Any) -> list[Block]:
                      f"delivering {baseline}'s throughput per GPU at that SLA. A value marked '(at max "
                      "load …)' is the largest simulated load's (the SLA is slower than any point the label "
                      "reached): a lower bound, since more load was not simulated; '(at min load …)' likewise "
-                     "for the smallest load.")
+                     "for the smallest load. A value marked '(thin: load L: N requests)' rests on a point where "
+                     "a seed completed fewer than 30 requests in the measurement window (a plan refuses such "
+                     "a probe), and so does any gain against it: lengthen the horizon before reading it.")
     return [Table(header, rows), note]
 
 
@@ -263,6 +266,11 @@ def edge_note(edge: Any, result: Any) -> str:
     if not isinstance(edge, str) or not edge:
         return ""
     return f" (at {edge}{load_unit(result)})"
+
+
+def thin_note(thin: Any) -> str:
+    """' (thin: load 64: 0 requests)' for a reading resting on a point with too few requests, else ''."""
+    return f" (thin: {thin})" if isinstance(thin, str) and thin else ""
 
 
 def load_unit(result: Any) -> str:

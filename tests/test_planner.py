@@ -128,7 +128,7 @@ def test_plan_json_contract_on_the_command_line(cli, tmp_path):
     status, out, err = cli("plan", path, "--rate", RATE, "--sla-tps", SLA, "--statistic", "p50", "--json")
     assert status == 0 and err == ""
     payload = json.loads(out)
-    assert list(payload) == ["variants"]
+    assert list(payload) == ["seeds_replay", "variants"] and payload["seeds_replay"] is None
     (row,) = payload["variants"]
     assert list(row) == ["label", "replicas", "gpus", "meets_sla", "unmet", "tps_user", "throughput_per_gpu",
                          "cost_per_hour", "seeds", "tps_user_ci95", "one_fewer", "sure", "sla", "gpus_decode",

@@ -273,6 +273,8 @@ tps_user_at_matched | tokens/s | the variant's tokens/s/user at that matched thr
 tps_user_gain_vs_baseline | share | tps_user_at_matched / the baseline's level − 1
 throughput_edge | — | "max load N" when the reading is the largest simulated load's (a lower bound), "min load N" at the smallest, empty otherwise
 tps_user_edge | — | the same for the matched tokens/s/user reading
+thin | — | "load L: N requests" when the throughput reading rests on a point where a seed completed fewer than 30 requests in the window (the plan's rule), empty otherwise
+tps_user_thin | — | the same for the matched tokens/s/user reading (or the baseline's throughput it is matched at)
 """)
 
 PROBE_RECORD = table("""
@@ -281,7 +283,15 @@ keep_up_growth | requests | growth of outstanding requests (arrived, not finishe
 keep_up_completed | requests | requests completed in that half
 keep_up_service_p90_s | s | 90th percentile time a request spent in an engine (the ramp-up the judge waits for is twice it)
 keep_up_needed_duration_s | s | the horizon that would settle an undecided verdict
-keep_up_reason | — | why the verdict is undecided, in words (empty otherwise)
+keep_up_reason | — | why the verdict is not "keeps up", in words (empty otherwise)
+keep_up_queued_share | share | the least share of the window any engine had requests waiting for it (empty when some engine had too few such steps to read its capacity)
+keep_up_capacity_tokens_per_s | tokens/s | output tokens/s the engines emitted while requests waited for them, summed over engines: their capacity at the run's mix
+keep_up_offered_tokens_per_s | tokens/s | output tokens/s the arrivals offer: the mean arrival rate × the mean output (each less its first token), or the arrivals' own over the run
+keep_up_served_share | share | keep_up_capacity_tokens_per_s ÷ keep_up_offered_tokens_per_s: below 1 beyond its interval, the cluster falls behind
+keep_up_served_share_ci95 | share | the served share's 95% half-width (batch means of the capacity, the offer's sampling error)
+ttft_unqueued_p50_s | s | TTFT p50 of the measured requests without their wait before prefill starts (ttft_queue_s): what a TTFT bound would read if a prefill pool's queue were empty
+ttft_unqueued_p90_s | s | the same at p90
+ttft_unqueued_p99_s | s | the same at p99
 key | — | the run's point key
 seed | — | the run's seed
 """)
@@ -304,6 +314,8 @@ requests_completed | requests | requests the run completed
 requests_rejected | requests | requests the run rejected with a reason (answered at arrival for the keep-up judge)
 keep_up_verdict | — | keeps up, falls behind, or undecided (the keep-up judge)
 keep_up_growth | requests | growth of outstanding requests over the window's second half
+keep_up_served_share | share | the run's served share (its capacity while requests waited ÷ the offered output tokens/s)
+keep_up_served_share_ci95 | share | its 95% half-width
 meets_sla | — | whether the probe (mean over seeds) met every bound and kept up
 chosen | — | whether this size is the variant's answer
 key | — | the run's point key

@@ -1,6 +1,6 @@
 """The JSON contract of a plan: exactly these keys, in this order, for a capacity plan and a search.
 
-    capacity_json(plan)    {"variants": [{"label", "replicas", "gpus", "meets_sla", "unmet", "tps_user",
+    capacity_json(plan)    {"seeds_replay", "variants": [{"label", "replicas", "gpus", "meets_sla", "unmet", "tps_user",
                                           "throughput_per_gpu", "cost_per_hour", "seeds",
                                           "tps_user_ci95", "one_fewer", "sure", "sla"}]}
 
@@ -14,7 +14,11 @@ row of probes.csv say what the GPUs are (`pool_fields`): `gpus_decode`,
 or null without a pool), the pool's `prefill_busy_share` and the
 `prefix_cache_hit_rate` (null where there is none), means over seeds.
     deployment_rows(plan)  plan.csv: one row per deployment in rank order, met or not
-    search_json(plan)      {"target": {"demand", "sla", "seeds"}, "points": [those rows], "winner"}
+    search_json(plan)      {"target": {"demand", "sla", "seeds", "seeds_replay"}, "points": [those rows], "winner"}
+
+`seeds_replay` says, on a trace, what each seed replays of it (as recorded,
+or resampled: specplan.traces.resample), i.e. what the intervals over seeds
+cover; null for other workloads, whose seeds draw their own arrivals.
 
 `specplan plan --json` prints the first or the last; plan.json holds the
 same (specplan.cli.plan_files). NaN figures are null.
@@ -53,7 +57,7 @@ def probe_pool(probe: Probe | None, pool: str | None) -> dict[str, Any]:
 
 
 def capacity_json(plan: CapacityPlan) -> dict[str, Any]:
-    return {"variants": [variant_row(v, plan.target) for v in plan.variants]}
+    return {"seeds_replay": plan.seeds_replay or None, "variants": [variant_row(v, plan.target) for v in plan.variants]}
 
 
 def variant_row(variant: ReplicaSizing, target: Target) -> dict[str, Any]:
@@ -102,7 +106,7 @@ def deployment_rows(plan: DeploymentPlan) -> pd.DataFrame:
 def search_json(plan: DeploymentPlan) -> dict[str, Any]:
     rows = deployment_rows(plan)
     return {"target": {"demand": plan.target.demand_text(), "sla": [b.text() for b in plan.target.bounds],
-                       "seeds": plan.target.seeds},
+                       "seeds": plan.target.seeds, "seeds_replay": plan.seeds_replay or None},
             "points": rows.astype(object).where(rows.notna(), None).to_dict(orient="records"),
             "winner": plan.winner.info.label if plan.winner else None}
 
