@@ -39,6 +39,7 @@ from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.schema import Context, build, to_plain
+from specplan.simulator.scenario.drafter_profile import check_drafter_profile, check_search_drafters
 from specplan.simulator.scenario.merge import deep_merge, excluded_by
 from specplan.simulator.scenario.policy import policy_params
 from specplan.simulator.scenario.size import check_run_size
@@ -56,6 +57,9 @@ def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -
     scenario = _with_engine_prefill_profile(scenario, base_dir)
     scenario = with_policy_params(with_step_budget(scenario))
     check_run_size(scenario, load_profile(scenario.hardware.profile))
+    check_drafter_profile(scenario)
+    if scenario.search is not None:
+        check_search_drafters(raw, scenario, base_dir)
     if scenario.cluster.prefill is not None:
         scenario = _with_prefill_pool(scenario, base_dir)
     return scenario
