@@ -105,12 +105,13 @@ def test_a_trial_count_too_small_for_a_stated_power_is_refused(cli):
     status, _, err = cli("audit", "dspark-global", "--trials", "100", "--power", "0.8")
     assert status == 2 and len(err.strip().splitlines()) == 1, err
     assert "--trials 100" in err and "power 0.8" in err and "0.05" in err and "at least" in err, err
-    status, out, err = cli("audit", "dspark-async", "--trials", "3000", "--power", "0.8")
+    status, _out, err = cli("audit", "dspark-async", "--trials", "3000", "--power", "0.8")
     assert status == 0, err
 
 
 def test_a_rejection_agrees_with_a_lossy_label(cli):
     status, out, _ = cli("audit", "dspark-global", "--trials", "3000", "--json")
+    assert status == 0
     result = json.loads(out)
     assert result["rejected"] is True and result["verdict"] == "rejected" and result["consistent_with_claim"] is True
 
