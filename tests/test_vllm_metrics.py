@@ -113,6 +113,7 @@ def edited(tmp_path: Path, name: str, text: str) -> Path:
     (lambda t: t + t.replace(MODEL, "other-model"), "counters of 2 models"),
     (lambda t: t.replace("} 40000.0", "} 40000.5"), "whole numbers"),
     (lambda t: "vllm:spec_decode_num_drafts_total{engine=\"0\" 3\n", "not Prometheus text exposition"),
+    (lambda t: t + t, "appears twice (two scrapes appended into one file"),  # issue 39: `curl >>` summed as one
 ])
 def test_bad_metrics_files_get_one_line(cli, tmp_path, edit, message):
     bad = edited(tmp_path, "bad.prom", edit(BEFORE.read_text()))
