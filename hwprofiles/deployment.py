@@ -71,10 +71,17 @@ def topology_name(parallelism: str, device: str) -> str | None:
 
 
 def differences(target: Deployment, drafter: Deployment) -> list[str]:
-    """Each fact both profiles state and state differently, as `what target-value vs drafter-value`."""
+    """Each fact both profiles state and state differently, as `what target-value vs drafter-value`.
+
+    A drafter's model matches its target's when it is the same checkpoint (AIConfigurator's drafters name the
+    target) or a shape derived from it (the harness names a drafter `TARGET-...-drafter-1l`).
+    """
     out = []
     for what, mine, theirs in (("model", target.model, drafter.model), ("GPU", target.gpu, drafter.gpu),
                                ("topology", target.topology, drafter.topology)):
-        if mine is not None and theirs is not None and mine.lower() != theirs.lower():
+        if mine is None or theirs is None:
+            continue
+        same = mine.lower() == theirs.lower() or (what == "model" and theirs.lower().startswith(f"{mine.lower()}-"))
+        if not same:
             out.append(f"{what} {mine} vs {theirs}")
     return out

@@ -116,3 +116,12 @@ def test_the_shipped_azure_search_drafts_each_gpu_on_its_own_gpu() -> None:
         if point.hardware.label == "B200":
             assert latency.KIND != "profile" or "h200" not in latency.path, point.label
         assert getattr(latency, "match_target", True) is not False, point.label
+
+
+def test_a_harness_drafter_derived_from_its_target_matches_it() -> None:
+    """The harness names a drafter after its target's shape (`micro-parallel-drafter-1l` for `micro`)."""
+    from specplan.hwprofiles.deployment import Deployment, differences
+
+    target = Deployment("micro", "CPU", None)
+    assert differences(target, Deployment("micro-parallel-drafter-1l", "CPU", None)) == []
+    assert differences(target, Deployment("microscope", "CPU", None)) == ["model micro vs microscope"]
