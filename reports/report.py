@@ -54,11 +54,12 @@ def copied_fidelity_blocks(results_dir: Path, figures_dir: Path) -> list[Block]:
     return out
 
 
-def write_report(result: Any, out: Path, fidelity_dir: Path | None = None) -> Path:
+def write_report(result: Any, out: str | Path, fidelity_dir: str | Path | None = None) -> Path:
     """Render figures into out/figures and write out/report.html and out/report.md; returns the HTML path.
 
     A sim-to-real section joins only when `fidelity_dir` names a fidelity result.
     """
+    out = Path(out)
     figures = write_figures(result, out / "figures")
     blocks = [*report_blocks(result), Heading("Figures")]
     blocks += [Image(f.title, f.caption, f.png, f.svg) for f in figures]

@@ -69,6 +69,7 @@ def test_cli_text_and_params(cli):
     (("static", "--param", "length"), "expected KEY=VALUE"),
     (("static", "--trials", "0"), "--trials must be at least 1"),
     (("static", "--case", "nope"), "invalid choice"),
+    (("dspark-async", "--seed", "-1"), "--seed must be a whole number >= 0, got -1"),  # issue 39: a traceback
 ])
 def test_cli_bad_input_is_one_line(cli, args, message):
     status, _, err = cli("audit", *args)

@@ -136,3 +136,14 @@ def test_without_the_emission_log_itl_is_nan_and_nothing_else_changes():
     same = sorted(k for k in with_log if not k.startswith("itl_") and k != "wall_s")
     assert pd.Series([with_log[k] for k in same], dtype=object).equals(pd.Series([without[k] for k in same],
                                                                                  dtype=object))
+
+
+def test_a_target_takes_bounds_as_text_and_refuses_what_is_neither(cli):
+    """Issue 39, item 9: `Target("users", 64, ("tps_user_p10>=80",))` failed with an AttributeError."""
+    assert Target("users", 64, ("tps_user_p10>=80",)).bounds == (Bound("tps_user_p10", ">=", 80.0),)
+    assert Target("users", 64, "ttft_p99_s<=2").bounds == (Bound("ttft_p99_s", "<=", 2.0),)
+    with pytest.raises(SpecplanError, match="Target bounds: 'tps_user_p10=80' is not KEY<=VALUE") as err:
+        Target("users", 64, ("tps_user_p10=80",))
+    assert "\n" not in str(err.value)
+    with pytest.raises(SpecplanError, match="a Bound or a 'KEY<=VALUE' string, got 80"):
+        Target("users", 64, (80,))

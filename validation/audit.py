@@ -291,6 +291,8 @@ def run_audit(policy: Policy, case: AuditCase, trials: int, seed: int = 0, alpha
     """Decode `trials` sequences with `policy` and test their distribution against the target."""
     if trials < 1:
         raise SpecplanError(f"--trials must be at least 1, got {trials}")
+    if seed < 0:
+        raise SpecplanError(f"--seed must be a whole number >= 0, got {seed}")
     rng = stream(seed, f"audit-{case.name}")
     seqs = Sequences(case)
     counts = np.zeros(len(case.vocab) ** case.output_tokens, dtype=np.int64)
