@@ -266,12 +266,23 @@ def apply_overrides(raw: dict, overrides: tuple[str, ...] | list[str]) -> dict:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise SpecplanError(f"--set {item!r}: expected dotted.key=value")
+        refuse_index(key.strip())
         try:
             value = yaml.safe_load(text) if text.strip() else None
         except yaml.YAMLError:
             raise SpecplanError(f"--set {key}: value {text!r} is not valid YAML") from None
         set_dotted(out, key.strip().split("."), value, key)
     return out
+
+
+def refuse_index(key: str) -> None:
+    """`sweep.variants[0].policy.name` cannot be set: a list is set whole (its items have no dotted path)."""
+    match = re.search(r"^(.*?)\[(\d*)\]", key)
+    if match:
+        listed = match.group(1)
+        raise SpecplanError(f"--set {key}: --set cannot index into a list ({listed}[{match.group(2)}]); set the "
+                            f"whole list (--set '{listed}=[{{label: A, policy: {{name: static}}}}, ...]'), or put the "
+                            "changed list in a YAML fragment passed with --merge FILE (a list is replaced whole)")
 
 
 def merge_file(raw: dict, path: Path) -> dict:

@@ -43,8 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_scenario_args(p)
     p.add_argument("--out", required=True, help="results folder (created; earlier results kept unless --force)")
     add_force_arg(p)
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--quiet", action="store_true", help="print nothing")
+    said = p.add_mutually_exclusive_group()
+    said.add_argument("--json", action="store_true", help="print the summary as JSON")
+    said.add_argument("--quiet", action="store_true", help="print nothing")
     p.add_argument("--split-replicas", type=whole_number, metavar="WORKERS", default=None,
                    help="simulate the replicas independently on WORKERS processes (exact for random routing "
                         "of Poisson arrivals; see specplan.simulator.study.split)")
