@@ -74,6 +74,10 @@ tps_user_mean* | tokens/s | mean over completed requests that arrived after warm
 tps_user_p10* | tokens/s | 10th percentile of the same per-request tokens/s/user (the slowest 10% of users)
 tps_user_p50* | tokens/s | median per-request tokens/s/user
 tps_user_p90* | tokens/s | 90th percentile per-request tokens/s/user
+tpot_mean_ms | ms | mean time per output token over completed requests that arrived after warmup: (finish − first token) / (output_tokens − 1), as vllm bench serve's TPOT; 1000 / the request's tokens/s/user
+tpot_p50_ms | ms | median per-request TPOT
+tpot_p90_ms | ms | 90th percentile per-request TPOT (the slowest 10% of users; an SLA bound: tpot_p90_ms<=25)
+tpot_p99_ms | ms | 99th percentile per-request TPOT
 ttft_p50_s* | s | median time to first token of requests that arrived after warmup: arrival → the decode step that emits it (or the prefill stage's end with engine.prefill.first_token: prefill); requests.csv's ttft_* columns give its parts
 ttft_p90_s | s | 90th percentile time to first token
 ttft_p99_s* | s | 99th percentile time to first token
