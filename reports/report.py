@@ -21,6 +21,7 @@ from specplan.reports.document import (
     Block,
     Bullets,
     Callout,
+    Folded,
     Heading,
     Image,
     Paragraph,
@@ -77,12 +78,13 @@ def report_blocks(result: Any) -> list[Block]:
     blocks: list[Block] = []
     if result.design.base.description:
         blocks.append(Paragraph(result.design.base.description.strip()))
-    blocks += [Heading("What was simulated"), Bullets(tuple(simulated_items(result)))]
-    blocks += [Heading("Variants"), variants_table(result)]
+    blocks += [Heading("SLA comparison"), *sla_blocks(result)]
     warning = policy_warning(result)
     if warning is not None:
         blocks.append(warning)
-    blocks += [Heading("SLA comparison"), *sla_blocks(result)]
+    blocks += [Heading("Variants"), variants_table(result)]
+    blocks.append(Folded("What was simulated: scenario, horizon, seeds, engine, workload, hardware profiles and "
+                         "their provenance", (Bullets(tuple(simulated_items(result))),)))
     return blocks
 
 

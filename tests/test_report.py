@@ -92,6 +92,17 @@ def test_a_named_fidelity_result_adds_its_section_with_a_copied_figure(report_di
     assert len(re.findall(r'src="data:image/png;base64,', html)) == len(FIGURES) + 1
 
 
+def test_the_answer_comes_first_and_the_provenance_is_folded(report_dir):
+    """Issue 39: report.html put the SLA table ~2,700 px down, below a 40-line provenance list."""
+    html = (report_dir / "report.html").read_text()
+    assert html.index("SLA comparison") < html.index("Variants") < html.index("What was simulated")
+    folded = html[html.index("<details"):html.index("</details>")]
+    assert "<summary>" in folded and "What was simulated" in folded and "provenance:" in folded
+    assert "provenance:" not in html[:html.index("<details")]
+    md = (report_dir / "report.md").read_text()
+    assert md.index("## SLA comparison") < md.index("What was simulated")
+
+
 def test_write_report_takes_a_str_folder(report_dir, tmp_path):
     """Issue 39, item 9: `write_report(result, "dir")` refused the str that run_sweep takes."""
     out = tmp_path / "copy"
