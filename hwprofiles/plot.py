@@ -167,7 +167,8 @@ def stack_parts(ax: Any, b: np.ndarray, curves: dict[str, np.ndarray], step_ms: 
     ax.plot(b, step_ms, color="black", lw=1.4, label="step (charged)")
     ax.set(xlabel="tokens in the verify batch B", ylabel="ms")
     ax.set_xlim(b[0], b[-1])
-    ax.set_ylim(0, max(float(step_ms.max()), float(sum(curves.values()).max())) * 1.05)
+    stacked = np.sum(list(curves.values()), axis=0)
+    ax.set_ylim(0, max(float(step_ms.max()), float(stacked.max())) * 1.05)
     ax.grid(alpha=0.3)
 
 
