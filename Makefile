@@ -54,7 +54,7 @@ docs: $(VENV)/.installed-docs
 
 # mypy reads the package as it installs (specplan.<folder>, pyproject's package-dir):
 # build/typecheck/specplan is a tree of links to the repository's folders.
-FOLDERS := simulator policies hwprofiles traces reports scenarios validation
+FOLDERS := engines simulator policies hwprofiles traces reports scenarios validation
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	rm -rf build/typecheck && mkdir -p build/typecheck/specplan

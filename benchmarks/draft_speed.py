@@ -2,10 +2,10 @@
 
 One draw is what the decode core does per step for a policy that reads the
 drafts: acceptance logits x (R × γ, request and token spread:
-`DecodeCore.draw_drafts`), the accepted prefixes (logistic draws below x)
+`DraftReader.draw_logits`), the accepted prefixes (logistic draws below x)
 and the STS-calibrated model head's confidences (`Drafter.confidences`).
-A fixed-length policy's draw (`DecodeCore.accepted_drafts`: uniform draws
-below the noise-averaged acceptance) is timed beside it. Standard case:
+A fixed-length policy's draw (`FixedLengths.draw`: uniform draws below the
+noise-averaged acceptance) is timed beside it. Standard case:
 R = 256 requests, γ = 7, DSpark on qwen3-8b, the default head
 (overconfidence 1.5, noise 0.4, STS) and the default spread (request 0.7,
 token 2.0). One core. Prints the median over `--repeats` runs of
@@ -25,10 +25,12 @@ import numpy as np
 from reference import bracketed
 
 from specplan.simulator.engine.assembly import assemble
-from specplan.simulator.engine.batch import ALL
+from specplan.simulator.engine.batch import Rows
 from specplan.simulator.engine.decode import DecodeCore
 from specplan.simulator.engine.intake import register
-from specplan.simulator.engine.records import RequestLog, StepLog
+from specplan.simulator.engine.records import StepLog
+from specplan.simulator.engine.request_log import RequestLog
+from specplan.simulator.engine.speculator import DraftReader, FixedLengths
 from specplan.simulator.scenario import Scenario, scenario_from_mapping
 
 
@@ -56,24 +58,30 @@ def full_core(scenario: Scenario) -> DecodeCore:
     offsets = drafter.acceptance.request_offsets(domains.size, np.random.default_rng(3))
     for domain, offset in zip(domains.tolist(), offsets.tolist(), strict=True):
         rid = register(log, 0.0, 100, 1000, domain, offset)
-        log["generated_tokens"][rid] = 1
+        log.first_token(rid, 0.0, counted=True)
         core.enqueue(rid)
     core.admit(0.0)
     return core
 
 
 def time_reading_draws(core: DecodeCore, steps: int) -> float:
+    reader, batch = core.rules.speculator, core.state.batch
+    assert isinstance(reader, DraftReader)
+    rows = Rows.every(batch.n)
     start = time.perf_counter()
     for _ in range(steps):
-        x, _prefix = core.draw_drafts(ALL)
-        core.drafter.confidences(x, core.rng_c)
+        x, _prefix = reader.draw_logits(batch, rows)
+        reader.confidence.observe(x, reader.rng_c)
     return (time.perf_counter() - start) / steps * 1e6
 
 
 def time_fixed_draws(core: DecodeCore, steps: int) -> float:
+    fixed, batch = core.rules.speculator, core.state.batch
+    assert isinstance(fixed, FixedLengths)
+    rows = Rows.every(batch.n)
     start = time.perf_counter()
     for _ in range(steps):
-        core.accepted_drafts(ALL, core.batch.n, core.block_size)
+        fixed.draw(batch, rows, fixed.block_size)
     return (time.perf_counter() - start) / steps * 1e6
 
 

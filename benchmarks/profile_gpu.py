@@ -1,9 +1,9 @@
-"""Step-time curves captured on a GPU by the project's torch harness: the prepared device run (issue 29).
+"""Step-time curves captured on a GPU by the project's torch harness: the prepared device run (issues 29, 40).
 
 The device command (run from the repository root of the copy that travels; the machine's own
 python3 with its torch, no install, no network, not this project's venv: the script imports
 specplan from the tree it sits in, whatever is installed), with the device tool's
-timeout_s=570 (the plan stops starting captures at 7 min 50 s):
+timeout_s=570:
 
     PYTHONUNBUFFERED=1 python3 benchmarks/profile_gpu.py --out $OUT
 
@@ -12,38 +12,62 @@ The same script on this machine's CPU at a tiny size (tests/test_profile_gpu.py 
     .venv/bin/python benchmarks/profile_gpu.py --plan tiny-cpu --out out/profile-gpu-cpu
 
 The `gpu` plan, bf16, random weights, B tokens spread over ceil(B / 4) requests that each
-attend to their own KV cache (the harness's layout; see hwprofiles/harness.py):
+attend to their own KV cache (the harness's layout; see hwprofiles/harness.py), in this order
+(the first three are issue 40's eager/graph pair and its launch figures):
 
     llama3.1-8b-torch-cudagraph         Llama-3.1-8B verify step, CUDA graphs (one per bucket:
                                         1..16, every 8 to 64, then 80..128 by 16, 160..256 by
                                         32, 320..512 by 64), 1,024 KV tokens per request, parts
-    qwen3-8b-torch-cudagraph            Qwen3-8B, the same
+    llama3.1-8b-torch-eager             the same step eager, at the buckets and 65/129/193/257/385
+                                        (the far side of the GEMM tile edges)
+    llama3.1-8b-torch-launch            launch figures of that eager step (a JSON file): at B = 1, 8,
+                                        64, 65, 128, 256, 512 the kernels one step launches
+                                        (torch.profiler's CUDA kernel events; memcpy/memset apart),
+                                        their summed device time, the step's host issue time; the
+                                        host µs of one launch of a trivial kernel (x.add_ on one
+                                        element, 2,000 back to back), and its device µs eager and
+                                        inside one CUDA graph; launch-bound ms = kernels x µs
+    qwen3-8b-torch-cudagraph            Qwen3-8B, CUDA graphs, parts
     llama3.1-8b-torch-drafter-dspark    DSpark-style parallel block: 2 layers + LM head over the
                                         anchor and 7 mask positions of R requests (B = 8R)
     llama3.1-8b-torch-markov            its Markov head (rank 256): one sequential position, R requests
     llama3.1-8b-torch-drafter-mtp       MTP-style layer: 1 layer + LM head, one token per request
     llama3.1-8b-torch-cudagraph-ctx8k   the target at 8,192 KV tokens per request (as far as the
                                         cache fits beside the weights), parts
-    llama3.1-8b-torch-eager             eager (no graphs), the buckets and 65/129/193/257/385
     llama3.1-8b-torch-eager-ctx8k       eager at 8,192 KV tokens per request
     qwen3-8b-torch-eager                Qwen3-8B eager
 
 "parts": each point also times the step's GEMMs and its attention alone (`gemm_ms`,
 `attention_ms`; the rest is the difference), which benchmarks/profile_crosscheck.py holds
 against AIConfigurator's operators. Each file is named GPU-MODEL-torch-..., the GPU's name
-read from torch (h200 on an H200).
+read from torch (h200 on an H200): the pair becomes the built-ins h200-llama3.1-8b-torch-eager
+and h200-llama3.1-8b-torch-cudagraph. At the end the run prints benchmarks/eager_graph.py's
+report of the pair and its launch figures beside the public ones (gLLM #264, sglang #24047,
+tritonbench #1017).
+
+The budget (never run on a GPU yet; the limits are estimates with room): the captures' hard
+limits sum to 460 s (70 + 40 + 40 + 65 + 30 + 15 + 25 + 85 + 55 + 35); the plan's clock starts
+before the environment step (torch import, nvidia-smi, the GEMM and copy ceilings: ~15 s), and
+it starts no capture after 475 s (a capture gets the smaller of its limit and what is left), so
+the captures end by ~475 s; the report reads three small files (< 5 s). That leaves ~90 s of
+the 570 s for the interpreter's start and exit and a slow first CUDA context. Each capture
+stops starting new points at its soft limit (limit - min(20 s, limit / 4)) and writes the
+token counts it finished; the order puts the pair and its launch figures first.
 
 Each capture runs as its own process (`--capture NAME`; the log prints its command line) under
 its own time limit: a hard timeout kills it, and a soft one, earlier, stops its sweep so that
-it writes the token counts it finished (its header says so). What comes back (a device run
+it writes the token counts it finished (its header says so). `--only NAME,...` reruns some of
+the plan's captures (one that failed) under the same limits. What comes back (a device run
 returns at most 8 files; this writes 3):
 
-    OUT/curves.tar    the profile CSVs, appended after each capture (a run cut short keeps what finished)
-    OUT/run.log       the environment (GPU, driver, CUDA, torch, memory, clocks, measured ceilings)
-                      and each capture's outcome and points
+    OUT/curves.tar    the profile CSVs and the launch JSON, appended after each capture (a run cut
+                      short keeps what finished)
+    OUT/run.log       the environment (GPU, driver, CUDA, torch, memory, clocks, measured ceilings),
+                      each capture's outcome and points, and the eager/graph report
     OUT/summary.json  the same, machine-readable
 
-Then, here: `tar -xf curves.tar -C hwprofiles/data`, and the curves are built-ins.
+Then, here: `tar -xf curves.tar -C hwprofiles/data`, and the curves are built-ins (the launch
+JSON sits beside them, where `benchmarks/eager_graph.py --gpu h200` reads it).
 """
 
 from __future__ import annotations
@@ -56,12 +80,13 @@ import math
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -100,6 +125,7 @@ EAGER_TOKENS = tuple(sorted({*BUCKETS, *TILE_EDGES}))
 DSPARK_BLOCK = 8  # the anchor and γ = 7 mask positions per request
 DSPARK_TOKENS = tuple(DSPARK_BLOCK * r for r in (*range(1, 17), *range(24, 65, 8), *range(80, 129, 16)))
 TINY_TOKENS = (1, 8, 24)
+LAUNCH_TOKENS = (1, 8, 64, 65, 128, 256, 512)  # kernels counted per eager step: both sides of a tile edge
 
 
 @dataclass(frozen=True)
@@ -141,30 +167,35 @@ class Plan:
 
 
 LLAMA = "llama3-8b"  # hwprofiles/shapes/llama3-8b.yaml: Llama 3 and 3.1 8B share it
+PAIR = "llama3.1-8b-torch"  # the eager/graph pair and its launch figures: PAIR-eager, PAIR-cudagraph, PAIR-launch
 PLANS = {
-    "gpu": Plan("cuda", "bfloat16", budget_s=470, captures=(
-        Capture("llama3.1-8b-torch-cudagraph", LLAMA, "cudagraph", BUCKETS, "verify step, CUDA graphs",
-                parts=True, limit_s=70),
+    "gpu": Plan("cuda", "bfloat16", budget_s=475, captures=(
+        Capture(f"{PAIR}-cudagraph", LLAMA, "cudagraph", BUCKETS, "verify step, CUDA graphs", parts=True, limit_s=70),
+        Capture(f"{PAIR}-eager", LLAMA, "eager", EAGER_TOKENS, "verify step, eager", limit_s=40),
+        Capture(f"{PAIR}-launch", LLAMA, "launch", LAUNCH_TOKENS,
+                "kernels one eager verify step launches, and the host cost of one launch", limit_s=40),
         Capture("qwen3-8b-torch-cudagraph", "qwen3-8b", "cudagraph", BUCKETS, "verify step, CUDA graphs",
-                parts=True, limit_s=70),
+                parts=True, limit_s=65),
         Capture("llama3.1-8b-torch-drafter-dspark", LLAMA, "cudagraph", DSPARK_TOKENS,
                 "DSpark-style parallel block: 2 layers + LM head over R x 8 positions", drafter="parallel",
-                drafter_layers=2, block_size=DSPARK_BLOCK, limit_s=35),
+                drafter_layers=2, block_size=DSPARK_BLOCK, limit_s=30),
         Capture("llama3.1-8b-torch-markov", LLAMA, "cudagraph", BUCKETS,
-                "DSpark's Markov head (rank 256), one position for R requests", drafter="markov", limit_s=20),
+                "DSpark's Markov head (rank 256), one position for R requests", drafter="markov", limit_s=15),
         Capture("llama3.1-8b-torch-drafter-mtp", LLAMA, "cudagraph", BUCKETS,
-                "MTP-style layer: 1 layer + LM head, one token per request", drafter="ar", limit_s=30),
+                "MTP-style layer: 1 layer + LM head, one token per request", drafter="ar", limit_s=25),
         Capture("llama3.1-8b-torch-cudagraph-ctx8k", LLAMA, "cudagraph", BUCKETS,
                 "verify step, CUDA graphs, 8,192 KV tokens per request", context=8192, parts=True,
-                repeats=10, limit_s=90),
-        Capture("llama3.1-8b-torch-eager", LLAMA, "eager", EAGER_TOKENS, "verify step, eager", limit_s=45),
+                repeats=10, limit_s=85),
         Capture("llama3.1-8b-torch-eager-ctx8k", LLAMA, "eager", EAGER_TOKENS,
-                "verify step, eager, 8,192 KV tokens per request", context=8192, repeats=10, limit_s=60),
-        Capture("qwen3-8b-torch-eager", "qwen3-8b", "eager", EAGER_TOKENS, "verify step, eager", limit_s=40),
+                "verify step, eager, 8,192 KV tokens per request", context=8192, repeats=10, limit_s=55),
+        Capture("qwen3-8b-torch-eager", "qwen3-8b", "eager", EAGER_TOKENS, "verify step, eager", limit_s=35),
     )),
-    "tiny-cpu": Plan("cpu", "float32", budget_s=120, threads=1, warmup=1, captures=(
+    "tiny-cpu": Plan("cpu", "float32", budget_s=150, threads=1, warmup=1, captures=(
         Capture("tiny-torch-eager", "tiny-cpu", "eager", TINY_TOKENS, "verify step of the toy shape, 1 of 2 layers",
                 context=64, parts=True, layers=1, repeats=5, limit_s=60),
+        Capture("tiny-torch-launch", "tiny-cpu", "launch", TINY_TOKENS,
+                "ops one eager verify step of the toy shape runs, and the host cost of one op", context=64,
+                repeats=5, limit_s=60),
         Capture("tiny-torch-drafter-dspark", "tiny-cpu", "eager", (8, 16, 24), "parallel block of the toy shape",
                 context=64, drafter="parallel", block_size=DSPARK_BLOCK, repeats=5, limit_s=60),
     )),
@@ -276,7 +307,7 @@ def fitting_tokens(capture: Capture, free_bytes: float | None) -> tuple[tuple[in
 
 
 def capture_main(args: argparse.Namespace) -> int:
-    """Time one capture and write its CSV into --out; the soft time limit keeps what finished."""
+    """Time one capture and write its file into --out; the soft time limit keeps what finished."""
     import torch
 
     from specplan.hwprofiles.harness import HarnessConfig, run_harness
@@ -288,13 +319,16 @@ def capture_main(args: argparse.Namespace) -> int:
         torch.set_num_threads(plan.threads)
     tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else list(capture.tokens)
     cfg = HarnessConfig(
-        shape=load_shape(capture.shape), tokens=tokens, device=plan.device, dtype=plan.dtype, mode=capture.mode,
-        context_tokens=capture.context, repeats=capture.repeats, warmup=plan.warmup, layers=capture.layers,
-        drafter=capture.drafter, drafter_layers=capture.drafter_layers, block_size=capture.block_size,
-        parts=capture.parts, command=(f"benchmarks/profile_gpu.py --plan {args.plan} --capture {capture.suffix} "
-                                      f"--tokens {','.join(map(str, tokens))}"),
+        shape=load_shape(capture.shape), tokens=tokens, device=plan.device, dtype=plan.dtype,
+        mode="eager" if capture.mode == "launch" else capture.mode, context_tokens=capture.context,
+        repeats=capture.repeats, warmup=plan.warmup, layers=capture.layers, drafter=capture.drafter,
+        drafter_layers=capture.drafter_layers, block_size=capture.block_size, parts=capture.parts,
+        command=(f"benchmarks/profile_gpu.py --plan {args.plan} --capture {capture.suffix} "
+                 f"--tokens {','.join(map(str, tokens))}"),
     )
     name = f"{args.slug}-{capture.suffix}"
+    if capture.mode == "launch":
+        return launch_main(cfg, capture, name, Path(args.out), stop_at)
     profile = run_harness(cfg, name, print, stop_at=stop_at)
     profile.provenance["what"] = capture.what
     if args.note:
@@ -303,6 +337,196 @@ def capture_main(args: argparse.Namespace) -> int:
     print(f"wrote {path.name}: {len(tokens)} token counts planned, "
           f"{'cut by its time limit' if 'time_limit' in profile.provenance else 'all timed'}")
     return 0
+
+
+# --- the launch capture (a child process) ---------------------------------------------------------
+
+LAUNCH_FORMAT = "specplan-launch/1"
+LAUNCH_OP = "x.add_(1) on a one-element tensor"
+LAUNCHES, LAUNCH_ROUNDS = 2000, 7
+COPIES = ("Memcpy", "Memset")  # the profiler's device events that are copies, not kernels
+# ops that move no data (views, allocations): no kernel on a GPU, so not counted on a CPU either
+NO_KERNEL_OPS = frozenset(f"aten::{op}" for op in (
+    "view", "view_as", "as_strided", "_reshape_alias", "_unsafe_view", "alias", "reshape", "flatten", "unflatten",
+    "t", "transpose", "permute", "expand", "expand_as", "unsqueeze", "squeeze", "slice", "select", "narrow",
+    "split", "split_with_sizes", "chunk", "unbind", "contiguous", "detach", "lift_fresh", "resolve_conj",
+    "resolve_neg", "empty", "empty_strided", "empty_like", "new_empty", "resize_", "to", "type_as", "result_type"))
+
+
+def launch_main(cfg: Any, capture: Capture, name: str, out: Path, stop_at: float) -> int:
+    """Count the kernels of one eager step per token count, time one launch; write NAME.json into `out`.
+
+    The step is the eager capture's own (the harness's model, layout and context), so the file pairs
+    with the eager and CUDA-graph curves of the same name stem.
+    """
+    import torch
+
+    from specplan.hwprofiles.harness import Bench, provenance
+
+    torch.manual_seed(cfg.seed)
+    bench = Bench(cfg)
+    per_launch = launch_cost(torch, bench.device)
+    print(f"one launch ({LAUNCH_OP}): {per_launch['eager_host_us']:.2f} µs of host time eager"
+          + ("" if per_launch["graph_device_us"] is None else
+             f", {per_launch['eager_device_us']:.2f} µs of device time eager, "
+             f"{per_launch['graph_device_us']:.2f} µs inside one CUDA graph"))
+    steps: list[dict[str, Any]] = []
+    for b in cfg.tokens:
+        if time.monotonic() >= stop_at:
+            break
+        steps.append(step_launches(torch, bench, b, per_launch["eager_host_us"]))
+        print("B={tokens:5d}: {kernels} kernels, {launch_bound_ms:.3f} ms launch-bound, host issue "
+              "{host_issue_ms:.3f} ms, step {step_ms:.3f} ms".format(**steps[-1]))
+    if not steps:
+        raise ProfileError(f"{name}: the time limit came before the first token count was counted")
+    prov = provenance(replace(cfg, tokens=[s["tokens"] for s in steps]), bench)
+    prov.update(launch_provenance(capture, name, cfg.repeats, bench.device.type == "cuda"))
+    if len(steps) < len(cfg.tokens):
+        prov["time_limit"] = (f"stopped by its time limit before B = {cfg.tokens[len(steps)]}: {len(steps)} of "
+                              f"{len(cfg.tokens)} token counts kept (planned up to {cfg.tokens[-1]})")
+    columns = {key: [rounded(s[key]) for s in steps] for key in steps[0]}
+    document = {"format": LAUNCH_FORMAT, "name": name, "provenance": prov, "per_launch": per_launch,
+                "steps": columns}  # one list per column, one entry per token count
+    (out / f"{name}.json").write_text(json.dumps(document, indent=1) + "\n")
+    print(f"wrote {name}.json: {len(cfg.tokens)} token counts planned, "
+          f"{'cut by its time limit' if 'time_limit' in prov else 'all counted'}")
+    return 0
+
+
+def rounded(value: Any) -> Any:
+    """Floats to 5 significant digits for the file (ms to tenths of a µs and better; µs to hundredths)."""
+    return float(f"{value:.5g}") if isinstance(value, float) else value
+
+
+def launch_provenance(capture: Capture, name: str, repeats: int, cuda: bool) -> dict[str, str]:
+    stem = name.removesuffix("-launch")
+    clock = "CUDA events" if cuda else "wall clock"
+    counting = ("CUDA kernel events of torch.profiler over one step (Memcpy/Memset events counted apart as "
+                "copies); launch_calls: the host's cudaLaunch*/cuLaunch* calls in the same trace" if cuda else
+                "the aten ops of torch.profiler over one step that do work and call none that does (views and "
+                "allocations left out): a CPU stand-in for kernels; no launch calls on a CPU")
+    return {
+        "what": capture.what,
+        "capture_mode": "eager; each token count's step also run once under torch.profiler to count its kernels",
+        "statistic": (f"step_ms: median of {repeats} runs ({clock}); host_issue_ms: median of {repeats} runs; "
+                      "kernels: one profiled run"),
+        "pair": f"{stem}-eager and {stem}-cudagraph (the same step, eager and replayed)",
+        "counting": counting,
+        "kernel_busy": "kernel_busy_ms: the counted kernels' own durations summed (the device's busy time, "
+                       "launch gaps left out)",
+        "host_issue": ("host_issue_ms: wall time of the step's call without waiting for the device, median of the "
+                       "repeats: the launch-bound time where the host is the slower side (on a CPU, the step)"),
+        "per_launch": (f"{LAUNCH_OP}, {LAUNCHES} launches back to back, median of {LAUNCH_ROUNDS} rounds: "
+                       "eager_host_us = wall time to issue them / launches; eager_device_us = CUDA events around "
+                       "them / launches; graph_device_us = the same, captured as one CUDA graph and replayed; "
+                       "graph_replay_host_us = host time of one replay call"),
+        "launch_bound": "launch_bound_ms = kernels x eager_host_us / 1000",
+    }
+
+
+def launch_cost(torch: Any, device: Any) -> dict[str, Any]:
+    """Host µs per launch of a trivial kernel, eager; on CUDA also the device µs per kernel, eager and in a graph."""
+    from specplan.hwprofiles.harness import capture
+
+    cuda = device.type == "cuda"
+    with torch.inference_mode():
+        x = torch.zeros(1, device=device)
+
+        def burst() -> None:
+            for _ in range(LAUNCHES):
+                x.add_(1.0)
+
+        burst()  # first-use costs
+        eager = [timed_burst(torch, burst, cuda) for _ in range(LAUNCH_ROUNDS)]
+        graph = []
+        if cuda:
+            replay = capture(burst, 1)
+            graph = [timed_burst(torch, replay, cuda) for _ in range(LAUNCH_ROUNDS)]
+    return {"op": LAUNCH_OP, "launches": LAUNCHES, "rounds": LAUNCH_ROUNDS,
+            "eager_host_us": rounded(statistics.median(h for h, _ in eager)),
+            "eager_device_us": rounded(statistics.median(d for _, d in eager)) if cuda else None,
+            "graph_device_us": rounded(statistics.median(d for _, d in graph)) if cuda else None,
+            "graph_replay_host_us": rounded(statistics.median(h for h, _ in graph) * LAUNCHES) if cuda else None}
+
+
+def timed_burst(torch: Any, run: Any, cuda: bool) -> tuple[float, float]:
+    """(host µs, device µs) per launch of one call of `run`, which launches LAUNCHES kernels (device 0 on a CPU)."""
+    if cuda:
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+    t0 = time.perf_counter()
+    run()
+    host_us = (time.perf_counter() - t0) * 1e6 / LAUNCHES
+    if not cuda:
+        return host_us, 0.0
+    end.record()
+    end.synchronize()
+    return host_us, start.elapsed_time(end) * 1e3 / LAUNCHES
+
+
+def step_launches(torch: Any, bench: Any, tokens: int, per_launch_us: float) -> dict[str, Any]:
+    """One token count: the eager step's time, its host issue time, and the kernels it launches."""
+    from specplan.hwprofiles.harness import Timer
+
+    cfg, cuda = bench.cfg, bench.device.type == "cuda"
+    timer = Timer(bench.device)
+    with torch.inference_mode():
+        step = bench.forwards(tokens, None)["step"]
+        step_ms = statistics.median(timer.time(step, cfg.repeats, cfg.warmup).tolist())
+        host_ms = []
+        for _ in range(cfg.repeats):
+            timer.sync()
+            t0 = time.perf_counter()
+            step()
+            host_ms.append((time.perf_counter() - t0) * 1e3)
+        timer.sync()
+        counted = count_launches(torch, profiled_events(torch, step, cuda), cuda)
+    return {"tokens": tokens, **counted, "host_issue_ms": statistics.median(host_ms), "step_ms": step_ms,
+            "launch_bound_ms": counted["kernels"] * per_launch_us / 1e3}
+
+
+def does_work(event: Any) -> bool:
+    """An aten op that is not a view or an allocation."""
+    return bool(event.name.startswith("aten::") and event.name not in NO_KERNEL_OPS)
+
+
+def works_below(event: Any) -> bool:
+    """Whether the op or any op it called does work (the CPU stand-in counts the deepest ops that do)."""
+    return does_work(event) or any(works_below(c) for c in event.cpu_children)
+
+
+def profiled_events(torch: Any, run: Any, cuda: bool) -> list[Any]:
+    """The torch.profiler events of one call of `run` (CPU ops; on CUDA also the device's kernels)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    with profile(activities=activities) as prof:
+        run()
+        if cuda:
+            torch.cuda.synchronize()
+    return list(prof.events())
+
+
+def count_launches(torch: Any, events: list[Any], cuda: bool) -> dict[str, Any]:
+    """Kernels, copies and launch calls of one profiled step, and the counted kernels' summed time (ms).
+
+    On CUDA the kernels are the device events that are not copies; a trace without device events
+    (no CUPTI) is an error, not a zero. On a CPU the ops that do work and call none that does
+    (aten::mm under aten::linear, not the transposes and views around it) stand in.
+    """
+    if not cuda:
+        ops = [e for e in events if does_work(e) and not any(works_below(c) for c in e.cpu_children)]
+        return {"kernels": len(ops), "copies": 0, "launch_calls": 0,
+                "kernel_busy_ms": sum(e.time_range.elapsed_us() for e in ops) / 1e3}
+    device = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    kernels = [e for e in device if not e.name.startswith(COPIES)]
+    calls = sum(e.name.startswith(("cudaLaunch", "cuLaunch")) for e in events)
+    if not kernels:
+        raise ProfileError(f"torch.profiler recorded no CUDA kernel events ({calls} launch calls seen): "
+                           "is CUPTI missing from this torch?")
+    return {"kernels": len(kernels), "copies": len(device) - len(kernels), "launch_calls": calls,
+            "kernel_busy_ms": sum(e.time_range.elapsed_us() for e in kernels) / 1e3}
 
 
 # --- the plan (the parent process) -----------------------------------------------------------------
@@ -319,6 +543,7 @@ class Outcome:
     planned: int = 0
     command: list[str] = field(default_factory=list)
     detail: str = ""
+    file: str = ""  # what it wrote: NAME.csv (a curve) or NAME.json (launch figures)
 
 
 class Run:
@@ -340,12 +565,15 @@ class Run:
 
     def record(self, outcome: Outcome) -> None:
         self.outcomes.append(outcome)
-        csv = self.work / f"{outcome.name}.csv"
         if outcome.status in ("ok", "partial"):
             with tarfile.open(self.out / "curves.tar", "a") as tar:
-                tar.add(csv, arcname=csv.name)
+                tar.add(self.work / outcome.file, arcname=outcome.file)
         summary = {"environment": self.env, "captures": [asdict(o) for o in self.outcomes]}
         (self.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+
+    def written(self) -> dict[str, Path]:
+        """The files the captures wrote, by capture name."""
+        return {o.name: self.work / o.file for o in self.outcomes if o.status in ("ok", "partial")}
 
     def finish(self) -> None:
         self.log.close()
@@ -358,9 +586,21 @@ def run_plan(args: argparse.Namespace) -> int:
         return run_captures(args, Path(work))
 
 
+def chosen(plan: Plan, only: str | None) -> tuple[Capture, ...]:
+    """The plan's captures, or those `--only` names (a rerun of what failed), in the plan's order."""
+    if not only:
+        return plan.captures
+    names, valid = only.split(","), [c.suffix for c in plan.captures]
+    for name in names:
+        if name not in valid:
+            raise ProfileError(f"--only: no capture {name!r} in this plan (valid: {', '.join(valid)})")
+    return tuple(c for c in plan.captures if c.suffix in names)
+
+
 def run_captures(args: argparse.Namespace, work: Path) -> int:
-    """Every capture of the plan in turn, each in its own process, until the budget runs out."""
+    """Every capture of the plan in turn, each in its own process, until the budget runs out; then the report."""
     plan = PLANS[args.plan]
+    captures = chosen(plan, args.only)
     start = time.monotonic()
     run = Run(Path(args.out), work)
     try:
@@ -369,15 +609,16 @@ def run_captures(args: argparse.Namespace, work: Path) -> int:
             run.say(f"# {key}: {value}")
         budget = args.budget_s or plan.budget_s
         free = run.env["free_gib"] * GIB if "free_gib" in run.env else None
-        for capture in plan.captures:
+        for capture in captures:
             left = budget - (time.monotonic() - start)
             run.record(run_capture(run, plan, capture, min(capture.limit_s, left), free, args.plan))
+        report_launches(run, captures)
     finally:
         run.finish()
     done = sum(o.status in ("ok", "partial") for o in run.outcomes)
-    print(f"{done} of {len(plan.captures)} captures written to {Path(args.out) / 'curves.tar'} "
+    print(f"{done} of {len(captures)} captures written to {Path(args.out) / 'curves.tar'} "
           f"in {time.monotonic() - start:.0f} s")
-    return 0 if done == len(plan.captures) else 1
+    return 0 if done == len(captures) else 1
 
 
 def run_capture(run: Run, plan: Plan, capture: Capture, limit_s: float, free: float | None, plan_name: str) -> Outcome:
@@ -401,16 +642,54 @@ def run_capture(run: Run, plan: Plan, capture: Capture, limit_s: float, free: fl
         run.say(f"killed  {name}: past its hard limit of {limit_s:.0f} s")
         return Outcome(name, "killed", limit_s, 0, len(tokens), command, f"hard limit {limit_s:.0f} s")
     seconds = time.monotonic() - t0
-    csv = run.work / f"{name}.csv"
-    if done.returncode != 0 or not csv.is_file():
+    file = f"{name}.{'json' if capture.mode == 'launch' else 'csv'}"
+    if done.returncode != 0 or not (run.work / file).is_file():
         run.say(f"failed  {name}: exit status {done.returncode} after {seconds:.0f} s (its output is above)")
         return Outcome(name, "failed", seconds, 0, len(tokens), command, f"exit status {done.returncode}")
-    profile = read_profile_csv(csv)
-    status = "partial" if "time_limit" in profile.provenance else "ok"
-    points = len(profile.provenance.get("buckets", "").split()) or len(profile.tokens)
+    points, step_ms, prov = written_points(run.work / file)
+    status = "partial" if "time_limit" in prov else "ok"
     run.say(f"{status:7s} {name}: {points} of {len(tokens)} token counts in {seconds:.0f} s, "
-            f"{float(profile.step_ms_table.min()):.3f} to {float(profile.step_ms_table.max()):.3f} ms")
-    return Outcome(name, status, seconds, points, len(tokens), command, profile.provenance.get("time_limit", note))
+            f"{min(step_ms):.3f} to {max(step_ms):.3f} ms")
+    return Outcome(name, status, seconds, points, len(tokens), command, prov.get("time_limit", note), file)
+
+
+def written_points(path: Path) -> tuple[int, list[float], dict[str, str]]:
+    """A capture's file read back: its measured points, their step times (ms) and its provenance."""
+    if path.suffix == ".json":
+        document = json.loads(path.read_text())
+        return len(document["steps"]["tokens"]), document["steps"]["step_ms"], document["provenance"]
+    profile = read_profile_csv(path)
+    points = len(profile.provenance.get("buckets", "").split()) or len(profile.tokens)
+    return points, profile.step_ms_table.ravel().tolist(), profile.provenance
+
+
+def report_launches(run: Run, captures: tuple[Capture, ...]) -> None:
+    """Each launch capture's figures beside its eager/graph pair and the public figures, into the log."""
+    written = run.written()
+    for capture in captures:
+        name = f"{run.env['slug']}-{capture.suffix}"
+        if capture.mode != "launch" or name not in written:
+            continue
+        stem = name.removesuffix("-launch")
+        # benchmarks/eager_graph.py reads the pair back; loaded here, by path, only when there is one to read
+        reader = sibling("eager_graph")
+        try:
+            text = reader.report(reader.read_pair(written[name], written.get(f"{stem}-eager"),
+                                                  written.get(f"{stem}-cudagraph")))
+        except ProfileError as exc:
+            text = f"report: {exc}"
+        for line in ["", *text.splitlines()]:
+            run.say(line)
+
+
+def sibling(name: str) -> Any:
+    """benchmarks/NAME.py as a module (this folder is no package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -418,7 +697,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="folder for curves.tar, run.log and summary.json")
     parser.add_argument("--plan", choices=sorted(PLANS), default="gpu")
     parser.add_argument("--budget-s", type=float, help="stop starting captures after this many seconds")
-    parser.add_argument("--work", help="folder for the CSVs before they are packed (default: a new temporary one)")
+    parser.add_argument("--only", help="comma list of the plan's captures to run (a rerun of those that failed)")
+    parser.add_argument("--work", help="folder for the files before they are packed (default: a new temporary one)")
     child = parser.add_argument_group("one capture (what the plan runs in a child process)")
     child.add_argument("--capture", help="the capture to time, by its name after the GPU's")
     child.add_argument("--slug", default="gpu", help="the GPU's name in the file name")

@@ -1,4 +1,4 @@
-"""Step-time curves (DESIGN.md §4): format, lookup, built-in profiles, the torch harness.
+"""Step-time curves (docs/model/profiles.md): format, lookup, built-in profiles, the torch harness.
 
 A leaf package: it imports no part of specplan.simulator (tests/test_layers.py).
 
@@ -13,6 +13,7 @@ A leaf package: it imports no part of specplan.simulator (tests/test_layers.py).
     derive_vidur.py     H100 curves from vidur's per-operator timings
     import_splitwise.py decode curves from splitwise-sim's perf_model.csv
     roofline.py         synthetic H100/H200/B200 curves (roofline + graph padding), named synthetic-*
+    physical.py         the physical checks: every part of a built-in within a band of its roofline (GPU peaks)
     aiconfigurator/     measured GPU curves composed from AIConfigurator's kernel database as named parts
                         (needs the aic extra), checked against public/kernels.csv (public kernel measurements)
     builtins.py         regenerates the derived built-ins: python -m specplan.hwprofiles.builtins

@@ -15,12 +15,6 @@ import numpy as np
 from specplan.hwprofiles.errors import ProfileError
 
 
-def vllm_capture_sizes(max_tokens: int = 512) -> list[int]:
-    """vLLM-style CUDA-graph capture sizes: [1, 2, 4] + 8..256 step 8 + 256..max step 16."""
-    sizes = [1, 2, 4, *range(8, 257, 8), *range(272, max_tokens + 1, 16)]
-    return [s for s in sizes if s <= max_tokens]
-
-
 def default_grid(first: int, last: int) -> list[int]:
     """Every count up to 16, then step 8 up to 256, then step 16, always ending at `last`."""
     points = [*range(1, 17), *range(24, 257, 8), *range(272, max(last, 272) + 1, 16)]

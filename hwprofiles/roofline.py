@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplan.hwprofiles.grid import staircase, vllm_capture_sizes
+from specplan.engines.vllm import capture_sizes as vllm_capture_sizes
+from specplan.hwprofiles.grid import staircase
 from specplan.hwprofiles.modelshape import ModelShape
 from specplan.hwprofiles.profile import StepProfile
 

@@ -1,4 +1,4 @@
-"""Candidate admission: the vectorised core of DSpark's prefix scheduler (DESIGN.md §1).
+"""Candidate admission: the vectorised core of DSpark's prefix scheduler (docs/model/policies.md).
 
 A candidate is a draft position (r, j) of a running request; its value is
 the prefix survival `a_{r,j} = Π_{i≤j} c_{r,i}`, the expected number of

@@ -1,6 +1,6 @@
 """Difficulty-aware drafting bypass: hard requests stop drafting for a while.
 
-The DSpark paper's stated limitation (DESIGN.md §1): a request whose drafts
+The DSpark paper's stated limitation (docs/model/policies.md): a request whose drafts
 are rarely accepted still pays the fixed drafting cost every step, and the
 scheduler can only decline to verify, not decline to draft. The bypass is
 an option of the DSpark policies (`policy.params.bypass: {...}`):

@@ -2,7 +2,7 @@
 
 All three rank the step's candidates (r, j) by prefix survival
 `a_{r,j} = Π_{i≤j} c_{r,i}` and admit the top ones (specplan.policies.admission);
-they differ in how many (DESIGN.md §1):
+they differ in how many (docs/model/policies.md):
 
 - `dspark-greedy` (Algorithm 1, synchronous, lossless): admit while the
   expected throughput Θ = τ · SPS(B) strictly improves; stop at the first

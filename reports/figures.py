@@ -27,8 +27,8 @@ from matplotlib.figure import Figure
 
 from specplan.hwprofiles.plot import plot_profiles
 from specplan.policies.registry import policy_class
-from specplan.reports.calibration import reliability_curves
 from specplan.reports.cliffs import profile_curves
+from specplan.reports.reliability_curves import reliability_curves
 from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.drafters.curves import expected_tau
 from specplan.simulator.engine.draft_record import DraftRecord

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specplan.simulator.drafters.calibration import Reliability
+from specplan.simulator.drafters.head_calibration import Reliability
 
 if TYPE_CHECKING:
     # matplotlib: for type checking only

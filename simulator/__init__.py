@@ -1,4 +1,4 @@
-"""specplan's simulator, in layers that data flows through one way (DESIGN.md §2).
+"""specplan's simulator, in layers that data flows through one way (CONTRIBUTING.md).
 
     core/       errors, the schema builder, named random streams, domains, small utilities
     drafters/   acceptance models, confidence heads, drafting latency

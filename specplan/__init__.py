@@ -1,7 +1,7 @@
 """specplan: a discrete-event serving simulator and capacity planner for speculative decoding.
 
 One import root. The repository keeps the project's top-level folders
-(DESIGN.md §2) and installs each under this package:
+(CONTRIBUTING.md) and installs each under this package:
 
     specplan.simulator    the SimPy model, scenario schema, metrics, sweeps, planner
     specplan.policies     verification policies (one protocol)

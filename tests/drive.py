@@ -18,8 +18,10 @@ import simpy
 from specplan.simulator.core.streams import stream
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.decode import DecodeCore
+from specplan.simulator.engine.driver import EngineDriver
 from specplan.simulator.engine.intake import register
-from specplan.simulator.engine.records import DONE, RequestLog, StepLog
+from specplan.simulator.engine.records import StepLog
+from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.step import PRICED, StepPlan, serve
 from specplan.simulator.scenario import Scenario
 
@@ -47,37 +49,35 @@ def drive(scenario: Scenario, prompts: np.ndarray, outputs: np.ndarray, domains:
     parts = assemble(scenario)
     log, steps = RequestLog(), StepLog()
     core = parts.core(log, steps)
+    env = simpy.Environment()
+    driver = Driver(env, core, log, on_plan, on_step)
     offsets = parts.drafter.acceptance.request_offsets(len(prompts), stream(scenario.seed, "request_sigma"))
     domains = np.zeros(len(prompts), dtype=np.int64) if domains is None else domains
     for prompt, output, domain, offset in zip(prompts.tolist(), outputs.tolist(), domains.tolist(), offsets.tolist(),
                                               strict=True):
         rid = register(log, 0.0, prompt, output, domain, offset)
         if not parts.config.chunked:  # the prefill stage emits the first token at once (first_token: prefill)
-            log["first_token_s"][rid] = 0.0
-            log["generated_tokens"][rid] = 1
+            log.first_token(rid, 0.0, counted=True)
             if output <= 1:
-                log["status"][rid] = DONE
+                log.finished(rid, 0.0)
                 continue
         core.enqueue(rid)
-    env = simpy.Environment()
-    env.process(serve(core, env, PRICED, Driver(core, log, on_plan, on_step)))
+    env.process(serve(core, env, PRICED, driver))
     env.run()
     core.drain()
     return Driven(core, log, steps)
 
 
-@dataclass
-class Driver:
+class Driver(EngineDriver):
     """Requests finish in the log, preempted ones go back to the head of the queue; the loop stops when
-    the batch and the queue are empty (specplan.simulator.engine.step.Driver)."""
+    the batch and the queue are empty (specplan.simulator.engine.driver.EngineDriver)."""
 
-    core: DecodeCore
-    log: RequestLog
-    on_plan: Callable[[DecodeCore, StepPlan], None] | None
-    on_step: Callable[[DecodeCore], None] | None
-
-    def admitted(self, count: int) -> None:
-        pass
+    def __init__(self, env: simpy.Environment, core: DecodeCore, log: RequestLog,
+                 on_plan: Callable[[DecodeCore, StepPlan], None] | None,
+                 on_step: Callable[[DecodeCore], None] | None) -> None:
+        super().__init__(env, core, log)
+        self.core: DecodeCore = core
+        self.on_plan, self.on_step = on_plan, on_step
 
     def idle(self) -> None:
         return None
@@ -87,8 +87,6 @@ class Driver:
             self.on_plan(self.core, plan)
 
     def stepped(self, finished: np.ndarray, evicted: np.ndarray) -> None:
-        self.log["status"][finished] = DONE
-        for rid in evicted[::-1].tolist():
-            self.core.enqueue(rid, front=True)
+        super().stepped(finished, evicted)
         if self.on_step is not None:
             self.on_step(self.core)

@@ -18,7 +18,7 @@ import copy
 import numpy as np
 import pytest
 
-from specplan.simulator.engine.records import REJECTED
+from specplan.simulator.engine.request_log import Status
 from specplan.simulator.engine.simulation import Simulation, simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.study.split import simulate_sampled
@@ -72,7 +72,7 @@ def test_every_simulator_path_admits_exactly_what_fits_one_rank(pool: bool) -> N
     block = sim.config.block_size
     sim.submit(1000 - block - 50, 50, 0)       # exactly one rank's cache
     sim.submit(1000 - block - 49, 50, 0)       # one token more
-    assert sim.log["status"][1] == REJECTED and sim.log["status"][0] != REJECTED
+    assert sim.log["status"][1] == Status.REJECTED and sim.log["status"][0] != Status.REJECTED
     assert sim.log.reject_reason[1].startswith("kv_capacity")
 
 
@@ -92,7 +92,7 @@ def test_the_reference_engine_admits_by_the_same_rule() -> None:
     engine = ReferenceEngine(scenario, runner, linear_profile(2.0, 0.05, max_tokens=64))
     engine.submit(200 - 3 - 10, 10, 0)         # one rank's cache (400 / 2) exactly
     engine.submit(200 - 3 - 9, 10, 0)          # one token more: the whole cache would hold it, a rank cannot
-    assert engine.log["status"][0] != REJECTED and engine.log["status"][1] == REJECTED
+    assert engine.log["status"][0] != Status.REJECTED and engine.log["status"][1] == Status.REJECTED
     assert engine.log.reject_reason[1].startswith("kv_capacity")
 
 
@@ -101,7 +101,7 @@ def test_admission_under_dp_attention_keeps_the_engine_total_as_preemption_does(
     scenario = make_scenario(engine={"kv_capacity_tokens": 4000, "max_batch_requests": 32,
                                      "dp_attention": {"ranks": 2, "kv_capacity_tokens": 3000}})
     held: list[int] = []
-    drive(scenario, np.full(40, 500), np.full(40, 200), on_plan=lambda core, _plan: held.append(core.footprint))
+    drive(scenario, np.full(40, 500), np.full(40, 200), on_plan=lambda core, _plan: held.append(core.state.footprint))
     assert max(held) <= scenario.engine.kv_capacity_tokens
 
 

@@ -20,6 +20,7 @@ from tests.conftest import BASE, REPO
 
 V4_TP8 = "builtin:b200-deepseek-v4-flash-tp8ep8-sglang"
 V4_TP4 = "builtin:b200-deepseek-v4-flash-tp4-sglang"
+V4_DP4 = "builtin:b200-deepseek-v4-flash-dp4ep4-sglang"
 LLAMA_DRAFTER = "builtin:h200-llama3.1-8b-vllm-drafter-1l"
 
 
@@ -93,9 +94,9 @@ def test_a_hardware_options_drafter_latency_key_sets_each_familys_drafting() -> 
 
 
 def test_a_search_candidate_without_a_drafter_of_its_own_is_refused_naming_the_key() -> None:
-    """No TP4 DSpark built-in: the TP4 candidate is refused, naming search.hardware[1].drafter_latency.dspark."""
+    """No DP4 DSpark built-in: the DP4 candidate is refused, naming search.hardware[1].drafter_latency.dspark."""
     hardware = [{"label": "TP8", "profile": V4_TP8, "gpus_per_replica": 8},
-                {"label": "TP4", "profile": V4_TP4, "gpus_per_replica": 4}]
+                {"label": "DP4", "profile": V4_DP4, "gpus_per_replica": 4}]
     variants = [{"label": "DSpark", "drafter": {"family": "dspark", "block_size": 3,
                                                 "latency": {"kind": "profile", "path": f"{V4_TP8}-dspark"}},
                  "policy": {"name": "dspark-async"}}]
@@ -103,7 +104,7 @@ def test_a_search_candidate_without_a_drafter_of_its_own_is_refused_naming_the_k
     raw["search"] = {"hardware": hardware, "variants": variants}
     with pytest.raises(ScenarioError, match=r"search\.hardware\[1\]\.drafter_latency\.dspark") as err:
         scenario_from_mapping(raw, REPO)
-    assert "topology TP4 EP1 DP1 vs TP8 EP8 DP1" in str(err.value) and "\n" not in str(err.value)
+    assert "topology TP1 EP4 DP4 vs TP8 EP8 DP1" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_the_shipped_azure_search_drafts_each_gpu_on_its_own_gpu() -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specplan.simulator.engine.bench_metrics import bench_summary, sglang_metrics, vllm_metrics
+from specplan.simulator.engine.bench_metrics import bench_summary, client_metrics, client_traits
 from specplan.simulator.engine.records import ChunkLog
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
@@ -95,8 +95,8 @@ def chunks_by_hand() -> tuple[pd.DataFrame, ChunkLog]:
 
 def test_itl_per_chunk_for_vllm_and_per_token_for_sglang():
     requests, log = chunks_by_hand()
-    v = vllm_metrics(requests, log, start_s=1.0, gpus=1)
-    g = sglang_metrics(requests, log, start_s=1.0, gpus=1)
+    v = client_metrics(requests, log, 1.0, 1, client_traits("vllm"))
+    g = client_metrics(requests, log, 1.0, 1, client_traits("sglang"))
     assert v["mean_tpot_ms"] == pytest.approx(50 / 5) == g["mean_tpot_ms"]   # (0.15 − 0.10) / (6 − 1)
     assert v["mean_itl_ms"] == pytest.approx(25.0)     # chunks at +30 ms and +20 ms
     assert v["median_itl_ms"] == pytest.approx(25.0)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specplan.simulator.engine.records import REJECT_REASONS, TTFT_PARTS
+from specplan.simulator.engine.request_log import REJECT_REASONS, TTFT_PARTS
 from specplan.simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 

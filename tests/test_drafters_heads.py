@@ -7,7 +7,8 @@ import pytest
 
 from specplan.simulator.core.streams import seed_sequence, stream
 from specplan.simulator.drafters.acceptance import AcceptanceModel
-from specplan.simulator.drafters.calibration import (
+from specplan.simulator.drafters.drafter import build_drafter
+from specplan.simulator.drafters.head_calibration import (
     apply_temperatures,
     brier,
     calibration_report,
@@ -17,7 +18,6 @@ from specplan.simulator.drafters.calibration import (
     reliability,
     roc_auc,
 )
-from specplan.simulator.drafters.drafter import build_drafter
 from specplan.simulator.drafters.heads import ModelHead, draw_sample, model_head
 from specplan.simulator.drafters.presets import preset_curves
 from specplan.simulator.drafters.spec import ConfidenceSpec

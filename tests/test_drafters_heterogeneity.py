@@ -1,7 +1,7 @@
 """Heterogeneity without bias: spread acceptance keeps the published figures *pooled over proposals*.
 
 Published τ is Σ acceptance lengths / proposals over a dataset, and hard
-requests make more proposals (DESIGN.md §1). Each check here serves whole
+requests make more proposals (docs/model/drafters.md). Each check here serves whole
 requests with the engine's own decode core (tests/drive.py), static
 verification of the full block as the figures were measured, and asserts
 that the 99% confidence interval of the pooled τ over independent

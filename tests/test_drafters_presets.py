@@ -1,4 +1,4 @@
-"""Acceptance presets reproduce the published accepted lengths and shapes (DESIGN.md §1).
+"""Acceptance presets reproduce the published accepted lengths and shapes (../shared/DESIGN.md §1, the development checkout's).
 
 Every expected figure below is written out from the DSpark paper (Table 1,
 the γ = 15 gains, Fig. 2's end points) or DESIGN.md, never imported from

@@ -250,14 +250,15 @@ def test_the_kv_rule_holds_after_every_step(case):
     dp = scenario.engine.dp_attention
 
     def check(core):
-        ints, log = core.batch.ints, core.log
+        state, log = core.state, core.recorders.log
+        ints = state.batch.ints
         rid = ints[RID]
         prompt, generated = log["prompt_tokens"][rid], log["output_tokens"][rid] - ints[REMAINING]
-        kv = core.batch.kv_tokens()
-        assert core.footprint == int((prompt + generated).sum()) + core.block_size * core.batch.n
-        assert core.footprint <= capacity or core.batch.n == 1
+        kv = state.batch.kv_tokens()
+        assert state.footprint == int((prompt + generated).sum()) + state.block_size * state.batch.n
+        assert state.footprint <= capacity or state.batch.n == 1
         if dp is not None:
-            held = np.bincount(ints[RANK], weights=core.footprints(slice(None)), minlength=dp.ranks)
+            held = np.bincount(ints[RANK], weights=state.footprints(), minlength=dp.ranks)
             assert ((held <= dp.kv_capacity_tokens) | (np.bincount(ints[RANK], minlength=dp.ranks) == 1)).all()
         np.testing.assert_array_equal(kv, prompt - ints[PREFILL_LEFT] + generated)
         assert (kv >= 0).all() and (ints[REMAINING] > 0).all() and (ints[PREFILL_LEFT] >= 0).all()

@@ -1,6 +1,6 @@
 """Engines on their own terms: CUDA-graph padding, host time by engine, the token budget's rule, DP-attention caps.
 
-Each rule is a small story checked by hand (DESIGN.md §7): a 121-token
+Each rule is a small story checked by hand (docs/model/engine-terms.md): a 121-token
 step pays for the 128-token graph; past the largest graph a step pays the
 eager surcharge; greedy's early stop is trapped by the graph staircase
 where async crosses it; a measured built-in pays its engine's host time on
@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from specplan.engines.sglang import capture_sizes as sglang_capture_sizes
+from specplan.engines.vllm import capture_sizes as vllm_capture_sizes
 from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.assembly import assemble
@@ -23,11 +25,11 @@ from specplan.simulator.engine.batch import RANK
 from specplan.simulator.engine.budget import Defer, RankCaps, Truncate
 from specplan.simulator.engine.caches import OneCache, RankCaches
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.graphs import sglang_capture_sizes, vllm_capture_sizes
 from specplan.simulator.engine.price import StepPricer
-from specplan.simulator.engine.records import RequestLog, StepLog
+from specplan.simulator.engine.records import StepLog
+from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.simulation import simulate
-from tests.conftest import make_scenario
+from tests.conftest import REPO, make_scenario
 from tests.drive import drive
 
 LINEAR = {"kind": "linear", "base_ms": 10.0, "per_token_ms": 0.05}
@@ -44,9 +46,9 @@ def test_the_engines_default_capture_lists_are_their_sources():
     sizes = vllm_capture_sizes(512)
     assert sizes[:5] == [1, 2, 4, 8, 16] and 248 in sizes and 256 in sizes and 264 not in sizes and 272 in sizes
     assert sizes[-1] == 512
-    spec = sglang_capture_sizes(True, 256)
+    spec = sglang_capture_sizes(256, True)
     assert spec[:9] == [1, 2, 3, 4, 5, 6, 7, 8, 10] and 34 not in spec and 40 in spec and spec[-1] == 256
-    assert sglang_capture_sizes(False, 64) == [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
+    assert sglang_capture_sizes(64, False) == [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
 
 
 def test_a_121_token_step_is_priced_at_the_128_token_graph():
@@ -164,7 +166,7 @@ def test_an_attention_ranks_own_token_cap_binds_while_the_steps_total_does_not()
 
     def look(core, plan):
         plans.append(plan)
-        ranks.append(core.batch.ints[RANK][plan.rows].copy())
+        ranks.append(core.state.batch.ints[RANK][plan.rows.index].copy())
 
     drive(scenario, np.full(8, 50), np.full(8, 20), on_plan=look)
     first = plans[0]
@@ -191,8 +193,8 @@ def test_each_attention_rank_holds_its_own_kv_cache():
                                      "dp_attention": {"ranks": 2}})
 
     def per_rank_kv_fits(core):
-        ranks = core.batch.ints[RANK]
-        held = np.bincount(ranks, weights=core.footprints(slice(None)), minlength=2)
+        ranks = core.state.batch.ints[RANK]
+        held = np.bincount(ranks, weights=core.state.footprints(), minlength=2)
         rows = np.bincount(ranks, minlength=2)
         assert ((held <= 500) | (rows == 1)).all()
 
@@ -215,8 +217,8 @@ def test_async_pays_drafting_only_for_the_positions_its_capacity_can_verify():
                  "latency": {"kind": "layers", "target_layers": 32, "drafter_layers": 2}},
         policy={"name": "dspark-async"})
     plans = []
-    driven = drive(scenario, np.full(4, 50), np.full(4, 30), on_plan=lambda core, plan: plans.append(plan))
-    drafter = driven.core.drafter
+    drive(scenario, np.full(4, 50), np.full(4, 30), on_plan=lambda core, plan: plans.append(plan))
+    drafter = assemble(scenario).drafter
     assert plans[0].quote.draft_ms == pytest.approx(drafter.draft_ms(4, 0.0, 4))
     assert plans[0].quote.draft_ms < drafter.draft_ms(4, 0.0, 7)
     assert max(int(np.max(p.lengths)) for p in plans) > 1  # later steps plan past one draft and draft the block
@@ -234,7 +236,7 @@ def test_a_policy_that_fits_the_budget_is_held_to_each_ranks_cap_without_deferri
     seen = []
 
     def look(core, plan):
-        ranks = core.batch.ints[RANK][plan.rows]
+        ranks = core.state.batch.ints[RANK][plan.rows.index]
         tokens = 1 + np.broadcast_to(plan.lengths, ranks.shape)
         seen.append((plan.deferred_requests, np.bincount(ranks, weights=tokens, minlength=2).max()))
 
@@ -265,5 +267,21 @@ def test_each_engines_rules_are_chosen_once_when_its_core_is_assembled(engine, p
     """The budget rule and the KV caches are objects the core is built with, not branches in its step."""
     parts = assemble(make_scenario(engine=engine, policy=policy))
     core = parts.core(RequestLog(), StepLog())
-    assert type(core.budget) is rule and type(core.kv) is caches
+    assert type(core.rules.budget) is rule and type(core.rules.kv) is caches
     assert not hasattr(core, "ranked") and not hasattr(core, "truncates")
+
+
+def test_a_per_verified_token_term_is_priced_once_for_the_clock_and_every_policy():
+    """The worked example of CONTRIBUTING's "an engine term": the sampler's time per verified token.
+
+    A step of B tokens costs sampling_ms_per_token · B more, in the quote the policy's Θ reads and in
+    what the clock charges, and the term lives in two source files: its key and the one price.
+    """
+    plain, _ = pricer({"max_step_tokens": 512})
+    sampled, _ = pricer({"max_step_tokens": 512, "sampling_ms_per_token": 0.01})
+    for tokens in (1, 64, 300):
+        extra = sampled.quote(8, 8, 0, 0, 0).step_ms(tokens) - plain.quote(8, 8, 0, 0, 0).step_ms(tokens)
+        assert extra == pytest.approx(0.01 * tokens)
+    lines = {path.relative_to(REPO).as_posix() for folder in ("simulator", "policies", "hwprofiles", "engines")
+             for path in (REPO / folder).rglob("*.py") if "sampling_ms_per_token" in path.read_text()}
+    assert lines == {"simulator/scenario/spec.py", "simulator/engine/price.py"}

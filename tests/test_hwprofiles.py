@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from specplan.engines.vllm import capture_sizes as vllm_capture_sizes
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.builtins import derived_builtins, regenerate
 from specplan.hwprofiles.derive_vidur import LAYER_OPS, AttentionEstimate
@@ -23,7 +24,7 @@ from specplan.hwprofiles.fileformat import (
     read_profile_csv,
     write_profile_csv,
 )
-from specplan.hwprofiles.grid import pad_to_bucket, parse_tokens, staircase, vllm_capture_sizes
+from specplan.hwprofiles.grid import pad_to_bucket, parse_tokens, staircase
 from specplan.hwprofiles.modelshape import drafter_shape, load_shape
 from specplan.hwprofiles.profile import StepProfile
 from specplan.hwprofiles.roofline import GPUS, roofline_profile

@@ -16,6 +16,7 @@ import pytest
 
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.aiconfigurator.parts import LeafCurves
+from specplan.hwprofiles.aiconfigurator.physical_rule import CLAMPED
 from specplan.hwprofiles.aiconfigurator.public import (
     PUBLIC_SOURCE,
     Measurement,
@@ -30,7 +31,9 @@ needs_aic = pytest.mark.skipif(importlib.util.find_spec("aiconfigurator_core") i
                                reason="aiconfigurator-core (the 'aic' extra) is not installed")
 FLASH, FLASH_FP8 = "deepseek-ai/DeepSeek-V4-Flash", "sgl-project/DeepSeek-V4-Flash-FP8"
 V4 = sorted(name for name in AIC_BUILTINS if "deepseek-v4" in name)
-SOURCES = {"silicon", "empirical", PUBLIC_SOURCE}
+# the database's own, a public measurement, or the physical rule's (physical_rule.py): the twin table, or the band
+TWINS = ("sglang 0.5.14 table", "vllm 0.24.0 table")
+SOURCES = {"silicon", "empirical", PUBLIC_SOURCE, CLAMPED, *TWINS, *(f"{t} clamped into the band" for t in TWINS)}
 
 
 def pricer(model: str, system: str, backend: str, q: int = 4, **parallel):

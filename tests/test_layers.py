@@ -1,6 +1,6 @@
 """The package's layers, checked by walking every import (ast): no cycle, no arrow upwards.
 
-Data flows one way (DESIGN.md §2): scenario → model → records → summary →
+Data flows one way (CONTRIBUTING.md): scenario → model → records → summary →
 sweep → frontier → plan/report. Each module belongs to one layer; it may
 import its own layer's package and any layer below, never a layer above
 and never a peer package of its own layer.
@@ -8,6 +8,7 @@ and never a peer package of its own layer.
 Each top-level folder is one band of that order, lowest first:
 
     specplan.errors, specplan.fields     the root's error base and field declarations
+    engines                              each serving engine's habits, one row per version
     hwprofiles, traces, policies         the leaf packages (peers)
     simulator                            core → drafters → scenario → engine → study
     reports                              figures and report files, from what a run recorded
@@ -22,7 +23,7 @@ like any other; they are kept only for heavy optional dependencies
 when imported, each with a one-line reason on the line above.
 
 The leaf packages (hwprofiles, traces, policies) sit lowest, on nothing but
-the root's error base (specplan.errors) and field declarations (specplan.fields): they import no part of
+the root's error base (specplan.errors), field declarations (specplan.fields) and the engines' traits table (specplan.engines): they import no part of
 specplan.simulator, so the simulator's core, scenario layer and engine
 build on them and never the other way round.
 """
@@ -38,6 +39,7 @@ from tests.conftest import REPO
 # lowest first; packages listed together are peers (neither may import the other)
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("specplan.errors", "specplan.fields"),
+    ("specplan.engines",),
     ("specplan.hwprofiles", "specplan.traces", "specplan.policies"),
     ("specplan.simulator.core",),
     ("specplan.simulator.drafters",),
@@ -49,7 +51,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("specplan.cli",),
 )
 # the repository's folders, each installed as specplan.<folder> (pyproject's package-dir)
-FOLDERS = ("simulator", "hwprofiles", "traces", "policies", "reports", "validation", "scenarios")
+FOLDERS = ("engines", "simulator", "hwprofiles", "traces", "policies", "reports", "validation", "scenarios")
 ROOT = "specplan"
 # the leaf packages: each stands alone (its own errors, plain parameter declarations, generators passed in)
 LEAVES = ("hwprofiles", "traces", "policies")
@@ -135,7 +137,7 @@ def test_no_import_points_up_or_sideways():
 def test_leaf_packages_import_nothing_of_the_simulator():
     wrong = [f"{source} -> {target}" for source, targets in project_edges().items()
              if source.split(".")[1] in LEAVES
-             for target in targets if target.split(".")[1] not in (source.split(".")[1], "errors", "fields")]
+             for target in targets if target.split(".")[1] not in (source.split(".")[1], "errors", "fields", "engines")]
     assert not wrong, "a leaf package imports another part of specplan:\n" + "\n".join(sorted(wrong))
 
 

@@ -297,7 +297,7 @@ def test_kv_capacity_beyond_the_profiles_memory_model_is_refused_with_both_numbe
     status, _, _ = cli("check", REPO / "scenarios" / "default.yaml",
                        "--set", "hardware.profile=builtin:h100-llama3.1-8b-vllm",
                        "--set", "engine.kv_capacity_tokens=432992",
-                       "--set", "drafter.latency.match_target=false")  # no H100 drafter profile ships
+                       "--set", "drafter.latency.match_target=false")  # the variants name H200 drafters
     assert status == 0
 
 

@@ -177,12 +177,13 @@ def test_a_bench_client_on_separate_dp_ranks_completes_every_request():
 
 
 def test_the_engine_assembles_each_schedule_once():
-    assert isinstance(assemble(make_scenario(**chunked("mixed"))).core(*log_and_steps()).phases, Mixed)
-    assert isinstance(assemble(make_scenario(**chunked("separate"))).core(*log_and_steps()).phases, Separate)
+    assert isinstance(assemble(make_scenario(**chunked("mixed"))).core(*log_and_steps()).rules.phases, Mixed)
+    assert isinstance(assemble(make_scenario(**chunked("separate"))).core(*log_and_steps()).rules.phases, Separate)
 
 
 def log_and_steps():
-    from specplan.simulator.engine.records import RequestLog, StepLog
+    from specplan.simulator.engine.records import StepLog
+    from specplan.simulator.engine.request_log import RequestLog
 
     return RequestLog(), StepLog()
 

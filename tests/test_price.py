@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specplan.hwprofiles import load_profile
+from specplan.simulator.engine.assembly import assemble
 from tests.conftest import make_scenario
 from tests.drive import drive
 
@@ -61,28 +62,28 @@ def cases(draw):
     return scenario, prompts, outputs
 
 
-def independent_step_ms(core, plan, profile) -> float:
+def independent_step_ms(parts, core, plan, profile) -> float:
     """The step's price from the profile and the scenario, without the quote."""
-    cfg, batch = core.config, core.batch
+    cfg, batch = core.config, core.state.batch
     kv = batch.kv_tokens()
     context = 0
     if profile.context_tokens is not None:
         running = np.zeros(batch.n, dtype=bool)
-        running[plan.rows] = True
+        running[plan.rows.index] = True
         if plan.prefill_take is not None:
             running |= plan.prefill_take > 0
         context = int(kv[running].sum())
     padded, eager = padded_step(cfg, plan.verify_tokens, plan.decode_requests)
     at = context if profile.context_tokens is not None else None
     verify = float(profile.step_ms(max(padded, 1), at)) + eager
-    widest, positions = plan.draft_width or (core.block_size, None)  # the block, or what async drafted
-    draft = core.drafter.draft_ms(plan.drafting_requests,
+    widest, positions = plan.draft_width or (cfg.block_size, None)  # the block, or what async drafted
+    draft = parts.drafter.draft_ms(plan.drafting_requests,
                                   context * plan.drafting_requests / max(plan.decode_requests, 1), widest, positions)
     host = cfg.engine.host_overhead_ms + cfg.engine.host_overhead_per_request_ms * batch.n
     if plan.drafting_requests and cfg.spec_step_fraction:  # the engine's host time: a share of the plain step
         plain, plain_eager = padded_step(cfg, plan.decode_requests, plan.decode_requests)
         host += cfg.spec_step_fraction * (float(profile.step_ms(max(plain, 1), at)) + plain_eager)
-    overhead = cfg.engine.scheduling_overhead_ms if core.policy.pays_scheduling() and plan.decode_requests else 0.0
+    overhead = cfg.engine.scheduling_overhead_ms if parts.policy().pays_scheduling() and plan.decode_requests else 0.0
     return draft + verify + host + overhead
 
 
@@ -105,12 +106,13 @@ def padded_step(cfg, tokens: int, requests: int) -> tuple[int, float]:
 def test_the_theta_a_policy_maximised_is_tokens_over_the_charged_step(case):
     scenario, prompts, outputs = case
     profile = load_profile(scenario.hardware.profile)
+    parts = assemble(scenario)
     checked, decided = [], []
 
     def check(core, plan):
         decided.append(plan.drafting_requests > 0)
         assert plan.verify_tokens <= core.config.max_step_tokens
-        assert plan.step_ms == pytest.approx(independent_step_ms(core, plan, profile), rel=1e-9)
+        assert plan.step_ms == pytest.approx(independent_step_ms(parts, core, plan, profile), rel=1e-9)
         theta_choice = plan.theta_choice  # what the policy's Decision said it optimised
         if theta_choice is not None and plan.decode_requests:
             charged_ms = plan.quote.step_ms(theta_choice.verify_tokens)

@@ -19,16 +19,16 @@ import numpy as np
 import pytest
 
 from specplan.cli.commands.sweep import comparison_text
-from specplan.reports.calibration import reliability_curves
 from specplan.reports.figures import (
     MIN_BIN_COUNT,
     acceptance_figure,
     calibration_figure,
     frontier_figure,
 )
+from specplan.reports.reliability_curves import reliability_curves
 from specplan.reports.report import write_report
 from specplan.simulator.drafters.acceptance import acceptance_model
-from specplan.simulator.drafters.calibration import N_BINS
+from specplan.simulator.drafters.head_calibration import N_BINS
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.load import read_yaml

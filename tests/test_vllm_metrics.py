@@ -177,7 +177,7 @@ def round_trip_fits(level: float) -> list:
     fits = []
     for seed in SEEDS:
         scenario = make_scenario(seed=seed, horizon={"duration_s": 30, "warmup_s": 2})
-        spec = simulate(scenario).spec
+        spec = simulate(scenario).speculation
         text = exposition_text(scenario.name, spec.drafts, spec.draft_tokens, spec.accepted_per_position.tolist())
         fits.append(fit_acceptance(parse_scrape(text, f"seed{seed}.prom"), level))
     return fits

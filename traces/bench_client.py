@@ -6,9 +6,10 @@ a fixed list of prompts, then, with `--request-rate inf` and
 semaphore of c: a request is sent the moment another finishes, in list
 order. `benchmark_duration` runs from just before the first send to the
 last completion. Warm-up requests reuse the first prompt and finish before
-the benchmark starts (vLLM: `--num-warmups` at the same concurrency;
-SGLang: `--warmup-requests` all at once, output capped at 32 tokens, then a
-one-second pause, which changes nothing in a simulated run).
+the benchmark starts (the client's engine row in specplan.engines says how:
+vLLM `--num-warmups` at the same concurrency; SGLang `--warmup-requests` all
+at once, output capped at 32 tokens, then a one-second pause, which changes
+nothing in a simulated run).
 
 `start_bench_client` runs that client; its `BenchRun` says which requests
 are measured (ids from `first_measured` on) and when the benchmark's clock
@@ -23,9 +24,9 @@ from typing import Any
 
 import simpy
 
+from specplan.engines import engine_traits
 from specplan.traces.spec import BenchClientArrivals
 
-SGLANG_WARMUP_OUTPUT_TOKENS = 32  # bench_serving: output_len=min(test_request.output_len, 32)
 Submit = Callable[[int, int, int], simpy.Event]
 
 
@@ -50,12 +51,14 @@ def start_bench_client(env: simpy.Environment, spec: BenchClientArrivals, next_r
 
 
 def warmup_requests(spec: BenchClientArrivals, first: tuple[int, int, int]) -> tuple[list[tuple[int, int, int]], int]:
-    """The warm-up requests (copies of the first prompt) and how many run at once."""
+    """The warm-up requests (copies of the first prompt, output capped as the client caps it) and how many run
+    at once (all together, or at the benchmark's concurrency), as the client's engine row says."""
+    client = engine_traits(spec.client).client
+    assert client is not None  # the workload's client is one with a benchmark client (its Literal)
     prompt, output, domain = first
-    if spec.client == "sglang":
-        request = (prompt, min(output, SGLANG_WARMUP_OUTPUT_TOKENS), domain)
-        return [request] * spec.warmup_requests, max(spec.warmup_requests, 1)
-    return [first] * spec.warmup_requests, spec.max_concurrency
+    cap = output if client.warmup_output_cap is None else min(output, client.warmup_output_cap)
+    width = max(spec.warmup_requests, 1) if client.warmup_at_once else spec.max_concurrency
+    return [(prompt, cap, domain)] * spec.warmup_requests, width
 
 
 def bench_client(env: simpy.Environment, spec: BenchClientArrivals, prompts: list[tuple[int, int, int]],

@@ -1,6 +1,6 @@
 """Workload section of a scenario: arrival processes and length distributions.
 
-These frozen dataclasses are the `workload:` contract (DESIGN.md §3); the
+These frozen dataclasses are the `workload:` contract (docs/reference/scenario.md); the
 generators that turn them into request streams live beside them in
 `traces/` (arrivals.py, lengths.py, readers.py, replay.py); the engine's
 `specplan.simulator.engine.workload` wires them into SimPy processes.

@@ -1,7 +1,7 @@
 """Token-level losslessness audit: does a policy change the output distribution?
 
 Speculative decoding with rejection sampling is lossless only if the
-decision to verify draft x_k does not depend on x_k itself (DESIGN.md §1).
+decision to verify draft x_k does not depend on x_k itself (docs/model/policies.md).
 The audit checks that end to end for any registered policy, through the
 same protocol the engine uses (`drafting_mask`, `decide` on a `StepView`,
 `observe`):

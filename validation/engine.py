@@ -52,8 +52,12 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.batch import PREFILL_LEFT, RID
-from specplan.simulator.engine.intake import FrontDoor, reject_misfit
-from specplan.simulator.engine.records import DONE, QUEUED, RequestLog, StepLog
+from specplan.simulator.engine.decode import DecodeCore
+from specplan.simulator.engine.driver import EngineDriver
+from specplan.simulator.engine.intake import FrontDoor
+from specplan.simulator.engine.recorders import merged_counts
+from specplan.simulator.engine.records import StepLog
+from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.step import StepPlan, StepTiming, serve
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.workload import start_workload
@@ -140,53 +144,54 @@ def check_engine_scenario(scenario: Scenario) -> None:
         raise SpecplanError("reference engine: horizon.duration_s is required (it runs in wall-clock time)")
 
 
-class ReferenceEngine:
+class ReferenceEngine(EngineDriver):
     """One device serving a scenario's workload with real forwards; `run()` measures it."""
 
     def __init__(self, scenario: Scenario, runner: ModelRunner, profile: StepProfile) -> None:
         check_engine_scenario(scenario)
         self.scenario, self.runner = scenario, runner
-        self.env = PollingRealtimeEnvironment(strict=False)
-        self.clock = WallClock(self.env)
+        env = PollingRealtimeEnvironment(strict=False)
+        self.clock = WallClock(env)
         parts = assemble(scenario, profile)
         self.drafter: Drafter = parts.drafter
         self.config = parts.config
-        self.log, self.steps = RequestLog(), StepLog()
-        self.core = parts.core(self.log, self.steps)
+        log = RequestLog()
+        super().__init__(env, parts.core(log, StepLog()), log)
+        self.core: DecodeCore
         self.front = FrontDoor(scenario, self.drafter, self.log)
-        self.wake: simpy.Event | None = None
         self.measured = MeasuredClock(self.clock, self.forwards)
 
     # ---- arrivals (the simulator's workload processes call this) ----------------
     def submit(self, prompt: int, output: int, domain: int, blocks: tuple[int, ...] | None = None) -> simpy.Event:
         """One arrival (prompt block hashes, if the trace has them, are not used: no prefix cache here)."""
         rid, event = self.front.arrive(self.env, prompt, output, domain)
-        self.log["replica"][rid] = 0
-        if reject_misfit(self.log, self.config, rid):
-            self.front.done(rid)
-            return event
-        self.enqueue(rid)
+        self.log.routed(rid, 0)
+        if not self.rejects(rid):
+            self.enqueue(rid)
         return event
 
-    def enqueue(self, rid: int, front: bool = False) -> None:
-        self.log["status"][rid] = QUEUED
-        self.core.enqueue(rid, front)
-        if self.wake is not None and not self.wake.triggered:
-            self.wake.succeed()
+    def done(self, rid: int) -> None:
+        self.front.done(rid)
 
     # ---- the run ----------------------------------------------------------------
     def run(self) -> EngineResult:
         self.runner.warm_up(self.config.max_step_tokens, self.config.engine.max_batch_requests,
                             self.config.block_size)
-        start_workload(self.env, self.scenario, self.submit, self.front.domain_mix)
-        self.env.process(self.loop())
-        self.env.sync()
+        env = self.env
+        assert isinstance(env, simpy.rt.RealtimeEnvironment)
+        arrivals = start_workload(env, self.scenario, self.submit, self.front.domain_mix)
+        env.process(self.loop())
+        env.sync()
         wall_start = time.perf_counter()
-        self.env.run(until=self.scenario.horizon.duration_s)
+        env.run(until=self.scenario.horizon.duration_s)
         wall_s = time.perf_counter() - wall_start
         self.core.drain()
-        requests, steps = self.log.frame(self.front.domains), self.steps.frame()
-        summary = summarize(self.scenario, requests, steps, self.env.now, wall_s)
+        recorded, _spec, drafts, chunks = merged_counts([self.core.recorders],
+                                                        1 if self.config.dp is None else self.config.dp.ranks)
+        requests, steps = self.log.frame(self.front.domains), self.core.recorders.steps.frame()
+        summary = summarize(self.scenario, requests, steps, env.now, wall_s, extra_counts={**arrivals.summary_counts(),
+                                                                                     **recorded}, chunks=chunks)
+        summary["draft_record"] = None if drafts is None else drafts.as_json()
         summary["engine"] = "reference (real torch forwards, wall clock)"
         return EngineResult(self.scenario, summary, requests, steps)
 
@@ -197,45 +202,34 @@ class ReferenceEngine:
 
     def admitted(self, count: int) -> None:
         """Each admitted request gets its real KV cache."""
-        for rid in self.core.batch.ints[RID][self.core.batch.n - count:].tolist():
+        batch = self.core.state.batch
+        for rid in batch.ints[RID][batch.n - count:].tolist():
             self.runner.open(rid)
 
     def idle(self) -> simpy.Event:
         """Wait for an arrival; the next step's cycle starts when it wakes the loop."""
-        self.wake = self.env.event()
-        self.wake.callbacks.append(lambda _event: self.measured.restart())
-        return self.wake
-
-    def planned(self, plan: StepPlan) -> None:
-        pass
+        wake = super().idle()
+        assert wake is not None
+        wake.callbacks.append(lambda _event: self.measured.restart())
+        return wake
 
     def stepped(self, finished: np.ndarray, evicted: np.ndarray) -> None:
-        self.finish(finished)
+        self.runner.release(finished)
         self.runner.release(evicted)
-        for rid in evicted[::-1].tolist():
-            self.enqueue(rid, front=True)
+        super().stepped(finished, evicted)
 
     def forwards(self, plan: StepPlan) -> tuple[float, float]:
         """The step's real forwards: the drafter over the drafting blocks, one verify; their ms."""
-        ints = self.core.batch.ints
+        ints = self.core.state.batch.ints
         drafts = plan.lengths if isinstance(plan.lengths, int) else self.config.block_size
         draft_ms = self.runner.draft(plan.drafting_requests, drafts) if plan.drafting_requests else 0.0
         counts = np.zeros(ints.shape[1], dtype=np.int64) if plan.prefill_take is None else plan.prefill_take.copy()
         kept = counts.copy()
-        counts[plan.rows] = 1 + plan.lengths
-        kept[plan.rows] = 1 + plan.accepted
+        counts[plan.rows.index] = 1 + plan.lengths
+        kept[plan.rows.index] = 1 + plan.accepted
         active = counts > 0
         prefill = ints[PREFILL_LEFT][active] > 0
         rids = ints[RID][active]
         verify_ms = self.runner.verify(rids, counts[active], prefill)
         self.runner.keep(rids, kept[active])
         return draft_ms, verify_ms
-
-    def finish(self, ids: np.ndarray) -> None:
-        if ids.size == 0:
-            return
-        self.log["finish_s"][ids] = self.env.now
-        self.log["status"][ids] = DONE
-        self.runner.release(ids)
-        for rid in ids.tolist():
-            self.front.done(rid)

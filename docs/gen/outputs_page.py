@@ -24,7 +24,8 @@ statistics use requests that arrived after the warm-up (tokens/s/user: the
 completed ones); counts of requests cover the whole run so that they add
 up. A key written only in some runs says in which ("Written only with a
 prefill pool"); every other key is in every run, NaN where a figure does
-not apply (no ITL log, no context axis). Keys marked **contract** are the ones DESIGN.md §3 promises every run
+not apply (no ITL log, no context axis). Keys marked **contract** are the
+ones every run writes (the results contract).
 writes.
 
 Besides these, `specplan run` writes `metrics.prom` (vLLM's four

@@ -1,7 +1,7 @@
 """The request domains acceptance models know, in their canonical order.
 
 A request's domain (math, code, chat) selects its acceptance curve; the
-published acceptance figures (DESIGN.md §1) are grouped the same way.
+published acceptance figures (docs/model/drafters.md) are grouped the same way.
 Everything that names or orders domains uses this one tuple.
 """
 

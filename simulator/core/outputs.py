@@ -3,12 +3,12 @@
     column = describe("summary.json", "ttft_p99_s")     # Output(name, unit, doc), None if unregistered
     for file in OUTPUT_FILES: file.name, file.written_by, file.doc, file.columns
 
-One registry for the whole results contract (DESIGN.md §3): summary.json
+One registry for the whole results contract (docs/reference/outputs.md): summary.json
 (the rows of points.csv and of every plan probe are summaries too),
 requests.csv, steps.csv and prefill_steps.csv of a run, a sweep's
 points.csv, frontier.csv and comparisons.csv, a plan's probes.csv, a
 deployment search's plan.csv and the replication suite's replication.csv.
-The summary's contract keys (`contract_keys`) are the ones DESIGN.md §3
+The summary's contract keys (`contract_keys`) are the ones docs/reference/outputs.md
 promises. tests/test_outputs_registry.py runs every engine path and fails
 on a key or column written here unregistered (or registered and never
 written); docs/reference/outputs.md is generated from this module. An entry
@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 @dataclass(frozen=True)
 class Output:
-    """One key or column: its name (or `<pattern>`), unit and definition; `contract` for DESIGN.md §3's keys."""
+    """One key or column: its name (or `<pattern>`), unit and definition; `contract` for docs/reference/outputs.md's keys."""
 
     name: str
     unit: str
@@ -440,5 +440,5 @@ def describe(file: str, key: str) -> Output | None:
 
 
 def contract_keys() -> tuple[str, ...]:
-    """The summary keys DESIGN.md §3 promises (every run writes them)."""
+    """The summary keys docs/reference/outputs.md promises (every run writes them)."""
     return tuple(o.name for o in SUMMARY if o.contract)

@@ -1,6 +1,6 @@
 """Plain YAML mappings → validated, frozen dataclasses.
 
-The scenario contract (DESIGN.md §3) is written as frozen dataclasses with
+The scenario contract (docs/reference/scenario.md) is written as frozen dataclasses with
 type annotations; `build(cls, raw, path)` walks a mapping against them and
 returns an instance or raises `ScenarioError` naming the key path. Rules:
 

@@ -38,7 +38,7 @@ import numpy as np
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.streams import seed_sequence, stream
 from specplan.simulator.drafters.acceptance import AcceptanceModel, acceptance_model
-from specplan.simulator.drafters.calibration import (
+from specplan.simulator.drafters.head_calibration import (
     CalibrationReport,
     calibration_report,
     clipped_logit,

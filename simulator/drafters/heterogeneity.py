@@ -4,7 +4,7 @@ Acceptance is spread in logit space, `p = σ(logit p̄_k + δ_k + z + ε_k)`,
 z ~ N(0, σ_req²) once per request and shared along the block, ε_k ~ N(0,
 σ_tok²) independent per position and step. The curve p̄ is what a paper or
 an engine reports, and those figures are **pooled over proposals**
-(DESIGN.md §1; DeepSpec's `build_metrics_row`): τ = Σ acceptance lengths /
+(docs/model/drafters.md; DeepSpec's `build_metrics_row`): τ = Σ acceptance lengths /
 proposals, and the rate at position k = accepted at k / proposals reaching
 k, over a whole dataset. A request of offset z makes about N/τ(z)
 proposals for N output tokens, so hard requests weigh more. With full-block

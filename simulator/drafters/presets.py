@@ -6,7 +6,7 @@ for `drafter.acceptance.preset`; it returns one curve p̄_{d,1..γ} per domain
 runs. Valid names:
 
 - targets `qwen3-4b`, `qwen3-8b`, `qwen3-14b`, `gemma4-12b` with families
-  `eagle3`, `dflash`, `dspark` (DSpark paper Table 1, DESIGN.md §1);
+  `eagle3`, `dflash`, `dspark` (DSpark paper Table 1, docs/model/drafters.md);
 - `deepseek-v3` with family `mtp` (multi-token prediction modules);
 - `weak-dspark` with family `dspark` (a public under-trained drafter);
 - measured DeepSeek-V4 curves (below): `deepseek-v4-pro` with `dspark`
@@ -39,8 +39,8 @@ How the target curves are fitted (block 7, the published block):
    shifted by one uniform logit offset solved so τ equals their own domain
    mean (no other target publishes position-wise curves).
 4. The figures these curves reproduce are pooled over proposals (τ = Σ
-   acceptance lengths / proposals, per-position rates likewise: DESIGN.md
-   §1); `specplan.simulator.drafters.heterogeneity` keeps them pooled whatever the
+   acceptance lengths / proposals, per-position rates likewise:
+   docs/model/drafters.md); `specplan.simulator.drafters.heterogeneity` keeps them pooled whatever the
    request and token spread.
 
 Block sizes other than 7: positions 1..γ of the curve for γ ≤ 7 (a

@@ -1,6 +1,6 @@
 """Drafter section of a scenario: family, block size, acceptance, confidence, latency.
 
-Frozen dataclasses of the `drafter:` contract (DESIGN.md §3). The models
+Frozen dataclasses of the `drafter:` contract (docs/reference/scenario.md). The models
 that turn them into numbers live beside them: `acceptance.py`,
 `confidence.py`, `latency.py`.
 """

@@ -38,7 +38,7 @@ Counters with vLLM's meaning (vllm/v1/spec_decode/metrics.py, SpecDecodingProm):
 drafts accepted, `..._num_accepted_tokens_per_pos{position="k"}` (0-based)
 the request-steps whose draft k + 1 was accepted; labels `model_name` and
 `engine`. Exposed by prometheus_client as `<name>_total` counters (plus
-`<name>_created`). The fit is pooled over proposals, as DESIGN.md §1 defines
+`<name>_created`). The fit is pooled over proposals, as docs/model/drafters.md defines
 it: p_k = per_pos[k] / per_pos[k − 1], per_pos[−1] = num_drafts, and
 τ = 1 + accepted / drafts. Plain numbers in, text out: nothing here runs a
 simulation.
@@ -519,7 +519,7 @@ def provenance_lines(fit: AcceptanceFit) -> list[str]:
              f"model: {c.model_text}; engines: {', '.join(c.engines)}; source: {c.source}",
              f"scraped at: {when(c.scraped_at_s)}" + (f"; window: {c.window_s:g} s" if c.window_s is not None else ""),
              f"drafts {c.drafts}, draft tokens {c.draft_tokens}, accepted {c.accepted_tokens}",
-             "Pooled over proposals (DESIGN.md §1): p_k = accepted at position k / proposals that reached k.",
+             "Pooled over proposals (docs/model/drafters.md): p_k = accepted at position k / proposals that reached k.",
              f"pooled tau = 1 + accepted / drafts = {fit.tau:.4f} ({level} interval {fit.tau_low:.4f} to "
              f"{fit.tau_high:.4f})",
              f"{level} intervals: {interval_meaning(fit)}"]

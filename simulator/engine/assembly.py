@@ -2,14 +2,17 @@
 
     parts = assemble(scenario)            profile, drafter, EngineConfig, the policy's params
     core = parts.core(log, steps, index, prompt_cache, chunks)
-                                          a DecodeCore with its own policy instance, the token budget's
-                                          rule and the KV caches chosen for its engine, wired whole
+                                          a DecodeCore with its own policy instance and every rule
+                                          chosen for its engine (specplan.simulator.engine.decode.Rules),
+                                          its recorders bundled (specplan.simulator.engine.recorders)
 
 The simulator's replicas (specplan.simulator.engine.simulation), the
 reference engine (specplan.validation.engine), the tests' driver and the
 benchmarks all build their cores here, so they run the same profile,
 drafter, limits and policy for the same scenario. The reference engine
-passes the profile it measured against instead of the scenario's.
+passes the profile it measured against instead of the scenario's. What
+differs between engines is chosen here, once: every rule is an object, so
+the step never tests a mode.
 """
 
 from __future__ import annotations
@@ -26,9 +29,27 @@ from specplan.simulator.drafters.drafter import Drafter, build_drafter
 from specplan.simulator.engine.budget import token_budget
 from specplan.simulator.engine.caches import kv_caches
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.decode import DecodeCore
+from specplan.simulator.engine.decode import DecodeCore, Rules
+from specplan.simulator.engine.draft_record import draft_tally
+from specplan.simulator.engine.forward import context_rule, load_rule
 from specplan.simulator.engine.phases import prefill_phases
-from specplan.simulator.engine.records import ChunkLog, RequestLog, StepLog
+from specplan.simulator.engine.prefix_cache import ReplicaPromptCache
+from specplan.simulator.engine.price import StepPricer, quote_book
+from specplan.simulator.engine.prompts import prompts
+from specplan.simulator.engine.recorders import (
+    ChunkEmission,
+    DraftSample,
+    DraftSampler,
+    Emission,
+    NoDraftSample,
+    NoPhases,
+    PolicyLearns,
+    RankPhases,
+    Recorders,
+)
+from specplan.simulator.engine.records import ChunkLog, SpeculationCounters, StepLog
+from specplan.simulator.engine.request_log import RequestLog
+from specplan.simulator.engine.speculator import speculator
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.policy import policy_params
 
@@ -46,16 +67,29 @@ class EngineParts:
     def policy(self) -> Policy:
         return make_policy(self.scenario.policy.name, self.policy_params, self.drafter.block_size)
 
-    def core(self, log: RequestLog, steps: StepLog, index: int = 0, prompt_cache: Any = None,
+    def core(self, log: RequestLog, steps: StepLog, index: int = 0, prompt_cache: ReplicaPromptCache | None = None,
              chunks: ChunkLog | None = None) -> DecodeCore:
-        """A core with its own policy, the token budget's rule, the KV caches and the prefill schedule its engine
-        runs by."""
-        policy = self.policy()
-        speculates = policy.drafts and self.config.block_size > 0
-        return DecodeCore(self.config, policy, self.drafter, self.profile, log, steps, self.scenario.seed,
-                          budget=token_budget(self.config, policy.fits_budget, speculates),
-                          kv=kv_caches(self.config), phases=prefill_phases(self.config), index=index,
-                          prompt_cache=prompt_cache, chunks=chunks)
+        """A core with its own policy and the rules its engine runs by, its recorders wired."""
+        config, drafter, policy = self.config, self.drafter, self.policy()
+        speculates = policy.drafts and config.block_size > 0
+        pricer = StepPricer(self.profile, drafter.draft_ms, config, policy.pays_scheduling(),
+                            getattr(drafter.latency, "uses_positions", True))
+        reads_context = pricer.uses_context or drafter.latency.uses_context
+        tally = draft_tally(drafter) if speculates else None
+        sampler: DraftSampler = NoDraftSample() if tally is None else DraftSample(tally, log)
+        recorders = Recorders(log, steps, chunks, SpeculationCounters(config.block_size),
+                              RankPhases() if pricer.loads else NoPhases(), sampler)
+        budget = token_budget(config, policy.fits_budget, speculates)
+        emissions: list[Emission] = [] if chunks is None else [ChunkEmission(chunks)]
+        if policy.learns:
+            emissions.append(PolicyLearns(policy))
+        rules = Rules(kv=kv_caches(config), budget=budget, phases=prefill_phases(config),
+                      prompts=prompts(config.chunked, prompt_cache),
+                      speculator=speculator(policy, drafter, quote_book(pricer, reads_context), budget, sampler,
+                                            self.scenario.seed, index, config.engine.max_batch_requests),
+                      context=context_rule(config, reads_context), loads=load_rule(config, pricer.loads),
+                      emissions=tuple(emissions))
+        return DecodeCore(config, rules, recorders, index)
 
 
 def assemble(scenario: Scenario, profile: StepProfile | None = None) -> EngineParts:

@@ -27,17 +27,48 @@ averaged out for those that do not (specplan.simulator.engine.decode).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from specplan.simulator.engine.records import RequestLog
+from specplan.simulator.engine.request_log import RequestLog
 
 COLUMNS = ("rid", "remaining", "total", "prefill_left", "steps", "accepted", "verified", "rank")
 RID, REMAINING, TOTAL, PREFILL_LEFT, STEPS, ACCEPTED, VERIFIED, RANK = range(len(COLUMNS))
-ALL = slice(None)  # every row (the fast path: no index array)
 RETIRED_ROWS = 1024  # finished requests' counters are written to the log in bulk, this many at a time
 LEDGER_STEPS, LEDGER_VERIFIED = len(COLUMNS), len(COLUMNS) + 1  # extra rows of RetiredRows.block
+
+
+class Rows:
+    """Which rows of the batch a step runs: every row (`whole`: numpy reads them as a slice, no index array,
+    the engine's fast path) or some, by ascending index. `index` indexes a row axis either way; `count` rows."""
+
+    __slots__ = ("count", "index", "whole")
+
+    def __init__(self, index: np.ndarray | slice, count: int, whole: bool) -> None:
+        self.index, self.count, self.whole = index, count, whole
+
+    @staticmethod
+    def every(n: int) -> Rows:
+        return Rows(slice(None), n, True)
+
+    @staticmethod
+    def some(index: np.ndarray) -> Rows:
+        return Rows(index, index.size, False)
+
+    def of(self, values: np.ndarray) -> np.ndarray:
+        """`values` (one entry per batch row) at these rows: the array itself when every row runs."""
+        return values if self.whole else values[self.index]
+
+    def indices(self) -> np.ndarray:
+        """The rows as an index array."""
+        return np.arange(self.count) if isinstance(self.index, slice) else self.index
+
+    def head(self, count: int) -> Rows:
+        """The first `count` of these rows."""
+        return self if count == self.count else Rows.some(self.indices()[:count])
+
+    def where(self, keep: np.ndarray) -> Rows:
+        """These rows where `keep` (one entry per row of these) is True."""
+        return Rows.some(self.indices()[keep])
 
 
 class Ledger:
@@ -80,9 +111,9 @@ class Ledger:
         ints[ACCEPTED] = ints[REMAINING]
         ints[VERIFIED] = -self.verified
 
-    def emit(self, ints: np.ndarray, rows: Any, accepted: np.ndarray,
+    def emit(self, ints: np.ndarray, rows: Rows, accepted: np.ndarray,
              lengths: np.ndarray | int) -> tuple[int, int, np.ndarray | None]:
-        """One decode step of `rows` (ALL, or an index array): each row emits its accepted drafts + 1.
+        """One decode step of `rows`: each row emits its accepted drafts + 1.
 
         Each row's REMAINING drops by accepted + 1 and is then floored at 0
         (a row that reaches 0 has emitted its last token); its step and
@@ -90,7 +121,7 @@ class Ledger:
         Returns (tokens emitted, drafts accepted, what the floor took back
         per row or None when no row finished).
         """
-        remaining = ints[REMAINING] if rows is ALL else ints[REMAINING, rows]
+        remaining = ints[REMAINING] if rows.whole else ints[REMAINING, rows.index]
         np.subtract(remaining, accepted, out=remaining)
         remaining -= 1
         total = int(np.add.reduce(accepted))
@@ -100,7 +131,7 @@ class Ledger:
             over = np.minimum(remaining, 0)
             emitted += int(over.sum())
             remaining -= over
-        if rows is ALL:  # the scalars count the step (and a fixed ℓ) for every row at once
+        if rows.whole:  # the scalars count the step (and a fixed ℓ) for every row at once
             self.steps += 1
             if isinstance(lengths, int):
                 self.verified += lengths
@@ -109,11 +140,12 @@ class Ledger:
             if over is not None:
                 ints[ACCEPTED] -= over
         else:
-            ints[REMAINING, rows] = remaining
-            ints[STEPS, rows] += 1
-            ints[VERIFIED, rows] += lengths
+            index = rows.index
+            ints[REMAINING, index] = remaining
+            ints[STEPS, index] += 1
+            ints[VERIFIED, index] += lengths
             if over is not None:
-                ints[ACCEPTED, rows] -= over
+                ints[ACCEPTED, index] -= over
         return emitted, total, over
 
     def write(self, rows: np.ndarray, log: RequestLog) -> None:
@@ -228,12 +260,12 @@ class Batch:
         self.acceptance = self.acceptance_store[:self.n]
         self.rids = self.ints[RID].copy()
 
-    def kv_tokens(self, rows: object = ALL) -> np.ndarray:
+    def kv_tokens(self) -> np.ndarray:
         """Tokens in each row's KV cache: prompt computed so far + generated."""
         ints = self.ints
-        return ints[TOTAL][rows] - ints[REMAINING][rows] - ints[PREFILL_LEFT][rows]
+        return ints[TOTAL] - ints[REMAINING] - ints[PREFILL_LEFT]
 
-    def footprints(self, block_size: int, rows: Any = ALL) -> np.ndarray:
+    def footprints(self, block_size: int, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
         """KV tokens the rows reserve (the KV rule): prompt (computed or not) + generated + the draft block."""
         ints = self.ints
         return ints[TOTAL][rows] - ints[REMAINING][rows] + block_size

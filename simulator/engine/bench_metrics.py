@@ -24,6 +24,10 @@ step), for the measured requests of a `BenchRun` (warm-ups excluded):
     statistics        numpy's mean, median (np.median) and percentiles
                       (np.percentile, linear), as both tools call them
 
+Which definition a client follows (ITL per chunk or per token, its
+percentiles, the extras it prints) is its engine's row of the traits table
+(specplan.engines, `BenchClient`), named by the workload's `client`.
+
 A decode step is one chunk here: the simulated engine streams every step's
 tokens at the step's end, which is what a client sees when detokenisation
 and the HTTP stream keep up (both engines stream per step). Names in
@@ -39,9 +43,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specplan.engines import engine_traits
+from specplan.engines.traits import BenchClient
 from specplan.simulator.engine.records import ChunkLog
-
-PREFIX = {"vllm": "vllm_bench_serve", "sglang": "sglang_bench_serving"}
+from specplan.traces.bench_client import BenchRun
 
 
 def measured_requests(requests: pd.DataFrame, first_measured: int) -> pd.DataFrame:
@@ -102,33 +107,44 @@ def totals(done: pd.DataFrame, start_s: float, gpus: int) -> dict[str, float]:
             "total_token_throughput_tok_s_per_gpu": rate(inputs + outputs) / gpus}
 
 
-def vllm_metrics(done: pd.DataFrame, chunks: ChunkLog, start_s: float, gpus: int) -> dict[str, float]:
-    """`vllm bench serve`'s calculate_metrics (default --metric-percentiles 99)."""
-    ttft, latency, tpot = per_request(done)
-    gaps, _ = chunk_gaps(done, chunks)
-    return {**totals(done, start_s, gpus), **stats("ttft", ttft, (99,)), **stats("tpot", tpot, (99,)),
-            **stats("itl", gaps, (99,)), **stats("e2el", latency, (99,))}
-
-
-def sglang_metrics(done: pd.DataFrame, chunks: ChunkLog, start_s: float, gpus: int) -> dict[str, float]:
-    """`sglang.bench_serving`'s calculate_metrics (sglang backend: ITL adjusted per token)."""
+def client_metrics(done: pd.DataFrame, chunks: ChunkLog, start_s: float, gpus: int,
+                   client: BenchClient) -> dict[str, float]:
+    """The client's `calculate_metrics` by its definitions (`BenchClient`: ITL per chunk or per token, its
+    percentiles, what it calls end-to-end latency, and the extras SGLang's prints)."""
     ttft, latency, tpot = per_request(done)
     gaps, tokens = chunk_gaps(done, chunks)
-    itl = np.repeat(gaps / np.maximum(tokens, 1), tokens)
+    itl = np.repeat(gaps / np.maximum(tokens, 1), tokens) if client.itl_per_token else gaps
     base = totals(done, start_s, gpus)
-    duration = base["duration_s"]
-    return {**base, **stats("ttft", ttft, (99,)), **stats("tpot", tpot, (99,)), **stats("itl", itl, (95, 99)),
-            "max_itl_ms": float(np.max(itl)) * 1e3 if itl.size else 0.0, **stats("e2e_latency", latency, (99,)),
-            "concurrency": float(latency.sum() / duration) if duration > 0 else 0.0}
+    out = {**base, **stats("ttft", ttft, (99,)), **stats("tpot", tpot, (99,)),
+           **stats("itl", itl, client.itl_percentiles)}
+    if client.extras:
+        out["max_itl_ms"] = float(np.max(itl)) * 1e3 if itl.size else 0.0
+    out.update(stats(client.latency_name, latency, (99,)))
+    if client.extras:
+        duration = base["duration_s"]
+        out["concurrency"] = float(latency.sum() / duration) if duration > 0 else 0.0
+    return out
 
 
-def bench_summary(requests: pd.DataFrame, chunks: ChunkLog, bench: Any, gpus: int) -> dict[str, Any]:
+def bench_summary(requests: pd.DataFrame, chunks: ChunkLog, bench: BenchRun, gpus: int) -> dict[str, Any]:
     """The client's metrics under its tool's prefix, for summary.json."""
     done = measured_requests(requests, bench.first_measured)
-    compute = sglang_metrics if bench.client == "sglang" else vllm_metrics
-    metrics = compute(done, chunks, bench.start_s, gpus)
-    prefix = PREFIX[bench.client]
-    out: dict[str, Any] = {f"{prefix}.{key}": value for key, value in metrics.items()}
-    out[f"{prefix}.max_concurrency"] = bench.max_concurrency
-    out[f"{prefix}.warmup_requests"] = bench.first_measured
+    client = client_traits(bench.client)
+    metrics = client_metrics(done, chunks, bench.start_s, gpus, client)
+    out: dict[str, Any] = {f"{client.prefix}.{key}": value for key, value in metrics.items()}
+    out[f"{client.prefix}.max_concurrency"] = bench.max_concurrency
+    out[f"{client.prefix}.warmup_requests"] = bench.first_measured
     return out
+
+
+def client_traits(name: str) -> BenchClient:
+    """The benchmark client of engine `name` (its newest row)."""
+    client = engine_traits(name).client
+    if client is None:
+        raise ValueError(f"{name} has no benchmark client in the traits table")
+    return client
+
+
+def metric_key(client: str, metric: str) -> str:
+    """The summary key of a client's metric: `<prefix>.<metric>`."""
+    return f"{client_traits(client).prefix}.{metric}"

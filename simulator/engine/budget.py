@@ -4,12 +4,12 @@ One rule per engine, chosen once when the core is assembled (`token_budget`),
 never a branch in the step. Decoding rows come first, then prompt chunks.
 Each rule has two moments of the step (specplan.simulator.engine.decode):
 
-    select(batch, decode, r, per_request) -> (rows, kept, cuts)
+    select(batch, decode, r, per_request) -> (rows, cuts)
         before drafting: the rows that run, oldest first, given the tokens
         reserved per request (one anchor for a policy that chooses within the
         budget; else 1 + the planned length, or 1 + γ); `cuts` says whether
         this step's lengths must then go through `cut`
-    cut(batch, rows, lengths, accepted, prefill_tokens) -> (rows, R, ℓ, accepted, Σℓ, truncated)
+    cut(batch, rows, lengths, accepted, prefill_tokens) -> (rows, ℓ, accepted, Σℓ, truncated)
         after the policy's lengths: the rows that still run, their lengths
         cut at the budget edge, and the drafts cut (counted as truncated)
     capped(c, rows) -> c
@@ -33,24 +33,24 @@ A policy that chooses within the budget is never cut by Defer or Truncate.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
-from specplan.simulator.engine.batch import ALL, RANK, Batch
+from specplan.simulator.engine.batch import RANK, Batch, Rows
 from specplan.simulator.engine.config import EngineConfig, RankLimits
 from specplan.simulator.engine.ranks import rank_cumsum, rank_order
 
-Cut = tuple[Any, int, np.ndarray | int, np.ndarray, int, int]  # rows, R, ℓ, accepted, Σℓ, truncated drafts
+Cut = tuple[Rows, np.ndarray | int, np.ndarray, int, int]  # rows, ℓ, accepted, Σℓ, truncated drafts
 
 
 class TokenBudget(Protocol):
-    def select(self, batch: Batch, decode: np.ndarray | None, r: int, per_request: int) -> tuple[Any, int, bool]: ...
+    def select(self, batch: Batch, decode: np.ndarray | None, r: int, per_request: int) -> tuple[Rows, bool]: ...
 
-    def cut(self, batch: Batch, rows: Any, lengths: np.ndarray | int, accepted: np.ndarray,
+    def cut(self, batch: Batch, rows: Rows, lengths: np.ndarray | int, accepted: np.ndarray,
             prefill_tokens: int) -> Cut: ...
 
-    def capped(self, c: np.ndarray, batch: Batch, rows: Any) -> np.ndarray: ...
+    def capped(self, c: np.ndarray, batch: Batch, rows: Rows) -> np.ndarray: ...
 
 
 def token_budget(config: EngineConfig, fits_budget: bool, speculates: bool) -> TokenBudget:
@@ -62,10 +62,10 @@ def token_budget(config: EngineConfig, fits_budget: bool, speculates: bool) -> T
     return Truncate(config.max_step_tokens) if truncates else Defer(config.max_step_tokens)
 
 
-def decoding_rows(decode: np.ndarray | None, kept: int, n: int) -> np.ndarray:
+def decoding_rows(decode: np.ndarray | None, kept: int, n: int) -> Rows:
     """The oldest `kept` decoding rows (every row decodes when `decode` is None)."""
     index = np.arange(n) if decode is None else decode.nonzero()[0]
-    return index[:kept]
+    return Rows.some(index[:kept])
 
 
 class Defer:
@@ -74,17 +74,17 @@ class Defer:
     def __init__(self, max_step_tokens: int) -> None:
         self.max_step_tokens = max_step_tokens
 
-    def select(self, batch: Batch, decode: np.ndarray | None, r: int, per_request: int) -> tuple[Any, int, bool]:
+    def select(self, batch: Batch, decode: np.ndarray | None, r: int, per_request: int) -> tuple[Rows, bool]:
         kept = min(r, self.max_step_tokens // per_request)
         if decode is None and kept == r:
-            return ALL, kept, False
-        return decoding_rows(decode, kept, batch.n), kept, False
+            return Rows.every(r), False
+        return decoding_rows(decode, kept, batch.n), False
 
-    def cut(self, batch: Batch, rows: Any, lengths: np.ndarray | int, accepted: np.ndarray,
+    def cut(self, batch: Batch, rows: Rows, lengths: np.ndarray | int, accepted: np.ndarray,
             prefill_tokens: int) -> Cut:
         raise AssertionError("a deferring budget never cuts")
 
-    def capped(self, c: np.ndarray, batch: Batch, rows: Any) -> np.ndarray:
+    def capped(self, c: np.ndarray, batch: Batch, rows: Rows) -> np.ndarray:
         return c
 
 
@@ -98,18 +98,18 @@ class Truncate(Defer):
     only for the request at the edge.
     """
 
-    def select(self, batch: Batch, decode: np.ndarray | None, r: int, per_request: int) -> tuple[Any, int, bool]:
+    def select(self, batch: Batch, decode: np.ndarray | None, r: int, per_request: int) -> tuple[Rows, bool]:
         if r <= self.max_step_tokens // per_request:
             return super().select(batch, decode, r, per_request)  # every reserved token fits: nothing to cut
         kept = min(r, self.max_step_tokens)
-        return decoding_rows(decode, kept, batch.n), kept, True
+        return decoding_rows(decode, kept, batch.n), True
 
-    def cut(self, batch: Batch, rows: Any, lengths: np.ndarray | int, accepted: np.ndarray,
+    def cut(self, batch: Batch, rows: Rows, lengths: np.ndarray | int, accepted: np.ndarray,
             prefill_tokens: int) -> Cut:
-        wanted = np.broadcast_to(np.asarray(lengths, dtype=np.int64), (len(rows),))
+        wanted = np.broadcast_to(np.asarray(lengths, dtype=np.int64), (rows.count,))
         cut, running = budget_edge(wanted, self.max_step_tokens - prefill_tokens)
         drafts = int(cut.sum())
-        return rows[:running], running, cut, np.minimum(accepted[:running], cut), drafts, \
+        return rows.head(running), cut, np.minimum(accepted[:running], cut), drafts, \
             int(wanted[:running].sum()) - drafts
 
 
@@ -120,28 +120,26 @@ class RankCaps:
         self.dp, self.max_step_tokens = dp, max_step_tokens
         self.reserve_anchor, self.caps_confidences = reserve_anchor, caps_confidences
 
-    def select(self, batch: Batch, decode: np.ndarray | None, r: int, per_request: int) -> tuple[Any, int, bool]:
+    def select(self, batch: Batch, decode: np.ndarray | None, r: int, per_request: int) -> tuple[Rows, bool]:
         index = np.arange(batch.n) if decode is None else decode.nonzero()[0]
         reserve = 1 if self.reserve_anchor else per_request
         fits = (rank_order(batch.ints[RANK][index]) + 1) * reserve <= self.dp.step_tokens
         fits &= np.cumsum(fits) * reserve <= self.max_step_tokens
-        rows = index[fits]
-        return rows, rows.size, True
+        return Rows.some(index[fits]), True
 
-    def cut(self, batch: Batch, rows: Any, lengths: np.ndarray | int, accepted: np.ndarray,
+    def cut(self, batch: Batch, rows: Rows, lengths: np.ndarray | int, accepted: np.ndarray,
             prefill_tokens: int) -> Cut:
-        wanted = np.broadcast_to(np.asarray(lengths, dtype=np.int64), (len(rows),))
-        cut, running = rank_edges(wanted, batch.ints[RANK][rows], self.dp.step_tokens)
+        wanted = np.broadcast_to(np.asarray(lengths, dtype=np.int64), (rows.count,))
+        cut, running = rank_edges(wanted, batch.ints[RANK][rows.index], self.dp.step_tokens)
         truncated = int((wanted - cut)[running].sum())
         cut_running = cut[running]
-        return (rows[running], int(np.count_nonzero(running)), cut_running, np.minimum(accepted, cut)[running],
-                int(cut_running.sum()), truncated)
+        return (rows.where(running), cut_running, np.minimum(accepted, cut)[running], int(cut_running.sum()),
+                truncated)
 
-    def capped(self, c: np.ndarray, batch: Batch, rows: Any) -> np.ndarray:
+    def capped(self, c: np.ndarray, batch: Batch, rows: Rows) -> np.ndarray:
         if not self.caps_confidences:
             return c
-        ranks = batch.ints[RANK] if rows is ALL else batch.ints[RANK][rows]
-        return rank_capped(c, ranks, self.dp)
+        return rank_capped(c, rows.of(batch.ints[RANK]), self.dp)
 
 
 def budget_edge(lengths: np.ndarray, budget: int) -> tuple[np.ndarray, int]:

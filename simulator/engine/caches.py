@@ -1,11 +1,11 @@
 """The KV rule's two shapes: one KV cache per engine, or one per data-parallel attention rank.
 
 Chosen once when the core is assembled (`kv_caches`), never a branch in the
-step. The rule itself (specplan.simulator.engine.decode): a request reserves
-its whole footprint (prompt + generated + the draft block γ) at admission;
-decoding grows it by the tokens emitted; when a cache overflows after a
-step, its youngest requests (by arrival) are preempted until it fits, its
-oldest always staying.
+step. The rule itself (docs/model/index.md, "The KV rule"): a request
+reserves its whole footprint (prompt + generated + the draft block γ) at
+admission; decoding grows it by the tokens emitted; when a cache overflows
+after a step, its youngest requests (by arrival) are preempted until it
+fits, its oldest always staying.
 
     OneCache     admission FIFO while the engine's cache has room (`intake.admit_fifo`);
                  preemption over the whole batch
@@ -18,50 +18,43 @@ oldest always staying.
                  loaded), waits in that rank's queue and is admitted FIFO within it; a
                  preempted request goes back to its rank; preemption as RankCaches
 
-    kv.enqueued(core, rid)          a request joined the engine's queue (RoutedRanks sends it to a rank)
-    kv.admit(core, now, free) -> [(rid, generated, kv[, rank]), ...]   the admitted requests
-    kv.preempt(core) -> ids                                             the requests evicted
-    kv.fits_below                   Σ footprints up to this need no preemption check (−1: always check)
+A rule reads the engine's state (specplan.simulator.engine.state.BatchState)
+and answers; it never changes the batch (the core does, as vLLM's cache
+manager answers `allocate_slots` and the scheduler acts):
+
+    kv.enqueued(state, rid)                     a request joined the queue (RoutedRanks sends it to a rank)
+    kv.admit(state, log, now, free) -> [(rid, generated, kv[, rank]), ...]   the admitted requests (popped
+                                                from the queue, their log rows marked admitted)
+    kv.preempt(state) -> rows                   the rows to evict, in eviction order (none: empty)
+    kv.fits_below                               Σ footprints up to this need no preemption check (−1: always)
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
-from specplan.simulator.engine.batch import ALL, RANK, Batch
+from specplan.simulator.engine.batch import RANK
 from specplan.simulator.engine.config import EngineConfig, RankLimits, resolved
 from specplan.simulator.engine.intake import Admission, admit_fifo, admit_to_ranks
 from specplan.simulator.engine.ranks import RankRouter, rank_cumsum, rank_order
-from specplan.simulator.engine.records import RequestLog
+from specplan.simulator.engine.request_log import RequestLog
+from specplan.simulator.engine.state import BatchState
 
 NONE = np.zeros(0, dtype=np.int64)
-
-
-class Holder(Protocol):
-    """What a KV rule reads and changes of the decode core that holds the caches."""
-
-    queue: deque[int]
-    log: RequestLog
-    batch: Batch
-    footprint: int
-
-    def footprints(self, rows: Any) -> np.ndarray: ...
-
-    def evict(self, index: np.ndarray) -> np.ndarray: ...
 
 
 class KvCaches(Protocol):
     fits_below: int
 
-    def enqueued(self, core: Holder, rid: int) -> None: ...
+    def enqueued(self, state: BatchState, rid: int) -> None: ...
 
-    def admit(self, core: Holder, now: float, free: int) -> Sequence[tuple[int, ...]]: ...
+    def admit(self, state: BatchState, log: RequestLog, now: float, free: int) -> Sequence[tuple[int, ...]]: ...
 
-    def preempt(self, core: Holder) -> np.ndarray: ...
+    def preempt(self, state: BatchState) -> np.ndarray: ...
 
 
 def kv_caches(config: EngineConfig) -> KvCaches:
@@ -80,19 +73,23 @@ class OneCache:
         self.capacity, self.block_size = capacity, block_size
         self.fits_below = capacity  # Σ footprints within the cache: nothing to preempt
 
-    def enqueued(self, core: Holder, rid: int) -> None:
+    def enqueued(self, state: BatchState, rid: int) -> None:
         pass
 
-    def admit(self, core: Holder, now: float, free: int) -> Sequence[tuple[int, ...]]:
-        return admit_fifo(core.queue, core.log, now, free, core.footprint, self.capacity, self.block_size)
+    def admit(self, state: BatchState, log: RequestLog, now: float, free: int) -> Sequence[tuple[int, ...]]:
+        return admit_fifo(state.queue, log, now, free, state.footprint, self.capacity, self.block_size)
 
-    def preempt(self, core: Holder) -> np.ndarray:
-        """Evict the youngest requests until Σ footprints fits the cache again."""
-        if core.footprint <= self.capacity:
+    def preempt(self, state: BatchState) -> np.ndarray:
+        """The youngest rows past the cache, until Σ footprints fits it again."""
+        if state.footprint <= self.capacity:
             return NONE
-        keep = np.cumsum(core.footprints(ALL)) <= self.capacity
-        keep[0] = True  # the oldest request always stays (it fits on its own)
-        return core.evict((~keep).nonzero()[0])
+        return (~self.total_fits(state.footprints())).nonzero()[0]
+
+    def total_fits(self, footprints: np.ndarray) -> np.ndarray:
+        """Which rows fit the engine's cache, oldest first (the oldest always stays: it fits on its own)."""
+        keep = np.cumsum(footprints) <= self.capacity
+        keep[0] = True
+        return keep
 
 
 class RankCaches(OneCache):
@@ -103,24 +100,31 @@ class RankCaches(OneCache):
         self.dp = dp
         self.fits_below = -1  # a rank may overflow while the total fits
 
-    def admit(self, core: Holder, now: float, free: int) -> Sequence[tuple[int, ...]]:
+    def admit(self, state: BatchState, log: RequestLog, now: float, free: int) -> Sequence[tuple[int, ...]]:
         """FIFO admission to the rank with a free slot and the most free KV."""
-        ranks = core.batch.ints[RANK]
-        slots = np.bincount(ranks, minlength=self.dp.ranks)
-        kv = np.bincount(ranks, weights=core.footprints(ALL), minlength=self.dp.ranks).astype(np.int64)
-        return admit_to_ranks(core.queue, core.log, now, self.dp.requests - slots, self.dp.kv_tokens - kv,
-                              self.block_size, free, self.capacity - core.footprint)
+        slots, kv = self.rank_room(state)
+        return admit_to_ranks(state.queue, log, now, slots, kv, self.block_size, free,
+                              self.capacity - state.footprint)
 
-    def preempt(self, core: Holder) -> np.ndarray:
-        """The engine's total first, then each rank's own cache: its youngest rows past it."""
-        evicted = super().preempt(core)
-        ranks = core.batch.ints[RANK]
-        keep = rank_cumsum(core.footprints(ALL), ranks) <= self.dp.kv_tokens
+    def rank_room(self, state: BatchState) -> tuple[np.ndarray, np.ndarray]:
+        """Each rank's free request slots and free KV tokens."""
+        ranks = state.batch.ints[RANK]
+        slots = self.dp.requests - np.bincount(ranks, minlength=self.dp.ranks)
+        kv = np.bincount(ranks, weights=state.footprints(), minlength=self.dp.ranks).astype(np.int64)
+        return slots, self.dp.kv_tokens - kv
+
+    def preempt(self, state: BatchState) -> np.ndarray:
+        """The engine's total first (the youngest rows past it), then each rank's own cache: the youngest of
+        the rows left past their rank's."""
+        footprints = state.footprints()
+        total = np.ones(footprints.size, dtype=bool)
+        if state.footprint > self.capacity:
+            total = self.total_fits(footprints)
+        left = total.nonzero()[0]
+        ranks = state.batch.ints[RANK][left]
+        keep = rank_cumsum(footprints[left], ranks) <= self.dp.kv_tokens
         keep[rank_order(ranks) == 0] = True  # each rank's oldest request stays (it fits on its own)
-        if keep.all():
-            return evicted
-        more = core.evict((~keep).nonzero()[0])
-        return np.concatenate([evicted, more]) if evicted.size else more
+        return np.concatenate([(~total).nonzero()[0], left[~keep]])
 
 
 class RoutedRanks(RankCaches):
@@ -130,16 +134,14 @@ class RoutedRanks(RankCaches):
         super().__init__(capacity, block_size, dp)
         self.router = RankRouter(dp.balance, dp.ranks)
 
-    def enqueued(self, core: Holder, rid: int) -> None:
-        self.router.send(rid, core.batch.ints[RANK])
+    def enqueued(self, state: BatchState, rid: int) -> None:
+        self.router.send(rid, state.batch.ints[RANK])
 
-    def admit(self, core: Holder, now: float, free: int) -> Sequence[tuple[int, ...]]:
+    def admit(self, state: BatchState, log: RequestLog, now: float, free: int) -> Sequence[tuple[int, ...]]:
         """FIFO within each rank's queue, while the rank has a free slot and KV room and the engine's totals allow."""
-        ranks = core.batch.ints[RANK]
-        slots = self.dp.requests - np.bincount(ranks, minlength=self.dp.ranks)
-        kv = np.bincount(ranks, weights=core.footprints(ALL), minlength=self.dp.ranks).astype(np.int64)
-        admitted = admit_routed(core.queue, core.log, now, self.router, slots, self.dp.kv_tokens - kv,
-                                self.block_size, free, self.capacity - core.footprint)
+        slots, kv = self.rank_room(state)
+        admitted = admit_routed(state.queue, log, now, self.router, slots, kv, self.block_size, free,
+                                self.capacity - state.footprint)
         self.router.admitted([rank for *_, rank in admitted])
         return admitted
 

@@ -19,17 +19,22 @@ the block leaves to be resolved:
                          prompt chunk and how requests are sent to ranks (None: one KV cache)
     prefill_schedule     chunked prefill's schedule: separate (prefill steps apart, decode waits) or
                          mixed (chunks inside decode steps)
+    serving              the serving engine's row of the traits table (specplan.engines)
 
 and a few readings of the block (`chunk_tokens`, `prefill_tokens_per_s`,
 `padded_attention`, `profiled_queries`, `request_kv_limit`), each computed on
 first use and kept (the engine's step reads them).
 
-`engine.budget: auto` is `truncate` for profiles read for vLLM (its
-scheduler's rule) and `defer` otherwise; `engine.prefill.schedule: auto` is
-`separate` for profiles read for SGLang (its scheduler runs a prefill batch
-whenever prompts wait) and `mixed` otherwise; `engine.dp_attention.balance:
-auto` is SGLang's `round_robin` or vLLM's `least_loaded` by the profile's
-engine, `most_free_kv` for any other profile.
+The serving engine's habits come from its row of the traits table
+(specplan.engines), resolved once here (`serving`): `engine.name` (auto: the
+engine a measured built-in was read for, none otherwise) at `engine.version`
+(default: the profile's backend version). Every `auto` of the engine block
+takes that row's habit: `engine.budget` its budget rule (vLLM truncates,
+SGLang defers), `engine.prefill.schedule` its prefill schedule (SGLang runs
+prefill batches apart, vLLM mixes chunks into decode steps),
+`engine.dp_attention.balance` its DP dispatch (SGLang round_robin, vLLM
+least_loaded, most_free_kv without an engine), `engine.cuda_graph.engine`
+its capture rule and `engine.host.engine` its host cycle.
 """
 
 from __future__ import annotations
@@ -37,9 +42,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from specplan.engines import NO_ENGINE, EngineTraits, engine_traits
+from specplan.engines.traits import GraphRule
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.engine.graphs import CaptureSizes, capture_sizes
-from specplan.simulator.engine.host import profile_engine, spec_cycle_ms, spec_step_fraction
+from specplan.simulator.engine.host import profile_traits, spec_cycle_ms, spec_step_fraction
 from specplan.simulator.scenario import ChunkedPrefill, Engine, Scenario
 from specplan.simulator.scenario.spec import CudaGraph
 
@@ -70,6 +77,7 @@ class EngineConfig:
     truncate_budget: bool = False
     dp: RankLimits | None = None
     prefill_schedule: str = "mixed"
+    serving: EngineTraits = NO_ENGINE
 
     @cached_property
     def chunk_tokens(self) -> int | None:
@@ -110,37 +118,57 @@ class EngineConfig:
     @classmethod
     def from_scenario(cls, scenario: Scenario, profile: StepProfile, block_size: int) -> EngineConfig:
         """The settings of a loaded scenario (its max_step_tokens resolved); `profile` is its step-time
-        profile, whose source decides the `auto` host time and budget rule."""
+        profile, whose provenance names the serving engine when `engine.name` is auto."""
         engine = scenario.engine
+        serving = serving_traits(engine, profile)
         max_step_tokens = resolved(engine.max_step_tokens, "engine.max_step_tokens")
         graph = engine.cuda_graph
-        dp = rank_limits(engine, max_step_tokens, profile_engine(profile))
+        rule = None if graph is None else graph_rule(graph, serving)
+        dp = rank_limits(engine, max_step_tokens, serving)
         return cls(
             engine=engine,
             block_size=block_size,
             max_step_tokens=max_step_tokens,
-            graphs=None if graph is None else rank_graphs(graph, engine, block_size, max_step_tokens, dp),
-            graph_axis="requests" if graph is not None and graph.engine == "sglang" else "tokens",
-            spec_step_fraction=spec_step_fraction(engine.host, profile) if block_size else 0.0,
-            spec_cycle_ms=spec_cycle_ms(engine.host, profile) if block_size else 0.0,
-            truncate_budget=budget_truncates(engine.budget, profile),
+            graphs=None if graph is None or rule is None else rank_graphs(graph, rule, engine, block_size,
+                                                                           max_step_tokens, dp),
+            graph_axis="tokens" if rule is None else rule.axis,
+            spec_step_fraction=spec_step_fraction(engine.host, serving, profile) if block_size else 0.0,
+            spec_cycle_ms=spec_cycle_ms(engine.host, serving, profile) if block_size else 0.0,
+            truncate_budget=budget_truncates(engine.budget, serving),
             dp=dp,
-            prefill_schedule=prefill_schedule(engine, profile),
+            prefill_schedule=prefill_schedule(engine, serving),
+            serving=serving,
         )
 
 
-def rank_graphs(graph: CudaGraph, engine: Engine, block_size: int, max_step_tokens: int,
+def serving_traits(engine: Engine, profile: StepProfile) -> EngineTraits:
+    """The serving engine's row: `engine.name` at `engine.version`, or the profile's engine for `auto`."""
+    if engine.name == "auto":
+        return profile_traits(profile)
+    version = engine.version
+    if version is None:
+        read_for = profile_traits(profile)
+        version = read_for.version if read_for.name == engine.name else None
+    return engine_traits(engine.name, version)
+
+
+def graph_rule(graph: CudaGraph, serving: EngineTraits) -> GraphRule:
+    """Whose capture rule: the block's engine when it names one, else the serving engine's."""
+    return serving.graphs if graph.engine == "auto" else engine_traits(graph.engine).graphs
+
+
+def rank_graphs(graph: CudaGraph, rule: GraphRule, engine: Engine, block_size: int, max_step_tokens: int,
                 dp: RankLimits | None) -> CaptureSizes:
     """The capture list; under data-parallel attention each rank captures its own sizes (its
     max_num_seqs and token cap), and the ranks step in lockstep at one padded size: ranks × the
     rank's list (a step of B tokens pads to ranks · pad(⌈B / ranks⌉))."""
     if dp is None:
-        return capture_sizes(graph, engine.max_batch_requests, block_size, max_step_tokens)
-    per_rank = capture_sizes(graph, dp.requests, block_size, dp.step_tokens)
+        return capture_sizes(graph, rule, engine.max_batch_requests, block_size, max_step_tokens)
+    per_rank = capture_sizes(graph, rule, dp.requests, block_size, dp.step_tokens)
     return CaptureSizes([dp.ranks * int(s) for s in per_rank.sizes], per_rank.eager_overhead_ms)
 
 
-def rank_limits(engine: Engine, max_step_tokens: int, backend: str | None) -> RankLimits | None:
+def rank_limits(engine: Engine, max_step_tokens: int, serving: EngineTraits) -> RankLimits | None:
     """Per-rank caps of data-parallel attention (the totals split evenly where the scenario is silent)."""
     dp = engine.dp_attention
     if dp is None or dp.ranks == 1:
@@ -148,36 +176,23 @@ def rank_limits(engine: Engine, max_step_tokens: int, backend: str | None) -> Ra
     n = dp.ranks
     total = resolved(engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
     chunk = engine.prefill.chunk_tokens if isinstance(engine.prefill, ChunkedPrefill) else 0
+    balance = serving.scheduler.dp_balance if dp.balance == "auto" else dp.balance
     return RankLimits(ranks=n, kv_tokens=dp.kv_capacity_tokens or total // n,
                       requests=dp.max_batch_requests or max(1, engine.max_batch_requests // n),
                       step_tokens=dp.max_step_tokens or max_step_tokens // n,
-                      chunk_tokens=dp.chunk_tokens or max(1, chunk // n), balance=rank_balance(dp.balance, backend))
+                      chunk_tokens=dp.chunk_tokens or max(1, chunk // n), balance=balance)
 
 
-RANK_BALANCE_OF = {"sglang": "round_robin", "vllm": "least_loaded"}
-
-
-def rank_balance(balance: str, backend: str | None) -> str:
-    """`engine.dp_attention.balance` resolved: the engine's own dispatch for its profiles when it says `auto`."""
-    if balance != "auto":
-        return balance
-    return RANK_BALANCE_OF.get(backend or "", "most_free_kv")
-
-
-def prefill_schedule(engine: Engine, profile: StepProfile) -> str:
-    """`engine.prefill.schedule` resolved: SGLang's separate prefill batches for its profiles when `auto`."""
+def prefill_schedule(engine: Engine, serving: EngineTraits) -> str:
+    """`engine.prefill.schedule` resolved: the serving engine's schedule when it says `auto`."""
     prefill = engine.prefill
     schedule = prefill.schedule if isinstance(prefill, ChunkedPrefill) else "mixed"
-    if schedule == "auto":
-        return "separate" if profile_engine(profile) == "sglang" else "mixed"
-    return schedule
+    return serving.scheduler.prefill_schedule if schedule == "auto" else schedule
 
 
-def budget_truncates(rule: str, profile: StepProfile) -> bool:
-    """`engine.budget` resolved: vLLM's truncation for profiles read for vLLM when it says `auto`."""
-    if rule == "auto":
-        return profile_engine(profile) == "vllm"
-    return rule == "truncate"
+def budget_truncates(rule: str, serving: EngineTraits) -> bool:
+    """`engine.budget` resolved: the serving engine's rule when it says `auto`."""
+    return (serving.scheduler.budget if rule == "auto" else rule) == "truncate"
 
 
 def resolved(value: int | None, key: str) -> int:

@@ -10,13 +10,13 @@ choice reads no draw, so it biases nothing), rows buffered and binned in bulk:
         reads them, the planned ℓ for a fixed-length one) and the accepted
         prefix among them. Position k was *reached* when drafts 1..k−1 were
         accepted and k was drawn; the conditional acceptance at k is
-        accepted ÷ reached, pooled over proposals (DESIGN.md §1, as a
+        accepted ÷ reached, pooled over proposals (docs/model/drafters.md, as a
         serving engine's metrics pool it), request and token spread included.
     confidences(c, accepted)
         per row of a policy that reads confidences: the head's output c (R, γ)
         before any policy uses it and the accepted prefix of the whole block.
         Prediction a_k = Π_{i≤k} c_i against "drafts 1..k accepted", binned
-        as specplan.simulator.drafters.calibration bins it (20 equal-width
+        as specplan.simulator.drafters.head_calibration bins it (20 equal-width
         bins); for a model head also its raw output, recovered from c by
         undoing STS's per-position temperatures.
 
@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from specplan.simulator.drafters.calibration import N_BINS, bin_of
 from specplan.simulator.drafters.drafter import Drafter
+from specplan.simulator.drafters.head_calibration import N_BINS, bin_of
 from specplan.simulator.drafters.heads import ModelHead
 
 SAMPLE_EVERY = 8      # the core records every 8th step with drafts

@@ -3,24 +3,16 @@
 Engines capture their decode forward as CUDA graphs at a fixed list of
 sizes and pad every step to the next captured size; past the largest the
 step runs outside the graph (eager) and pays the kernel launches a graph
-replay hides. Two engines, two axes (`engine.cuda_graph.engine`):
+replay hides. Whose rule, and on which axis, is the serving engine's row of
+the traits table (specplan.engines, `GraphRule`, with its sources), or
+`engine.cuda_graph.engine` when it names one:
 
-    vllm    sizes are tokens in the forward (B). Default list, from
-            vllm/config/compilation.py and vllm/config/vllm.py
-            (`_set_cudagraph_sizes`): 1, 2, 4, multiples of 8 below 256,
-            then multiples of 16 up to `max_cudagraph_capture_size`, whose
-            default is min(max_num_seqs · (1 + num_speculative_tokens) · 2, 512);
-            sizes above `max_num_batched_tokens` are dropped (here: above
-            `max_step_tokens`). A step of B tokens is priced at pad(B).
-    sglang  sizes are requests (batch size), from
-            sglang/srt/model_executor/cuda_graph_runner.py
-            (`get_batch_sizes_to_capture`): with speculative decoding
-            1..8, 10..32 by 2, 40..160 by 16 (without: 1, 2, 4, 8, 16..160 by 8),
-            plus 168..256 by 8 on GPUs over 80 GB, then capped at
-            `cuda_graph_max_bs` (default here: the engine's max_batch_requests).
-            A step of R requests and B tokens is priced at
-            ceil(B · pad(R) / R) tokens: the padded rows carry the step's mean
-            width (for fixed lengths exactly pad(R) · (1 + ℓ)).
+    tokens    (vLLM) sizes are tokens in the forward (B): a step of B tokens is priced at pad(B);
+              the largest size is bounded by `max_step_tokens`
+    requests  (SGLang, TensorRT-LLM) sizes are requests: a step of R requests and B tokens is
+              priced at ceil(B · pad(R) / R) tokens (the padded rows carry the step's mean width;
+              for fixed lengths exactly pad(R) · (1 + ℓ)); the largest size is bounded by
+              `max_batch_requests`
 
 `eager_overhead_ms` is what a step outside the graph pays on top of its
 kernels: an assumed figure (default 2.0 ms, a parameter), about 400 kernel
@@ -31,40 +23,18 @@ of 1 + num_speculative_tokens for full graphs of uniform decode batches
 
 `CaptureSizes` turns a list into the index maps the step pricer
 (specplan.simulator.engine.price) applies once to its dense verify table
-(vLLM) or per quote (SGLang).
+(token axis) or per quote (request axis).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
+from specplan.engines.traits import GraphRule
 from specplan.simulator.core.errors import ScenarioError
-
-VLLM_MAX_CAPTURE = 512
-
-
-def vllm_capture_sizes(max_size: int) -> list[int]:
-    """vLLM's default capture list up to `max_size` tokens."""
-    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, max_size + 1, 16)]
-    return [s for s in sizes if s <= max_size]
-
-
-def vllm_default_max(max_num_seqs: int, block_size: int) -> int:
-    """vLLM's default max_cudagraph_capture_size: min(max_num_seqs · (1 + k) · 2, 512)."""
-    return min(max_num_seqs * (1 + block_size) * 2, VLLM_MAX_CAPTURE)
-
-
-def sglang_capture_sizes(speculative: bool, max_bs: int) -> list[int]:
-    """SGLang's default capture batch sizes (a GPU over 80 GB, no DP) up to `max_bs` requests."""
-    if speculative:
-        sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 161, 16)]
-    else:
-        sizes = [1, 2, 4, 8, *range(16, 161, 8)]
-    sizes += list(range(168, 257, 8))
-    return [s for s in sorted(set(sizes)) if s <= max_bs]
+from specplan.simulator.scenario.spec import CudaGraph
 
 
 class CaptureSizes:
@@ -92,22 +62,19 @@ class CaptureSizes:
         return np.where(np.arange(stop) > self.largest, self.eager_overhead_ms, 0.0)
 
 
-def capture_sizes(spec: Any, max_batch_requests: int, block_size: int, max_step_tokens: int) -> CaptureSizes:
-    """The capture list of an `engine.cuda_graph` block, with each engine's default where it is silent."""
-    given = list(spec.capture_sizes or ())
-    if spec.engine == "vllm":  # a given list sets the largest size itself (as vLLM does)
-        default_max = max(given) if given else vllm_default_max(max_batch_requests, block_size)
-        top = min(spec.max_capture_size or default_max, max_step_tokens)
-        sizes = given or vllm_capture_sizes(top)
-    else:
-        top = min(spec.max_capture_size or max_batch_requests, max_batch_requests)
-        sizes = given or sglang_capture_sizes(block_size > 0, top)
+def capture_sizes(graph: CudaGraph, rule: GraphRule, max_batch_requests: int, block_size: int,
+                  max_step_tokens: int) -> CaptureSizes:
+    """The capture list of an `engine.cuda_graph` block under `rule`, the engine's own where the block is silent."""
+    given = tuple(graph.capture_sizes or ())
+    limit = max_step_tokens if rule.limit == "max_step_tokens" else max_batch_requests
+    default_top = rule.default_top(max_batch_requests, block_size, given)
+    top = min(graph.max_capture_size or default_top, limit)
+    sizes = list(given) or rule.default_sizes(top, block_size > 0)
     sizes = [s for s in sizes if s <= top]
     if not sizes:
-        axis = "tokens (max_step_tokens)" if spec.engine == "vllm" else "requests (max_batch_requests)"
         raise ScenarioError("engine.cuda_graph.capture_sizes", f"no capture size fits: the largest allowed is {top} "
-                            f"{axis}")
-    return CaptureSizes(sizes, spec.eager_overhead_ms)
+                            f"{rule.axis} ({rule.limit})")
+    return CaptureSizes(sizes, graph.eager_overhead_ms)
 
 
 def padded_tokens(tokens: np.ndarray, requests: int, padded_requests: int) -> np.ndarray:

@@ -7,8 +7,9 @@ way, so both use these rather than copies:
                                          row and the event its closed-loop user waits on), `done`
     register(log, now, prompt, output, domain, offset) -> rid
                                          a request's row, with its acceptance offset z_r
-    reject_misfit(log, config, rid)      the KV-fit rule: a request that no cache it may use can ever
-                                         hold is rejected on arrival (every admission path calls this)
+    request_misfit(log, config, rid)     the KV-fit rule: why a request no cache it may use can ever hold
+                                         is rejected on arrival (every admission path asks it: a driver's
+                                         `rejects`, a prefill pool's `reject_misfit`)
     admit_fifo(queue, log, now, free_slots, kv_used, kv_capacity, block_size)
                                          FIFO admission while a slot and KV capacity remain
     admit_to_ranks(queue, log, now, free_slots, kv_free, block_size, total_free, total_kv_free)
@@ -18,7 +19,6 @@ way, so both use these rather than copies:
 
 from __future__ import annotations
 
-import math
 from collections import deque
 
 import numpy as np
@@ -27,7 +27,7 @@ import simpy
 from specplan.simulator.core.streams import stream
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.records import KV_CAPACITY, RUNNING, RequestLog
+from specplan.simulator.engine.request_log import KV_CAPACITY, RequestLog
 from specplan.simulator.scenario import Scenario
 from specplan.traces.draws import ScalarDraws
 
@@ -77,20 +77,26 @@ def kv_misfit(config: EngineConfig, prompt: int, output: int) -> str | None:
             else "prompt + output + block exceed kv_capacity_tokens")
 
 
+def request_misfit(log: RequestLog, config: EngineConfig, rid: int) -> str | None:
+    """Why request `rid` can never be admitted (`kv_misfit` of its lengths), or None."""
+    return kv_misfit(config, int(log["prompt_tokens"][rid]), int(log["output_tokens"][rid]))
+
+
 def reject_misfit(log: RequestLog, config: EngineConfig, rid: int) -> bool:
-    """Reject request `rid` (reason `kv_capacity`) if it can never fit (`kv_misfit`); whether it was."""
-    detail = kv_misfit(config, int(log["prompt_tokens"][rid]), int(log["output_tokens"][rid]))
+    """Reject request `rid` (reason `kv_capacity`) if it can never fit, before any driver holds it (a prefill
+    pool's arrivals); whether it was. A driver rejects its own (`EngineDriver.rejects`)."""
+    detail = request_misfit(log, config, rid)
     if detail is not None:
-        log.reject(rid, KV_CAPACITY, detail)
+        log.rejected(rid, KV_CAPACITY, detail)
     return detail is not None
 
 
 class Admission:
-    """The log columns admission reads and writes, read once per call: a request's footprint, marking it running."""
+    """What admission reads of the log, read once per call (a request's footprint), and its transition."""
 
     def __init__(self, log: RequestLog, now: float) -> None:
+        self.log = log
         self.generated, self.prompt = log["generated_tokens"], log["prompt_tokens"]
-        self.admitted_s, self.status = log["admitted_s"], log["status"]
         self.now = now
 
     def footprint(self, rid: int) -> tuple[int, int]:
@@ -99,10 +105,8 @@ class Admission:
         return generated, int(self.prompt[rid]) + generated
 
     def run(self, rid: int) -> None:
-        """Mark `rid` running; its admission time is kept from the first admission after a preemption."""
-        if math.isnan(self.admitted_s[rid]):
-            self.admitted_s[rid] = self.now
-        self.status[rid] = RUNNING
+        """`rid` is admitted (its admission time kept from the first admission after a preemption)."""
+        self.log.admitted(rid, self.now)
 
 
 def admit_fifo(queue: deque[int], log: RequestLog, now: float, free_slots: int, kv_used: int,

@@ -17,6 +17,7 @@ scheduler does:
 
     phases.decoding(batch) -> (decode mask, held)        the rows that decode; decoding rows that wait
     phases.chunks(batch, rows, per_request) -> take      prompt tokens per batch row this step
+    phases.charged(prefill_tokens)                       the prompt tokens the decoding budget carries
 
 `step_load` describes a step's forward per attention rank for its price
 (`StepLoad`: decoding rows, tokens and KV context, prompt chunks and their
@@ -27,11 +28,11 @@ ranks were loaded.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
-from specplan.simulator.engine.batch import ALL, PREFILL_LEFT, RANK, Batch
+from specplan.simulator.engine.batch import PREFILL_LEFT, RANK, Batch, Rows
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.rank_load import StepLoad
 from specplan.simulator.engine.ranks import rank_cumsum
@@ -40,7 +41,11 @@ from specplan.simulator.engine.ranks import rank_cumsum
 class PrefillPhases(Protocol):
     def decoding(self, batch: Batch) -> tuple[np.ndarray, int]: ...
 
-    def chunks(self, batch: Batch, rows: Any, per_request: int) -> np.ndarray: ...
+    def charged(self, prefill_tokens: int) -> int:
+        """The prompt tokens a step's decoding budget carries (a separate prefill batch takes none of it)."""
+        ...
+
+    def chunks(self, batch: Batch, rows: Rows, per_request: int) -> np.ndarray: ...
 
 
 def prefill_phases(config: EngineConfig) -> PrefillPhases:
@@ -59,13 +64,16 @@ class Mixed:
     def decoding(self, batch: Batch) -> tuple[np.ndarray, int]:
         return batch.ints[PREFILL_LEFT] == 0, 0
 
-    def chunks(self, batch: Batch, rows: Any, per_request: int) -> np.ndarray:
+    def charged(self, prefill_tokens: int) -> int:
+        return prefill_tokens
+
+    def chunks(self, batch: Batch, rows: Rows, per_request: int) -> np.ndarray:
         """FIFO within each rank's chunk and what its token cap leaves after its decoding rows."""
         ints = batch.ints
         if self.dp is None:
-            decode_tokens = (batch.n if rows is ALL else len(rows)) * per_request
+            decode_tokens = rows.count * per_request
             return fifo_chunks(ints[PREFILL_LEFT], None, max(0, min(self.chunk, self.max_step_tokens - decode_tokens)))
-        decoded = np.bincount(ints[RANK][rows], minlength=self.dp.ranks) * per_request
+        decoded = np.bincount(ints[RANK][rows.index], minlength=self.dp.ranks) * per_request
         room = np.clip(np.minimum(self.dp.chunk_tokens, self.dp.step_tokens - decoded), 0, None)
         return fifo_chunks(ints[PREFILL_LEFT], ints[RANK], room)
 
@@ -87,7 +95,10 @@ class Separate:
             held = decode & (np.bincount(ranks[~decode], minlength=self.dp.ranks) > 0)[ranks]
         return decode & ~held, int(np.count_nonzero(held))
 
-    def chunks(self, batch: Batch, rows: Any, per_request: int) -> np.ndarray:
+    def charged(self, prefill_tokens: int) -> int:
+        return 0
+
+    def chunks(self, batch: Batch, rows: Rows, per_request: int) -> np.ndarray:
         ints = batch.ints
         if self.dp is None:
             return fifo_chunks(ints[PREFILL_LEFT], None, self.chunk)
@@ -102,13 +113,13 @@ def fifo_chunks(left: np.ndarray, ranks: np.ndarray | None, room: np.ndarray | i
     return np.clip(np.asarray(room)[ranks] - before, 0, left)
 
 
-def step_load(batch: Batch, rows: Any, take: np.ndarray | None, ranks: int, separate: bool) -> StepLoad:
+def step_load(batch: Batch, rows: Rows, take: np.ndarray | None, ranks: int, separate: bool) -> StepLoad:
     """The rank layout of a step that runs `rows` (decoding) and the prompt chunks `take`."""
     ints = batch.ints
     rank = ints[RANK]
     kv = batch.kv_tokens()
     running = np.zeros(batch.n, dtype=bool)
-    running[rows] = True
+    running[rows.index] = True
     anchors = np.bincount(rank[running], minlength=ranks)
     zero = np.zeros(ranks, dtype=np.int64)
     context = np.bincount(rank[running], weights=kv[running], minlength=ranks)

@@ -47,7 +47,8 @@ from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.streams import stream
 from specplan.simulator.engine.prefix_cache import BlockCache, cache_fields
-from specplan.simulator.engine.records import PREFILL, TRANSFER, RequestLog
+from specplan.simulator.engine.request_log import RequestLog
+from specplan.simulator.scenario.deployment import PrefillPoolSpec
 
 PREFILL_STEP_FIELDS = ("end_s", "prefill_replica", "requests", "prompt_tokens", "pairs", "step_ms")
 NO_BLOCKS: tuple[int, ...] = ()
@@ -123,8 +124,8 @@ class PrefillReplica:
     def open(self, job: PrefillJob) -> None:
         """A prompt's first chunk, in the step starting now: the tokens its prefix cache holds are not computed
         again."""
-        self.pool.log["status"][job.rid] = PREFILL
-        self.pool.log.stamp("prefill_start_s", job.rid, self.env.now)
+        self.pool.log.prefill(job.rid)
+        self.pool.log.prefill_started(job.rid, self.env.now)
         self.pool.prefill_replica[job.rid] = self.index
         if self.cache is None or not job.blocks:
             return
@@ -150,12 +151,11 @@ class PrefillReplica:
         if self.cache is not None and job.blocks:
             self.cache.insert(job.blocks)
         pool, now = self.pool, self.env.now
-        pool.log.stamp("prefill_end_s", job.rid, now)
+        pool.log.transfer(job.rid, now)
         job.prefilled_s = now
         start = max(now, self.link_free_at)
         self.link_free_at = start + job.computed * pool.kv_bytes_per_token * 8 / (pool.link_gbps * 1e9)
         ready_s = self.link_free_at + pool.link_latency_s
-        pool.log["status"][job.rid] = TRANSFER
         event = self.env.timeout(ready_s - now)
         event.callbacks.append(lambda _e: pool.ready(job))
 
@@ -163,13 +163,12 @@ class PrefillReplica:
 class PrefillPool:
     """The prefill replicas, their router, and what the summary reads from them."""
 
-    def __init__(self, env: simpy.Environment, spec: Any, seed: int, log: RequestLog,
+    def __init__(self, env: simpy.Environment, spec: PrefillPoolSpec, seed: int, log: RequestLog,
                  on_ready: Callable[[int, bool], None]) -> None:
         self.env, self.spec, self.log, self.on_ready = env, spec, log, on_ready
         self.profile = load_profile(spec.profile)
         self.max_batch_tokens = spec.max_batch_tokens
-        self.kv_bytes_per_token = spec.kv_bytes_per_token or load_shape(spec.model).kv_bytes_per_token(
-            spec.kv_value_bytes)
+        self.kv_bytes_per_token = kv_bytes_per_token(spec)
         self.link_gbps, self.link_latency_s = spec.link.gbps, spec.link.latency_ms / 1000.0
         self.steps: list[tuple] = []
         self.blocks: dict[int, Sequence[int]] = {}
@@ -196,7 +195,7 @@ class PrefillPool:
             self.blocks[rid] = blocks
         blocks = self.blocks.get(rid, NO_BLOCKS)
         job = PrefillJob(rid, tokens, blocks, first)
-        self.log["status"][rid] = PREFILL
+        self.log.prefill(rid)
         if self.spec.router == "pull":
             self.shared.append(job)
             for replica in self.replicas:
@@ -218,7 +217,7 @@ class PrefillPool:
         return loads.index(min(loads))
 
     def ready(self, job: PrefillJob) -> None:
-        self.log.stamp("kv_ready_s", job.rid, self.env.now)
+        self.log.kv_ready(job.rid, self.env.now)
         self.transfers += 1
         self.transfer_s += self.env.now - job.prefilled_s
         self.on_ready(job.rid, job.first)
@@ -237,6 +236,14 @@ class PrefillPool:
     def cache_fields(self) -> dict[str, Any]:
         caches = [r.cache for r in self.replicas if r.cache is not None]
         return cache_fields(caches, self.looked_up_tokens, self.saved_tokens) if caches else {}
+
+
+def kv_bytes_per_token(spec: PrefillPoolSpec) -> int:
+    """Bytes of KV one token moves over the link: given, or from the model's shape (the spec has one of the two)."""
+    if spec.kv_bytes_per_token is not None:
+        return spec.kv_bytes_per_token
+    assert spec.model is not None  # PrefillPoolSpec.validate: a model or kv_bytes_per_token
+    return int(load_shape(spec.model).kv_bytes_per_token(spec.kv_value_bytes))
 
 
 def column(values: dict[int, Any], n: int, fill: Any, kind: type) -> np.ndarray:

@@ -1,10 +1,11 @@
 """The price of one engine step: the one function the engine's clock and every policy's Θ call.
 
-DESIGN.md §1: SPS(B) is the rate of the *whole* step the engine runs for
+docs/model/index.md: SPS(B) is the rate of the *whole* step the engine runs for
 the batch at hand,
 
     step_ms(B) = draft_ms(drafting requests)                the drafter's forwards
                + verify_ms(B, KV context of the batch)      the target's forward (profile lookup)
+                 + sampling_ms_per_token · B                  the sampler, per verified token
                + host_ms = host_overhead_ms + host_overhead_per_request_ms · requests
                          + spec_step_fraction · verify_ms(R) + spec_cycle_ms   when the step drafts
                                                                                (engine.host)
@@ -42,6 +43,7 @@ its prefill ranks priced from the prefill profile (`engine.prefill.profile`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
@@ -112,8 +114,27 @@ class StepQuote:
         return verify
 
 
-class PaddedQuote(StepQuote):
-    """A quote whose verify forward is padded to a captured number of requests (SGLang's graphs)."""
+class ArrayQuote(StepQuote):
+    """A quote whose verify time is computed at each B (`verify_at`), not read from a dense row: every price at B
+    follows from it."""
+
+    __slots__ = ()
+
+    def verify_ms_range(self, start: int, stop: int) -> np.ndarray:
+        return self.verify_at(np.arange(start, stop))
+
+    def verify_ms(self, tokens: int) -> float:
+        return float(self.verify_at(np.array([tokens]))[0])
+
+    def steps_per_s_range(self, start: int, stop: int) -> np.ndarray:
+        return 1000.0 / (self.fixed_ms + self.verify_ms_range(start, stop))
+
+    def steps_per_s(self, tokens: np.ndarray) -> np.ndarray:
+        return 1000.0 / (self.fixed_ms + self.verify_at(np.asarray(tokens)))
+
+
+class PaddedQuote(ArrayQuote):
+    """A quote whose verify forward is padded to a captured number of requests (a request-axis graph rule)."""
 
     __slots__ = ("eager_ms", "padded", "requests")
 
@@ -122,31 +143,12 @@ class PaddedQuote(StepQuote):
         super().__init__(draft_ms, host_ms, scheduling_ms, low, high, weight)
         self.requests, self.padded, self.eager_ms = requests, padded, eager_ms
 
-    def at(self, tokens: np.ndarray) -> np.ndarray:
-        """verify_ms at the padded B of each B in `tokens`."""
-        index = padded_tokens(tokens, self.requests, self.padded)
-        verify = self.low[index]
-        if self.weight != 0.0:
-            verify = verify * (1.0 - self.weight) + self.high[index] * self.weight
-        return verify + self.eager_ms
-
-    def verify_ms_range(self, start: int, stop: int) -> np.ndarray:
-        return self.at(np.arange(start, stop))
-
-    def verify_ms(self, tokens: int) -> float:
-        return float(self.at(np.array([tokens]))[0])
-
     def verify_at(self, tokens: np.ndarray) -> np.ndarray:
-        return self.at(np.asarray(tokens))
-
-    def steps_per_s_range(self, start: int, stop: int) -> np.ndarray:
-        return 1000.0 / (self.fixed_ms + self.verify_ms_range(start, stop))
-
-    def steps_per_s(self, tokens: np.ndarray) -> np.ndarray:
-        return 1000.0 / (self.fixed_ms + self.at(np.asarray(tokens)))
+        """verify_ms at the padded B of each B in `tokens`."""
+        return super().verify_at(padded_tokens(np.asarray(tokens), self.requests, self.padded)) + self.eager_ms
 
 
-class LoadQuote(StepQuote):
+class LoadQuote(ArrayQuote):
     """A quote whose forward is priced per attention rank (`RankForward`): the fixed parts of `base`, the
     forward of its busiest rank."""
 
@@ -159,18 +161,6 @@ class LoadQuote(StepQuote):
     def verify_at(self, tokens: np.ndarray) -> np.ndarray:
         return self.forward.ms(np.asarray(tokens, dtype=np.int64))
 
-    def verify_ms(self, tokens: int) -> float:
-        return float(self.verify_at(np.array([tokens]))[0])
-
-    def verify_ms_range(self, start: int, stop: int) -> np.ndarray:
-        return self.verify_at(np.arange(start, stop))
-
-    def steps_per_s_range(self, start: int, stop: int) -> np.ndarray:
-        return 1000.0 / (self.fixed_ms + self.verify_ms_range(start, stop))
-
-    def steps_per_s(self, tokens: np.ndarray) -> np.ndarray:
-        return 1000.0 / (self.fixed_ms + self.verify_at(tokens))
-
     def excess_ms(self, tokens: int) -> float:
         """What the busiest rank adds at B over the same forward spread evenly (the summary's imbalance)."""
         return self.forward.excess_ms(tokens)
@@ -182,6 +172,56 @@ def load_reach(config: EngineConfig) -> int:
     chunks = (config.chunk_tokens or 0) if dp is None else dp.ranks * dp.chunk_tokens
     ranks_cap = 0 if dp is None else dp.ranks * dp.step_tokens
     return max(config.max_step_tokens + chunks, ranks_cap, chunks)
+
+
+class QuoteBook(Protocol):
+    """How the decode core asks for a step's quote: cached by the batch's shape where nothing else changes it."""
+
+    def quote(self, batch_requests: int, decode_requests: int, drafting: int, context_tokens: int,
+              draft_length: int, load: StepLoad | None) -> StepQuote: ...
+
+    def drafted(self, batch_requests: int, decode_requests: int, drafting: int, context_tokens: int, widest: int,
+                positions: int, load: StepLoad | None) -> StepQuote:
+        """The step with drafting priced at `positions` drafts in all, `widest` per request at most."""
+        ...
+
+
+class FreshQuotes:
+    """Every step quoted anew: the price reads the batch's KV context or its per-rank load."""
+
+    def __init__(self, pricer: StepPricer) -> None:
+        self.pricer = pricer
+
+    def quote(self, batch_requests: int, decode_requests: int, drafting: int, context_tokens: int,
+              draft_length: int, load: StepLoad | None) -> StepQuote:
+        return self.pricer.quote(batch_requests, decode_requests, drafting, context_tokens, draft_length, load=load)
+
+    def drafted(self, batch_requests: int, decode_requests: int, drafting: int, context_tokens: int, widest: int,
+                positions: int, load: StepLoad | None) -> StepQuote:
+        return self.pricer.quote(batch_requests, decode_requests, drafting, context_tokens, widest, positions, load)
+
+
+class CachedQuotes(FreshQuotes):
+    """A price that depends on the batch's shape alone (no context axis, no per-rank load): one quote per shape."""
+
+    def __init__(self, pricer: StepPricer) -> None:
+        super().__init__(pricer)
+        self.quotes: dict[tuple[int, int, int, int], StepQuote] = {}
+
+    def quote(self, batch_requests: int, decode_requests: int, drafting: int, context_tokens: int,
+              draft_length: int, load: StepLoad | None) -> StepQuote:
+        key = (batch_requests, decode_requests, drafting, draft_length)
+        quote = self.quotes.get(key)
+        if quote is None:
+            quote = self.quotes[key] = self.pricer.quote(batch_requests, decode_requests, drafting, 0, draft_length)
+        return quote
+
+
+def quote_book(pricer: StepPricer, drafting_reads_context: bool) -> QuoteBook:
+    """Cached quotes when neither the verify price nor drafting reads the step's context or load."""
+    if pricer.loads or pricer.uses_context or drafting_reads_context:
+        return FreshQuotes(pricer)
+    return CachedQuotes(pricer)
 
 
 class StepPricer:
@@ -208,7 +248,15 @@ class StepPricer:
             self.prefill_split = None if source is None else RankSplit(load_profile(source), reach)
 
     def verify_curve(self, profile: StepProfile, config: EngineConfig) -> DenseCurve:
-        """The dense verify table; vLLM's graphs pad it in place (row[B] ← row[pad(B)] + eager)."""
+        """The dense verify table, with every term that grows with B: the profile's forward, a token-axis graph
+        rule's padding (row[B] ← row[pad(B)] + eager) and the sampler's time per verified token."""
+        curve = self.padded_curve(profile, config)
+        per_token = config.engine.sampling_ms_per_token
+        if per_token:
+            curve.rows = curve.rows + per_token * np.arange(curve.rows.shape[1])
+        return curve
+
+    def padded_curve(self, profile: StepProfile, config: EngineConfig) -> DenseCurve:
         graphs, stop = self.graphs, config.max_step_tokens
         if graphs is None:
             return DenseCurve(profile, stop)

@@ -1,9 +1,10 @@
-"""Per-request and per-step records: what the summary and every report are computed from.
+"""Per-step records: what the summary and every report are computed from, beside the request log.
 
-`RequestLog` is a structure of growable numpy arrays, one row per arrived
-request. `StepLog` collects one row of `StepRecord`'s fields per engine
-step, read by name from the step's plan and timing (converted to a frame
-once at the end).
+`StepLog` collects one row of `StepRecord`'s fields per engine step, read
+by name from the step's plan and timing (converted to a frame once at the
+end); `ChunkLog` the tokens each request received at each decode step (the
+chunks a streaming client reads); `SpeculationCounters` vLLM's speculative-decoding
+counters. The per-request record is specplan.simulator.engine.request_log.
 """
 
 from __future__ import annotations
@@ -15,23 +16,6 @@ import numpy as np
 import pandas as pd
 
 from specplan.simulator.engine.step import StepPlan, StepTiming
-
-QUEUED, PREFILL, RUNNING, DONE, REJECTED, TRANSFER = range(6)
-STATUS_NAMES = ("queued", "prefill", "running", "completed", "rejected", "transfer")  # transfer: KV on its way to decode
-KV_CAPACITY = "kv_capacity"   # no cache the request may use can ever hold it (specplan.simulator.engine.intake)
-REJECT_REASONS = (KV_CAPACITY,)  # why a request may be rejected; the summary counts each (requests_rejected_<reason>)
-
-REQUEST_FIELDS: dict[str, type] = {
-    "arrival_s": float, "prompt_tokens": np.int64, "output_tokens": np.int64, "domain": np.int64,
-    "replica": np.int64, "prefill_start_s": float, "prefill_end_s": float, "kv_ready_s": float,
-    "admitted_s": float, "first_token_s": float, "finish_s": float,
-    "generated_tokens": np.int64, "steps": np.int64, "accepted_tokens": np.int64,
-    "verified_tokens": np.int64, "preemptions": np.int64, "status": np.int64,
-    "acceptance_offset": float,
-}
-
-# TTFT's parts, in order: each ends at a stage mark (`ttft_parts`); together they are first_token_s − arrival_s
-TTFT_PARTS = ("ttft_queue_s", "ttft_prefill_s", "ttft_transfer_s", "ttft_decode_wait_s", "ttft_first_step_s")
 
 
 class StepRecord(NamedTuple):
@@ -58,7 +42,7 @@ STEP_FIELDS = StepRecord._fields
 INT_FIELDS = tuple(name for name, kind in get_type_hints(StepRecord).items() if kind is int)
 
 
-class SpecCounters:
+class SpeculationCounters:
     """Speculative-decoding counters with vLLM's meaning, accumulated over a whole run.
 
     drafts            request-steps that verified at least one draft (vLLM: num_drafts)
@@ -99,10 +83,10 @@ class SpecCounters:
             self.histogram += np.bincount(self.pending[:self.filled], minlength=self.histogram.size)
             self.filled = 0
 
-    def merge(self, other: SpecCounters) -> SpecCounters:
+    def merge(self, other: SpeculationCounters) -> SpeculationCounters:
         self.flush()
         other.flush()
-        out = SpecCounters(max(self.histogram.size, other.histogram.size) - 1)
+        out = SpeculationCounters(max(self.histogram.size, other.histogram.size) - 1)
         out.drafts, out.draft_tokens = self.drafts + other.drafts, self.draft_tokens + other.draft_tokens
         out.histogram[: self.histogram.size] += self.histogram
         out.histogram[: other.histogram.size] += other.histogram
@@ -116,101 +100,6 @@ class SpecCounters:
     @property
     def accepted_tokens(self) -> int:
         return int(self.accepted_per_position.sum())
-
-
-class RequestLog:
-    """One row per arrived request; times are NaN until the event happens."""
-
-    def __init__(self, capacity: int = 1024) -> None:
-        self.size = 0
-        self.columns = {name: self._empty(kind, capacity) for name, kind in REQUEST_FIELDS.items()}
-        self.reject_reason: dict[int, str] = {}
-
-    @staticmethod
-    def _empty(kind: type, n: int) -> np.ndarray:
-        return np.full(n, np.nan) if kind is float else np.zeros(n, dtype=np.int64)
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self.columns[name]
-
-    def add(self, arrival_s: float, prompt: int, output: int, domain: int) -> int:
-        if self.size == self.columns["arrival_s"].size:
-            self._grow()
-        rid = self.size
-        self.size += 1
-        c = self.columns
-        c["arrival_s"][rid] = arrival_s
-        c["prompt_tokens"][rid] = prompt
-        c["output_tokens"][rid] = output
-        c["domain"][rid] = domain
-        c["replica"][rid] = -1
-        return rid
-
-    def _grow(self) -> None:
-        for name, col in self.columns.items():
-            extra = self._empty(REQUEST_FIELDS[name], col.size)
-            self.columns[name] = np.concatenate([col, extra])
-
-    def add_counts(self, rids: np.ndarray, remaining: np.ndarray, steps: np.ndarray, accepted: np.ndarray,
-                   verified: np.ndarray) -> None:
-        """Requests leaving a decode batch: tokens generated so far, and their step counters added."""
-        c = self.columns
-        c["generated_tokens"][rids] = c["output_tokens"][rids] - remaining
-        c["steps"][rids] += steps
-        c["accepted_tokens"][rids] += accepted
-        c["verified_tokens"][rids] += verified
-
-    def stamp(self, name: str, rids: int | np.ndarray, now: float) -> None:
-        """Mark `name` (a stage's time) at `now` for the requests that have not passed it yet: a stage a
-        preempted request goes through again keeps the time of its first pass."""
-        column = self.columns[name]
-        ids = np.atleast_1d(rids)
-        column[ids[np.isnan(column[ids])]] = now
-
-    def reject(self, rid: int, reason: str, detail: str) -> None:
-        """Request `rid` is turned away for `reason` (one of REJECT_REASONS); requests.csv reads "reason: detail"."""
-        if reason not in REJECT_REASONS:
-            raise ValueError(f"unknown reject reason {reason!r} (known: {', '.join(REJECT_REASONS)})")
-        self.columns["status"][rid] = REJECTED
-        self.reject_reason[rid] = f"{reason}: {detail}"
-
-    def frame(self, domain_names: tuple[str, ...]) -> pd.DataFrame:
-        """The requests as a DataFrame (one row per request, `tps_user` derived)."""
-        n = self.size
-        df = pd.DataFrame({name: col[:n] for name, col in self.columns.items()})
-        df.insert(0, "request_id", np.arange(n))
-        names = np.array((*domain_names, "?"), dtype=object)
-        df["domain"] = names[np.clip(df["domain"].to_numpy(), 0, len(domain_names))]
-        df["status"] = np.array(STATUS_NAMES, dtype=object)[df["status"].to_numpy()]
-        df["reject_reason"] = [self.reject_reason.get(i, "") for i in range(n)]
-        df["ttft_s"] = df["first_token_s"] - df["arrival_s"]
-        for name, part in zip(TTFT_PARTS, ttft_parts(df), strict=True):
-            df[name] = part
-        span = df["finish_s"] - df["first_token_s"]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            df["tps_user"] = np.where(span > 0, (df["output_tokens"] - 1) / span, np.nan)
-        return df
-
-
-def ttft_parts(requests: pd.DataFrame) -> np.ndarray:
-    """TTFT's parts (TTFT_PARTS) per request, in seconds: the gaps between its stage marks
-
-        arrival → prefill_start_s    queue: waiting for its prefill to start
-                → prefill_end_s      prefill: its prompt's KV computed
-                → kv_ready_s         transfer: the KV at the decode side (a prefill pool's link)
-                → max(admitted_s, kv_ready_s)   decode wait: until a decode slot holds it with its KV
-                → first_token_s      first step: the decode step that emits its first token
-
-    each mark cut at the first token, so a stage after it (a decode slot when the prefill stage
-    streams the first token; chunked prefill's admission, which comes before its prefill) adds
-    nothing, and the parts sum to first_token_s − arrival_s. NaN until the request has a first token.
-    """
-    first = requests["first_token_s"].to_numpy(dtype=float)
-    ready = requests["kv_ready_s"].to_numpy(dtype=float)
-    marks = np.vstack([requests["arrival_s"].to_numpy(dtype=float), requests["prefill_start_s"].to_numpy(dtype=float),
-                       requests["prefill_end_s"].to_numpy(dtype=float), ready,
-                       np.fmax(requests["admitted_s"].to_numpy(dtype=float), ready), first])
-    return np.diff(np.minimum(marks, first), axis=0)
 
 
 class ChunkLog:

@@ -17,9 +17,10 @@ side; with `engine.prefill.first_token: prefill` the stage's end is the
 first token instead (`prefill_done`). A preempted request goes back to the head of the queue
 (chunked) or through prefill again to recompute its prompt and generated
 tokens (disaggregated); evicted before its first token, it still awaits it.
-The stage marks of TTFT's parts (`records.ttft_parts`) are stamped where
-each stage ends: here for the fixed-rate stage, in the pool and the core
-for theirs.
+The stage marks of TTFT's parts (`request_log.ttft_parts`) are the request
+log's transitions, called where each stage ends: here for the fixed-rate
+stage, in the pool and the core for theirs. What every driver does
+(enqueue, finish, requeue, wake) is `EngineDriver`'s.
 """
 
 from __future__ import annotations
@@ -31,41 +32,40 @@ import numpy as np
 import simpy
 
 from specplan.simulator.engine.decode import DecodeCore
-from specplan.simulator.engine.intake import reject_misfit
+from specplan.simulator.engine.driver import EngineDriver
 from specplan.simulator.engine.prefill import PrefillPool
-from specplan.simulator.engine.records import DONE, PREFILL, QUEUED, RequestLog
+from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.step import PRICED, StepPlan, serve
 
 
-class Replica:
+class Replica(EngineDriver):
     """A decode engine in simulated time; `submit(rid)` hands it a routed request."""
 
     def __init__(self, env: simpy.Environment, core: DecodeCore, log: RequestLog,
                  on_done: Callable[[int], None], prefill_pool: PrefillPool | None = None) -> None:
-        self.env, self.index, self.log, self.on_done = env, core.index, log, on_done
+        super().__init__(env, core, log)
+        self.core: DecodeCore = core
+        self.index, self.on_done = core.index, on_done
         self.config = core.config
-        self.core = core
         self.prefill_pool = prefill_pool
         self.prefill_free_at = 0.0
         self.in_prefill = 0
         self.awaiting_first = 0    # KV received from disaggregated prefill, first token not yet emitted
         self.decoding: np.ndarray | None = None  # a step's decoding ids, while some await their first token
-        self.wake: simpy.Event | None = None
         env.process(self.run())
 
     # ---- arrivals -----------------------------------------------------------------
     def outstanding(self) -> int:
         """Requests this replica holds: in prefill, queued, or running."""
-        return self.in_prefill + len(self.core.queue) + self.core.batch.n
+        return self.in_prefill + self.core.waiting + self.core.running
 
     def submit(self, rid: int, blocks: Sequence[int] | None = None) -> None:
-        if blocks and self.core.prompt_cache is not None:
-            self.core.prompt_cache.remember(rid, blocks)
+        self.core.remember(rid, blocks)
         log = self.log
-        log["replica"][rid] = self.index
-        if reject_misfit(log, self.config, rid):
-            self.on_done(rid)
-        elif self.config.chunked:
+        log.routed(rid, self.index)
+        if self.rejects(rid):
+            return
+        if self.config.chunked:
             self.enqueue(rid)
         else:
             self.start_prefill(rid, int(log["prompt_tokens"][rid]), first=True)
@@ -77,8 +77,8 @@ class Replica:
         start = max(now, self.prefill_free_at)
         self.prefill_free_at = done_at = start + tokens / self.config.prefill_tokens_per_s
         self.in_prefill += 1
-        self.log["status"][rid] = PREFILL
-        self.log.stamp("prefill_start_s", rid, start)
+        self.log.prefill(rid)
+        self.log.prefill_started(rid, start)
         event = self.env.timeout(done_at - now)
         event.callbacks.append(lambda _e: self.prefill_done(rid, first))
 
@@ -87,11 +87,9 @@ class Replica:
         stage's own with `engine.prefill.first_token: prefill`."""
         self.in_prefill -= 1
         log, now = self.log, self.env.now
-        log.stamp("prefill_end_s", rid, now)
-        log.stamp("kv_ready_s", rid, now)
+        log.kv_ready(rid, now, computed=True)
         if first and self.config.stage_first_token:
-            log["first_token_s"][rid] = now
-            log["generated_tokens"][rid] = 1
+            log.first_token(rid, now, counted=True)
             if log["output_tokens"][rid] <= 1:
                 self.finish(np.array([rid]))
                 return
@@ -101,57 +99,28 @@ class Replica:
     def receive(self, rid: int, first: bool) -> None:
         """A request whose KV has reached this replica (from the prefill stage or a pool); `first`: its first
         token comes from its first decode step."""
-        self.log["replica"][rid] = self.index
+        self.log.routed(rid, self.index)
         self.awaiting_first += first
         self.enqueue(rid)
-
-    def enqueue(self, rid: int, front: bool = False) -> None:
-        self.log["status"][rid] = QUEUED
-        self.core.enqueue(rid, front)
-        if self.wake is not None and not self.wake.triggered:
-            self.wake.succeed()
 
     # ---- the engine loop (specplan.simulator.engine.step.serve): this replica as its driver ----------
     def run(self) -> Generator[simpy.Event, Any, None]:
         yield from serve(self.core, self.env, PRICED, self)
 
-    def admitted(self, count: int) -> None:
-        pass
-
-    def idle(self) -> simpy.Event:
-        """The event a submitted or received request fires (`enqueue`)."""
-        self.wake = self.env.event()
-        return self.wake
-
     def planned(self, plan: StepPlan) -> None:
         """Before a step's time passes: the ids it decodes, while some await their first token (disaggregated
         prefill's requests get it at the end of their first step)."""
         if self.awaiting_first:
-            self.decoding = self.core.batch.rids[plan.rows].copy()
+            self.decoding = self.core.decoding_ids(plan)
 
     def stepped(self, finished: np.ndarray, evicted: np.ndarray) -> None:
         if self.decoding is not None:
-            self.first_tokens(self.decoding)
+            self.awaiting_first -= self.log.first_token(self.decoding, self.env.now).size
             self.decoding = None
-        if finished.size:
-            self.finish(finished)
-        if evicted.size:
-            for rid in evicted[::-1].tolist():
-                self.requeue(rid)
+        super().stepped(finished, evicted)
 
-    def first_tokens(self, ids: np.ndarray) -> None:
-        """Requests that decoded their first step after disaggregated prefill: their first token is now."""
-        first = self.log["first_token_s"]
-        fresh = ids[np.isnan(first[ids])]
-        first[fresh] = self.env.now
-        self.awaiting_first -= fresh.size
-
-    def finish(self, ids: np.ndarray) -> None:
-        finish_s, status, now = self.log["finish_s"], self.log["status"], self.env.now
-        for rid in ids.tolist():
-            finish_s[rid] = now
-            status[rid] = DONE
-            self.on_done(rid)
+    def done(self, rid: int) -> None:
+        self.on_done(rid)
 
     def requeue(self, rid: int) -> None:
         """A preempted request: back to the head of the queue, or through prefill again."""

@@ -1,10 +1,10 @@
 """Scenario → SimPy run → per-request and per-step records → summary.
 
     result = simulate(scenario)
-    result.summary      dict with the results contract keys (DESIGN.md §3)
+    result.summary      dict with the results contract keys (docs/reference/outputs.md)
     result.requests     pandas DataFrame, one row per arrived request
     result.steps        pandas DataFrame, one row per engine step
-    result.spec         speculative-decoding counters of the whole run, vLLM's meaning (SpecCounters)
+    result.speculation  speculative-decoding counters of the whole run, vLLM's meaning (SpeculationCounters)
     result.prefill_steps pandas DataFrame, one row per prefill step of a prefill pool (None without one)
     result.drafts       what the drafts did, sampled: acceptance by position, the head's reliability
                         (DraftRecord; None without drafts); summary.json keeps it as `draft_record`
@@ -14,7 +14,6 @@ This is the notebook API; `specplan run` is a thin face over it.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,16 +27,17 @@ from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.bench_metrics import bench_summary
 from specplan.simulator.engine.config import resolved
-from specplan.simulator.engine.draft_record import DraftRecord, merged_record
+from specplan.simulator.engine.draft_record import DraftRecord
 from specplan.simulator.engine.intake import FrontDoor, reject_misfit
-from specplan.simulator.engine.phases import PhaseCounters
 from specplan.simulator.engine.prefill import PrefillPool, prefill_summary
 from specplan.simulator.engine.prefix_cache import ReplicaPromptCache, cache_fields
-from specplan.simulator.engine.records import ChunkLog, RequestLog, SpecCounters, StepLog
+from specplan.simulator.engine.recorders import merged_counts
+from specplan.simulator.engine.records import ChunkLog, SpeculationCounters, StepLog
 from specplan.simulator.engine.replica import Replica
+from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.router import Router
 from specplan.simulator.engine.summary import summarize
-from specplan.simulator.engine.workload import ArrivalBudget, start_workload
+from specplan.simulator.engine.workload import ArrivalHorizon, start_workload
 from specplan.simulator.scenario import Scenario
 from specplan.traces.errors import TraceError
 from specplan.traces.spec import BenchClientArrivals
@@ -49,7 +49,7 @@ class SimResult:
     summary: dict[str, Any]
     requests: pd.DataFrame
     steps: pd.DataFrame
-    spec: SpecCounters
+    speculation: SpeculationCounters
     prefill_steps: pd.DataFrame | None = None
     chunks: ChunkLog | None = None  # tokens each request received at each decode step (ITL)
     drafts: DraftRecord | None = None  # what the drafts did (specplan.simulator.engine.draft_record)
@@ -63,6 +63,7 @@ class Simulation:
         self.env = simpy.Environment()
         parts = assemble(scenario)
         self.profile, self.config = parts.profile, parts.config
+        self.ranks = 1 if parts.config.dp is None else parts.config.dp.ranks
         self.drafter: Drafter = parts.drafter
         self.log = RequestLog()
         self.steps = StepLog()
@@ -77,7 +78,7 @@ class Simulation:
                                                       else None, chunk_log(itl, bench)), self.log, self.on_done,
                                  self.pool) for i in range(n)]
         self.router = Router(scenario.cluster.router, self.replicas, stream(scenario.seed, "router"))
-        self.budget: ArrivalBudget = start_workload(self.env, scenario, self.submit, self.front.domain_mix)
+        self.arrivals: ArrivalHorizon = start_workload(self.env, scenario, self.submit, self.front.domain_mix)
 
     def prefill_pool(self, scenario: Scenario) -> PrefillPool | None:
         """With cluster.prefill: the pool every arrival goes through, feeding the decode replicas."""
@@ -102,13 +103,13 @@ class Simulation:
     def on_done(self, rid: int) -> None:
         self.finished += 1
         self.front.done(rid)
-        cap = self.budget.requests
+        cap = self.arrivals.requests
         if cap is not None and self.finished >= cap and not self.all_done.triggered:
             self.all_done.succeed()
 
     def run(self) -> SimResult:
         start = time.perf_counter()
-        duration_s = self.budget.duration_s  # the horizon's, or None (a benchmark client runs to its last prompt)
+        duration_s = self.arrivals.duration_s  # the horizon's, or None (a benchmark client runs to its last prompt)
         self.env.run(until=self.all_done if duration_s is None else duration_s)
         window_end_s = self.window_end_s()
         wall_s = time.perf_counter() - start
@@ -116,40 +117,35 @@ class Simulation:
             replica.core.drain()
         requests = self.log.frame(self.front.domains)
         steps = self.steps.frame()
-        counts: dict[str, Any] = dict(self.budget.summary_counts())
+        counts: dict[str, Any] = dict(self.arrivals.summary_counts())
         prefill_steps = None
         if self.pool is not None:
             prefill_steps = self.pool.step_frame()
             requests = requests.assign(**self.pool.request_columns(len(requests)))
             warmup = self.scenario.horizon.warmup_s
             counts.update(prefill_summary(self.pool, prefill_steps, warmup, max(window_end_s - warmup, 1e-12)))
-        if self.replicas[0].core.pricer.loads:  # data-parallel ranks or separate prefill batches
-            phases = functools.reduce(PhaseCounters.merge, (r.core.phase_counts for r in self.replicas))
-            counts.update(phases.fields(self.replicas[0].core.ranks))
+        recorded, speculation, drafts, chunks = merged_counts([r.core.recorders for r in self.replicas], self.ranks)
+        counts.update(recorded)
         if self.prompt_caches:
             counts.update(cache_fields([c.cache for c in self.prompt_caches],
                                        sum(c.looked_up_tokens for c in self.prompt_caches),
                                        sum(c.saved_tokens for c in self.prompt_caches)))
-        logs = [r.core.chunks for r in self.replicas if r.core.chunks is not None]
-        chunks = ChunkLog.merge(logs) if logs else None
         summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile, counts, chunks,
                             window_end_s)
-        if self.budget.bench is not None and chunks is not None:
-            summary.update(bench_summary(requests, chunks, self.budget.bench, int(summary["gpus"])))
-        spec = functools.reduce(SpecCounters.merge, (r.core.spec for r in self.replicas))
-        drafts = merged_record([r.core.tally.record() if r.core.tally else None for r in self.replicas])
+        if self.arrivals.bench is not None and chunks is not None:
+            summary.update(bench_summary(requests, chunks, self.arrivals.bench, int(summary["gpus"])))
         summary["draft_record"] = None if drafts is None else drafts.as_json()
-        return SimResult(self.scenario, summary, requests, steps, spec, prefill_steps, chunks, drafts)
+        return SimResult(self.scenario, summary, requests, steps, speculation, prefill_steps, chunks, drafts)
 
 
     def window_end_s(self) -> float:
         """Where the measurement window ends: the end of the run, or where a trace ran out before the horizon
         (its idle tail would dilute throughput). A trace that ran out within the warm-up is refused."""
-        ran_out, warmup = self.budget.ran_out_s, self.scenario.horizon.warmup_s
-        if ran_out is None or self.budget.duration_s is None:
+        ran_out, warmup = self.arrivals.ran_out_s, self.scenario.horizon.warmup_s
+        if ran_out is None or self.arrivals.duration_s is None:
             return self.env.now
         if ran_out <= warmup:
-            raise TraceError(f"{self.budget.replay.file.path}: the trace's window runs out at {ran_out:g} s of "
+            raise TraceError(f"{self.arrivals.replay.file.path}: the trace's window runs out at {ran_out:g} s of "
                              f"simulated time, within horizon.warmup_s ({warmup:g} s): no request is measured; "
                              "lower warmup_s or widen the trace window")
         return ran_out

@@ -19,7 +19,8 @@
 The simulator's replicas (specplan.simulator.engine.replica), the reference
 engine and the tests' driver (tests/drive.py) all run this loop, so a test
 drives the code it tests; what each does around a step (waking, first
-tokens, requeueing, opening real KV caches) is its `Driver`.
+tokens, requeueing, opening real KV caches) is its `Driver`
+(specplan.simulator.engine.driver.EngineDriver, the base all three subclass).
 """
 
 from __future__ import annotations
@@ -104,8 +105,13 @@ PRICED = PricedClock()
 class Core(Protocol):
     """What the loop asks of a decode core (specplan.simulator.engine.decode.DecodeCore)."""
 
-    queue: Any
-    batch: Any
+    @property
+    def waiting(self) -> int: ...
+
+    @property
+    def running(self) -> int: ...
+
+    def enqueue(self, rid: int, front: bool = False) -> None: ...
 
     def admit(self, now: float) -> int: ...
 
@@ -115,30 +121,26 @@ class Core(Protocol):
 
 
 class Driver(Protocol):
-    """What a driver does around the loop's steps."""
+    """What a driver does around the loop's steps (specplan.simulator.engine.driver.EngineDriver)."""
 
-    def admitted(self, count: int) -> None:
-        """`count` requests joined the batch (its last rows)."""
+    def admitted(self, count: int) -> None: ...
 
-    def idle(self) -> simpy.Event | None:
-        """No row runs: the event that wakes the loop (a request arrived), or None to stop."""
+    def idle(self) -> simpy.Event | None: ...
 
-    def planned(self, plan: StepPlan) -> None:
-        """A step is decided, before its time passes."""
+    def planned(self, plan: StepPlan) -> None: ...
 
-    def stepped(self, finished: np.ndarray, evicted: np.ndarray) -> None:
-        """A step was committed: the ids of the requests it finished and preempted."""
+    def stepped(self, finished: np.ndarray, evicted: np.ndarray) -> None: ...
 
 
 def serve(core: Core, env: simpy.Environment, clock: StepClock,
           driver: Driver) -> Generator[simpy.Event, Any, None]:
     """The engine loop (see the module docstring), until the driver's `idle` says stop."""
     while True:
-        if core.queue:
+        if core.waiting:
             admitted = core.admit(env.now)
             if admitted:
                 driver.admitted(admitted)
-        if core.batch.n == 0:
+        if core.running == 0:
             wake = driver.idle()
             if wake is None:
                 return

@@ -1,4 +1,4 @@
-"""Records → the summary dict of the results contract (DESIGN.md §3).
+"""Records → the summary dict of the results contract (docs/reference/outputs.md).
 
 The measurement window is (warmup_s, end of run], or (warmup_s, the trace's
 end] when a trace ran out before the horizon (`window_end_s`: its idle tail
@@ -11,7 +11,7 @@ per-step statistics use steps ending in the window. Counts of requests
 add up (conservation).
 
 `mean_accepted_per_step` is τ pooled over proposals, as published figures
-are (DESIGN.md §1): Σ (accepted + 1) over request-steps / request-steps.
+are (docs/model/drafters.md): Σ (accepted + 1) over request-steps / request-steps.
 
 Inter-token latency (ITL) is read from the per-step emissions (the
 `ChunkLog`): a request's inter-token latencies are its step gaps, the time
@@ -37,7 +37,8 @@ import pandas as pd
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.profile import StepProfile
 from specplan.policies.registry import policy_class
-from specplan.simulator.engine.records import REJECT_REASONS, ChunkLog
+from specplan.simulator.engine.records import ChunkLog
+from specplan.simulator.engine.request_log import REJECT_REASONS
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.load import profile_kv_capacity
 

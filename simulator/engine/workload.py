@@ -4,7 +4,7 @@
 that create requests and hand them to `submit(prompt_tokens, output_tokens,
 domain) -> Event`, an event that fires when the request completes or is
 rejected (closed-loop users wait on it). Arrivals stop at the horizon's
-duration or after its `requests` count (`ArrivalBudget`).
+duration or after its `requests` count (`ArrivalHorizon`).
 
 Open-loop processes (arrivals.py) give arrival times; closed-loop users
 think between requests; traces are replayed by replay.py. Each request's
@@ -26,6 +26,7 @@ import simpy
 
 from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.core.streams import stream
+from specplan.simulator.scenario import Scenario
 from specplan.traces.arrivals import ThinkTime, arrival_process
 from specplan.traces.bench_client import BenchRun, start_bench_client
 from specplan.traces.draws import ScalarDraws
@@ -41,7 +42,7 @@ from specplan.traces.spec import (
 Submit = Callable[..., simpy.Event]  # (prompt, output, domain[, prompt block hashes]) -> done event
 
 
-def active_domains(scenario: Any) -> tuple[str, ...]:
+def active_domains(scenario: Scenario) -> tuple[str, ...]:
     """The acceptance model's domains: drafter.acceptance.domains with share > 0, in order."""
     return tuple(d for d, share in scenario.drafter.acceptance.domains.items() if share > 0)
 
@@ -53,7 +54,7 @@ class RequestSource:
     one, every domain shares one prompt/output sampler.
     """
 
-    def __init__(self, scenario: Any, domains_mix: np.ndarray) -> None:
+    def __init__(self, scenario: Scenario, domains_mix: np.ndarray) -> None:
         seed = scenario.seed
         spec = scenario.workload
         self.domain_names = active_domains(scenario)
@@ -94,7 +95,7 @@ def component(spec: Any, domain: str) -> Any:
     return spec.components[domain] if isinstance(spec, MixtureLength) else spec
 
 
-class ArrivalBudget:
+class ArrivalHorizon:
     """Counts arrivals against the horizon: a time limit or a request cap.
 
     A trace replay attaches itself as `replay`; `summary_counts()` then
@@ -125,11 +126,11 @@ class ArrivalBudget:
 
 
 def start_workload(
-    env: simpy.Environment, scenario: Any, submit: Submit, domains_mix: np.ndarray
-) -> ArrivalBudget:
+    env: simpy.Environment, scenario: Scenario, submit: Submit, domains_mix: np.ndarray
+) -> ArrivalHorizon:
     """Start the arrival processes of `scenario.workload`; returns the arrival counter."""
     arrivals = scenario.workload.arrivals
-    budget = ArrivalBudget(scenario.horizon.duration_s, scenario.horizon.requests)
+    budget = ArrivalHorizon(scenario.horizon.duration_s, scenario.horizon.requests)
     source = RequestSource(scenario, domains_mix)
     if isinstance(arrivals, ClosedLoopArrivals):
         think = ThinkTime(arrivals.think_s, arrivals.think_cv)
@@ -147,7 +148,7 @@ def start_workload(
     return budget
 
 
-def counted(submit: Submit, budget: ArrivalBudget) -> Submit:
+def counted(submit: Submit, budget: ArrivalHorizon) -> Submit:
     """`submit` that counts each request as an arrival."""
     def send(prompt: int, output: int, domain: int) -> simpy.Event:
         budget.arrived += 1
@@ -157,7 +158,7 @@ def counted(submit: Submit, budget: ArrivalBudget) -> Submit:
 
 def open_loop(
     env: simpy.Environment, times: Iterator[float], source: RequestSource, submit: Submit,
-    budget: ArrivalBudget,
+    budget: ArrivalHorizon,
 ) -> Generator[simpy.Event, Any, None]:
     """Submit one request at each arrival time (absolute seconds, non-decreasing)."""
     for t in times:
@@ -172,7 +173,7 @@ def open_loop(
 
 def closed_loop_user(
     env: simpy.Environment, rng: np.random.Generator, think: ThinkTime,
-    source: RequestSource, submit: Submit, budget: ArrivalBudget,
+    source: RequestSource, submit: Submit, budget: ArrivalHorizon,
 ) -> Generator[simpy.Event, Any, None]:
     """One user: send, wait for completion, think, repeat."""
     pauses = think.pauses(rng)

@@ -1,4 +1,4 @@
-"""The scenario contract (DESIGN.md §3) as frozen dataclasses: hardware, cluster, engine, policy, the whole.
+"""The scenario contract (docs/reference/scenario.md) as frozen dataclasses: hardware, cluster, engine, policy, the whole.
 
 The drafter's and the workload's sections are defined beside their models
 (`specplan.simulator.drafters.spec`, `specplan.traces.spec`), the study blocks (sweep, SLA)
@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal
 
+from specplan.engines import engine_traits
+from specplan.errors import SpecplanError
 from specplan.hwprofiles.inline import LinearProfile, TableProfile
 from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.core.errors import ScenarioError
@@ -133,8 +135,9 @@ NO_PREFILL_STAGE = DisaggregatedPrefill(tokens_per_s=1e12)   # the default: pref
 class CudaGraph:
     """Decode steps replay CUDA graphs captured at fixed sizes (specplan.simulator.engine.graphs)."""
 
-    engine: Literal["vllm", "sglang"] = num("vllm", doc="whose capture rule: vllm pads a step's tokens, sglang "
-                                            "its requests")
+    engine: Literal["auto", "vllm", "sglang", "trtllm"] = num(
+        "auto", doc="whose capture rule (specplan.engines): vllm pads a step's tokens, sglang and trtllm its "
+                    "requests; auto, the serving engine's (`engine.name`), vLLM's rule where none is known")
     capture_sizes: tuple[int, ...] | None = num(None, ge=1, doc="the captured sizes (default: the engine's own "
                                                 "list)", unit="tokens (vllm) / requests (sglang)")
     max_capture_size: int | None = num(None, ge=1, doc="the largest captured size (vLLM "
@@ -148,8 +151,9 @@ class CudaGraph:
 class Host:
     """Host time of speculating steps by engine (specplan.simulator.engine.host)."""
 
-    engine: Literal["auto", "vllm", "sglang", "none"] = num(
-        "auto", doc="whose host time a speculating step pays (auto: the measured built-in's backend, else none)")
+    engine: Literal["auto", "vllm", "sglang", "trtllm", "none"] = num(
+        "auto", doc="whose host time a speculating step pays (auto: the serving engine's, `engine.name`; "
+                    "trtllm and none: no figure is known, none is paid)")
     spec_step_fraction: float | None = num(None, ge=0, doc="host time of a speculating step as a share of a plain "
                                            "step (overrides the engine's figure: vLLM 0.084, SGLang 0.049)",
                                            unit="share of a plain step")
@@ -189,6 +193,13 @@ class Engine:
 
     max_batch_requests: int = num(ge=1, doc="requests one replica runs at once (vLLM max_num_seqs, SGLang "
                                   "max_running_requests)", unit="requests", example=128)
+    name: Literal["auto", "vllm", "sglang", "trtllm", "none"] = num(
+        "auto", doc="the serving engine whose habits the replica runs by (specplan.engines: CUDA-graph rule, host "
+                    "cycle, token budget, prefill schedule, DP dispatch); auto, the engine a measured built-in was "
+                    "read for (its `backend:` provenance), none otherwise")
+    version: str | None = num(None, doc="the engine's version (its traits-table row: the newest row at or below "
+                              "it); default: the profile's backend version, else the engine's newest row",
+                              example="0.5.14")
     kv_capacity_tokens: int | None = num(None, ge=1, doc="KV tokens one replica holds (a request reserves prompt + "
                                          "output + block); default: the profile's memory model, required "
                                          "without one")
@@ -201,6 +212,9 @@ class Engine:
     host_overhead_ms: float = num(0.0, ge=0, doc="host time every step pays whatever the policy (nothing overlaps "
                                   "it)")
     host_overhead_per_request_ms: float = num(0.0, ge=0, doc="host time every step pays per running request")
+    sampling_ms_per_token: float = num(0.0, ge=0, doc="the sampler's time per verified token (logits processing, "
+                                       "rejection sampling), priced with the verify forward at its B",
+                                       unit="ms per token")
     attention: Literal["varlen", "padded"] = num(
         "varlen", doc="KV context a step is priced at: Σ per-request KV (varlen kernels), or per phase requests × "
                       "the longest KV (padded kernels)")
@@ -220,6 +234,11 @@ class Engine:
                     "wait); auto: truncate for vLLM-sourced profiles, else defer")
 
     def validate(self, path: str) -> None:
+        if self.version is not None:
+            if self.name in ("auto", "none"):
+                raise ScenarioError(f"{path}.version", f"a version needs an engine: set {path}.name (vllm, sglang "
+                                    "or trtllm)")
+            check_version(self.name, self.version, f"{path}.version")
         if self.prefix_cache is not None and not isinstance(self.prefill, ChunkedPrefill):
             raise ScenarioError(f"{path}.prefix_cache", "a replica's prefix cache needs chunked prefill (aggregated "
                                 "serving); for disaggregated serving put it in cluster.prefill.prefix_cache")
@@ -270,6 +289,14 @@ class Scenario:
         validate_domains(self.workload, self.drafter.acceptance.domains, "workload")
         if self.cluster.prefill is not None:
             validate_pool_engine(self.engine)
+
+
+def check_version(name: str, version: str, path: str) -> None:
+    """An engine version the traits table can answer for (the newest row at or below it)."""
+    try:
+        engine_traits(name, version)
+    except SpecplanError as err:
+        raise ScenarioError(path, str(err)) from None
 
 
 def validate_domains(workload: WorkloadSpec, mix: dict[str, float], path: str) -> None:

@@ -35,7 +35,7 @@ from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.fileformat import builtin_names, write_profile_csv
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.drafters.presets import check_preset
-from specplan.simulator.engine.bench_metrics import PREFIX
+from specplan.simulator.engine.bench_metrics import metric_key
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.study.published import METRICS, RATIO_METRICS, Case, Figure
@@ -116,7 +116,7 @@ class CaseRunner:
 
     def predict(self, figure: Figure, params: Params, extra: tuple[str, ...] = ()) -> float:
         """The figure's predicted value, in the unit of its summary key (a ratio for speed-ups)."""
-        key = f"{PREFIX[self.case.client]}.{METRICS[figure.metric][0]}"
+        key = metric_key(self.case.client, METRICS[figure.metric][0])
         values = [float(self.summary(figure, arm, params, extra)[key]) for arm in figure.arms]
         if figure.metric in RATIO_METRICS:
             ratio = values[0] / values[1] if values[1] > 0 else math.nan

@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
+from specplan.engines import trtllm, vllm
 from specplan.simulator.core.jsonsafe import clean
-from specplan.simulator.study.launch import batch_size_ranges, trtllm_speculative_config
 from specplan.simulator.study.tune import TunedSchedule, schedule_policy
 
 
@@ -33,13 +33,13 @@ def policy_block(tuned: TunedSchedule) -> dict[str, Any]:
 
 def trtllm_block(tuned: TunedSchedule) -> dict[str, Any]:
     """TensorRT-LLM's speculative_config fragment: max_draft_len = the first (largest) length."""
-    return trtllm_speculative_config(tuned.schedule)
+    return trtllm.speculative_config(tuned.schedule)
 
 
 def vllm_block(tuned: TunedSchedule) -> dict[str, Any]:
     """vLLM's speculative-config keys for the schedule: the largest length, and [first, last, length] ranges."""
     return {"num_speculative_tokens": max(tuned.schedule.values()),
-            "num_speculative_tokens_per_batch_size": batch_size_ranges(
+            "num_speculative_tokens_per_batch_size": vllm.batch_size_ranges(
                 tuned.schedule, tuned.base.engine.max_batch_requests)}
 
 

@@ -41,6 +41,7 @@ from typing import Any
 
 import yaml
 
+from specplan.engines import ENGINE_NAMES, engine_traits
 from specplan.simulator.core.errors import SpecplanError
 
 # metric -> (summary key after the client's prefix; unit -> factor to the key's unit)
@@ -144,8 +145,9 @@ def read_source(path: Path) -> dict[str, Any]:
     if not isinstance(source, dict):
         raise SpecplanError(f"{path}: must be a YAML mapping")
     check_keys(source, SOURCE_KEYS, str(path))
-    if source.get("client", "vllm") not in ("vllm", "sglang"):
-        raise SpecplanError(f"{path}: client must be vllm or sglang, got {source.get('client')!r}")
+    clients = [name for name in ENGINE_NAMES if engine_traits(name).client is not None]
+    if source.get("client", "vllm") not in clients:
+        raise SpecplanError(f"{path}: client must be one of {', '.join(clients)}, got {source.get('client')!r}")
     if not isinstance(source.get("arms", {}), dict) or not source.get("arms"):
         raise SpecplanError(f"{path}: arms must be a mapping of arm name -> list of scenario overrides")
     if "recipe" in source:

@@ -48,7 +48,7 @@ from specplan.simulator.scenario.search import (
     usd_per_hour,
     usd_per_million_tokens,
 )
-from specplan.simulator.study.launch import LaunchConfig, launch_config
+from specplan.simulator.study.launch import Deployment, launch_config
 from specplan.simulator.study.plan_runs import run_sizings
 from specplan.simulator.study.points import fits, loaded, read_source, validated
 from specplan.simulator.study.probe import Probe
@@ -134,7 +134,7 @@ class DeploymentPlan:
         point = searched_points(self.raw, self.folder, self.source)[p.info.index]
         return point_scenario(point, replicas, self.target, self.options, self.folder, self.source)
 
-    def launch(self) -> LaunchConfig | None:
+    def launch(self) -> Deployment | None:
         """The winner's launch configuration (None when no deployment meets the SLA)."""
         winner = self.winner
         if winner is None or winner.sizing.replicas is None:

@@ -46,7 +46,8 @@ from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.streams import seed_sequence
 from specplan.simulator.engine.draft_record import merged_record
-from specplan.simulator.engine.records import REJECT_REASONS, ChunkLog, SpecCounters
+from specplan.simulator.engine.records import ChunkLog, SpeculationCounters
+from specplan.simulator.engine.request_log import REJECT_REASONS
 from specplan.simulator.engine.simulation import SimResult, simulate
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.scenario import Scenario
@@ -110,10 +111,10 @@ def simulate_split(scenario: Scenario, workers: int = 1, itl: bool = False) -> S
     summary = summarize(scenario, requests, steps, end_s, time.perf_counter() - start,
                         load_profile(scenario.hardware.profile), chunks=chunks)
     summary["split_replicas"] = len(results)
-    spec = functools.reduce(SpecCounters.merge, (r.spec for r in results))
+    speculation = functools.reduce(SpeculationCounters.merge, (r.speculation for r in results))
     drafts = merged_record([r.drafts for r in results])
     summary["draft_record"] = None if drafts is None else drafts.as_json()
-    return SimResult(scenario, summary, requests, steps, spec, chunks=chunks, drafts=drafts)
+    return SimResult(scenario, summary, requests, steps, speculation, chunks=chunks, drafts=drafts)
 
 
 def renumbered_chunks(results: list[SimResult], requests: pd.DataFrame) -> ChunkLog | None:

@@ -101,11 +101,11 @@ def write_metrics(result: Any, out_dir: Path) -> None:
     scenario = result.scenario
     if not scenario.drafter.speculates:
         return
-    spec = result.spec
+    counters = result.speculation
     comment = (f"specplan: simulated run of scenario {scenario.name} (seed {scenario.seed}, policy "
                f"{scenario.policy.name}, {result.summary['simulated_s']:g} simulated s, "
                f"{scenario.cluster.replicas} replica(s) summed as engine 0)")
-    text = exposition_text(scenario.name, spec.drafts, spec.draft_tokens, spec.accepted_per_position.tolist(),
+    text = exposition_text(scenario.name, counters.drafts, counters.draft_tokens, counters.accepted_per_position.tolist(),
                            comment=comment)
     (out_dir / "metrics.prom").write_text(text)
 

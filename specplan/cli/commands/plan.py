@@ -33,6 +33,7 @@ from specplan.cli.plan_tables import plan_table, search_table
 from specplan.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.scenario.study import STATISTICS, Bound, parse_bound, tps_column
+from specplan.simulator.study.launch import launch_script
 from specplan.simulator.study.plan_json import capacity_json, search_json
 from specplan.simulator.study.planner import plan_capacity
 from specplan.simulator.study.points import read_source, validated
@@ -169,7 +170,8 @@ def run_search(scenario: str, target: Target, options: RunOptions, as_json: bool
     print(search_table(plan))
     launch = plan.launch()
     if launch is not None:
-        print("launch (vLLM):\n" + launch.script("vllm").split("\n", 2)[2].rstrip())
+        label, script = launch_script(launch)
+        print(f"launch ({label}):\n" + script.split("\n", 2)[2].rstrip())
     if out is not None:
         print("files: " + ", ".join(str(path) for path in files.values()) + f", {out / 'probes'}/")
     return 0

@@ -2,7 +2,7 @@
 
 The run records the confidences its policy saw and the outcomes of those
 drafts (specplan.simulator.engine.draft_record: a sample of its steps,
-binned as specplan.simulator.drafters.calibration bins them: predicted
+binned as specplan.simulator.drafters.head_calibration bins them: predicted
 prefix survival `a_k = Π_{i≤k} c_i` against "drafts 1..k all accepted",
 every position pooled). This module only turns those bins into curves; it
 draws nothing and builds no model, so the figure shows what was simulated.

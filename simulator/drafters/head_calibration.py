@@ -5,9 +5,9 @@ ranks: at draft position k the prediction is the cumulative product
 `a_k = Π_{i≤k} c_i` and the label is whether drafts 1..k were all accepted.
 
 - ECE: 20 equal-width bins on [0, 1], `Σ_b (n_b/n)·|mean predicted − observed|`
-  (DESIGN.md §1). `ece_many` scores many candidate predictions at once.
+  (docs/model/drafters.md). `ece_many` scores many candidate predictions at once.
 - ROC-AUC: the Mann–Whitney statistic with average ranks for ties.
-- STS (DESIGN.md §1): left to right, for each position k, a 1-D grid search
+- STS (docs/model/drafters.md): left to right, for each position k, a 1-D grid search
   picks `T_k` (`c' = σ(logit(c)/T_k)`) minimising the ECE of `a_k`, the
   temperatures of positions 1..k−1 held at their fitted values. The grid is
   log-spaced over [0.05, 20] (49 points, 13% apart) and refined twice

@@ -1,0 +1,145 @@
+"""A planned deployment as launch lines: the facts every engine's launcher reads, and the script around them.
+
+`Deployment` holds what a launch line needs (model, parallelism, batch limit,
+serving mode, prefix cache, speculation); specplan.simulator.study.launch
+reads it from a resolved scenario and its profile's provenance. Each engine
+module spells it with its own flags (`args(deployment, role)`), and
+`launch_script` writes one line per pool: prefill then decode when
+disaggregated, else one aggregated pool, each preceded by how many replicas
+to start. A drafter checkpoint is the user's (`$DRAFT_MODEL`): specplan
+simulates acceptance, not weights.
+
+Flags, as the engines' own argument parsers spell them:
+
+    vLLM    --tensor-parallel-size, --data-parallel-size, --enable-expert-parallel,
+            --max-num-seqs, --max-num-batched-tokens, --enable-prefix-caching /
+            --no-enable-prefix-caching, --kv-transfer-config (NixlConnector, kv_both),
+            --speculative-config JSON {method: mtp | eagle3 | dflash | dspark, model,
+            num_speculative_tokens, enable_adaptive_verification, num_speculative_tokens_per_batch_size}
+    SGLang  --tp-size, --dp-size, --enable-dp-attention, --ep-size, --max-running-requests,
+            --chunked-prefill-size, --disable-radix-cache, --disaggregation-mode prefill | decode,
+            --speculative-algorithm NEXTN | EAGLE3 | DFLASH | DSPARK, --speculative-draft-model-path,
+            --speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens,
+            --speculative-dspark-block-size
+    TRT-LLM speculative_config: {max_draft_len, draft_len_schedule} (as `specplan tune` exports it)
+
+The planned policy, where an engine runs it (each script's notes say which
+version has the flag):
+
+- DSpark's confidence scheduling (dspark-async, and the synchronous
+  dspark-greedy / dspark-global, which no engine runs: they are served by
+  the same scheduler): vLLM `method: dspark` (vllm-project/vllm #46995, in
+  vLLM 0.25) with `enable_adaptive_verification: true` (#47808, merged
+  after v0.26.0: B sized ahead of the step from lagged confidences and a
+  profiled step-cost table, then a global top-B over current prefix
+  survivals, as dspark-async plans with its two-step lag). SGLang serves the DSpark drafter (`--speculative-algorithm
+  DSPARK`, `--speculative-dspark-block-size`; sgl-project/sglang #30261,
+  which followed #29538) and verifies its whole block unless its own
+  confidence scheduler is configured, which these lines do not do.
+- A per-batch-size length schedule (length-schedule): vLLM's
+  `num_speculative_tokens_per_batch_size` ([first, last, k] inclusive
+  batch-size ranges; #32374, vLLM 0.24) and TensorRT-LLM's
+  `draft_len_schedule`; SGLang has none (its line serves the first length).
+- Fixed lengths (mtp-1, static, none): every engine.
+- threshold, goodput and oracle have no engine flag: served at a fixed
+  length, said in a comment (the oracle is an upper bound, not a deployment).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+
+NEEDS_DRAFT_MODEL = ("eagle3", "dflash", "dspark")       # families whose drafter is a checkpoint of its own
+CONFIDENCE_SCHEDULED = ("dspark-async", "dspark-greedy", "dspark-global")
+FIXED_LENGTH = ("none", "mtp-1", "static")
+SCHEDULE_POLICY = "length-schedule"
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    tp: int = 1
+    ep: int = 1
+    dp: int = 1
+
+
+def parallelism(text: str | None) -> Parallelism:
+    """'TP1 EP8 DP8 (8 GPUs)' → Parallelism(1, 8, 8); missing → TP1 EP1 DP1."""
+    found = {k: int(v) for k, v in re.findall(r"\b(TP|EP|DP)(\d+)\b", text or "")}
+    return Parallelism(found.get("TP", 1), found.get("EP", 1), found.get("DP", 1))
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Everything a launch line needs (read from a resolved scenario by specplan.simulator.study.launch)."""
+
+    model: str | None
+    parallel: Parallelism
+    max_batch_requests: int
+    chunk_tokens: int | None
+    prefix_cache: bool
+    decode_replicas: int
+    prefill_replicas: int
+    prefill_parallel: Parallelism
+    family: str
+    length: int
+    policy: str
+    schedule: dict[int, int] | None
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.prefill_replicas > 0
+
+    @property
+    def speculates(self) -> bool:
+        return self.family != "none" and self.length > 0
+
+    def roles(self) -> list[tuple[str, int]]:
+        """(role, replicas) of the deployment: one aggregated pool, or prefill then decode."""
+        if self.disaggregated:
+            return [("prefill", self.prefill_replicas), ("decode", self.decode_replicas)]
+        return [("aggregated", self.decode_replicas)]
+
+    def parallel_of(self, role: str) -> Parallelism:
+        return self.prefill_parallel if role == "prefill" else self.parallel
+
+
+def launch_script(deployment: Deployment, label: str, args: Callable[[Deployment, str], list[str]],
+                  notes: list[str]) -> str:
+    """A shell script: one launch line per pool (`args(deployment, role)`), each preceded by how many replicas
+    to start; `notes`: comment lines on how the engine runs the planned policy."""
+    lines = ["#!/bin/sh", f"# {label} launch lines for the deployment specplan planned (one line per pool; "
+             "start that many replicas, one per line's GPUs).", *(f"# {line}" for line in notes)]
+    if deployment.model is None:
+        lines.append('MODEL="${MODEL:?set MODEL to the served checkpoint}"')
+    if deployment.speculates and deployment.family in NEEDS_DRAFT_MODEL:
+        lines.append('DRAFT_MODEL="${DRAFT_MODEL:?set DRAFT_MODEL to the drafter checkpoint}"')
+    for role, count in deployment.roles():
+        par = deployment.parallel_of(role)
+        lines.append(f"# {role}: {count} replica(s) x {par.tp * par.dp} GPU(s) (TP{par.tp} EP{par.ep} DP{par.dp})")
+        lines.append(shell_line(args(deployment, role)))
+    return "\n".join(lines) + "\n"
+
+
+def shell_line(args: list[str]) -> str:
+    """Quote for sh, leaving $MODEL / $DRAFT_MODEL to expand (a JSON argument keeps its quotes)."""
+    out = []
+    for arg in args:
+        if arg.startswith("$") and re.fullmatch(r"\$[A-Z_]+", arg):
+            out.append(f'"{arg}"')
+        elif "$DRAFT_MODEL" in arg:
+            head, tail = arg.split("$DRAFT_MODEL", 1)
+            out.append(shlex.quote(head) + '"$DRAFT_MODEL"' + shlex.quote(tail))
+        else:
+            out.append(shlex.quote(arg))
+    return " ".join(out)
+
+
+def fixed_length_note(policy: str, family: str, length: int, engine_label: str) -> list[str]:
+    """A policy no engine flag runs (threshold, goodput, oracle): served at a fixed length, said so."""
+    if family == "none" or policy in FIXED_LENGTH:
+        return []
+    what = "an upper bound, not a deployment" if policy == "oracle" else f"no flag in {engine_label}"
+    return [f"policy {policy} has {what}: this serves a fixed {length} tokens; the plan's figures assume {policy}."]

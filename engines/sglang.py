@@ -1,0 +1,159 @@
+"""SGLang's rows: its CUDA-graph capture rule, host cycle, scheduler, benchmark client and launch line.
+
+Sources, per habit (every row below shares them unless it says otherwise):
+
+    graphs     sglang/srt/model_executor/cuda_graph_runner.py (`get_batch_sizes_to_capture`): sizes
+               count requests (batch size): with speculative decoding 1..8, 10..32 by 2, 40..160
+               by 16 (without: 1, 2, 4, 8, 16..160 by 8), plus 168..256 by 8 on GPUs over 80 GB,
+               capped at `cuda_graph_max_bs` (default here: the engine's max_running_requests)
+    host       sgl-project/sglang PR #3582 (MTP-1 on DeepSeek-V3/R1: 1.76x at an accepted length
+               of ~1.9 → a speculating step costs 1.080 plain steps; 0.049 of a plain step is host
+               work once the built-in's MTP forward is priced); DeepSeek-V4's own cycle, 1.089 ms,
+               from sgl-project/sglang issue #29960 (SGLang's cycle 13.720 ms = verify 11.204 +
+               drafts 0.691 + 0.736 + 1.089, V4-Flash TP2, c = 1)
+    scheduler  sglang/srt/managers/scheduler.py (`get_next_batch_to_run`: "Run prefill first if
+               possible"): without --enable-mixed-chunk a prefill (extend) batch runs whenever
+               prompts wait and decode waits for it (separate); whole requests that do not fit
+               the budget wait (defer); DP ranks by --load-balance-method, round_robin by default
+    client     python/sglang/bench_serving.py (`calculate_metrics`, `adjust_itl`): each chunk's gap
+               divided by its tokens, repeated once per token; ITL p95 and p99, max ITL and the
+               achieved concurrency; --warmup-requests all at once, output capped at 32 tokens
+    launch     `python -m sglang.launch_server` flags as its argument parser spells them
+    execution  scheduler_components/dp_attn.py: each DP rank votes whether it can replay its decode
+               graph and the votes are min-reduced, so a rank with an extend (prefill) batch sends
+               every rank eager; a decode step replays the graph of the busiest rank's batch; DeepSeek-V4
+               prefill is eager (server_args' breakable-graph rules, PR #25195: "host-side gaps")
+    all-to-all DeepEPMode.resolve: auto is normal when any rank extends, low-latency otherwise
+    caps       specplan.engines.sglang_caps (max_running_requests, SWA pool, cuda_graph_max_bs, DeepEP
+               and MegaMoE tokens per rank, mem_fraction_static)
+
+Rows: 0.5.12.post1 (the SGLang cookbook's first DeepSeek-V4 benchmark card, commit 7c9bb316),
+0.5.14 (the version NVIDIA AIConfigurator's SGLang tables were measured under, which the
+built-ins read) and 0.5.15 (sgl-project/sglang PR #31363's cache-cold re-measurement of the
+cookbook's cells). No habit modelled here is known to differ between them; each row names
+the runs it stands for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from specplan.engines.eager import PUBLIC_EAGER_COST
+from specplan.engines.launch import (
+    CONFIDENCE_SCHEDULED,
+    NEEDS_DRAFT_MODEL,
+    SCHEDULE_POLICY,
+    Deployment,
+    fixed_length_note,
+    launch_script,
+)
+from specplan.engines.modes import AllToAllRule, RankVote
+from specplan.engines.sglang_caps import SGLangCaps
+from specplan.engines.traits import BenchClient, EngineTraits, GraphRule, HostCycle, Scheduler
+
+ALGORITHM = {"mtp": "NEXTN", "eagle3": "EAGLE3", "dflash": "DFLASH", "dspark": "DSPARK"}
+WARMUP_OUTPUT_TOKENS = 32   # bench_serving: output_len=min(test_request.output_len, 32)
+
+
+def capture_sizes(top: int, speculative: bool) -> list[int]:
+    """SGLang's default capture batch sizes (a GPU over 80 GB, no DP) up to `top` requests."""
+    if speculative:
+        sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 161, 16)]
+    else:
+        sizes = [1, 2, 4, 8, *range(16, 161, 8)]
+    sizes += list(range(168, 257, 8))
+    return [s for s in sorted(set(sizes)) if s <= top]
+
+
+def args(deployment: Deployment, role: str) -> list[str]:
+    """`python -m sglang.launch_server` arguments for one replica of `role`."""
+    par = deployment.parallel_of(role)
+    out = ["python", "-m", "sglang.launch_server", "--model-path", deployment.model or "$MODEL",
+           "--tp-size", str(par.tp)]
+    if par.dp > 1:
+        out += ["--dp-size", str(par.dp), "--enable-dp-attention"]
+    if par.ep > 1:
+        out += ["--ep-size", str(par.ep)]
+    out += ["--max-running-requests", str(deployment.max_batch_requests)]
+    if deployment.chunk_tokens is not None and role == "aggregated":
+        out += ["--chunked-prefill-size", str(deployment.chunk_tokens)]
+    if not deployment.prefix_cache:
+        out.append("--disable-radix-cache")
+    if role != "aggregated":
+        out += ["--disaggregation-mode", role]
+    if deployment.speculates and role != "prefill":
+        out += speculative_args(deployment)
+    return out
+
+
+def speculative_args(deployment: Deployment) -> list[str]:
+    family, length = deployment.family, deployment.length
+    out = ["--speculative-algorithm", ALGORITHM[family]]
+    if family in NEEDS_DRAFT_MODEL:
+        out += ["--speculative-draft-model-path", "$DRAFT_MODEL"]
+    if family == "dspark":  # SGLang derives the verify window (block + 1) from the block size
+        return [*out, "--speculative-dspark-block-size", str(length)]
+    if family in ("mtp", "eagle3"):  # a chain: one draft per step, topk 1, steps + 1 tokens verified
+        out += ["--speculative-num-steps", str(length), "--speculative-eagle-topk", "1"]
+    out += ["--speculative-num-draft-tokens", str(length + 1 if family in ("mtp", "eagle3") else length)]
+    return out
+
+
+class Launch:
+    """`python -m sglang.launch_server` lines, with notes on how SGLang runs the planned policy."""
+
+    def notes(self, deployment: Deployment) -> list[str]:
+        policy, family, length = deployment.policy, deployment.family, deployment.length
+        notes: list[str] = []
+        if family != "none" and policy in CONFIDENCE_SCHEDULED:
+            notes.append(f"DSpark: SGLang's DSPARK algorithm (sgl-project/sglang #30261) drafts blocks of {length} "
+                         "and verifies them whole unless its own confidence scheduler is configured, which this line "
+                         f"does not do; the plan's figures assume {policy}.")
+        elif family != "none" and policy == SCHEDULE_POLICY:
+            notes.append(f"SGLang has no per-batch-size length table: this serves the schedule's first length "
+                         f"({length}); the plan's figures assume the schedule (vLLM and TensorRT-LLM run it).")
+        else:
+            notes += fixed_length_note(policy, family, length, "vLLM or SGLang")
+        if family == "mtp":
+            notes.append("MTP needs a checkpoint with MTP layers (vLLM method 'mtp', SGLang NEXTN); for a model "
+                         "without them use an EAGLE-3 head of one layer (the drafter profile priced here).")
+        return notes
+
+    def script(self, deployment: Deployment) -> str:
+        return launch_script(deployment, "sglang", args, self.notes(deployment))
+
+    def files(self, deployment: Deployment) -> dict[str, str]:
+        return {"launch-sglang.sh": self.script(deployment)}
+
+
+V0_5_14 = EngineTraits(
+    name="sglang", version="0.5.14", label="SGLang 0.5.14",
+    graphs=GraphRule(axis="requests", default_sizes=capture_sizes,
+                     default_top=lambda max_running, block, given: max_running, limit="max_batch_requests",
+                     source="sglang/srt/model_executor/cuda_graph_runner.py get_batch_sizes_to_capture"),
+    host=HostCycle(spec_step_fraction=0.049, spec_cycle_ms=1.089, cycle_model="DeepSeek-V4",
+                   fraction_source="sgl-project/sglang PR #3582", cycle_source="sgl-project/sglang issue #29960"),
+    scheduler=Scheduler(budget="defer", prefill_schedule="separate", dp_balance="round_robin",
+                        sources={"prefill_schedule": "sglang/srt/managers/scheduler.py get_next_batch_to_run",
+                                 "dp_balance": "--load-balance-method (default round_robin)"}),
+    client=BenchClient(prefix="sglang_bench_serving", itl_per_token=True, itl_percentiles=(95, 99),
+                       latency_name="e2e_latency", extras=True, warmup_at_once=True,
+                       warmup_output_cap=WARMUP_OUTPUT_TOKENS,
+                       source="python/sglang/bench_serving.py calculate_metrics"),
+    launch=Launch(),
+    execution=RankVote(
+        source="sglang scheduler_components/dp_attn.py (prepare_mlp_sync_batch: can_run_decode_cuda_graph "
+               "min-reduced, is_extend_in_batch max-reduced over the DP ranks); cuda_graph_runner can_run "
+               "(max over ranks of tokens // tokens per request <= cuda_graph_max_bs); DeepSeek-V4 prefill eager: "
+               "server_args' breakable-graph rules (a DeepSeek-V4 memory guard) and sgl-project/sglang PR #25195",
+        eager_prefill_models=("deepseek-v4",)),
+    all_to_all=AllToAllRule(auto_per_step=True,
+                            source="sglang layers/moe/utils.py DeepEPMode.resolve (auto: normal for an extend, "
+                                   "low_latency for decode); --deepep-mode normal turns decode graphs off"),
+    eager=PUBLIC_EAGER_COST,
+    caps=SGLangCaps(),
+)
+V0_5_12 = replace(V0_5_14, version="0.5.12.post1", label="SGLang 0.5.12.post1")
+V0_5_15 = replace(V0_5_14, version="0.5.15", label="SGLang 0.5.15")
+
+ROWS = (V0_5_12, V0_5_14, V0_5_15)
