@@ -7,6 +7,7 @@ A leaf package: it imports no part of specplan.simulator (tests/test_layers.py).
     inline.py           the inline profiles' plain declarations ({kind: linear | table, ...})
     errors.py           ProfileError: the package's own error (the CLI prints it as one line, exit 2)
     fileformat.py       the profile CSV (provenance header), built-ins in data/
+    deployment.py       the model, GPU and topology a profile's header names (a drafter is checked against its target)
     grid.py             token grids, CUDA-graph capture sizes and padding staircases
     modelshape.py       model shapes (shapes/*.yaml) and drafter shapes
     derive_vidur.py     H100 curves from vidur's per-operator timings

@@ -21,6 +21,7 @@ from specplan.reports.document import (
     Block,
     Bullets,
     Callout,
+    Folded,
     Heading,
     Image,
     Paragraph,
@@ -54,11 +55,12 @@ def copied_fidelity_blocks(results_dir: Path, figures_dir: Path) -> list[Block]:
     return out
 
 
-def write_report(result: Any, out: Path, fidelity_dir: Path | None = None) -> Path:
+def write_report(result: Any, out: str | Path, fidelity_dir: str | Path | None = None) -> Path:
     """Render figures into out/figures and write out/report.html and out/report.md; returns the HTML path.
 
     A sim-to-real section joins only when `fidelity_dir` names a fidelity result.
     """
+    out = Path(out)
     figures = write_figures(result, out / "figures")
     blocks = [*report_blocks(result), Heading("Figures")]
     blocks += [Image(f.title, f.caption, f.png, f.svg) for f in figures]
@@ -76,12 +78,13 @@ def report_blocks(result: Any) -> list[Block]:
     blocks: list[Block] = []
     if result.design.base.description:
         blocks.append(Paragraph(result.design.base.description.strip()))
-    blocks += [Heading("What was simulated"), Bullets(tuple(simulated_items(result)))]
-    blocks += [Heading("Variants"), variants_table(result)]
+    blocks += [Heading("SLA comparison"), *sla_blocks(result)]
     warning = policy_warning(result)
     if warning is not None:
         blocks.append(warning)
-    blocks += [Heading("SLA comparison"), *sla_blocks(result)]
+    blocks += [Heading("Variants"), variants_table(result)]
+    blocks.append(Folded("What was simulated: scenario, horizon, seeds, engine, workload, hardware profiles and "
+                         "their provenance", (Bullets(tuple(simulated_items(result))),)))
     return blocks
 
 

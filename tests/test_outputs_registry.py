@@ -90,6 +90,32 @@ def test_every_registered_key_is_written_by_some_path(written, file):
     assert not stale, f"{file}: registered but written by no engine path: {stale}"
 
 
+# the modes each case runs in (specplan.simulator.core.outputs.PRESENCE and the benchmark clients' keys)
+MODES = {"pool-cache-trace": ("prefill pool", "prefix cache", "trace arrivals"),
+         "chunked-cache": ("prefix cache", "trace arrivals"), "trace-runs-out": ("trace arrivals",),
+         "dp-truncate": ("DP attention",), "dp-separate": ("DP attention",), "vllm-bench": ("client: vllm",),
+         "sglang-bench": ("client: sglang",), "sampled": ("split or sampled", "sampled fleet"),
+         "split": ("split or sampled",)}
+
+
+@pytest.mark.parametrize("file", ["summary.json", "requests.csv"])
+def test_each_key_is_written_in_exactly_the_runs_its_entry_names(tmp_path_factory, file):
+    """Issue 39: outputs.md listed keys that some runs do not write. Every-run keys are in every case's output;
+    a key of a mode ("with a prefill pool") is in exactly the cases that run in that mode."""
+    folder = tmp_path_factory.mktemp("modes")
+    results = {name: simulate(scenario_from_mapping(raw, folder), itl=True) for name, raw in cases(folder).items()}
+    fleet = scenario_from_mapping(merged(BASE, {**SHORT, "cluster": {"replicas": 4, "router": "random"}}), REPO)
+    results["sampled"], results["split"] = simulate_sampled(fleet, 2), simulate_split(fleet, 1)
+    wrong = []
+    for name, result in results.items():
+        keys = set(result.summary) if file == "summary.json" else set(result.requests.columns)
+        for entry in output_file(file).columns:
+            expected = entry.present == "every run" or any(mode in entry.present for mode in MODES.get(name, ()))
+            if expected != any(entry.matches(k) for k in keys):
+                wrong.append((entry.name, name, "missing" if expected else "written", entry.present))
+    assert not wrong, wrong
+
+
 def test_every_entry_has_a_unit_and_a_definition():
     for file in OUTPUT_FILES:
         for column in file.columns:

@@ -28,7 +28,7 @@ from tests.conftest import REPO
 PUBLISHED = REPO / "benchmarks" / "published"
 NEW = sorted(p for p in PUBLISHED.iterdir() if p.name.startswith(("sglang-cookbook-", "vllm-41044-")))
 STAND_INS = {  # installed built-ins that stand in for a case's (test only: the structure loads)
-    "sglang": ("builtin:b200-deepseek-v4-flash-tp4ep4-sglang", "builtin:b200-deepseek-v4-flash-tp8ep8-sglang-mtp"),
+    "sglang": ("builtin:b200-deepseek-v4-flash-tp4ep4-sglang", "builtin:b200-deepseek-v4-flash-tp4ep4-sglang-dspark"),
     "vllm": ("builtin:b200-deepseek-v4-flash-tp8ep8-vllm", "builtin:b200-deepseek-v4-flash-tp8ep8-vllm-mtp"),
 }
 

@@ -72,6 +72,13 @@ def tuned(tmp_path_factory):
 
 
 @pytest.mark.slow("a whole length-schedule tune: search and verification sweeps")
+def test_write_schedule_files_takes_a_str_folder(tuned, tmp_path):
+    """Issue 39, item 9: `write_schedule_files(tuned, "dir")` refused the str that tune_schedule takes."""
+    files = write_schedule_files(tuned[2], str(tmp_path / "exports"))
+    assert files["schedule.yaml"] == tmp_path / "exports" / "schedule.yaml" and files["schedule.yaml"].is_file()
+
+
+@pytest.mark.slow("a whole length-schedule tune: search and verification sweeps")
 def test_schedule_follows_the_analytic_best_length_where_it_is_clear(tuned):
     _, _, result = tuned
     lengths = [c.length for c in result.buckets]

@@ -13,13 +13,15 @@ promises. tests/test_outputs_registry.py runs every engine path and fails
 on a key or column written here unregistered (or registered and never
 written); docs/reference/outputs.md is generated from this module. An entry
 whose name holds `<...>` is a pattern (its `pattern` regex), for columns
-named after the keys of an SLA.
+named after the keys of an SLA. `present` says in which runs a key is
+written at all (`EVERY_RUN`, or the mode in `PRESENCE` that adds it); the
+test holds each claim against every engine path.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class Output:
     doc: str
     contract: bool = False
     pattern: str | None = None
+    present: str = "every run"
 
     def matches(self, key: str) -> bool:
         return re.fullmatch(self.pattern, key) is not None if self.pattern else key == self.name
@@ -74,6 +77,10 @@ tps_user_mean* | tokens/s | mean over completed requests that arrived after warm
 tps_user_p10* | tokens/s | 10th percentile of the same per-request tokens/s/user (the slowest 10% of users)
 tps_user_p50* | tokens/s | median per-request tokens/s/user
 tps_user_p90* | tokens/s | 90th percentile per-request tokens/s/user
+tpot_mean_ms | ms | mean time per output token over completed requests that arrived after warmup: (finish − first token) / (output_tokens − 1), as vllm bench serve's TPOT; 1000 / the request's tokens/s/user
+tpot_p50_ms | ms | median per-request TPOT
+tpot_p90_ms | ms | 90th percentile per-request TPOT (the slowest 10% of users; an SLA bound: tpot_p90_ms<=25)
+tpot_p99_ms | ms | 99th percentile per-request TPOT
 ttft_p50_s* | s | median time to first token of requests that arrived after warmup: arrival → the decode step that emits it (or the prefill stage's end with engine.prefill.first_token: prefill); requests.csv's ttft_* columns give its parts
 ttft_p90_s | s | 90th percentile time to first token
 ttft_p99_s* | s | 99th percentile time to first token
@@ -180,9 +187,40 @@ concurrency | requests | Σ latency / duration_s, as SGLang prints it
 """
 
 
-def bench_keys(prefix: str, text: str) -> tuple[Output, ...]:
+def bench_keys(prefix: str, text: str, client: str) -> tuple[Output, ...]:
     """A benchmark client's metrics under its tool's prefix (workload.arrivals.kind: bench_client)."""
-    return tuple(Output(f"{prefix}.{o.name}", o.unit, o.doc) for o in table(BENCH_COMMON + text))
+    when = f"with a benchmark client (workload.arrivals.kind: bench_client, client: {client})"
+    return tuple(Output(f"{prefix}.{o.name}", o.unit, o.doc, present=when) for o in table(BENCH_COMMON + text))
+
+
+EVERY_RUN = "every run"
+POOL = "with a prefill pool (cluster.prefill)"
+PRESENCE: dict[str, tuple[str, ...]] = {  # the mode that writes a key → the keys it adds (the rest: every run)
+    POOL: ("gpus_prefill", "gpus_decode", "gpus_total", "requests_in_prefill", "requests_in_transfer",
+           "requests_at_decode", "prefill_replicas", "prefill_steps", "mean_prefill_step_ms",
+           "mean_prefill_batch_tokens", "prefill_busy_share", "mean_kv_transfer_ms", "kv_bytes_per_token"),
+    "with a prefix cache (engine.prefix_cache, or the prefill pool's)": (
+        "prefix_cache_hit_rate", "prefix_cache_block_hit_rate", "prefill_tokens_saved", "prefill_tokens_looked_up",
+        "prefix_cache_capacity_blocks"),
+    "with trace arrivals (workload.arrivals.kind: trace)": ("trace_bad_lines", "trace_failed_requests",
+                                                           "trace_ran_out_s"),
+    "with DP attention (engine.dp_attention) or engine.prefill.schedule: separate": (
+        "engine_prefill_steps", "engine_prefill_step_share", "decode_request_steps_held", "decode_held_request_s"),
+    "with DP attention over more than one rank (engine.dp_attention)": ("dp_busiest_over_mean_tokens",
+                                                                        "dp_imbalance_share_of_step"),
+    "a split or sampled run (--split-replicas; a plan probe over more than --replica-sample replicas)": (
+        "split_replicas",),
+    "a sampled fleet (a plan probe over more than --replica-sample replicas)": ("replicas_simulated",),
+}
+
+
+def with_presence(rows: tuple[Output, ...], presence: dict[str, tuple[str, ...]]) -> tuple[Output, ...]:
+    """Each row with the mode that writes it (`EVERY_RUN` unless `presence` names it)."""
+    mode = {name: when for when, names in presence.items() for name in names}
+    return tuple(replace(o, present=mode.get(o.name, EVERY_RUN)) for o in rows)
+
+
+SUMMARY = with_presence(SUMMARY, PRESENCE)
 
 
 REQUESTS = table("""
@@ -381,8 +419,10 @@ split_error | share | split_value / published − 1
 OUTPUT_FILES: tuple[OutputFile, ...] = (
     OutputFile("summary.json", "specplan run; simulate(); every sweep point and plan probe",
                "the run's figures (one JSON object)",
-               SUMMARY + bench_keys("vllm_bench_serve", VLLM_BENCH) + bench_keys("sglang_bench_serving", SGLANG_BENCH)),
-    OutputFile("requests.csv", "specplan run", "one row per arrived request", REQUESTS),
+               SUMMARY + bench_keys("vllm_bench_serve", VLLM_BENCH, "vllm")
+               + bench_keys("sglang_bench_serving", SGLANG_BENCH, "sglang")),
+    OutputFile("requests.csv", "specplan run", "one row per arrived request",
+               with_presence(REQUESTS, {POOL: ("prefill_replica", "cached_prompt_tokens")})),
     OutputFile("steps.csv", "specplan run", "one row per engine step", STEPS),
     OutputFile("prefill_steps.csv", "specplan run with cluster.prefill", "one row per prefill step", PREFILL_STEPS),
     OutputFile("points.csv", "specplan sweep / demo", "one row per variant × load × seed: every summary.json "

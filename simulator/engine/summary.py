@@ -139,15 +139,21 @@ def throughput_fields(requests: pd.DataFrame, in_window: pd.DataFrame, window: W
 
 
 def user_fields(requests: pd.DataFrame, window: Window) -> dict[str, Any]:
-    """Tokens/s/user and TTFT of requests that arrived after warmup (completed ones for tps)."""
+    """Tokens/s/user, TPOT (its inverse, per request) and TTFT of requests that arrived after warmup (completed
+    ones for tps and TPOT)."""
     measured = requests[requests["arrival_s"] >= window.warmup_s]
     completed = measured[measured["status"] == "completed"]
     tps = completed["tps_user"]
+    tpot_ms = 1000.0 / tps[tps > 0]  # a request's time per output token, (finish − first token) / (output − 1)
     return {
         "tps_user_mean": float(tps.mean()) if tps.notna().any() else math.nan,
         "tps_user_p10": percentile(tps, 10),
         "tps_user_p50": percentile(tps, 50),
         "tps_user_p90": percentile(tps, 90),
+        "tpot_mean_ms": float(tpot_ms.mean()) if tpot_ms.size else math.nan,
+        "tpot_p50_ms": percentile(tpot_ms, 50),
+        "tpot_p90_ms": percentile(tpot_ms, 90),
+        "tpot_p99_ms": percentile(tpot_ms, 99),
         "ttft_p50_s": percentile(measured["ttft_s"], 50),
         "ttft_p90_s": percentile(measured["ttft_s"], 90),
         "ttft_p99_s": percentile(measured["ttft_s"], 99),

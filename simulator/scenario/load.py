@@ -11,7 +11,9 @@ mapping (a fragment such as the `drafter:` block `specplan acceptance`
 writes, or the `policy:` block of `specplan tune`) deep-merged over the
 scenario the way a sweep merges a variant (`specplan.simulator.scenario.merge`); the
 CLI's `--merge FILE` passes it. Overrides apply in order. Relative paths
-resolve against the scenario file's folder. Loading also resolves the
+resolve against the scenario file's folder. A mapping key written twice at
+any depth (a second `engine:` block) is refused with both line numbers in
+that file or fragment, since YAML would keep the last silently. Loading also resolves the
 hardware profile and the policy name, so `specplan check` catches a missing
 profile file or an unknown policy before anything runs, and refuses a
 horizon too large to run (`specplan.simulator.scenario.size`). A profile with a
@@ -37,6 +39,7 @@ from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.schema import Context, build, to_plain
+from specplan.simulator.scenario.drafter_profile import check_drafter_profile, check_search_drafters
 from specplan.simulator.scenario.merge import deep_merge, excluded_by
 from specplan.simulator.scenario.policy import policy_params
 from specplan.simulator.scenario.size import check_run_size
@@ -54,6 +57,9 @@ def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -
     scenario = _with_engine_prefill_profile(scenario, base_dir)
     scenario = with_policy_params(with_step_budget(scenario))
     check_run_size(scenario, load_profile(scenario.hardware.profile))
+    check_drafter_profile(scenario)
+    if scenario.search is not None:
+        check_search_drafters(raw, scenario, base_dir)
     if scenario.cluster.prefill is not None:
         scenario = _with_prefill_pool(scenario, base_dir)
     return scenario
@@ -198,12 +204,56 @@ def read_yaml(path: Path) -> Any:
     if not text.strip():
         raise SpecplanError(f"{path}: the file is empty")
     try:
-        return yaml.load(text, Loader=SAFE_LOADER)
+        return _parse_unique(text, path)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SpecplanError(f"{path}:{where}: not valid YAML ({problem})") from None
+
+
+def _parse_unique(text: str, path: Path) -> Any:
+    """The document of `text`, refused when a mapping at any depth repeats a key (YAML would keep the last)."""
+    loader = SAFE_LOADER(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _refuse_duplicate_keys(node, path)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _refuse_duplicate_keys(root: yaml.Node, path: Path) -> None:
+    """Walk the node tree (aliases once); the first mapping key seen twice is one line naming both lines."""
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
+    seen_nodes: set[int] = set()
+    while stack:
+        node, where = stack.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(reversed([(item, f"{where}[{i}]") for i, item in enumerate(node.value)]))
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(reversed(_mapping_children(node, where, path)))
+
+
+def _mapping_children(node: yaml.MappingNode, where: str, path: Path) -> list[tuple[yaml.Node, str]]:
+    first_line: dict[tuple[str, str], int] = {}
+    children = []
+    for key_node, value_node in node.value:
+        name = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else "?"
+        dotted = f"{where}.{name}" if where else name
+        identity = (key_node.tag, name)
+        line = key_node.start_mark.line + 1
+        if isinstance(key_node, yaml.ScalarNode) and identity in first_line:
+            raise SpecplanError(f"{path}: duplicate key '{dotted}' (lines {first_line[identity]} and {line}): YAML "
+                                "keeps only the last, replacing the first whole; keep one")
+        first_line[identity] = line
+        children.append((value_node, dotted))
+    return children
 
 
 def apply_overrides(raw: dict, overrides: tuple[str, ...] | list[str]) -> dict:
@@ -216,12 +266,23 @@ def apply_overrides(raw: dict, overrides: tuple[str, ...] | list[str]) -> dict:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise SpecplanError(f"--set {item!r}: expected dotted.key=value")
+        refuse_index(key.strip())
         try:
             value = yaml.safe_load(text) if text.strip() else None
         except yaml.YAMLError:
             raise SpecplanError(f"--set {key}: value {text!r} is not valid YAML") from None
         set_dotted(out, key.strip().split("."), value, key)
     return out
+
+
+def refuse_index(key: str) -> None:
+    """`sweep.variants[0].policy.name` cannot be set: a list is set whole (its items have no dotted path)."""
+    match = re.search(r"^(.*?)\[(\d*)\]", key)
+    if match:
+        listed = match.group(1)
+        raise SpecplanError(f"--set {key}: --set cannot index into a list ({listed}[{match.group(2)}]); set the "
+                            f"whole list (--set '{listed}=[{{label: A, policy: {{name: static}}}}, ...]'), or put the "
+                            "changed list in a YAML fragment passed with --merge FILE (a list is replaced whole)")
 
 
 def merge_file(raw: dict, path: Path) -> dict:

@@ -80,8 +80,9 @@ def notes(tuned: TunedSchedule) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def write_schedule_files(tuned: TunedSchedule, out: Path) -> dict[str, Path]:
+def write_schedule_files(tuned: TunedSchedule, out: str | Path) -> dict[str, Path]:
     """schedule.yaml (specplan policy), trtllm.yaml, vllm.json, schedule.json (batch size → length), tune.json."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = {name: out / name for name in ("schedule.yaml", "trtllm.yaml", "vllm.json", "schedule.json", "tune.json")}
     head = f"# Tuned by `specplan tune` for {tuned.base.name}: {tuned.objective.describe()}.\n" + notes(tuned)

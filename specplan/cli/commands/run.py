@@ -18,7 +18,8 @@ from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.scenario import load_scenario
+from specplan.simulator.scenario import Scenario, load_scenario
+from specplan.simulator.scenario.drafter_profile import drafter_profile_warning
 from specplan.simulator.study.points import design_sweep
 
 
@@ -42,8 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_scenario_args(p)
     p.add_argument("--out", required=True, help="results folder (created; earlier results kept unless --force)")
     add_force_arg(p)
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--quiet", action="store_true", help="print nothing")
+    said = p.add_mutually_exclusive_group()
+    said.add_argument("--json", action="store_true", help="print the summary as JSON")
+    said.add_argument("--quiet", action="store_true", help="print nothing")
     p.add_argument("--split-replicas", type=whole_number, metavar="WORKERS", default=None,
                    help="simulate the replicas independently on WORKERS processes (exact for random routing "
                         "of Poisson arrivals; see specplan.simulator.study.split)")
@@ -60,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from specplan.simulator.study.split import simulate_split
 
     scenario = load_scenario(args.scenario, args.overrides, args.seed)
+    warn_drafter_profile(scenario)
     out = out_folder(args.out, RUN_FILES, args.force)
     if args.split_replicas is not None:
         result = simulate_split(scenario, workers=args.split_replicas, itl=True)
@@ -74,6 +77,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def warn_drafter_profile(scenario: Scenario) -> None:
+    """A drafter profile of another deployment the scenario accepted (match_target: false), said on stderr."""
+    warning = drafter_profile_warning(scenario)
+    if warning is not None:
+        print(f"specplan: warning: {warning}", file=sys.stderr)
+
+
 def check(args: argparse.Namespace) -> int:
     """Validate the scenario, then every sweep point exactly as `specplan sweep` expands them."""
     design = design_sweep(args.scenario, args.overrides)  # --seed is `run`'s: a sweep runs at sweep.seeds
@@ -83,6 +93,7 @@ def check(args: argparse.Namespace) -> int:
         EngineConfig.from_scenario(scenario, load_profile(scenario.hardware.profile), block)
     except ScenarioError as exc:
         raise SpecplanError(f"{args.scenario}: {exc}") from None
+    warn_drafter_profile(scenario)
     study = f", {len(design.points)} sweep points over {len(design.labels)} variant(s)" if scenario.sweep else ""
     print(f"{args.scenario}: ok ({scenario.name}, policy {scenario.policy.name}, "
           f"{scenario.cluster.replicas} replica(s){study})")
