@@ -80,6 +80,10 @@ class SGLangCaps:
         return [CapValue("max_running_requests", per_rank, "requests (rank)", per_rank, "admission",
                          "sglang model_runner: max_total_num_tokens // 2")]
 
+    def request_slots(self, facts: CapFacts) -> int | None:
+        running = self.running_cap(facts)
+        return running[0].requests_per_rank if running else None
+
     def swa_cap(self, facts: CapFacts) -> list[CapValue]:
         """DeepSeek-V4's SWA pool as requests: (pool − one chunk) over each request's window pages."""
         if facts.model != "deepseek-v4" or facts.kv_pool_tokens is None:
