@@ -335,3 +335,25 @@ def test_sglang_captures_the_slot_count_and_the_one_below_past_its_own_list():
     plain = make_scenario(engine={"cuda_graph": {"engine": "sglang"}})
     linear = EngineConfig.from_scenario(plain, load_profile(plain.hardware.profile), 3)
     assert linear.graphs.largest == 16                          # no GPU named: the engine's top is the slots
+
+
+def test_a_plan_names_the_cap_that_binds_at_its_answer():
+    """A capacity plan's JSON and table read the answer's runs: the cap most seeds say binds, the tightest cap
+    and the demand per rank (plan_json.cap_record, plan_tables.cap_text)."""
+    from specplan.cli.plan_tables import cap_text
+    from specplan.simulator.study.plan_json import cap_record
+    from specplan.simulator.study.probe import Probe
+
+    def run(binding: str, demand: float) -> dict:
+        return {"engine_cap_binding": binding, "engine_cap_tightest": "swa_pool",
+                "engine_cap_tightest_requests_per_rank": 30, "engine_cap_demand_per_rank": demand}
+
+    probe = Probe(replicas=2, meets_sla=True, tps_user=50.0, tps_user_ci95=1.0, throughput_per_gpu=1000.0,
+                  ttft_p99_s=1.0, backlog_growth=0.0, gpus=8,
+                  runs=(run("swa_pool", 41.0), run("swa_pool", 40.0), run("none", 29.0)))
+    record = cap_record(probe)
+    assert record == {"binding": "swa_pool", "tightest": "swa_pool", "requests_per_rank": 30,
+                      "demand_per_rank": pytest.approx(110 / 3)}
+    assert cap_text(record) == "the engine's cap that binds: swa_pool (30 requests per rank; 36.7 outstanding per rank)"
+    assert cap_record(Probe(replicas=1, meets_sla=True, tps_user=1.0, tps_user_ci95=0.0, throughput_per_gpu=1.0,
+                            ttft_p99_s=1.0, backlog_growth=0.0, gpus=1, runs=({"policy": "none"},))) is None

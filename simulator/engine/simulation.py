@@ -36,7 +36,7 @@ from specplan.simulator.engine.records import ChunkLog, SpecCounters, StepLog
 from specplan.simulator.engine.replica import Replica
 from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.router import Router
-from specplan.simulator.engine.summary import Window, cap_fields, summarize
+from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.workload import ArrivalBudget, start_workload
 from specplan.simulator.scenario import Scenario
 from specplan.traces.errors import TraceError
@@ -126,9 +126,6 @@ class Simulation:
             counts.update(prefill_summary(self.pool, prefill_steps, warmup, max(window_end_s - warmup, 1e-12)))
         recorded, spec, drafts, chunks = merged_counts([r.core.recorders for r in self.replicas], self.ranks)
         counts.update(recorded)
-        counts.update(cap_fields(self.config.cap_facts, self.config.serving.caps, requests,
-                                 Window(self.scenario.horizon.warmup_s, window_end_s), len(self.replicas),
-                                 self.pool is not None))
         if self.prompt_caches:
             counts.update(cache_fields([c.cache for c in self.prompt_caches],
                                        sum(c.looked_up_tokens for c in self.prompt_caches),

@@ -53,6 +53,7 @@ from specplan.engines.modes import MODES
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.profile import StepProfile
 from specplan.policies.registry import policy_class
+from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.records import ChunkLog
 from specplan.simulator.engine.request_log import REJECT_REASONS
 from specplan.simulator.scenario import Scenario
@@ -107,6 +108,7 @@ def summarize(scenario: Scenario, requests: pd.DataFrame, steps: pd.DataFrame, e
         "replicas": replicas,
         "gpus": gpus,
         **kv_fields(scenario, profile),
+        **engine_cap_fields(scenario, profile, requests, window),
         "window_s": window.seconds,
         "simulated_s": float(end_s),
         "wall_s": float(wall_s),
@@ -257,6 +259,16 @@ def mode_fields(in_window: pd.DataFrame) -> dict[str, float]:
             if column != "all_to_all":
                 out[f"{prefix}_time_share.{value}"] = ratio(float(step_ms[hit].sum()), total_ms)
     return out
+
+
+def engine_cap_fields(scenario: Scenario, profile: StepProfile | None, requests: pd.DataFrame,
+                      window: Window) -> dict[str, Any]:
+    """`cap_fields` for the engine the scenario runs (its settings resolved as its cores were: EngineConfig)."""
+    profile = profile or load_profile(scenario.hardware.profile)
+    block = scenario.drafter.block_size if scenario.drafter.speculates else 0
+    config = EngineConfig.from_scenario(scenario, profile, block)
+    return cap_fields(config.cap_facts, config.serving.caps, requests, window, scenario.cluster.replicas,
+                      scenario.cluster.prefill is not None)
 
 
 def cap_fields(facts: CapFacts | None, caps: Caps | None, requests: pd.DataFrame, window: Window,
