@@ -64,6 +64,7 @@ from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.engine.graphs import CaptureSizes, capture_sizes
 from specplan.simulator.engine.host import spec_cycle_ms, spec_step_fraction
 from specplan.simulator.scenario import ChunkedPrefill, Engine, Scenario
+from specplan.simulator.scenario.load import profile_kv_capacity
 from specplan.simulator.scenario.spec import CudaGraph
 
 
@@ -257,7 +258,14 @@ def deployment_facts(engine: Engine, serving: EngineTraits, profile: StepProfile
         "swa_full_tokens_ratio": engine.swa_full_tokens_ratio,
     }
     overrides = {k: float(v) for k, v in given.items() if v is not None and k in serving.caps.knobs}
-    return cap_facts(profile, ranks, 1 + block_size, backend, kv if dp is None else dp.kv_tokens, overrides)
+    return cap_facts(profile, ranks, 1 + block_size, backend, engine_pool(profile, kv, ranks), overrides)
+
+
+def engine_pool(profile: StepProfile, kv_tokens: int, ranks: int) -> int:
+    """One rank's KV pool as the engine sizes it from GPU memory: the profile's memory model (at 0.9 of GPU
+    memory) where it states one, else the scenario's KV (the engine's caps read it; the simulator's own KV rule
+    runs on engine.kv_capacity_tokens either way)."""
+    return (profile_kv_capacity(profile) or kv_tokens) // ranks
 
 
 def swa_limited(engine: Engine, dp: RankLimits | None, caps: CapReport | None) -> tuple[RankLimits | None, int]:

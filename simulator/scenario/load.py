@@ -177,8 +177,7 @@ def request_slots(scenario: Scenario, profile: StepProfile, kv_tokens: int, bloc
     dp = engine.dp_attention
     ranks = 1 if dp is None else dp.ranks
     backend = "none" if engine.all_to_all is None else engine.all_to_all.backend
-    kv_per_rank = kv_tokens // ranks if dp is None or dp.kv_capacity_tokens is None else dp.kv_capacity_tokens
-    facts = cap_facts(profile, ranks, 1 + block, backend, kv_per_rank, {})
+    facts = cap_facts(profile, ranks, 1 + block, backend, (profile_kv_capacity(profile) or kv_tokens) // ranks, {})
     if traits.caps is None:
         whose = (f"no serving engine is known for profile {profile.name} (set engine.name)" if traits.name == "none"
                  else f"{traits.label} has no caps in the traits table (vllm and sglang have)")

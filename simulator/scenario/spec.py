@@ -218,7 +218,7 @@ class Engine:
 
     max_batch_requests: Annotated[int, Word("auto")] = num(
         ge=1, doc="requests one replica runs at once (vLLM max_num_seqs x DP ranks, SGLang max_running_requests); "
-                  "auto: the serving engine's own default (SGLang DeepSeek-V4 256 server-wide, else half the KV "
+                  "auto: the serving engine's own default (SGLang DeepSeek-V4 256 server-wide, else its request "
                   "pool; vLLM 1024 per DP rank on GPUs of 70 GiB or more, else 256; specplan.engines.caps)",
         unit="requests", example=128)
     name: Literal["auto", "vllm", "sglang", "trtllm", "none"] = num(
@@ -256,7 +256,8 @@ class Engine:
     dp_attention: DpAttention | None = num(None, doc="data-parallel attention over wide EP: each rank its own KV "
                                            "cache, request slots and token cap")
     swa_full_tokens_ratio: float | None = num(None, gt=0, le=1, doc="DeepSeek-V4 under SGLang: the sliding-"
-                                              "window pool's share of the full KV pool, which caps the running "
+                                              "window pool's share of the full KV pool (the profile's memory "
+                                              "model, else kv_capacity_tokens), which caps a rank's running "
                                               "requests (default: the engine's, 0.1 for DeepSeek-V4)",
                                               unit="share of the KV pool")
     all_to_all: AllToAll | None = num(None, doc="the MoE's all-to-all kernels: backend, DeepEP's mode and a "
