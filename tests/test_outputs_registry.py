@@ -23,6 +23,13 @@ POOL = {"engine": {"prefill": {"tokens_per_s": 1e12}},
                                 "profile": "builtin:h200-llama3.1-8b-vllm-prefill", "router": "cache_aware",
                                 "prefix_cache": {"block_tokens": 512, "capacity_tokens": 100_000}}}}
 PREFILL_PROFILE = "builtin:h200-llama3.1-8b-vllm-prefill"
+V4_DP = {"hardware": {"profile": "builtin:b200-deepseek-v4-flash-dp4ep4-sglang", "gpus_per_replica": 4},
+         "engine": {"max_batch_requests": 32, "kv_capacity_tokens": 2_000_000, "dp_attention": {"ranks": 4},
+                    "prefill": {"mode": "chunked", "chunk_tokens": 2048, "schedule": "separate"},
+                    "cuda_graph": {"engine": "sglang"}, "all_to_all": {"backend": "deepep"}},
+         "drafter": {"latency": {"kind": "fixed", "ms": 0.5}}, "policy": {"name": "none"},
+         "workload": {"arrivals": {"kind": "closed_loop", "users": 48, "think_s": 0},
+                      "output_tokens": {"kind": "lognormal", "median": 30, "sigma": 0.6, "max": 120}}}
 BENCH = {"horizon": {"requests": 6}, "drafter": {"family": "none", "block_size": 0}, "policy": {"name": "none"},
          "workload": {"arrivals": {"kind": "bench_client", "num_prompts": 4, "max_concurrency": 2,
                                    "warmup_requests": 1}, "output_tokens": {"kind": "fixed", "value": 4}}}
@@ -54,6 +61,7 @@ def cases(tmp_path) -> dict[str, dict]:
         "tight-kv": merged(raw, {"engine": {"kv_capacity_tokens": 300}}),
         "vllm-bench": merged(raw, BENCH),
         "sglang-bench": merged(merged(raw, BENCH), {"workload": {"arrivals": {"client": "sglang"}}}),
+        "v4-dp-deepep-graphs": merged(raw, V4_DP),
     }
 
 

@@ -142,10 +142,29 @@ decode_request_steps_held | request-steps | decoding request-steps that waited f
 decode_held_request_s | request-s | Σ over held request-steps of the step's time: decode time lost to prefill batches
 dp_busiest_over_mean_tokens | ratio | DP attention: mean over steps of the busiest rank's tokens over the ranks' mean (1 = even)
 dp_imbalance_share_of_step | share | DP attention: what the busiest rank's own part adds over the ranks' mean, as a share of step time (0 for a profile that cannot tell its ranks apart)
+mode_step_share.graph | share | steps in the window that replayed a CUDA graph (steps.csv mode: graph) / steps in the window
+mode_step_share.piecewise | share | steps that ran a piecewise graph, attention eager (vLLM) / steps in the window
+mode_step_share.eager | share | steps that ran without a graph: every kernel launched by the host / steps in the window
+mode_step_share.unmodelled | share | steps whose mode was not modelled (no engine.cuda_graph capture list) / steps in the window
+mode_time_share.graph | share | step time of graph steps / step time in the window
+mode_time_share.piecewise | share | step time of piecewise steps / step time in the window
+mode_time_share.eager | share | step time of eager steps / step time in the window
+mode_time_share.unmodelled | share | step time of steps whose mode was not modelled / step time in the window
+mode_reason_step_share.<reason> | share | steps in the window that ran their mode for this reason (steps.csv mode_reason: rank_prefilling, above_capture, ...) / steps in the window; one key per reason that occurred
+mode_reason_time_share.<reason> | share | their step time / step time in the window; one key per reason that occurred
+all_to_all_step_share.<mode> | share | steps whose MoE all-to-all ran in this mode (low_latency, normal, megamoe) / steps in the window; one key per mode that ran (engine.all_to_all)
+engine_cap_binding | — | the engine's own admission cap that stops the run's demand (engine_cap_demand_per_rank above its requests per rank): max_running_requests, max_num_seqs, swa_pool, kv_pool, deepep_tokens_per_rank, ...; none when every cap admits it; written where the engine's row has caps and the profile names its model and GPUs
+engine_cap_tightest | — | the engine's admission cap with the fewest requests per rank (specplan.engines.caps)
+engine_cap_tightest_requests_per_rank | requests | the most requests per attention rank that cap admits
+engine_cap_demand_per_rank | requests | requests outstanding at a decode replica (arrival, or KV arrival behind a prefill pool, to last token), mean over the window, per replica and attention rank
+engine_graph_cap_requests_per_rank | requests | the engine's graph cap (SGLang cuda_graph_max_bs, vLLM max_cudagraph_capture_size) as requests per rank: past it a decode step runs eager
+engine_mem_fraction_static | share | the share of GPU memory the engine gives weights and KV (SGLang mem_fraction_static by its reserve rule, vLLM gpu_memory_utilization)
 split_replicas | replicas | a split run (--split-replicas): the replicas simulated as independent processes
 replicas_simulated | replicas | a sampled fleet: the replicas simulated for the whole (cluster totals scaled by replicas / this)
 draft_record | — | what the drafts did, from every 8th step with drafts: per domain and position the request-steps that reached and accepted a draft, and the reliability bins of the confidences a policy saw (the report's acceptance and calibration figures read it); null without speculation
-""")
+""", {"mode_reason_step_share.<reason>": r"mode_reason_step_share\.[a-z0-9_]+",
+      "mode_reason_time_share.<reason>": r"mode_reason_time_share\.[a-z0-9_]+",
+      "all_to_all_step_share.<mode>": r"all_to_all_step_share\.(low_latency|normal|megamoe)"})
 
 BENCH_COMMON = """
 completed | requests | measured requests that completed
@@ -269,8 +288,11 @@ deferred_requests | requests | decoding rows the token budget left for the next 
 truncated_drafts | tokens | drafts the token budget cut at its edge
 context_tokens | tokens | KV context the step was priced at (0: the profile has no context axis)
 draft_ms | ms | drafting time
-verify_ms | ms | verify-forward time (CUDA-graph padding and eager surcharge included)
+verify_ms | ms | verify-forward time in the step's mode (CUDA-graph padding, an eager step's launches or surcharge, DeepEP normal mode included)
 overhead_ms | ms | host time and the scheduling overhead the policy pays
+mode | — | how the engine ran the step: graph (a CUDA graph replayed), piecewise (vLLM: attention eager, the rest replayed), eager (every kernel launched by the host), unmodelled (no engine.cuda_graph capture list)
+mode_reason | — | why (specplan.engines.REASONS): decode_graph, rank_prefilling (a rank prefilled, so every rank ran eager), v4_prefill_eager, prefill_eager, above_capture, graphs_off, deepep_normal, mixed_piecewise, ragged_piecewise, normal_piecewise, slots_piecewise, no_piecewise, no_graph_model
+all_to_all | — | the MoE all-to-all's mode in the step: none, low_latency, normal (DeepEP), megamoe (engine.all_to_all)
 """)
 
 PREFILL_STEPS = table("""
@@ -387,6 +409,7 @@ one_fewer_replicas | replicas | the size below the answer, confirmed failing
 one_fewer_keep_up | — | its keep-up verdict
 sure | — | false when a bound lies inside its 95% interval at the answer or one fewer
 probes | — | sizes simulated
+engine_cap_binding | — | the serving engine's own cap that binds at the answer (summary.json engine_cap_binding, most seeds'), none when every cap admits the demand; empty where the engine's row has no caps
 <sla key> | the key's unit | mean over seeds of each SLA key at the answer
 <sla key>_ci95 | the key's unit | half-width of its 95% interval over seeds
 """, {"<sla key>": r"(ttft|itl|tps_user)_[a-z0-9]+(_s|_ms)?", "<sla key>_ci95": r"(ttft|itl|tps_user)_[a-z0-9_]+_ci95"})

@@ -22,7 +22,9 @@ built-ins have one) sets `engine.kv_capacity_tokens` where the scenario is
 silent, and bounds it where it is not: a scenario asking one replica to hold
 more KV tokens than its GPUs can (an H100 scenario that kept an H200's 880k
 tokens) is refused with both numbers. Without a memory model the key is
-required.
+required. `engine.max_batch_requests: auto` takes the serving engine's own
+request slots for the deployment (specplan.engines.caps: SGLang's DeepSeek-V4
+256 server-wide, vLLM's max_num_seqs per DP rank, ...).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Any
 import yaml
 
 from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.facts import cap_facts, serving_engine
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.schema import Context, build, to_plain
@@ -162,8 +165,34 @@ def with_step_budget(scenario: Scenario) -> Scenario:
     if per_rank < block + 1:
         raise ScenarioError("engine.dp_attention.max_step_tokens", f"{per_rank} tokens per attention rank cannot "
                             f"hold one request's anchor and draft block ({block + 1} tokens)")
-    engine = dataclasses.replace(scenario.engine, max_step_tokens=budget, kv_capacity_tokens=kv_tokens)
+    engine = dataclasses.replace(scenario.engine, max_step_tokens=budget, kv_capacity_tokens=kv_tokens,
+                                 max_batch_requests=request_slots(scenario, profile, kv_tokens, block))
     return dataclasses.replace(scenario, engine=engine)
+
+
+def request_slots(scenario: Scenario, profile: StepProfile, kv_tokens: int, block: int) -> int:
+    """engine.max_batch_requests resolved: the number given, or for `auto` the serving engine's own slots (per
+    rank, times the DP ranks)."""
+    engine = scenario.engine
+    if engine.max_batch_requests != "auto":
+        return engine.max_batch_requests
+    try:
+        traits = serving_engine(engine.name, engine.version, profile)
+    except SpecplanError as exc:
+        raise ScenarioError("engine.name", str(exc)) from None
+    dp = engine.dp_attention
+    ranks = 1 if dp is None else dp.ranks
+    backend = "none" if engine.all_to_all is None else engine.all_to_all.backend
+    facts = cap_facts(profile, ranks, 1 + block, backend, (profile_kv_capacity(profile) or kv_tokens) // ranks, {})
+    if traits.caps is None:
+        whose = (f"no serving engine is known for profile {profile.name} (set engine.name)" if traits.name == "none"
+                 else f"{traits.label} has no caps in the traits table (vllm and sglang have)")
+        raise ScenarioError("engine.max_batch_requests", f"auto: {whose}; or give the requests one replica runs")
+    slots = None if facts is None else traits.caps.request_slots(facts)
+    if slots is None:
+        raise ScenarioError("engine.max_batch_requests", f"auto: profile {profile.name} does not name its model "
+                            "and GPUs, which the engine's default reads; give the requests one replica runs")
+    return slots * ranks
 
 
 def kv_capacity(kv_tokens: int | None, profile: StepProfile) -> int:

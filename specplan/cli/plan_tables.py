@@ -54,6 +54,8 @@ def plan_table(plan: CapacityPlan) -> str:
                         else ""))
     lines += [f"  {v.label}: {gpus_text(probe_pool(v.chosen, v.prefill_pool))}" for v in plan.variants
               if v.chosen is not None and (v.prefill_pool or math.isfinite(v.chosen.mean("prefix_cache_hit_rate")))]
+    lines += [f"  {v.label}: {cap_text(record)}" for v in plan.variants
+              if (record := variant_row(v, t)["engine_cap"]) is not None]
     lines += [f"  {v.label}: not met: {v.unmet}" for v in plan.variants if v.replicas is None and v.probes]
     lines += [f"  {v.label}: {unsure_text(v, t)}" for v in plan.variants if v.replicas is not None and not v.sure(t)]
     return "\n".join(lines)
@@ -103,6 +105,16 @@ def gpus_text(pools: dict[str, Any]) -> str:
         text += f" (the prefill pool {pools['prefill_pool']}" + (f", busy {busy:.0%})" if busy is not None else ")")
     hit = pools["prefix_cache_hit_rate"]
     return text + (f"; prefix-cache hit rate {hit:.1%}" if hit is not None else "")
+
+
+def cap_text(record: dict[str, Any]) -> str:
+    """"the engine's cap that binds: swa_pool (30 requests per rank; 41.5 outstanding per rank)", or the tightest."""
+    demand = record["demand_per_rank"]
+    state = f"; {demand:.1f} outstanding per rank" if demand is not None else ""
+    if record["binding"] != "none":
+        return f"the engine's cap that binds: {record['binding']} ({record['requests_per_rank']} requests per rank{state})"
+    return (f"no engine cap binds (tightest: {record['tightest']}, {record['requests_per_rank']} requests per "
+            f"rank{state})")
 
 
 def aligned(rows: Sequence[tuple[str, ...]], left: tuple[int, ...]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from specplan.cli.args import whole_number
 from specplan.cli.commands import help_of
@@ -14,6 +15,8 @@ from specplan.cli.output import (
     summary_table,
     write_run,
 )
+from specplan.engines import REASONS
+from specplan.engines.modes import MODES
 from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.jsonsafe import dumps
@@ -73,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(dumps(result.summary))
     elif not args.quiet:
         print(summary_table(result.summary, f"{scenario.name} (seed {scenario.seed})"))
+        for line in engine_lines(result.summary):
+            print(line)
         print(f"  results in {out}/")
     return 0
 
@@ -82,6 +87,29 @@ def warn_drafter_profile(scenario: Scenario) -> None:
     warning = drafter_profile_warning(scenario)
     if warning is not None:
         print(f"specplan: warning: {warning}", file=sys.stderr)
+
+
+def engine_lines(summary: dict[str, Any]) -> list[str]:
+    """How the steps ran (share per mode, then per reason) and the engine's cap that binds, where known."""
+    shares = {mode: summary.get(f"mode_step_share.{mode}") for mode in MODES}
+    lines = []
+    if any(isinstance(v, float) and v > 0 for k, v in shares.items() if k != "unmodelled"):
+        parts = ", ".join(f"{v:.0%} {mode}" for mode, v in shares.items() if isinstance(v, float) and v > 0)
+        lines.append(f"  {'steps by mode (share of steps)':<50} {parts}")
+        reasons = sorted(((v, key.split(".", 1)[1]) for key, v in summary.items()
+                          if key.startswith("mode_reason_step_share.") and isinstance(v, float) and v > 0),
+                         reverse=True)
+        lines += [f"    {share:.0%} of steps: {REASONS.get(reason, reason)}" for share, reason in reasons]
+    tightest = summary.get("engine_cap_tightest")
+    if tightest:
+        binding = summary.get("engine_cap_binding")
+        demand = summary.get("engine_cap_demand_per_rank", float("nan"))
+        state = "binds" if binding == tightest else "not reached"
+        label = "the engine's tightest cap"
+        lines.append(f"  {label:<50} {tightest}: "
+                     f"{summary.get('engine_cap_tightest_requests_per_rank')} requests per rank ({state}: "
+                     f"{demand:.1f} outstanding per rank)")
+    return lines
 
 
 def check(args: argparse.Namespace) -> int:
