@@ -49,7 +49,8 @@ def stand_in_overrides(folder: Path, client: str) -> list[str]:
 
 def test_the_new_cases_are_there():
     names = [p.name for p in NEW]
-    assert len(names) == 17 and "vllm-41044-v4-flash-mtp-b200" in names
+    assert len(names) == 24 and "vllm-41044-v4-flash-mtp-b200" in names
+    assert sum(name.startswith("sglang-cookbook-v4-flash-official-") for name in names) == 7
     for strategy in ("low-latency", "balanced", "high-throughput"):
         assert any(name.endswith(strategy) for name in names)
 
@@ -123,7 +124,12 @@ def test_a_cookbook_case_runs_end_to_end_at_tiny_size(tmp_path, cli):
 # of V4 geometry on H200 (no Marlin rows), SGLang NVFP4 of V4 geometry, MegaMoE at EP4 on B200 / B300
 DATABASE_GAPS = {"sglang-cookbook-v4-flash-b200-fp4-high-throughput", "sglang-cookbook-v4-flash-b300-fp4-high-throughput",
                  "sglang-cookbook-v4-flash-gb200-nvfp4-low-latency", "sglang-cookbook-v4-flash-gb300-nvfp4-low-latency",
-                 "sglang-cookbook-v4-flash-h200-fp4-low-latency"}
+                 "sglang-cookbook-v4-flash-h200-fp4-low-latency",
+                 # the Flash Official cells on 8 x B200 (TP8 EP1, DP8 prefill, DP8 MegaMoE) and on H200 with FP4 experts
+                 "sglang-cookbook-v4-flash-official-b200-fp4-low-latency", "sglang-cookbook-v4-flash-official-b200-fp4-balanced",
+                 "sglang-cookbook-v4-flash-official-b200-fp4-high-throughput",
+                 "sglang-cookbook-v4-flash-official-h200-fp4-balanced",
+                 "sglang-cookbook-v4-flash-official-h200-fp4-high-throughput"}
 CASES = sorted(p for p in PUBLISHED.iterdir() if (p / "source.yaml").exists())
 
 
