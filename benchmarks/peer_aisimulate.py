@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shlex
 import shutil
 import subprocess
@@ -178,7 +179,7 @@ def predict(executable: Path, config: dict[str, Any], folder: Path) -> dict[str,
     if done.returncode != 0:
         lines = f"{done.stdout}\n{done.stderr}".strip().splitlines() or ["no output"]
         reason = next((line for line in lines if "predict failed" in line), lines[-1])
-        raise RuntimeError(reason.split(";")[0][:200])
+        raise RuntimeError(re.sub(r"/\S*/site-packages/", "", reason.split(";")[0])[:200])  # no local paths
     return json.loads((folder / "prediction.json").read_text())
 
 
@@ -243,7 +244,7 @@ def summary_row(kind_name: str, gpu: str, part: pd.DataFrame) -> dict[str, Any]:
             "specplan_max": part["specplan_error"].abs().max(), "aisimulate_max": part["aisimulate_error"].abs().max()}
 
 
-def print_tables(both: pd.DataFrame, kinds: pd.DataFrame, left_out: dict[str, str]) -> None:
+def print_tables(both: pd.DataFrame, kinds: pd.DataFrame, left_out: dict[str, str], failed: pd.DataFrame) -> None:
     print(f"{'source':58} {'metric':26} {'c':>5} {'published':>10} {'specplan':>9} {'AISim':>9}")
     for _, r in both.iterrows():
         print(f"{r['source']:58} {r['metric']:26} {r['concurrency']:>5} {r['published']:>10.4g} "
@@ -255,6 +256,8 @@ def print_tables(both: pd.DataFrame, kinds: pd.DataFrame, left_out: dict[str, st
               f"  {r['aisimulate_median']:>7.1%} / {r['aisimulate_max']:>7.1%}")
     for name, reason in left_out.items():
         print(f"not expressed: {name}: {reason}")
+    for (name, c, status), _part in failed.groupby(["source", "concurrency", "status"], sort=True):
+        print(f"AISimulate failed: {name} c={c}: {status.removeprefix('aisimulate failed: ')}")
 
 
 def main() -> int:
@@ -280,7 +283,7 @@ def main() -> int:
         peer.to_csv(args.write, index=False)
     both = side_by_side(peer, pd.read_csv(args.record))
     print(f"AISimulate {version} ({executable}) beside specplan ({args.record})")
-    print_tables(both, kind_table(both), left_out)
+    print_tables(both, kind_table(both), left_out, peer[peer["status"] != "ok"])
     return 0
 
 
