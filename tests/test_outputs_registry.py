@@ -143,3 +143,9 @@ def test_the_committed_replication_table_is_registered():
     columns = pd.read_csv(REPO / "benchmarks" / "published" / "results" / "replication.csv", nrows=1).columns
     assert [c for c in columns if describe("replication.csv", c) is None] == []
     assert [o.name for o in output_file("replication.csv").columns if o.name not in columns] == []
+
+
+def test_the_committed_version_spread_table_is_registered():
+    columns = pd.read_csv(REPO / "benchmarks" / "published" / "results" / "version_spread.csv", nrows=1).columns
+    assert [c for c in columns if describe("version_spread.csv", c) is None] == []
+    assert [o.name for o in output_file("version_spread.csv").columns if o.name not in columns] == []

@@ -418,9 +418,13 @@ REPLICATION = table("""
 source | — | the case folder under benchmarks/published
 reference | — | the public source (repository and PR or issue)
 group | — | engine/GPU group (calibration fits per group)
+kind | — | the kind of cell: a cookbook recipe's strategy (low-latency, balanced, high-throughput), or PR case
+gpu | — | the GPU the figure was measured on
 workload | — | the benchmarked workload
 arm | — | the compared arm (a speed-up is an arm ratio, dspark/none)
-metric | — | what was published (throughput, TPOT, TTFT, speed-up, sign)
+metric | — | what was published (throughput, TPOT, TTFT, speed-up, sign), with its statistic (mean_, median_)
+statistic | — | the statistic over requests the metric compares (mean or P50; - for a figure over the run)
+length_rule | — | the lengths the benchmark client drew (uniform or fixed, source.yaml's length_rule; - where none)
 concurrency | requests | the client's concurrency
 published | the unit column's | the published figure
 unit | — | its unit as published
@@ -437,6 +441,23 @@ calibrated_value | the unit column's | predicted with the group's fitted host ti
 calibrated_error | share | calibrated_value / published − 1
 split_value | the unit column's | predicted out of sample (fitted on the other half of the group's figures)
 split_error | share | split_value / published − 1
+""")
+
+VERSION_SPREAD = table("""
+source | — | the case folder under benchmarks/published
+workload | — | the benchmarked workload
+arm | — | the compared arm
+concurrency | requests | the client's concurrency
+quantity | — | TTFT, TPOT, ITL or output throughput (whatever the statistic)
+stale_version | — | the engine version of the older run (source.yaml's spread)
+stale_statistic | — | its statistic over requests (mean, P50; - for a figure over the run)
+stale | the unit column's | the older run's figure (spread.csv)
+newest_version | — | the engine version of the newest run (source.yaml's engine)
+newest_statistic | — | its statistic
+newest | the unit column's | the newest run's figure (published.csv)
+unit | — | the unit of both, as the newest is published
+ratio | ratio | newest / stale
+note | — | how the two were made comparable, where they had to be (a total compared as output)
 """)
 
 OUTPUT_FILES: tuple[OutputFile, ...] = (
@@ -458,6 +479,8 @@ OUTPUT_FILES: tuple[OutputFile, ...] = (
                "and these), keep-up verdict and resolved scenario", PROBE_RECORD, extends="summary.json"),
     OutputFile("plan.csv", "specplan plan --out on a search: block", "one row per deployment, met or not", PLAN),
     OutputFile("replication.csv", "specplan replicate", "one row per published figure", REPLICATION),
+    OutputFile("version_spread.csv", "specplan replicate", "one row per figure published by an older and the "
+               "newest run of the same cell (in no error statistic)", VERSION_SPREAD),
 )
 
 
