@@ -30,9 +30,10 @@ from replica_split import interval, scenario
 
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario.study import Bound
-from specplan.simulator.study.planner import plan_capacity
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan.run import plan_capacity
+from specplan.simulator.study.plan.target import Target
 from specplan.simulator.study.split import simulate_sampled
-from specplan.simulator.study.target import RunOptions, Target
 
 BOUNDS = (Bound("tps_user_p10", ">=", 200.0), Bound("ttft_p99_s", "<=", 1.0))
 

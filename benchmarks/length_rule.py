@@ -41,8 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from specplan.simulator.study.case_runner import availability
-from specplan.simulator.study.published import Case, Figure, read_case
+from specplan.simulator.study.replication.case_runner import availability
+from specplan.simulator.study.replication.published import Case, Figure, read_case
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -52,8 +52,14 @@ from specplan.hwprofiles import load_profile
 from specplan.simulator.drafters.curves import expected_tau
 from specplan.simulator.drafters.presets import preset_curves
 from specplan.simulator.scenario import load_scenario
-from specplan.simulator.study.case_runner import CaseRunner, availability, kind
-from specplan.simulator.study.published import GOAL_METRICS, RATIO_METRICS, Case, Figure, read_case
+from specplan.simulator.study.replication.case_runner import CaseRunner, availability, kind
+from specplan.simulator.study.replication.published import (
+    GOAL_METRICS,
+    RATIO_METRICS,
+    Case,
+    Figure,
+    read_case,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLISHED = REPO / "benchmarks" / "published"

@@ -32,8 +32,8 @@ import numpy as np
 
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import load_scenario
-from specplan.simulator.study.case_runner import CaseRunner, availability
-from specplan.simulator.study.published import read_case
+from specplan.simulator.study.replication.case_runner import CaseRunner, availability
+from specplan.simulator.study.replication.published import read_case
 
 PUBLISHED = Path(__file__).resolve().parent / "published"
 KEYS = ("mean_ttft_ms", "mean_tpot_ms", "output_throughput_tok_s_per_gpu")

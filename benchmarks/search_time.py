@@ -24,9 +24,11 @@ import pandas as pd
 
 from specplan.simulator.scenario.load import read_yaml
 from specplan.simulator.scenario.study import parse_bound
-from specplan.simulator.study.plan_json import deployment_rows
-from specplan.simulator.study.search_plan import DeploymentPlan, plan_search
-from specplan.simulator.study.target import RunOptions, Target
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan.plan_json import deployment_rows
+from specplan.simulator.study.plan.run import plan_search
+from specplan.simulator.study.plan.search import DeploymentPlan
+from specplan.simulator.study.plan.target import Target
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,6 @@ the error are not drawn), and returns the text the command prints.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from specplan.simulator.study.case_runner import AS_RUN, NEAREST, Params
-from specplan.simulator.study.replicate import SENSITIVITIES, Replication
-from specplan.simulator.study.replication_stats import MODES, goals, statistics
-from specplan.simulator.study.version_spread import spread_statistics
+from specplan.simulator.study.replication.case_runner import AS_RUN, NEAREST, Params
+from specplan.simulator.study.replication.replicate import SENSITIVITIES, Replication
+from specplan.simulator.study.replication.stats import MODES, goals, statistics
+from specplan.simulator.study.replication.version_spread import spread_statistics
 
 MODE_WORDS = {"predicted": "predicted (no parameter fitted)",
               "calibrated": "calibrated (parameters fitted on these figures)",
@@ -185,11 +184,11 @@ def params_lines(result: Replication) -> list[str]:
 
 
 def write_replication(result: Replication, out_dir: str | Path) -> str:
+    """The replication's report beside its records (`replicate` writes those): replication.md and .png;
+    returns the report's text."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = result.rows
-    rows.to_csv(out / "replication.csv", index=False)
-    result.spread.to_csv(out / "version_spread.csv", index=False)
     stats = statistics(rows, (AS_RUN, NEAREST))
     cases = [f"case {name}: {status}" for name, status in result.cases.items()]
     text = "\n".join([*table_lines(rows), "", *cases, *status_lines(rows), "", *goal_lines(stats), "",
@@ -197,10 +196,6 @@ def write_replication(result: Replication, out_dir: str | Path) -> str:
                       *sensitivity_lines(rows, result.assumed_al), "", *params_lines(result), "",
                       *spread_lines(result.spread)])
     (out / "replication.md").write_text("# Predictions against published measurements\n\n" + text + "\n")
-    params = {mode: {g: vars(p) for g, p in groups.items()} for mode, groups in result.params.items()}
-    doc = {"cases": result.cases, "statistics": stats, "goals": goals(stats), "params": params,
-           "version_spread": spread_statistics(result.spread) if not result.spread.empty else {}}
-    (out / "replication.json").write_text(json.dumps(doc, indent=1) + "\n")
     plot_replication(rows, out / "replication.png")
     return text
 

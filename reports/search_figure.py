@@ -13,8 +13,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from specplan.simulator.study.plan_json import deployment_row, deployment_rows
-from specplan.simulator.study.search_plan import DeploymentPlan
+from specplan.simulator.study.plan.plan_json import deployment_row, deployment_rows
+from specplan.simulator.study.plan.search import DeploymentPlan
 
 MARKERS = {"aggregated": "o", "disaggregated": "s"}
 

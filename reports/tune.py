@@ -34,8 +34,8 @@ from specplan.reports.document import (
 from specplan.reports.figures import DPI, acceptance_figure, colours, frontier_axes, profile_figure
 from specplan.reports.manual import TUNE_PAGES, manual_links
 from specplan.reports.report import report_blocks
-from specplan.simulator.study.export import policy_block, trtllm_block
-from specplan.simulator.study.tune import (
+from specplan.simulator.study.tune.export import policy_block, trtllm_block
+from specplan.simulator.study.tune.schedule import (
     KEY_ROLES,
     TUNED,
     TUNED_ROLE,

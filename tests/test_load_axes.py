@@ -20,9 +20,10 @@ import pytest
 from specplan.cli.commands.plan import FLAGS
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.engine.simulation import simulate
-from specplan.simulator.study.planner import variant_mappings
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan.planner import variant_mappings
+from specplan.simulator.study.plan.target import Target
 from specplan.simulator.study.points import design_sweep, validated
-from specplan.simulator.study.target import RunOptions, Target
 from specplan.traces.arrivals import arrival_process
 from tests.test_sweep import BASE, write_yaml
 

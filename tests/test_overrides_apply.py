@@ -16,9 +16,10 @@ import pytest
 
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario import load_scenario, scenario_from_mapping
-from specplan.simulator.study.planner import variant_mappings
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan.planner import variant_mappings
+from specplan.simulator.study.plan.target import Target
 from specplan.simulator.study.points import design_sweep
-from specplan.simulator.study.target import RunOptions, Target
 from tests.conftest import REPO
 from tests.test_sweep import BASE, tiny, write_yaml
 

@@ -19,13 +19,15 @@ import numpy as np
 import pytest
 import yaml
 
-from specplan.cli.plan_tables import plan_table, search_table
 from specplan.simulator.scenario.study import Bound
 from specplan.simulator.study.keepup import FALLS_BEHIND
-from specplan.simulator.study.planner import CapacityPlan, plan_capacity
-from specplan.simulator.study.probe import Probe
-from specplan.simulator.study.replica_search import ReplicaSizing
-from specplan.simulator.study.target import RunOptions, Target
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan.planner import CapacityPlan
+from specplan.simulator.study.plan.probe import Probe
+from specplan.simulator.study.plan.replica_search import ReplicaSizing
+from specplan.simulator.study.plan.run import plan_capacity
+from specplan.simulator.study.plan.tables import plan_table, search_table
+from specplan.simulator.study.plan.target import Target
 from tests.conftest import REPO
 from tests.test_planner import h100_mtp1
 from tests.test_search_plan import searched  # noqa: F401  (the module's search, reused)

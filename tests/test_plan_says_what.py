@@ -16,12 +16,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specplan.cli.plan_files import write_plan_files
-from specplan.cli.plan_tables import plan_table
 from specplan.simulator.scenario.study import Bound
-from specplan.simulator.study.plan_json import capacity_json
-from specplan.simulator.study.planner import plan_capacity
-from specplan.simulator.study.target import RunOptions, Target
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan.files import write_plan_files
+from specplan.simulator.study.plan.plan_json import capacity_json
+from specplan.simulator.study.plan.run import plan_capacity
+from specplan.simulator.study.plan.tables import plan_table
+from specplan.simulator.study.plan.target import Target
 from tests.test_sweep import BASE
 
 

@@ -8,8 +8,9 @@ import copy
 import numpy as np
 
 from specplan.simulator.scenario.study import parse_bound
-from specplan.simulator.study.planner import plan_capacity
-from specplan.simulator.study.target import RunOptions, Target
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan.run import plan_capacity
+from specplan.simulator.study.plan.target import Target
 from tests.test_planner import KNOWN, OUTPUT_TOKENS, RATE, SLA, closed_form_replicas
 
 

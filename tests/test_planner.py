@@ -12,17 +12,19 @@ import pandas as pd
 import pytest
 import yaml
 
-from specplan.cli.plan_files import write_plan_files
-from specplan.cli.plan_tables import plan_table
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.outputs import describe
 from specplan.simulator.scenario.study import Bound, tps_column
 from specplan.simulator.study.keepup import FALLS_BEHIND, KEEPS_UP, TOO_SHORT, judge_backlog
-from specplan.simulator.study.plan_json import capacity_json
-from specplan.simulator.study.planner import CapacityPlan, plan_capacity
-from specplan.simulator.study.probe import Probe
-from specplan.simulator.study.replica_search import fewest_replicas, swamped_growth
-from specplan.simulator.study.target import DEFAULT_SEEDS, RunOptions, Target
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan.files import write_plan_files
+from specplan.simulator.study.plan.plan_json import capacity_json
+from specplan.simulator.study.plan.planner import CapacityPlan
+from specplan.simulator.study.plan.probe import Probe
+from specplan.simulator.study.plan.replica_search import fewest_replicas, swamped_growth
+from specplan.simulator.study.plan.run import plan_capacity
+from specplan.simulator.study.plan.tables import plan_table
+from specplan.simulator.study.plan.target import DEFAULT_SEEDS, Target
 from tests.conftest import REPO
 from tests.test_sweep import write_yaml
 
@@ -285,7 +287,7 @@ def test_plan_out_writes_every_probe_and_a_report_and_a_rerun_reuses_them(cli, t
     def no_simulation(*_a, **_k):
         raise AssertionError("a stored probe was simulated again")
 
-    monkeypatch.setattr("specplan.simulator.study.probe.simulate", no_simulation)
+    monkeypatch.setattr("specplan.simulator.study.plan.probe.simulate", no_simulation)
     status, again, _ = cli(*args)
     assert status == 0 and again == text
 

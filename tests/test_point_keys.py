@@ -14,8 +14,9 @@ from typing import Any
 
 import specplan.simulator.study.inputs as inputs
 from specplan.hwprofiles.fileformat import DATA_DIR
+from specplan.simulator.study.options import RunOptions
 from specplan.simulator.study.points import design_sweep, point_key
-from specplan.simulator.study.sweep import run_sweep
+from specplan.simulator.study.sweep.run import run_sweep
 from tests.test_load_axes import TRACE_ROWS, write_trace
 from tests.test_sweep import BASE, REPO
 
@@ -42,7 +43,7 @@ def one_point(**workload: Any) -> dict[str, Any]:
 
 def sweep_once(raw: dict[str, Any], out: Path) -> tuple[int, float]:
     """(points simulated in this run, throughput) of a one-point sweep stored in `out`."""
-    result = run_sweep(raw, out, workers=1, progress=False)
+    result = run_sweep(raw, None, RunOptions(out_dir=out, workers=1, progress=False))
     return result.computed, float(result.points["throughput_tokens_per_s"].iloc[0])
 
 

@@ -14,9 +14,10 @@ from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.merge import deep_merge
 from specplan.simulator.scenario.study import Bound
-from specplan.simulator.study.plan_json import capacity_json
-from specplan.simulator.study.planner import plan_capacity
-from specplan.simulator.study.target import RunOptions, Target
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan.plan_json import capacity_json
+from specplan.simulator.study.plan.run import plan_capacity
+from specplan.simulator.study.plan.target import Target
 from tests.conftest import BASE, REPO
 
 LINK = {"gbps": 100.0, "latency_ms": 2.0}

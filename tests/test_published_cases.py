@@ -21,8 +21,8 @@ from specplan.hwprofiles.fileformat import DATA_DIR, builtin_names
 from specplan.simulator.drafters.curves import expected_tau
 from specplan.simulator.drafters.presets import preset_curves
 from specplan.simulator.scenario import load_scenario
-from specplan.simulator.study.case_runner import CaseRunner, availability
-from specplan.simulator.study.published import read_case
+from specplan.simulator.study.replication.case_runner import CaseRunner, availability
+from specplan.simulator.study.replication.published import read_case
 from tests.conftest import REPO
 
 PUBLISHED = REPO / "benchmarks" / "published"
@@ -169,7 +169,7 @@ RE_BASED = [p for p in COOKBOOK_CELLS if (p / "spread.csv").exists()]
 
 def test_the_re_based_cells_keep_their_stale_figures_apart():
     """The 14 cells PR #31363 re-measured: every stale figure pairs with a newest one of its quantity."""
-    from specplan.simulator.study.version_spread import spread_rows
+    from specplan.simulator.study.replication.version_spread import spread_rows
 
     assert len(RE_BASED) == 14
     cases = [read_case(p) for p in RE_BASED]

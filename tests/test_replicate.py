@@ -13,10 +13,16 @@ import shutil
 import pandas as pd
 import pytest
 
-from specplan.simulator.study.case_runner import AS_RUN, NEAREST
-from specplan.simulator.study.published import read_case
-from specplan.simulator.study.replicate import case_status, replicate, statuses
-from specplan.simulator.study.replication_stats import error_statistics
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.replication.case_runner import AS_RUN, NEAREST
+from specplan.simulator.study.replication.published import read_case
+from specplan.simulator.study.replication.replicate import (
+    ReplicationAsk,
+    case_status,
+    replicate,
+    statuses,
+)
+from specplan.simulator.study.replication.stats import error_statistics
 from tests.conftest import REPO
 
 TINY = REPO / "tests" / "data" / "replication-tiny"
@@ -32,7 +38,7 @@ def test_tiny_case_end_to_end(tmp_path, cli):
 
 
 def test_uncalibrated_errors_are_the_missing_host_time(tmp_path):
-    rows = replicate([read_case(TINY)], tmp_path).rows.set_index(["arm", "metric"])
+    rows = replicate([read_case(TINY)], None, RunOptions(out_dir=tmp_path)).rows.set_index(["arm", "metric"])
     assert rows.loc[("fast", "median_tpot"), "predicted_error"] == pytest.approx(10 / 10.2 - 1, abs=1e-9)
     assert rows.loc[("slow", "median_tpot"), "predicted_value"] == pytest.approx(0.020)  # in seconds, as published
     assert rows.loc[("fast", "output_throughput"), "predicted_error"] == pytest.approx(0.103 / 0.101 - 1, rel=1e-4)  # published to 6 digits
@@ -40,8 +46,8 @@ def test_uncalibrated_errors_are_the_missing_host_time(tmp_path):
 
 
 def test_calibration_recovers_the_host_time_and_the_split_predicts(tmp_path):
-    result = replicate([read_case(TINY)], tmp_path, calibrate=True, host_grid=(0.0, 0.2, 0.4),
-                       scale_grid=(1.0, 1.1))
+    result = replicate([read_case(TINY)], ReplicationAsk(calibrate=True, host_grid=(0.0, 0.2, 0.4),
+                                                         scale_grid=(1.0, 1.1)), RunOptions(out_dir=tmp_path))
     assert result.params["calibrated"]["synthetic/cpu"].host_ms == 0.2
     for mode in ("calibrated", "split"):
         stats = error_statistics(result.rows, mode)
@@ -53,7 +59,7 @@ def test_missing_profile_is_reported_and_left_out(tmp_path):
     shutil.copytree(TINY, case)
     source = (case / "source.yaml").read_text()
     (case / "source.yaml").write_text(source + "requires: {profiles: [builtin:no-such-gpu-profile]}\n")
-    rows = replicate([read_case(case)], tmp_path / "out").rows
+    rows = replicate([read_case(case)], None, RunOptions(out_dir=tmp_path / "out")).rows
     assert (rows["status"] == "profile not available: builtin:no-such-gpu-profile").all()
     assert error_statistics(rows, "predicted")["figures"] == 0
 
@@ -87,7 +93,7 @@ def test_a_nearest_version_case_is_labelled_and_counted_apart(tmp_path):
     shutil.copytree(TINY, case)
     source = (case / "source.yaml").read_text()
     (case / "source.yaml").write_text(source + 'requires: {nearest_version: "engine 1.0 tables for 1.1"}\n')
-    result = replicate([read_case(case)], tmp_path / "out")
+    result = replicate([read_case(case)], None, RunOptions(out_dir=tmp_path / "out"))
     assert (result.rows["basis"] == NEAREST).all()
     assert result.cases["case"] == "runs (nearest database version: engine 1.0 tables for 1.1)"
     assert error_statistics(result.rows, "predicted", AS_RUN)["figures"] == 0
@@ -185,7 +191,7 @@ def frame(errors: dict[str, list[float]]) -> pd.DataFrame:
 
 
 def test_statistics_per_engine_and_gpu_and_the_goals():
-    from specplan.simulator.study.replication_stats import goals, statistics
+    from specplan.simulator.study.replication.stats import goals, statistics
 
     stats = statistics(frame({"a": [0.10, 0.02], "b": [-0.30, 0.20]}), (AS_RUN, NEAREST))
     by_group = stats["predicted"]["by_group"]
@@ -198,9 +204,9 @@ def test_statistics_per_engine_and_gpu_and_the_goals():
 
 
 def test_calibration_on_two_processes_matches_one(tmp_path):
-    one = replicate([read_case(TINY)], tmp_path / "one", calibrate=True, host_grid=(0.0, 0.2), scale_grid=(1.0,))
-    two = replicate([read_case(TINY)], tmp_path / "two", calibrate=True, host_grid=(0.0, 0.2), scale_grid=(1.0,),
-                    workers=2)
+    ask = ReplicationAsk(calibrate=True, host_grid=(0.0, 0.2), scale_grid=(1.0,))
+    one = replicate([read_case(TINY)], ask, RunOptions(out_dir=tmp_path / "one"))
+    two = replicate([read_case(TINY)], ask, RunOptions(out_dir=tmp_path / "two", workers=2))
     assert one.params == two.params
     pd.testing.assert_frame_equal(one.rows, two.rows)
 
@@ -259,7 +265,7 @@ def test_a_statistic_label_that_is_not_the_metrics_is_refused(tmp_path, cli):
 
 
 def test_statistics_per_kind_of_cell_and_gpu():
-    from specplan.simulator.study.replication_stats import kind_statistics
+    from specplan.simulator.study.replication.stats import kind_statistics
 
     rows = frame({"a": [0.10, 0.02], "b": [-0.30, 0.20]})
     rows["kind"], rows["gpu"] = ["balanced", "balanced", "balanced"], ["X", "Y", "Y"]

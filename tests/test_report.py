@@ -16,7 +16,8 @@ from specplan.reports.cliffs import find_cliffs
 from specplan.reports.figures import FIGURES
 from specplan.reports.manual import MANUAL_URL, SWEEP_PAGES
 from specplan.reports.report import write_report
-from specplan.simulator.study.sweep import run_sweep
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.sweep.run import run_sweep
 from specplan.validation.fidelity import error_summary
 from specplan.validation.plot import save_fidelity_plot
 from tests.test_fidelity import row
@@ -43,7 +44,7 @@ def report_scenario() -> dict:
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("report")
-    result = run_sweep(report_scenario(), out, workers=1)
+    result = run_sweep(report_scenario(), None, RunOptions(out_dir=out, workers=1))
     assert write_report(result, out) == out / "report.html"
     return out
 
@@ -85,7 +86,7 @@ def test_a_named_fidelity_result_adds_its_section_with_a_copied_figure(report_di
     save_fidelity_plot(rows, results / "fidelity.png", doc)
     out = tmp_path / "report"
     shutil.copytree(report_dir, out)
-    result = run_sweep(report_scenario(), out, workers=1)  # every point reused from the copy
+    result = run_sweep(report_scenario(), None, RunOptions(out_dir=out, workers=1))  # every point reused from the copy
     html = write_report(result, out, results).read_text()
     assert "Sim-to-real fidelity" in html and "+4.0%" in html
     assert (out / "figures" / "fidelity.png").is_file()
@@ -107,7 +108,7 @@ def test_write_report_takes_a_str_folder(report_dir, tmp_path):
     """Issue 39, item 9: `write_report(result, "dir")` refused the str that run_sweep takes."""
     out = tmp_path / "copy"
     shutil.copytree(report_dir, out)
-    result = run_sweep(report_scenario(), str(out), workers=1)  # every point reused from the copy
+    result = run_sweep(report_scenario(), None, RunOptions(out_dir=str(out), workers=1))  # every point reused from the copy
     assert write_report(result, str(out)) == out / "report.html"
 
 

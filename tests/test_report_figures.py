@@ -33,7 +33,8 @@ from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.load import read_yaml
 from specplan.simulator.scenario.merge import deep_merge, strip_study_blocks
-from specplan.simulator.study.sweep import run_sweep
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.sweep.run import run_sweep
 from tests.conftest import REPO
 from tests.test_sweep import tiny
 
@@ -123,7 +124,7 @@ def test_a_reading_at_the_largest_simulated_load_is_marked_in_table_and_figure(t
     raw["sweep"]["seeds"] = [1]
     raw["sweep"]["variants"] = raw["sweep"]["variants"][:1]
     raw["sla"] = {"tps_user": [1.0], "statistic": "p50"}
-    result = run_sweep(raw, tmp_path, workers=1)
+    result = run_sweep(raw, None, RunOptions(out_dir=tmp_path, workers=1))
     (row,) = result.comparisons.itertuples()
     assert row.throughput_edge == "max load 8"
     write_report(result, tmp_path)

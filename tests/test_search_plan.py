@@ -10,15 +10,16 @@ import pandas as pd
 import pytest
 import yaml
 
-from specplan.cli.plan_tables import search_table
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.outputs import describe
 from specplan.simulator.scenario.study import parse_bound
-from specplan.simulator.study import probe
-from specplan.simulator.study.plan_json import deployment_rows
-from specplan.simulator.study.planner import plan_capacity
-from specplan.simulator.study.search_plan import DeploymentPlan, plan_search
-from specplan.simulator.study.target import RunOptions, Target
+from specplan.simulator.study.plan import probe
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan.plan_json import deployment_rows
+from specplan.simulator.study.plan.run import plan_capacity, plan_search
+from specplan.simulator.study.plan.search import DeploymentPlan
+from specplan.simulator.study.plan.tables import search_table
+from specplan.simulator.study.plan.target import Target
 from tests.test_planner import KNOWN, RATE
 
 SLA = "tps_user_p50>=50"

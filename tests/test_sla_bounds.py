@@ -17,9 +17,10 @@ from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.engine.summary import Window, itl_fields
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.study import Bound, parse_bound
-from specplan.simulator.study.plan_json import capacity_json
-from specplan.simulator.study.planner import plan_capacity
-from specplan.simulator.study.target import RunOptions, Target
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan.plan_json import capacity_json
+from specplan.simulator.study.plan.run import plan_capacity
+from specplan.simulator.study.plan.target import Target
 from tests.conftest import BASE, REPO
 from tests.test_planner import KNOWN, RATE
 

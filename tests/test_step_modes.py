@@ -339,10 +339,10 @@ def test_sglang_captures_the_slot_count_and_the_one_below_past_its_own_list():
 
 def test_a_plan_names_the_cap_that_binds_at_its_answer():
     """A capacity plan's JSON and table read the answer's runs: the cap most seeds say binds, the tightest cap
-    and the demand per rank (plan_json.cap_record, plan_tables.cap_text)."""
-    from specplan.cli.plan_tables import cap_text
-    from specplan.simulator.study.plan_json import cap_record
-    from specplan.simulator.study.probe import Probe
+    and the demand per rank (plan_json.cap_record, plan.tables.cap_text)."""
+    from specplan.simulator.study.plan.plan_json import cap_record
+    from specplan.simulator.study.plan.probe import Probe
+    from specplan.simulator.study.plan.tables import cap_text
 
     def run(binding: str, demand: float) -> dict:
         return {"engine_cap_binding": binding, "engine_cap_tightest": "swa_pool",

@@ -12,11 +12,12 @@ import pytest
 import yaml
 
 import specplan.simulator.study.points as points_module
-import specplan.simulator.study.sweep as sweep_module
+import specplan.simulator.study.sweep.run as sweep_module
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.outputs import contract_keys, describe
 from specplan.simulator.scenario.merge import apply_load, apply_variant, deep_merge
-from specplan.simulator.study.sweep import design_sweep, run_sweep
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.sweep.run import design_sweep, run_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -175,7 +176,7 @@ def test_without_a_sweep_block_the_scenario_is_one_point():
 
 @pytest.mark.slow("several sweep runs with their point stores")
 def test_sweep_writes_points_frontier_comparisons(tmp_path):
-    result = run_sweep(tiny(), tmp_path, workers=1)
+    result = run_sweep(tiny(), None, RunOptions(out_dir=tmp_path, workers=1))
     points = pd.read_csv(tmp_path / "points.csv")
     assert len(points) == 12
     assert set(contract_keys()) | {"label", "load", "seed"} <= set(points.columns)
@@ -196,32 +197,32 @@ def test_sweep_writes_points_frontier_comparisons(tmp_path):
 
 @pytest.mark.slow("several sweep runs with their point stores")
 def test_rerun_recomputes_only_missing_or_damaged_points(tmp_path):
-    first = run_sweep(tiny(), tmp_path, workers=1)
+    first = run_sweep(tiny(), None, RunOptions(out_dir=tmp_path, workers=1))
     stored = sorted((tmp_path / "points").glob("*.json"))
     stored[0].unlink()
     stored[1].unlink()
     stored[2].write_text('{"key": "trunc')  # a damaged file is recomputed, not trusted
     (tmp_path / "points" / ".abc.tmp").write_text("half a write")
-    again = run_sweep(tiny(), tmp_path, workers=1)
+    again = run_sweep(tiny(), None, RunOptions(out_dir=tmp_path, workers=1))
     assert (again.computed, again.reused) == (3, 9)
     pd.testing.assert_frame_equal(without_wall(first.points), without_wall(again.points))
-    third = run_sweep(tiny(), tmp_path, workers=1)
+    third = run_sweep(tiny(), None, RunOptions(out_dir=tmp_path, workers=1))
     assert third.computed == 0
     pd.testing.assert_frame_equal(third.points, again.points)
 
 
 @pytest.mark.slow("several sweep runs with their point stores")
 def test_changing_only_the_sla_reuses_every_point(tmp_path):
-    run_sweep(tiny(), tmp_path, workers=1)
-    result = run_sweep(tiny(sla={"tps_user": [50], "statistic": "mean"}), tmp_path, workers=1)
+    run_sweep(tiny(), None, RunOptions(out_dir=tmp_path, workers=1))
+    result = run_sweep(tiny(sla={"tps_user": [50], "statistic": "mean"}), None, RunOptions(out_dir=tmp_path, workers=1))
     assert result.computed == 0
     assert result.comparisons["statistic"].unique().tolist() == ["mean"]
 
 
 @pytest.mark.slow("several sweep runs with their point stores")
 def test_results_do_not_depend_on_the_number_of_workers(tmp_path):
-    one = run_sweep(tiny(), tmp_path / "one", workers=1)
-    two = run_sweep(tiny(), tmp_path / "two", workers=2)
+    one = run_sweep(tiny(), None, RunOptions(out_dir=tmp_path / "one", workers=1))
+    two = run_sweep(tiny(), None, RunOptions(out_dir=tmp_path / "two", workers=2))
     assert two.computed == 12
     pd.testing.assert_frame_equal(without_wall(one.points), without_wall(two.points))
     pd.testing.assert_frame_equal(one.frontier, two.frontier)
@@ -247,15 +248,15 @@ def test_an_interrupted_sweep_resumes_without_losing_finished_points(tmp_path, m
 
     monkeypatch.setattr(sweep_module, "run_points", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        run_sweep(scenario, out, workers=1)
+        run_sweep(scenario, None, RunOptions(out_dir=out, workers=1))
     monkeypatch.undo()
     finished = {p.stem for p in (out / "points").glob("*.json")}
     assert len(finished) == 5
     for path in (out / "points").glob("*.json"):
         assert json.loads(path.read_text())["key"] == path.stem
-    resumed = run_sweep(scenario, out, workers=2)
+    resumed = run_sweep(scenario, None, RunOptions(out_dir=out, workers=2))
     assert resumed.computed == 7 and resumed.reused == 5
-    fresh = run_sweep(scenario, tmp_path / "fresh", workers=1)
+    fresh = run_sweep(scenario, None, RunOptions(out_dir=tmp_path / "fresh", workers=1))
     pd.testing.assert_frame_equal(without_wall(resumed.points), without_wall(fresh.points))
 
 

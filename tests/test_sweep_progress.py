@@ -56,18 +56,19 @@ def test_durations_read_at_a_glance():
 
 
 def test_sweeps_draw_progress_on_a_terminal_only(tmp_path, monkeypatch):
-    from specplan.simulator.study.sweep import run_sweep
+    from specplan.simulator.study.options import RunOptions
+    from specplan.simulator.study.sweep.run import run_sweep
     from tests.test_sweep import tiny
 
     raw = tiny()
     raw["sweep"]["seeds"] = [1]
     err = Terminal()
     monkeypatch.setattr("sys.stderr", err)
-    run_sweep(raw, tmp_path / "a", workers=1)
+    run_sweep(raw, None, RunOptions(out_dir=tmp_path / "a", workers=1))
     assert "sweep [" in err.getvalue() and "6/6" in err.getvalue()
     plain = io.StringIO()
     monkeypatch.setattr("sys.stderr", plain)
-    run_sweep(raw, tmp_path / "b", workers=1)
+    run_sweep(raw, None, RunOptions(out_dir=tmp_path / "b", workers=1))
     assert plain.getvalue() == ""
 
 

@@ -22,8 +22,9 @@ import pytest
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario.study import parse_bound
-from specplan.simulator.study.planner import plan_capacity
-from specplan.simulator.study.target import RunOptions, Target
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan.run import plan_capacity
+from specplan.simulator.study.plan.target import Target
 from specplan.traces.errors import TraceError
 from tests.conftest import make_scenario
 from tests.test_plan_trace import poisson_trace

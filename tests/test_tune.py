@@ -19,8 +19,10 @@ import yaml
 from specplan.cli.commands.tune import parse_buckets, parse_lengths, parse_loads
 from specplan.policies.schedule import LengthSchedule, LengthScheduleParams
 from specplan.simulator.scenario.merge import deep_merge
-from specplan.simulator.study.export import write_schedule_files
-from specplan.simulator.study.tune import (
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.tune.export import write_schedule_files
+from specplan.simulator.study.tune.run import tune_schedule
+from specplan.simulator.study.tune.schedule import (
     BucketChoice,
     LengthFigures,
     Objective,
@@ -29,7 +31,6 @@ from specplan.simulator.study.tune import (
     comparison_frame,
     merged_schedule,
     pick,
-    tune_schedule,
 )
 
 CURVE = (0.8, 0.7, 0.6)
@@ -66,9 +67,8 @@ def tuned(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tune")
     (folder / "small.yaml").write_text(yaml.safe_dump(SMALL))
     out = folder / "out"
-    result = tune_schedule(folder / "small.yaml", out, workers=2, progress=False)
-    write_schedule_files(result, out)
-    return folder, out, result
+    result = tune_schedule(folder / "small.yaml", None, RunOptions(out_dir=out, workers=2, progress=False))
+    return folder, out, result  # the entry point wrote its engine files
 
 
 @pytest.mark.slow("a whole length-schedule tune: search and verification sweeps")
@@ -120,7 +120,7 @@ def test_exports_agree_with_the_length_schedule_policy(tuned, cli):
 
 def test_a_second_tune_reuses_every_point(tuned):
     folder, out, first = tuned
-    again = tune_schedule(folder / "small.yaml", out, workers=1, progress=False)
+    again = tune_schedule(folder / "small.yaml", None, RunOptions(out_dir=out, workers=1, progress=False))
     assert again.search.computed == 0 and again.verification.computed == 0
     assert again.schedule == first.schedule
 
@@ -141,7 +141,7 @@ def test_without_an_sla_it_compares_tokens_per_user_at_matched_throughput(tuned)
     folder, out, _ = tuned
     raw = {k: v for k, v in SMALL.items() if k != "sla"}
     (folder / "nosla.yaml").write_text(yaml.safe_dump(raw))
-    result = tune_schedule(folder / "nosla.yaml", out, workers=2, progress=False)
+    result = tune_schedule(folder / "nosla.yaml", None, RunOptions(out_dir=out, workers=2, progress=False))
     assert result.objective.sla_tps is None and "matched throughput" in result.objective.describe()
     assert set(result.comparison["measure"]) == {"tps_user_at_matched_throughput"}
     assert result.buckets[0].length == 3

@@ -21,7 +21,7 @@ import yaml
 
 from specplan.cli.commands.tune import tie_text
 from specplan.reports.tune import cap_blocks
-from specplan.simulator.study.tune import (
+from specplan.simulator.study.tune.schedule import (
     TUNED_ROLE,
     BucketChoice,
     LengthFigures,

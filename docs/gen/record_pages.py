@@ -17,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from docs.gen.results import REPO, Study, figure, table
-from specplan.simulator.study.calibration import HOST_GRID_MS, SCALE_GRID
-from specplan.simulator.study.published import GOAL_METRICS
+from specplan.simulator.study.replication.calibrate import HOST_GRID_MS, SCALE_GRID
+from specplan.simulator.study.replication.published import GOAL_METRICS
 
 REPLICATION = REPO / "benchmarks" / "published" / "results"
 FIDELITY = REPO / "validation" / "results"

@@ -214,6 +214,9 @@ def bench_keys(prefix: str, text: str, client: str) -> tuple[Output, ...]:
 
 EVERY_RUN = "every run"
 POOL = "with a prefill pool (cluster.prefill)"
+CAPS = ("with a serving engine's caps (its traits-table row has caps and the profile names its model and "
+        "GPUs: the measured DeepSeek-V4 built-ins)")
+EACH_SEEN = "one key for each reason or all-to-all mode the window's steps recorded"
 PRESENCE: dict[str, tuple[str, ...]] = {  # the mode that writes a key → the keys it adds (the rest: every run)
     POOL: ("gpus_prefill", "gpus_decode", "gpus_total", "requests_in_prefill", "requests_in_transfer",
            "requests_at_decode", "prefill_replicas", "prefill_steps", "mean_prefill_step_ms",
@@ -230,6 +233,10 @@ PRESENCE: dict[str, tuple[str, ...]] = {  # the mode that writes a key → the k
     "a split or sampled run (--split-replicas; a plan probe over more than --replica-sample replicas)": (
         "split_replicas",),
     "a sampled fleet (a plan probe over more than --replica-sample replicas)": ("replicas_simulated",),
+    CAPS: ("engine_cap_binding", "engine_cap_tightest", "engine_cap_tightest_requests_per_rank",
+           "engine_cap_demand_per_rank", "engine_graph_cap_requests_per_rank", "engine_mem_fraction_static"),
+    EACH_SEEN: ("mode_reason_step_share.<reason>", "mode_reason_time_share.<reason>",
+                "all_to_all_step_share.<mode>"),
 }
 
 

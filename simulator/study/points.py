@@ -109,9 +109,13 @@ def read_source(source: str | Path | Scenario | dict, overrides: tuple[str, ...]
 
 
 def design_sweep(source: str | Path | Scenario | dict, overrides: tuple[str, ...] | list[str] = (),
-               base_dir: Path | None = None) -> SweepDesign:
-    """Validate the base scenario and every variant × load; list the points in row order."""
-    raw, folder, name = read_source(source, overrides, base_dir)
+               base_dir: Path | None = None, sweep_block: Mapping[str, Any] | None = None) -> SweepDesign:
+    """Validate the base scenario and every variant × load; list the points in row order. `sweep_block`
+    replaces the scenario's `sweep:` block (its overrides applied after)."""
+    raw, folder, name = read_source(source, (), base_dir)
+    if sweep_block is not None:
+        raw = {**raw, "sweep": dict(sweep_block)}
+    raw = apply_overrides(raw, overrides)
     base = validated(raw, folder, name, "")
     sweep = base.sweep
     variants = list(sweep.variants) if sweep and sweep.variants else [{"label": base.policy.name}]

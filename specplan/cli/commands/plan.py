@@ -3,16 +3,18 @@
 Each probe runs `--seeds` seeds; the table shows the statistic's 95%
 interval for the answer and its one-fewer probe. `--out DIR` stores every
 probe run (DIR/probes/<key>.json, reused by a re-run) and writes plan.json,
-probes.csv and plan.md (specplan.cli.plan_files). The flags spell a
-`Target` and `RunOptions` (specplan.simulator.study.target): `--sla-tps` is
+probes.csv and plan.md (the entry point writes them: specplan.simulator.study.plan.files).
+The flags spell a `Target` (specplan.simulator.study.plan.target) and `RunOptions`
+(specplan.simulator.study.options): `--sla-tps` is
 the bound tps_user_<statistic>>=VALUE and `--ttft-s` the bound
 ttft_p99_s<=VALUE, beside every `--sla`; a refusal names the flag (`FLAGS`).
 
 A scenario with a `search:` block is a deployment search instead
-(specplan.simulator.study.search_plan): every GPU type × serving mode ×
+(specplan.simulator.study.plan.search): every GPU type × serving mode ×
 variant planned, ranked by cost, `--backend ray [--address]` to run its
-points as Ray tasks; `--out DIR` adds plan.csv, plan.png and the winner's
-launch lines (specplan.cli.search_files). The SLA is every `--sla`
+points as Ray tasks; `--out DIR` adds plan.csv and the winner's launch lines
+(written by the entry point) and plan.png (specplan.reports.search_figure, this
+command). The SLA is every `--sla`
 bound together (`ttft_p99_s<=2`, `tps_user_p10>=30`, `itl_p99_ms<=80`),
 `--sla-tps` / `--ttft-s`, or the scenario's `sla.bounds`.
 """
@@ -31,23 +33,21 @@ from specplan.cli.args import whole_number
 from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import out_folder
-from specplan.cli.plan_files import write_plan_files
-from specplan.cli.plan_tables import plan_table, search_table
 from specplan.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.scenario.study import STATISTICS, Bound, parse_bound, tps_column
 from specplan.simulator.study.launch import launch_script
-from specplan.simulator.study.plan_json import capacity_json, search_json
-from specplan.simulator.study.planner import CapacityPlan, plan_capacity
-from specplan.simulator.study.points import read_source, validated
-from specplan.simulator.study.search_plan import plan_search
-from specplan.simulator.study.target import (
+from specplan.simulator.study.options import (
     DEFAULT_MAX_REPLICAS,
     DEFAULT_REPLICA_SAMPLE,
-    DEFAULT_SEEDS,
     RunOptions,
-    Target,
 )
+from specplan.simulator.study.plan.plan_json import capacity_json, search_json
+from specplan.simulator.study.plan.planner import CapacityPlan
+from specplan.simulator.study.plan.run import plan_capacity, plan_search
+from specplan.simulator.study.plan.tables import plan_table, search_table
+from specplan.simulator.study.plan.target import DEFAULT_SEEDS, Target
+from specplan.simulator.study.points import read_source, validated
 from specplan.traces.spec import TraceArrivals
 
 # how a refusal names a Target or RunOptions field: by the flag that sets it
@@ -160,8 +160,8 @@ def refused_cleanly(out: Path | None) -> Iterator[None]:
 
 
 def report_plan(plan: CapacityPlan, out: Path | None, as_json: bool) -> int:
-    """Write a capacity plan's files (with --out) and print it."""
-    files = write_plan_files(plan, out) if out is not None else {}
+    """Print a capacity plan (its entry point wrote its files with --out)."""
+    files = plan.files
     if as_json:
         sys.stdout.write(json.dumps(clean(capacity_json(plan)), indent=2) + "\n")
     else:
@@ -207,13 +207,13 @@ def has_search(scenario: str, overrides: list[str]) -> bool:
 def run_search(scenario: str, target: Target, options: RunOptions, as_json: bool) -> int:
     """The scenario's search: block: every deployment planned, ranked; files and launch lines with --out."""
     plan = plan_search(scenario, target, options)
-    out = Path(options.out_dir) if options.out_dir is not None else None
-    files = {}
+    out = options.out_path
+    files = dict(plan.files)
     if out is not None:
-        # plan.png (matplotlib): imported only where the files are written
-        from specplan.cli.search_files import write_search_files
+        # plan.png (matplotlib): imported only where the figure is written
+        from specplan.reports.search_figure import write_search_figure
 
-        files = write_search_files(plan, out)
+        files["plan.png"] = write_search_figure(plan, out / "plan.png")
     if as_json:
         sys.stdout.write(json.dumps(clean(search_json(plan)), indent=2) + "\n")
         return 0

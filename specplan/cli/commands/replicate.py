@@ -2,22 +2,21 @@
 
 DIR is one case folder (source.yaml, scenario.yaml, published.csv) or a
 folder of them. `--calibrate` adds the calibrated and split errors
-(specplan.simulator.study.replicate). Writes replication.csv, .md, .json
+(specplan.simulator.study.replication.replicate). Writes replication.csv, .md, .json
 and .png to --out and prints the table.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from specplan.cli.args import whole_number
 from specplan.cli.commands import help_of
 from specplan.reports.replication import write_replication
 from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.study.published import Case, read_case
-from specplan.simulator.study.replicate import replicate
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.replication.replicate import ReplicationAsk, replicate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,24 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def cases(folder: Path) -> list[Case]:
-    if not folder.is_dir():
-        raise SpecplanError(f"{folder}: not a folder")
-    if (folder / "source.yaml").exists():
-        return [read_case(folder)]
-    found = [read_case(sub) for sub in sorted(folder.iterdir()) if (sub / "source.yaml").exists()]
-    if not found:
-        raise SpecplanError(f"{folder}: no case folder (one with source.yaml and published.csv) inside")
-    return found
-
-
 def run(args: argparse.Namespace) -> int:
     folder = Path(args.dir)
     out = Path(args.out) if args.out else folder / "results"
-    progress = (lambda _m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
     if args.workers < 1:
         raise SpecplanError(f"--workers must be at least 1, got {args.workers}")
-    result = replicate(cases(folder), out, calibrate=args.calibrate, progress=progress, workers=args.workers)
+    result = replicate(folder, ReplicationAsk(calibrate=args.calibrate),
+                       RunOptions(out_dir=out, workers=args.workers, progress=not args.quiet))
     text = write_replication(result, out)
     lines = text.splitlines()
     print("\n".join(lines if not args.quiet else [line for line in lines if not line.startswith("|")]))

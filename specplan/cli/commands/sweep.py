@@ -18,7 +18,8 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.study.backends import worker_count
 from specplan.simulator.study.keepup import MIN_COMPLETED
-from specplan.simulator.study.sweep import SweepResult, run_sweep
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.sweep.run import SweepResult, run_sweep
 
 
 def add_runner_args(p: argparse.ArgumentParser) -> None:
@@ -55,8 +56,10 @@ def sweep_and_report(scenario: str | Path, args: argparse.Namespace, overrides: 
         raise SpecplanError(f"--fidelity {fidelity}: no fidelity.json there (write one with `specplan fidelity --out DIR`)")
     out = out_folder(args.out)
     workers = worker_count(args.workers, "--workers")
-    result = run_sweep(scenario, out, workers=workers, backend=args.backend, address=args.address,
-                       progress=False if (args.quiet or args.json) else None, overrides=overrides)
+    result = run_sweep(scenario, None, RunOptions(out_dir=out, workers=workers, backend=args.backend,
+                                                  address=args.address,
+                                                  progress=False if (args.quiet or args.json) else None,
+                                                  overrides=tuple(overrides)))
     report = None
     if args.report:
         # the report's figures (matplotlib): imported only where one is written

@@ -2,8 +2,8 @@
 
     specplan tune scenarios/default.yaml --out out/tune [--lengths 0:7] [--buckets 1,2,4,...] [--workers 2]
 
-The search and verification are specplan.simulator.study.tune, the engine
-files specplan.simulator.study.export (the schedule three ways: specplan
+The search and verification are specplan.simulator.study.tune.schedule, the engine
+files specplan.simulator.study.tune.export (the schedule three ways: specplan
 policy block, TensorRT-LLM `draft_len_schedule`, a plain batch-size →
 length table; and tune.json). This module parses the command line's
 strings into the search space, writes the files and the report, and prints
@@ -27,14 +27,15 @@ from specplan.reports.tune import write_tune_report
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.study.backends import worker_count
-from specplan.simulator.study.export import tune_record, write_schedule_files
-from specplan.simulator.study.tune import (
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.tune.export import SCHEDULE_FILES, tune_record
+from specplan.simulator.study.tune.run import TuneAsk, tune_schedule
+from specplan.simulator.study.tune.schedule import (
     TUNED_ROLE,
     BucketChoice,
     TunedSchedule,
     key_rows,
     runs_text,
-    tune_schedule,
 )
 
 
@@ -59,12 +60,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = out_folder(args.out)
-    tuned = tune_schedule(args.scenario, out, lengths=parse_lengths(args.lengths),
-                          buckets=parse_buckets(args.buckets), loads=parse_loads(args.loads),
-                          sla_tps=args.sla_tps, workers=worker_count(args.workers, "--workers"),
-                          progress=False if (args.quiet or args.json) else None, overrides=args.overrides,
-                          seeds=args.seeds)
-    files = write_schedule_files(tuned, out)
+    ask = TuneAsk(lengths=parse_lengths(args.lengths), buckets=parse_buckets(args.buckets),
+                  loads=parse_loads(args.loads), sla_tps=args.sla_tps, seeds=args.seeds)
+    tuned = tune_schedule(args.scenario, ask, RunOptions(out_dir=out, workers=worker_count(args.workers, "--workers"),
+                                                         progress=False if (args.quiet or args.json) else None,
+                                                         overrides=tuple(args.overrides)))
+    files = {name: out / name for name in SCHEDULE_FILES}
     if args.report:
         files["report.html"] = write_tune_report(tuned, out)
     if args.json:

@@ -2,12 +2,12 @@
 
     sizing = size_replicas(scenario_at, target, options, label, store)     a ReplicaSizing
 
-n = 1, 2, 4, ... until a probe meets the SLA (specplan.simulator.study.probe),
+n = 1, 2, 4, ... until a probe meets the SLA (specplan.simulator.study.plan.probe),
 then bisection between the last failure and the first success; when one
 replica falls behind serving a share f < 1/4 of its arrivals, the search
 jumps from 1 to the largest power of two at most 1/(2f) (`swamped_growth`).
 It stops before the replica cap when more replicas cannot help
-(specplan.simulator.study.reach: a pool held fixed is saturated, or the SLA
+(specplan.simulator.study.plan.reach: a pool held fixed is saturated, or the SLA
 statistics stopped moving), and the sizing says why (`unmet`).
 Every probe is a simulation of the cluster, so the answer n is confirmed by
 its own run, and n − 1 by a run that failed (bisection ends with exactly
@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.study import Bound
 from specplan.simulator.study.keepup import FALLS_BEHIND
-from specplan.simulator.study.probe import Probe, probe
-from specplan.simulator.study.probe_store import ProbeStore
-from specplan.simulator.study.reach import out_of_reach
-from specplan.simulator.study.target import RunOptions, Target
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan.probe import Probe, probe
+from specplan.simulator.study.plan.probe_store import ProbeStore
+from specplan.simulator.study.plan.reach import out_of_reach
+from specplan.simulator.study.plan.target import Target
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specplan.simulator.study.published import GOAL_METRICS
+from specplan.simulator.study.replication.published import GOAL_METRICS
 
 MODES = ("predicted", "calibrated", "split")
 GOALS = (  # (mode, statistic, bound)

@@ -27,7 +27,7 @@ or resampled: specplan.traces.resample), i.e. what the intervals over seeds
 cover; null for other workloads, whose seeds draw their own arrivals.
 
 `specplan plan --json` prints the first or the last; plan.json holds the
-same (specplan.cli.plan_files). NaN figures are null.
+same (specplan.simulator.study.plan.files). NaN figures are null.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from typing import Any
 
 import pandas as pd
 
-from specplan.simulator.study.planner import CapacityPlan
-from specplan.simulator.study.probe import Probe
-from specplan.simulator.study.replica_search import ReplicaSizing
-from specplan.simulator.study.search_plan import DeploymentPlan, DeploymentSizing
-from specplan.simulator.study.target import Target
+from specplan.simulator.study.plan.planner import CapacityPlan
+from specplan.simulator.study.plan.probe import Probe
+from specplan.simulator.study.plan.replica_search import ReplicaSizing
+from specplan.simulator.study.plan.search import DeploymentPlan, DeploymentSizing
+from specplan.simulator.study.plan.target import Target
 
 
 def pool_fields(read: Callable[[str], Any], gpus: int | None, pool: str | None) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
     run_sizings(calls, options, workers, "plan", "variant plan", on_result)
 
-Each call sizes one variant or deployment (specplan.simulator.study.replica_search)
+Each call sizes one variant or deployment (specplan.simulator.study.plan.replica_search)
 and returns its answer; they share nothing but the probe store's folder. Locally
 they run one by one (`workers` 1) or on a process pool, a first Ctrl-C finishing
 the running ones and a second killing them (removing any temporary probe file a
@@ -18,8 +18,8 @@ from typing import Any
 
 from specplan.simulator.core.progress import Progress
 from specplan.simulator.study.backends import map_calls, ray_map
+from specplan.simulator.study.options import RunOptions
 from specplan.simulator.study.points import remove_partial
-from specplan.simulator.study.target import RunOptions
 
 
 def run_sizings(calls: Sequence[tuple[Callable[..., Any], tuple]], options: RunOptions, workers: int,

@@ -5,15 +5,16 @@
     plan = plan_capacity("scenarios/default.yaml", Target("users", 64, bounds), RunOptions(workers=2))
     plan = plan_capacity("mooncake.yaml", Target("rate_scale", 3.0, bounds), RunOptions(out_dir="out/plan"))
     plan.variants[i].replicas, .gpus, .chosen, .one_fewer, .sure(plan.target), .cost_per_hour(price)
-    capacity_json(plan)   the JSON contract (specplan.simulator.study.plan_json)
+    capacity_json(plan)   the JSON contract (specplan.simulator.study.plan.plan_json)
 
 The plan's parts, one module each:
 
-    target.py          what it must meet (demand, SLA bounds, seeds, price) and how it runs (RunOptions)
+    target.py          what it must meet (demand, SLA bounds, seeds, price)
     probe.py           judging one cluster size against the target (seeds, keep-up, sampled fleets)
     replica_search.py  the fewest replicas: doubling, then bisection, every probe kept
-    plan_runs.py       the variants side by side on processes (Ctrl-C, progress)
+    runs.py            the variants side by side on processes (Ctrl-C, progress)
     plan_json.py       the JSON contract of a capacity plan and of a deployment search
+    run.py             the entry points, which write the plan's files (files.py)
 
 The demand is the scenario's own workload at one load, scaled the way a
 sweep's load axis scales it (specplan.simulator.scenario.scaling); a load
@@ -28,18 +29,19 @@ as sweep points are, so a re-run reuses them.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import apply_variant, strip_study_blocks
-from specplan.simulator.study.plan_runs import run_sizings
+from specplan.simulator.study.options import RunOptions, Source
+from specplan.simulator.study.plan.probe_store import ProbeStore
+from specplan.simulator.study.plan.replica_search import ReplicaSizing, size_replicas
+from specplan.simulator.study.plan.runs import run_sizings
+from specplan.simulator.study.plan.target import Target
 from specplan.simulator.study.points import fits, load_shown, loaded, read_source, validated
-from specplan.simulator.study.probe_store import ProbeStore
-from specplan.simulator.study.replica_search import ReplicaSizing, size_replicas
 from specplan.simulator.study.shadows import check_load, check_sized, check_variants, override_paths
-from specplan.simulator.study.target import RunOptions, Source, Target
 from specplan.traces.resample import seeds_replay
 from specplan.traces.spec import TraceArrivals
 
@@ -52,10 +54,12 @@ class CapacityPlan:
     variants: list[ReplicaSizing]
     options: RunOptions
     seeds_replay: str = ""  # on a trace, what each seed replays of it (what the interval covers); else ""
+    files: dict[str, Path] = field(default_factory=dict)  # what the entry point wrote (options.out_dir)
 
 
-def plan_capacity(source: Source, target: Target, options: RunOptions | None = None) -> CapacityPlan:
-    """Fewest replicas (and GPUs, cost) per variant serving the target's demand at its SLA.
+def size_capacity(source: Source, target: Target, options: RunOptions | None = None) -> CapacityPlan:
+    """Fewest replicas (and GPUs, cost) per variant serving the target's demand at its SLA (the entry point,
+    `plan_capacity`, also writes the plan's files).
 
     The SLA is `target.bounds`, or the scenario's sla.bounds when it gives none.
     """

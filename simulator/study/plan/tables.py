@@ -6,7 +6,7 @@
     search_table(plan)    rank, deployment, GPUs per pool, the pool's busy share and prefix-cache hit rate, cost,
                           the SLA statistics, met or not
 
-plan.md and the search's plan.md embed the same text (specplan.cli.plan_files).
+plan.md and the search's plan.md embed the same text (specplan.simulator.study.plan.files).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any
 
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.keepup import FALLS_BEHIND
-from specplan.simulator.study.plan_json import deployment_row, probe_pool, variant_row
-from specplan.simulator.study.planner import CapacityPlan
-from specplan.simulator.study.probe import Probe
-from specplan.simulator.study.replica_search import ReplicaSizing
-from specplan.simulator.study.search_plan import DeploymentPlan
-from specplan.simulator.study.target import Target
+from specplan.simulator.study.plan.plan_json import deployment_row, probe_pool, variant_row
+from specplan.simulator.study.plan.planner import CapacityPlan
+from specplan.simulator.study.plan.probe import Probe
+from specplan.simulator.study.plan.replica_search import ReplicaSizing
+from specplan.simulator.study.plan.search import DeploymentPlan
+from specplan.simulator.study.plan.target import Target
 
 
 def plan_table(plan: CapacityPlan) -> str:

@@ -38,7 +38,7 @@ from specplan.simulator.drafters.presets import check_preset
 from specplan.simulator.engine.bench_metrics import metric_key
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import load_scenario
-from specplan.simulator.study.published import METRICS, RATIO_METRICS, Case, Figure
+from specplan.simulator.study.replication.published import METRICS, RATIO_METRICS, Case, Figure
 
 DEFAULT_PROMPTS_PER_CONCURRENCY = 4
 NEAREST = "nearest database version"

@@ -49,10 +49,11 @@ from specplan.simulator.study.keepup import (
     judge_backlog,
     seeds_verdict,
 )
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan.probe_store import ProbeStore
+from specplan.simulator.study.plan.target import Target
 from specplan.simulator.study.points import normalise, point_key
-from specplan.simulator.study.probe_store import ProbeStore
 from specplan.simulator.study.split import simulate_sampled
-from specplan.simulator.study.target import RunOptions, Target
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,13 +2,13 @@
 
     plan = plan_search("azure-search.yaml", target, RunOptions(backend="local", out_dir="out/search"))
     plan.deployments[i].sizing.replicas / .gpus, plan.ranked(), plan.winner
-    deployment_rows(plan), search_json(plan)   plan.csv and plan.json (specplan.simulator.study.plan_json)
+    deployment_rows(plan), search_json(plan)   plan.csv and plan.json (specplan.simulator.study.plan.plan_json)
 
 The space (`specplan.simulator.scenario.search`) expands into points: a
 hardware option (GPU type at a parallelism, a per-GPU price) × a serving
 mode (aggregated, or disaggregated at a prefill:decode ratio) × a drafter /
 policy variant (× block size). Each point is sized exactly as `specplan
-plan` sizes a variant (`specplan.simulator.study.replica_search`): the demand is
+plan` sizes a variant (`specplan.simulator.study.plan.replica_search`): the demand is
 the scenario's own workload at the target's load (a trace's rate scaled by
 `rate_scale`, its burstiness kept), n decode replicas (and, disaggregated,
 ceil(ratio · n) prefill replicas) are simulated whole with every seed, n is
@@ -20,18 +20,18 @@ hardware option's `gpu_hour_usd`, or GPUs without prices), ties by $ per
 million output tokens ($/hour ÷ the simulated output tokens/s at the
 answer); then the points that meet it nowhere up to the cap.
 
-Where probes run (specplan.simulator.study.plan_runs): in this process, on a
+Where probes run (specplan.simulator.study.plan.runs): in this process, on a
 local process pool (one point per worker), or as Ray tasks (`options.backend
 "ray"`, one point per task, `options.address` for an existing cluster). Every
 probe run is stored by its point key under out_dir/probes/
-(`specplan.simulator.study.probe_store`), so a re-run on either backend reuses
+(`specplan.simulator.study.plan.probe_store`), so a re-run on either backend reuses
 what any finished, and the answer does not depend on where it ran.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +49,15 @@ from specplan.simulator.scenario.search import (
     usd_per_million_tokens,
 )
 from specplan.simulator.study.launch import Deployment, launch_config
-from specplan.simulator.study.plan_runs import run_sizings
-from specplan.simulator.study.planner import seeds_replay_of
+from specplan.simulator.study.options import RunOptions, Source
+from specplan.simulator.study.plan.planner import seeds_replay_of
+from specplan.simulator.study.plan.probe import Probe
+from specplan.simulator.study.plan.probe_store import ProbeStore, stored_summaries, write_fresh
+from specplan.simulator.study.plan.replica_search import ReplicaSizing, size_replicas
+from specplan.simulator.study.plan.runs import run_sizings
+from specplan.simulator.study.plan.target import Target
 from specplan.simulator.study.points import fits, loaded, read_source, validated
-from specplan.simulator.study.probe import Probe
-from specplan.simulator.study.probe_store import ProbeStore, stored_summaries, write_fresh
-from specplan.simulator.study.replica_search import ReplicaSizing, size_replicas
 from specplan.simulator.study.shadows import check_sized, check_variants, override_paths
-from specplan.simulator.study.target import RunOptions, Source, Target
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,7 @@ class DeploymentPlan:
     folder: Path
     options: RunOptions
     seeds_replay: str = ""  # on a trace, what each seed replays of it (what the interval covers); else ""
+    files: dict[str, Path] = field(default_factory=dict)  # what the entry point wrote (options.out_dir)
 
     def point_scenario(self, p: DeploymentSizing, replicas: int) -> Scenario:
         """A point's scenario at `replicas` decode replicas and the demand (as its probes ran it)."""
@@ -198,8 +200,9 @@ def expanded(source: Source, target: Target, options: RunOptions) -> tuple[dict,
     return raw, folder, name, points
 
 
-def plan_search(source: Source, target: Target, options: RunOptions | None = None) -> DeploymentPlan:
-    """Every point of the scenario's search space sized and ranked; see the module docstring."""
+def size_search(source: Source, target: Target, options: RunOptions | None = None) -> DeploymentPlan:
+    """Every point of the scenario's search space sized and ranked; see the module docstring (the entry point,
+    `plan_search`, also writes the search's files)."""
     options = options or RunOptions()
     target = target.resolved(source, options.overrides)
     target.check(options.names)

@@ -2,7 +2,7 @@
 
 The notebook API (`specplan sweep` is a thin face over it):
 
-    result = run_sweep("scenarios/default.yaml", out_dir="out", workers=2, backend="local")
+    result = run_sweep("scenarios/default.yaml", None, RunOptions(out_dir="out", workers=2))
     result.points        one row per variant × load × seed: every summary key + label, load, seed
     result.frontier      per label: Pareto vertices + a monotone interpolation (specplan.simulator.study.frontier)
     result.comparisons   per SLA threshold: throughput/GPU per label, gains over the first label
@@ -19,6 +19,7 @@ simulation, differs between runs that computed a point anew).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,11 @@ import pandas as pd
 
 from specplan.simulator.core.progress import Progress
 from specplan.simulator.engine.draft_record import DraftRecord
-from specplan.simulator.scenario import Scenario, write_resolved
+from specplan.simulator.scenario import write_resolved
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.backends import run_points
 from specplan.simulator.study.frontier import comparisons, frontier_table, operating_points
+from specplan.simulator.study.options import RunOptions, Source
 from specplan.simulator.study.points import (
     Point,
     SweepDesign,
@@ -58,18 +60,19 @@ class SweepResult:
     drafts: dict[str, DraftRecord] = field(default_factory=dict)  # per label: what its drafts did, as run
 
 
-def run_sweep(scenario_or_path: str | Path | Scenario | dict, out_dir: str | Path | None = None,
-              workers: int | None = None, backend: str = "local", address: str | None = None,
-              progress: bool | None = None,
-              overrides: tuple[str, ...] | list[str] = ()) -> SweepResult:
-    """Run (or resume) a sweep; write points/frontier/comparisons CSVs into out_dir.
+def run_sweep(source: Source, sweep: Mapping[str, Any] | None = None,
+              options: RunOptions | None = None) -> SweepResult:
+    """Run (or resume) the sweep of `source` (its `sweep:` block, or `sweep` in its place); with
+    `options.out_dir`, its points and the points/frontier/comparisons CSVs are written there.
 
-    The report (`specplan.reports.report.write_report`) is the caller's: `specplan sweep` writes it.
+    The report (`specplan.reports.report.write_report`) is the reports layer's: `specplan sweep` writes it.
     """
-    design = design_sweep(scenario_or_path, overrides)
-    out = Path(out_dir) if out_dir is not None else None
+    options = options or RunOptions()
+    design = design_sweep(source, options.overrides, sweep_block=sweep)
+    out = options.out_path
     points_dir = out / "points" if out is not None else None
-    summaries, computed = collect(design, points_dir, workers, backend, address, progress)
+    summaries, computed = collect(design, points_dir, options.workers, options.backend, options.address,
+                                  options.progress)
     result = sweep_frames(design, summaries, computed)
     if out is not None:
         write_outputs(result, out)

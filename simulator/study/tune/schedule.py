@@ -1,6 +1,7 @@
 """Per-batch-size speculation lengths: scenario → static-length sweep → best length per bucket → verified schedule.
 
-    tuned = tune_schedule("scenarios/default.yaml", out_dir="out", workers=2, seeds=3)
+    tuned = tune_schedule("scenarios/default.yaml", TuneAsk(seeds=3), RunOptions(out_dir="out", workers=2))
+                                                          (specplan.simulator.study.tune.run)
     tuned.schedule       {batch-size upper bound: length}: the `length-schedule` policy's table, merged
     tuned.buckets        one BucketChoice per batch-size bucket: every length's figures there, the pick
     tuned.verification   SweepResult over the scenario's load axis: its variants, every static length
@@ -11,13 +12,13 @@
 The search space comes in as values (`lengths`, `buckets`, `loads`:
 tuples; `specplan tune` parses its command-line strings into them); the
 engine files that export a schedule are written by
-`specplan.simulator.study.export` (schedule.yaml, trtllm.yaml, schedule.json,
+`specplan.simulator.study.tune.export` (schedule.yaml, trtllm.yaml, schedule.json,
 tune.json).
 
 A length schedule decides from the step's decoding requests alone, so it is
 tuned per bucket of batch sizes (b_{i−1}, b_i]. Search: every static length
 ℓ in `lengths` on the base scenario's drafter is swept over the load axis
-(`specplan.simulator.study.sweep` machinery: generated variants, points stored under
+(`specplan.simulator.study.sweep.run` machinery: generated variants, points stored under
 out_dir/points, so a killed tune resumes). Each (length, load) operating
 point is placed at its mean decoding batch (`mean_decode_requests`); a
 bucket reads every length at its representative batch √((b_{i−1}+1)·b_i),
@@ -92,7 +93,7 @@ from specplan.simulator.study.frontier import (
     tps_user_edge,
 )
 from specplan.simulator.study.points import SweepDesign, design_sweep, read_source
-from specplan.simulator.study.sweep import SweepResult, collect, sweep_frames, write_outputs
+from specplan.simulator.study.sweep.run import SweepResult, collect, sweep_frames
 
 TUNED = "tuned schedule"
 STATIC_PREFIX = "static "
@@ -553,40 +554,6 @@ def tune_design(inputs: TuneInputs, variants: list[dict[str, Any]], loads: tuple
     except SpecplanError as exc:
         raise SpecplanError(str(exc).replace("<mapping>", inputs.name, 1)) from None
     return dataclasses.replace(design, source=inputs.name)
-
-
-def tune_schedule(source: str | Path | Scenario | dict, out_dir: str | Path | None = None,
-                  lengths: tuple[int, ...] | None = None, buckets: tuple[int, ...] | None = None,
-                  loads: tuple[float, ...] | None = None, sla_tps: float | None = None, workers: int | None = None,
-                  progress: bool | None = None, overrides: tuple[str, ...] | list[str] = (),
-                  seeds: int | None = None) -> TunedSchedule:
-    """Search, pick and verify a per-batch-size length schedule; with out_dir, store points and CSVs there.
-
-    The engine files (schedule.yaml, trtllm.yaml, ...) are written by
-    `specplan.simulator.study.export.write_schedule_files`.
-    """
-    inputs = tune_inputs(source, lengths, buckets, loads, sla_tps, overrides, seeds)
-    out = Path(out_dir) if out_dir is not None else None
-    points_dir = out / "points" if out is not None else None
-    own = base_variants(inputs.base)
-    clash = {v["label"] for v in own} & {TUNED, *map(static_label, inputs.lengths)}
-    if clash:
-        raise SpecplanError(f"{inputs.name}: variant label '{sorted(clash)[0]}' is one tune generates; rename it")
-    statics = static_variants(inputs.lengths)
-    search = run_design(tune_design(inputs, statics, inputs.search_loads), points_dir, workers, progress)
-    choices = choose_buckets(search.points, inputs.lengths, inputs.bounds, inputs.objective)
-    schedule = merged_schedule(choices)
-    verify_design = tune_design(inputs, [*own, *statics, schedule_variant(schedule)], inputs.verify_loads)
-    verification = run_design(verify_design, points_dir, workers, progress)
-    if out is not None:
-        write_outputs(verification, out)
-        verification.out_dir = out
-    sla = inputs.base.sla
-    sla_values = sorted({*(sla.tps_user if sla else ()), *([inputs.objective.sla_tps] if inputs.objective.sla_tps else [])})
-    comparison = comparison_frame(verification, inputs.objective, [v["label"] for v in statics], sla_values)
-    interval = "seeds" if search.points["seed"].nunique() > 1 else "requests"
-    return TunedSchedule(inputs.base, inputs.name, inputs.objective, inputs.lengths, choices, schedule, search,
-                         verification, comparison, out, interval, losing_warning(comparison))
 
 
 def losing_warning(comparison: pd.DataFrame) -> str:

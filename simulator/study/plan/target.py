@@ -1,9 +1,9 @@
-"""What a plan must meet, and how it runs: a plan's two inputs beside its scenario.
+"""What a plan must meet: its target, the `what` beside its scenario (the source) and its run options.
 
     target = Target("rate_per_s", 40.0, (Bound("tps_user_p10", ">=", 80.0),), statistic="p10", seeds=3)
-    options = RunOptions(workers=4, out_dir="out/plan")
-    plan_capacity("poisson.yaml", target, options)         (specplan.simulator.study.planner)
-    plan_search("search.yaml", target, options)            (specplan.simulator.study.search_plan)
+    options = RunOptions(workers=4, out_dir="out/plan")      (specplan.simulator.study.options)
+    plan_capacity("poisson.yaml", target, options)         (specplan.simulator.study.plan.planner)
+    plan_search("search.yaml", target, options)            (specplan.simulator.study.plan.search)
 
 `Target`: the demand, one load axis and its value (`rate_per_s`, `rate_scale`
 or `users`: the scenario's own workload scaled the way a sweep's load axis
@@ -14,11 +14,10 @@ as text (`"tps_user_p10>=80"`, parsed as `--sla` parses it); the tokens/s/user
 statistic a table shows; the seeds per probe; the price of a GPU-hour (a
 capacity plan's cost column; a search prices each GPU type itself).
 
-`RunOptions`: where and how the probes run (the replica cap, worker
-processes, sampling of large fleets, the probe store, progress, overrides,
-the backend). Neither knows the command's flags: a refusal names a field
-by `names` (the field's own name unless the caller, the `specplan`
-command, maps it to its flag).
+Where and how the probes run is `RunOptions`, shared by every study. A
+target does not know the command's flags: a refusal names a field by
+`names` (the field's own name unless the caller, the `specplan` command,
+maps it to its flag).
 """
 
 from __future__ import annotations
@@ -26,19 +25,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.study import LOAD_AXES, Bound, parse_bound, tps_column
-from specplan.simulator.study.backends import BACKENDS, worker_count
+from specplan.simulator.study.options import Source
 from specplan.simulator.study.points import read_source, validated
 
 DEFAULT_SEEDS = 3
-DEFAULT_MAX_REPLICAS = 256
-DEFAULT_REPLICA_SAMPLE = 8
-Source = str | Path | Scenario | dict
 
 
 @dataclass(frozen=True)
@@ -103,47 +97,3 @@ def check_bounds(bounds: tuple[Bound, ...], names: Mapping[str, str]) -> None:
     keys = [b.key for b in bounds]
     if len(set(keys)) != len(keys):
         raise SpecplanError(f"the SLA bounds {next(k for k in keys if keys.count(k) > 1)} twice")
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How a plan's probes run (see the module docstring); `names` words the refusals."""
-
-    max_replicas: int = DEFAULT_MAX_REPLICAS
-    workers: int | None = None               # processes (None: one per core)
-    replica_sample: int = DEFAULT_REPLICA_SAMPLE  # probes above this many independent replicas sample them
-    sample_any_router: bool = False          # sample under every router (an approximation but for random routing)
-    out_dir: str | Path | None = None        # every probe run stored under out_dir/probes/ (a re-run reuses them)
-    progress: bool | None = None
-    overrides: tuple[str, ...] = ()
-    backend: str = "local"                   # a search's points: local processes or Ray tasks
-    address: str | None = None               # an existing Ray cluster
-    names: Mapping[str, str] = field(default_factory=dict)  # field → how a refusal names it (default: itself)
-
-    def check(self) -> int:
-        """One line naming the first bad option; returns the worker processes to use."""
-        names = self.names
-        if not isinstance(self.max_replicas, int) or self.max_replicas < 1:
-            raise SpecplanError(f"{names.get('max_replicas', 'max_replicas')} must be >= 1, got {self.max_replicas}")
-        if not isinstance(self.replica_sample, int) or self.replica_sample < 0:
-            raise SpecplanError(f"{names.get('replica_sample', 'replica_sample')} must be an integer >= 0, "
-                                f"got {self.replica_sample}")
-        if self.backend not in BACKENDS:
-            raise SpecplanError(f"{names.get('backend', 'backend')} must be one of {', '.join(BACKENDS)}, "
-                                f"got {self.backend!r}")
-        return worker_count(self.workers, names.get("workers", "workers"))
-
-    @property
-    def probes_dir(self) -> Path | None:
-        return Path(self.out_dir) / "probes" if self.out_dir is not None else None
-
-    @property
-    def kept(self) -> str:
-        """What an interrupted plan keeps, for the one line Ctrl-C prints."""
-        if self.probes_dir is None:
-            return f"nothing is kept (give {self.names.get('out_dir', 'out_dir')} to store probes and resume)"
-        return f"every finished probe is stored under {self.probes_dir}: run the same command again to resume"
-
-    def load_names(self) -> dict[str, str]:
-        """How a refusal names each load axis."""
-        return {axis: self.names.get(axis, axis) for axis in LOAD_AXES}

@@ -1,6 +1,6 @@
 """Whether more replicas can still meet a plan's SLA: the search stops early, and says why, when they cannot.
 
-A replica search (specplan.simulator.study.replica_search) asks this after
+A replica search (specplan.simulator.study.plan.replica_search) asks this after
 every failed probe; two findings end it before the replica cap:
 
 - a pool held fixed is saturated: with a prefill pool that does not grow with
@@ -34,8 +34,8 @@ from collections.abc import Mapping
 
 from specplan.simulator.scenario.study import Bound
 from specplan.simulator.study.keepup import FALLS_BEHIND
-from specplan.simulator.study.probe import Probe
-from specplan.simulator.study.target import Target
+from specplan.simulator.study.plan.probe import Probe
+from specplan.simulator.study.plan.target import Target
 
 SATURATED = 0.97   # busy share of a fixed pool's replicas that no more decode replicas can lower
 FLAT = 0.02        # a gain below 2% of the statistic counts as none

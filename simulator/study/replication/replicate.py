@@ -1,14 +1,19 @@
 """Predictions against published measurements: run every case, compare, test the assumed acceptance, calibrate.
 
-    result = replicate(cases, out_dir)                  predicted: no parameter looked at a figure
-    result = replicate(cases, out_dir, calibrate=True)  adds "calibrated" and "split" errors
+    result = replicate(source, None, RunOptions(out_dir=...))   predicted: no parameter looked at a figure
+    result = replicate(source, ReplicationAsk(calibrate=True), options)   adds "calibrated" and "split" errors
 
-Place in the data flow: the cases (specplan.simulator.study.published) →
+`source` is a case folder, a folder of case folders (benchmarks/published)
+or the cases themselves; with `options.out_dir` the entry point writes its
+own files there: replication.csv (a row per figure), version_spread.csv and
+replication.json (the statistics and goals, the fitted parameters); the
+report (replication.md, .png) is the reports layer's.
+
+Place in the data flow: the cases (specplan.simulator.study.replication.published) →
 a row per figure with its status (`case_runner.availability`,
 `figure_status`) → each runnable figure predicted with nothing fitted
 (`CaseRunner.predict`) → the acceptance sensitivity → with `calibrate`, the
-fits of `calibration.py` → `Replication`, which reports/replication.py
-writes (its statistics from `replication_stats.py`). Beside them, and in no
+fits of `calibrate.py` → `Replication` (its statistics from `stats.py`). Beside them, and in no
 statistic, the version spread: each case's older published run paired with
 its newest figures (`version_spread.py`).
 
@@ -23,6 +28,9 @@ predicted again under each list (nothing fitted): the rows gain
 
 from __future__ import annotations
 
+import json
+import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +38,9 @@ from typing import Any
 
 import pandas as pd
 
-from specplan.simulator.study.calibration import (
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.replication.calibrate import (
     FIT_MODES,
     HOST_GRID_MS,
     SCALE_GRID,
@@ -39,7 +49,9 @@ from specplan.simulator.study.calibration import (
     split_params,
     value_at,
 )
-from specplan.simulator.study.case_runner import (
+from specplan.simulator.study.replication.case_runner import (
+    AS_RUN,
+    NEAREST,
     CaseRunner,
     Params,
     availability,
@@ -49,8 +61,9 @@ from specplan.simulator.study.case_runner import (
     in_unit,
     signed_error,
 )
-from specplan.simulator.study.published import RATIO_METRICS, Case, Figure
-from specplan.simulator.study.version_spread import spread_rows
+from specplan.simulator.study.replication.published import RATIO_METRICS, Case, Figure, read_case
+from specplan.simulator.study.replication.stats import goals, statistics
+from specplan.simulator.study.replication.version_spread import spread_rows, spread_statistics
 
 SENSITIVITIES = ("al_minus_10", "al_plus_10")
 
@@ -69,23 +82,62 @@ class Replication:
 Entry = tuple[Case, Figure, CaseRunner]
 
 
-def replicate(cases: Iterable[Case], out_dir: str | Path, calibrate: bool = False,
-              host_grid: tuple[float, ...] = HOST_GRID_MS, scale_grid: tuple[float, ...] = SCALE_GRID,
-              progress: Callable[[str], None] = lambda _m: None, workers: int = 1) -> Replication:
-    """Predict every figure of every case (see the module docstring)."""
-    out = Path(out_dir)
-    cases = list(cases)
+@dataclass(frozen=True)
+class ReplicationAsk:
+    """What a replication computes beyond the predictions: with `calibrate`, the calibrated and split errors
+    (host time × level per engine and GPU, over these grids)."""
+
+    calibrate: bool = False
+    host_grid: tuple[float, ...] = HOST_GRID_MS
+    scale_grid: tuple[float, ...] = SCALE_GRID
+
+
+def replicate(source: str | Path | Iterable[Case], ask: ReplicationAsk | None = None,
+              options: RunOptions | None = None) -> Replication:
+    """Predict every figure of every case (see the module docstring); the calibration's grid points run on
+    `options.workers` processes (default 1), progress lines go to stderr with `options.progress`."""
+    ask, options = ask or ReplicationAsk(), options or RunOptions()
+    cases = read_cases(Path(source)) if isinstance(source, str | Path) else list(source)
+    out = options.out_path or Path(tempfile.mkdtemp(prefix="specplan-replicate-"))
+    progress = (lambda m: print(m, file=sys.stderr)) if options.progress else (lambda _m: None)
     rows, runnable = statuses(cases, out, progress)
     for entry in runnable:
         row = rows[id(entry[1])]
         add_prediction(row, entry[1], entry[2].predict(entry[1], Params()), "predicted")
         add_sensitivity(row, entry)
     params: dict[str, dict[str, Params]] = {}
-    if calibrate and runnable:
-        params = calibrations(runnable, rows, out, host_grid, scale_grid, progress, workers)
-    return Replication(pd.DataFrame(list(rows.values())), params, {case.name: case_status(case) for case in cases},
-                       {case.name: assumed_al(case) for case in cases if "acceptance_assumption" in case.source},
-                       spread_rows(cases))
+    if ask.calibrate and runnable:
+        params = calibrations(runnable, rows, out, ask.host_grid, ask.scale_grid, progress, options.workers or 1)
+    result = Replication(pd.DataFrame(list(rows.values())), params, {case.name: case_status(case) for case in cases},
+                         {case.name: assumed_al(case) for case in cases if "acceptance_assumption" in case.source},
+                         spread_rows(cases))
+    if options.out_path is not None:
+        write_records(result, options.out_path)
+    return result
+
+
+def read_cases(folder: Path) -> list[Case]:
+    """One case folder (source.yaml, scenario.yaml, published.csv), or every case folder inside `folder`."""
+    if not folder.is_dir():
+        raise SpecplanError(f"{folder}: not a folder")
+    if (folder / "source.yaml").exists():
+        return [read_case(folder)]
+    found = [read_case(sub) for sub in sorted(folder.iterdir()) if (sub / "source.yaml").exists()]
+    if not found:
+        raise SpecplanError(f"{folder}: no case folder (one with source.yaml and published.csv) inside")
+    return found
+
+
+def write_records(result: Replication, out: Path) -> None:
+    """replication.csv, version_spread.csv and replication.json (statistics, goals, fitted parameters)."""
+    out.mkdir(parents=True, exist_ok=True)
+    result.rows.to_csv(out / "replication.csv", index=False)
+    result.spread.to_csv(out / "version_spread.csv", index=False)
+    stats = statistics(result.rows, (AS_RUN, NEAREST))
+    params = {mode: {g: vars(p) for g, p in groups.items()} for mode, groups in result.params.items()}
+    doc = {"cases": result.cases, "statistics": stats, "goals": goals(stats), "params": params,
+           "version_spread": spread_statistics(result.spread) if not result.spread.empty else {}}
+    (out / "replication.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def case_status(case: Case) -> str:

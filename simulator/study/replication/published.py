@@ -53,7 +53,10 @@ import yaml
 
 from specplan.engines import ENGINE_NAMES, engine_traits
 from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.study.length_rules import check_length_rule, check_scenario_lengths
+from specplan.simulator.study.replication.length_rules import (
+    check_length_rule,
+    check_scenario_lengths,
+)
 
 # metric -> (summary key after the client's prefix; unit -> factor to the key's unit)
 TIME_MS = {"ms": 1.0, "s": 1000.0}

@@ -1,6 +1,6 @@
 """A tuned length schedule → the files engines and scenarios read: the export of `specplan tune`.
 
-    files = write_schedule_files(tuned, out_dir)
+    files = write_schedule_files(tuned, out_dir)     (tune_schedule writes them with a results folder)
     schedule.yaml   the specplan `policy:` block (merge it into a scenario)
     trtllm.yaml     TensorRT-LLM's speculative_config (max_draft_len, draft_len_schedule)
     vllm.json       vLLM's --speculative-config keys that run it (num_speculative_tokens_per_batch_size,
@@ -8,7 +8,7 @@
     schedule.json   the draft length at every batch size 1..max_batch_requests
     tune.json       every bucket's candidates and the verification, as data (`tune_record`)
 
-The search and its verification are `specplan.simulator.study.tune`; this
+The search and its verification are `specplan.simulator.study.tune.schedule`; this
 module only turns its result into files.
 """
 
@@ -23,7 +23,7 @@ import yaml
 
 from specplan.engines import trtllm, vllm
 from specplan.simulator.core.jsonsafe import clean
-from specplan.simulator.study.tune import TunedSchedule, schedule_policy
+from specplan.simulator.study.tune.schedule import TunedSchedule, schedule_policy
 
 
 def policy_block(tuned: TunedSchedule) -> dict[str, Any]:
@@ -63,6 +63,7 @@ def tune_record(tuned: TunedSchedule) -> dict[str, Any]:
     })
 
 
+SCHEDULE_FILES = ("schedule.yaml", "trtllm.yaml", "vllm.json", "schedule.json", "tune.json")
 TRTLLM_HEADER = (
     "# TensorRT-LLM LLM API options (trtllm-serve --extra_llm_api_options FILE, or LLM(speculative_config=...)).\n"
     "# draft_len_schedule: {batch-size upper bound: draft length}; batch sizes above the last key run with\n"
@@ -84,7 +85,7 @@ def write_schedule_files(tuned: TunedSchedule, out: str | Path) -> dict[str, Pat
     """schedule.yaml (specplan policy), trtllm.yaml, vllm.json, schedule.json (batch size → length), tune.json."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    files = {name: out / name for name in ("schedule.yaml", "trtllm.yaml", "vllm.json", "schedule.json", "tune.json")}
+    files = {name: out / name for name in SCHEDULE_FILES}
     head = f"# Tuned by `specplan tune` for {tuned.base.name}: {tuned.objective.describe()}.\n" + notes(tuned)
     files["schedule.yaml"].write_text(head + yaml.safe_dump(policy_block(tuned), sort_keys=False))
     files["trtllm.yaml"].write_text(head + TRTLLM_HEADER + yaml.safe_dump(trtllm_block(tuned), sort_keys=False))

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.study.published import Case, Figure
+from specplan.simulator.study.replication.published import Case, Figure
 
 QUANTITIES = {"mean_ttft": "TTFT", "median_ttft": "TTFT", "mean_tpot": "TPOT", "median_tpot": "TPOT",
               "mean_itl": "ITL", "median_itl": "ITL", "output_throughput": "output tok/s",

@@ -42,8 +42,8 @@ from pathlib import Path
 import numpy as np
 
 from specplan.simulator.study.backends import map_calls
-from specplan.simulator.study.case_runner import CaseRunner, Params, signed_error
-from specplan.simulator.study.published import GOAL_METRICS, Case, Figure
+from specplan.simulator.study.replication.case_runner import CaseRunner, Params, signed_error
+from specplan.simulator.study.replication.published import GOAL_METRICS, Case, Figure
 
 HOST_GRID_MS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 SCALE_GRID = (0.7, 0.85, 1.0, 1.2, 1.5, 2.0)

@@ -2,7 +2,7 @@
 
 `specplan plan --out DIR` writes these beside `DIR/probes/<key>.json` (each
 probe run's summary, keep-up verdict and resolved scenario, stored by the
-planner as it runs). plan.json is the JSON contract (specplan.simulator.study.plan_json);
+planner as it runs). plan.json is the JSON contract (specplan.simulator.study.plan.plan_json);
 plan.md is the terminal table plus, per variant, every cluster size simulated
 with its statistic's interval and keep-up verdict. A deployment search's files:
 specplan.cli.search_files.
@@ -16,12 +16,20 @@ from typing import Any
 
 import pandas as pd
 
-from specplan.cli.plan_tables import gpus_text, plan_table
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.scenario.study import tps_column
-from specplan.simulator.study.plan_json import capacity_json, pool_fields, probe_pool
-from specplan.simulator.study.planner import CapacityPlan
-from specplan.simulator.study.probe import Probe
+from specplan.simulator.study.launch import launch_files
+from specplan.simulator.study.plan.plan_json import (
+    capacity_json,
+    deployment_rows,
+    pool_fields,
+    probe_pool,
+    search_json,
+)
+from specplan.simulator.study.plan.planner import CapacityPlan
+from specplan.simulator.study.plan.probe import Probe
+from specplan.simulator.study.plan.search import DeploymentPlan
+from specplan.simulator.study.plan.tables import gpus_text, plan_table, search_table
 
 PROBE_COLUMNS = ["label", "replicas", "replicas_simulated", "gpus", "gpus_decode", "gpus_prefill", "prefill_pool",
                  "prefill_busy_share", "prefix_cache_hit_rate", "seed", "tps_user",
@@ -94,4 +102,25 @@ def write_plan_files(plan: CapacityPlan, out: Path) -> dict[str, Path]:
             "they served then reach what the arrivals offer (arrival rate × mean output). Files: probes.csv (one row per run), probes/<key>.json (each run's "
             "summary, verdict and resolved scenario; reused by a re-run), plan.json.", ""]
     files["plan.md"].write_text("\n".join(text))
+    return files
+
+
+def write_search_files(plan: DeploymentPlan, out: Path) -> dict[str, Path]:
+    """A search's files (the module docstring) but its figure; returns them by name."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = {name: out / name for name in ("plan.csv", "plan.json", "plan.md")}
+    deployment_rows(plan).to_csv(files["plan.csv"], index=False, float_format="%.9g")
+    files["plan.json"].write_text(dumps(search_json(plan)))
+    launch = plan.launch()
+    texts = launch_files(launch) if launch is not None else {}
+    for name, text in texts.items():
+        files[name] = out / name
+        files[name].write_text(text)
+    md = ["# specplan deployment search", "", "```", search_table(plan), "```", "", "![cost against the SLA](plan.png)",
+          ""]
+    for name, text in texts.items():
+        md += [f"## {name}", "", "```", text.rstrip(), "```", ""]
+    md += ["Every deployment's fewest GPUs is confirmed by its own simulation and one fewer by a failed one; "
+           "plan.csv lists every deployment, met or not; probes/<key>.json holds every run (reused by a re-run).", ""]
+    files["plan.md"].write_text("\n".join(md))
     return files
