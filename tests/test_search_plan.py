@@ -13,8 +13,8 @@ import yaml
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.outputs import describe
 from specplan.simulator.scenario.study import parse_bound
-from specplan.simulator.study.plan import probe
 from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan import probe
 from specplan.simulator.study.plan.plan_json import deployment_rows
 from specplan.simulator.study.plan.run import plan_capacity, plan_search
 from specplan.simulator.study.plan.search import DeploymentPlan

@@ -8,8 +8,8 @@ import importlib.util
 import pandas as pd
 import pytest
 
-from specplan.simulator.study.plan import probe
 from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.plan import probe
 from specplan.simulator.study.plan.plan_json import deployment_rows
 from specplan.simulator.study.plan.run import plan_search
 from tests.test_search_plan import space_scenario, target
