@@ -168,6 +168,10 @@ V4_SPECS = [  # (gpus, family, topologies, engine, precision suffix, forwards)
     # 4-GPU GB300 topologies that fit (tp4, tp4ep4; dp4ep4 does not, see above); Pro MegaMoE where DeepGEMM #316
     # measures Pro geometry (B200, EP8, data-parallel attention)
     (("b200",), "flash", ("tp4",), "sglang", "", ("-dspark",)),
+    # the Flash Official low-latency cells run TP4 without EP (sgl-project/sglang #33082 on GB300, #33083 on H200):
+    # their DSpark drafter on the same topology
+    (("gb300",), "flash", ("tp4",), "sglang", "", ("-dspark",)),
+    (("h200",), "flash", ("tp4",), "sglang", "-fp8", ("-dspark",)),
     (("b200",), "flash", ("tp4ep4",), "sglang", "", ("-mtp",)),
     (("gb300",), "pro", ("tp4", "tp4ep4"), "sglang", "", ALL),
     (("b200",), "pro", ("dp8ep8",), "sglang", "-megamoe", ("",)),
