@@ -34,17 +34,27 @@ MODE_WORDS = {"predicted": "predicted (no parameter fitted)",
 
 
 def table_lines(rows: pd.DataFrame) -> list[str]:
-    """One line per figure: source, figure, published, then each mode's prediction and error."""
+    """One line per figure: source, figure, published, then each mode's prediction and error, and how the
+    predicted run's steps ran (eager share of steps / of time, the main reason)."""
     modes = [m for m in MODES if f"{m}_error" in rows]
-    head = ["source", "workload", "arm", "metric", "c", "published", *[f"{m} (error)" for m in modes], "status",
-            "basis"]
+    head = ["source", "workload", "arm", "metric", "c", "published", *[f"{m} (error)" for m in modes],
+            "eager steps / time (main reason)", "status", "basis"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, row in rows.iterrows():
         cells = [row["source"], row["workload"], row["arm"], row["metric"], str(row["concurrency"]),
                  f"{row['published']:g} {row['unit']}"]
         cells += [prediction_cell(row, m) for m in modes]
+        cells.append(mode_cell(row))
         lines.append("| " + " | ".join([*cells, str(row["status"]), str(row.get("basis", AS_RUN))]) + " |")
     return lines
+
+
+def mode_cell(row: pd.Series) -> str:
+    """'12% / 41% (rank_prefilling 9%)', or '—' where the run modelled no mode."""
+    reason = row.get("main_mode_reason")
+    if not isinstance(reason, str) or not reason:
+        return "—"
+    return f"{row['eager_step_share']:.0%} / {row['eager_time_share']:.0%} ({reason})"
 
 
 def prediction_cell(row: pd.Series, mode: str) -> str:

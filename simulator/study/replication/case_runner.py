@@ -115,6 +115,19 @@ class CaseRunner:
             os.replace(aside, path)
         return path
 
+    def modes(self, figure: Figure, params: Params) -> dict[str, Any]:
+        """How the figure's first arm ran its steps: the share of steps and of time that ran eager, and the
+        reason most steps ran the mode they ran (the summary's mode keys; empty where no mode is modelled)."""
+        summary = self.summary(figure, figure.arms[0], params)
+        reasons = {key.split(".", 1)[1]: value for key, value in summary.items()
+                   if key.startswith("mode_reason_step_share.") and isinstance(value, float)}
+        if not reasons:
+            return {}
+        main = max(reasons, key=lambda reason: reasons[reason])
+        return {"eager_step_share": summary.get("mode_step_share.eager", 0.0),
+                "eager_time_share": summary.get("mode_time_share.eager", 0.0),
+                "main_mode_reason": f"{main} {reasons[main]:.0%}"}
+
     def predict(self, figure: Figure, params: Params, extra: tuple[str, ...] = ()) -> float:
         """The figure's predicted value, in the unit of its summary key (a ratio for speed-ups)."""
         key = metric_key(self.case.client, METRICS[figure.metric][0])

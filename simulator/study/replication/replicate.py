@@ -17,6 +17,11 @@ fits of `calibrate.py` → `Replication` (its statistics from `stats.py`). Besid
 statistic, the version spread: each case's older published run paired with
 its newest figures (`version_spread.py`).
 
+**How the steps ran.** Each predicted figure's row says how its first arm
+ran its steps (`eager_step_share`, `eager_time_share`, `main_mode_reason`:
+the reason most steps ran the mode they ran, with its share), so an error
+reads beside the execution modes that produced it.
+
 **Acceptance sensitivity.** A case whose acceptance is not published says
 in its source.yaml which preset stands in and the AL it implies
 (`acceptance_assumption`), with override lists moving that AL by -10% and
@@ -104,6 +109,7 @@ def replicate(source: str | Path | Iterable[Case], ask: ReplicationAsk | None = 
     for entry in runnable:
         row = rows[id(entry[1])]
         add_prediction(row, entry[1], entry[2].predict(entry[1], Params()), "predicted")
+        row.update(entry[2].modes(entry[1], Params()))
         add_sensitivity(row, entry)
     params: dict[str, dict[str, Params]] = {}
     if ask.calibrate and runnable:
