@@ -63,7 +63,7 @@ def test_the_host_tier_load_takes_bytes_over_bandwidth_and_queues_on_the_link():
     t.cached_tokens(1, 832)
     transfer = 384 * LLAMA_BYTES / 1e9
     assert t.pending[1] == pytest.approx(10.0 + transfer + 0.001)
-    t.remember(2, list(range(10)) + [70])   # the GPU tier now holds 4-7 only: all ten blocks come from the host
+    t.remember(2, [*range(10), 70])   # the GPU tier now holds 4-7 only: all ten blocks come from the host
     t.cached_tokens(2, 704)
     assert t.pending[2] == pytest.approx(10.0 + transfer + 640 * LLAMA_BYTES / 1e9 + 0.001)
 

@@ -3,6 +3,7 @@ warm-up barrier and recycling, the cache bust, the three formats, and every malf
 
 from __future__ import annotations
 
+import itertools
 import json
 from types import SimpleNamespace
 
@@ -279,7 +280,7 @@ def test_a_malformed_session_trace_exits_2_through_the_cli(case, tmp_path, cli):
                                                           "format": fmt}}})
     scenario = tmp_path / "s.yaml"
     scenario.write_text(json.dumps(raw))
-    code, out, err = cli("run", scenario, "--out", tmp_path / "out")
+    code, _out, err = cli("run", scenario, "--out", tmp_path / "out")
     assert code == 2 and words in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
 
@@ -318,6 +319,6 @@ def test_generated_sessions_follow_their_shape_and_the_seed():
     assert 0.35 <= with_sub <= 0.65
     for trace in traces[:20]:
         turns = trace.root.turns()
-        for before, after in zip(turns, turns[1:], strict=False):
+        for before, after in itertools.pairwise(turns):
             assert after.prompt_tokens > before.prompt_tokens + before.output_tokens - 1
             assert after.blocks[: before.blocks.size].tolist() == before.blocks.tolist()
