@@ -322,3 +322,25 @@ def test_generated_sessions_follow_their_shape_and_the_seed():
         for before, after in itertools.pairwise(turns):
             assert after.prompt_tokens > before.prompt_tokens + before.output_tokens - 1
             assert after.blocks[: before.blocks.size].tolist() == before.blocks.tolist()
+
+
+def test_session_statistics_of_a_hand_made_trace(tmp_path):
+    """One session of two turns: 128 tokens added to the first prompt and answer, a 5 s gap, 10 of the second
+    prompt's 13 blocks shared with the first's."""
+    from specplan.traces.session_stats import lognormal_fit, session_stats
+
+    stats = session_stats(read_sessions(jsonl(tmp_path / "s.jsonl", TWO_TURNS), "plain", 64))
+    assert stats["main_turns"]["p50"] == 2 and stats["first_prompt_tokens"]["p50"] == 640
+    assert stats["new_tokens_per_turn"]["p50"] == 128 and stats["gap_s"]["p50"] == 5.0
+    assert stats["block_reuse"]["p50"] == pytest.approx(10 / 13)
+    assert stats["subagent_session_share"] == 0
+    fit = lognormal_fit({"n": 3, "p50": 10.0, "p90": 10.0 * np.exp(1.2816), "p99": 50.0})
+    assert fit == {"median": 10.0, "sigma": pytest.approx(1.0), "max": 50.0}
+
+
+def test_the_shipped_fixture_is_generated_weka_with_subagents():
+    from tests.conftest import REPO
+
+    traces = read_sessions(str(REPO / "tests" / "data" / "agentx-generated"), "weka")
+    assert len(traces) == 6 and all(t.block_tokens == 64 for t in traces)
+    assert sum(any(isinstance(i, FanOut) for i in t.root.items) for t in traces) >= 2

@@ -99,13 +99,13 @@ class Play:
         self.keys: dict[str, int] = {}
         self.domain = 0
 
-    def blocks(self, turn: Turn) -> list[int]:
+    def blocks(self, turn: Turn) -> np.ndarray:
         ids = turn.blocks | self.namespace
         if self.shared.size:
             head = min(self.shared.size, turn.blocks.size)
             same = turn.blocks[:head] == self.shared[:head]
             ids[:head][same] = turn.blocks[:head][same] | self.shared_namespace
-        return ids.tolist()
+        return ids   # int64: a request's blocks are kept until the run ends (8 bytes each, not a list's ~36)
 
     def key(self, conversation: Conversation) -> int:
         """A stable key per conversation of this play (the sticky router hashes it)."""

@@ -183,22 +183,22 @@ class AgentxShape:
 
     sessions: int = bounded(64, ge=1, doc="sessions generated (the lanes draw from them)", unit="sessions")
     turns_median: float = bounded(45.0, ge=1, doc="main-agent turns per session, median", unit="turns")
-    turns_sigma: float = bounded(0.965, ge=0, doc="their log-space sigma", unit="log turns")
+    turns_sigma: float = bounded(0.966, ge=0, doc="their log-space sigma", unit="log turns")
     turns_max: int = bounded(330, ge=1, doc="turns per session at most", unit="turns")
     first_prompt_median: float = bounded(24454.0, ge=1, doc="the first turn's prompt, median", unit="tokens")
-    first_prompt_sigma: float = bounded(1.84, ge=0, doc="its log-space sigma", unit="log tokens")
+    first_prompt_sigma: float = bounded(1.841, ge=0, doc="its log-space sigma", unit="log tokens")
     first_prompt_max: int = bounded(708000, ge=1, doc="the first prompt at most", unit="tokens")
-    new_tokens_median: float = bounded(272.0, ge=1, doc="tokens a turn adds to the previous prompt and answer, "
+    new_tokens_median: float = bounded(352.0, ge=1, doc="tokens a turn adds to the previous prompt and answer, "
                                        "median", unit="tokens")
-    new_tokens_sigma: float = bounded(1.82, ge=0, doc="their log-space sigma", unit="log tokens")
-    new_tokens_max: int = bounded(16000, ge=1, doc="tokens a turn adds at most", unit="tokens")
+    new_tokens_sigma: float = bounded(1.706, ge=0, doc="their log-space sigma", unit="log tokens")
+    new_tokens_max: int = bounded(16690, ge=1, doc="tokens a turn adds at most", unit="tokens")
     output_median: float = bounded(216.0, ge=1, doc="a turn's answer, median", unit="tokens")
-    output_sigma: float = bounded(1.11, ge=0, doc="its log-space sigma", unit="log tokens")
+    output_sigma: float = bounded(1.113, ge=0, doc="its log-space sigma", unit="log tokens")
     output_max: int = bounded(3663, ge=1, doc="an answer at most", unit="tokens")
     gap_median_s: float = bounded(10.0, ge=0, doc="the tool gap before a turn (end of the last answer to the "
                                   "next send), median")
-    gap_sigma: float = bounded(2.216, ge=0, doc="its log-space sigma", unit="log s")
-    gap_max_s: float = bounded(3040.0, ge=0, doc="a tool gap at most")
+    gap_sigma: float = bounded(2.211, ge=0, doc="its log-space sigma", unit="log s")
+    gap_max_s: float = bounded(3039.0, ge=0, doc="a tool gap at most")
     shared_prefix_tokens: int = bounded(14948, ge=0, doc="system prompt and tool definitions at the start of "
                                         "every first prompt", unit="tokens")
     subagent_session_share: float = bounded(0.29, ge=0, le=1, doc="share of sessions that spawn subagents")

@@ -12,8 +12,9 @@ first chunk wait for the request's host load.
                as SGLang's and vLLM's DP ranks do), the replica's capacity split evenly; keyed by
                the trace's block hashes (specplan.simulator.engine.prefix_cache.BlockCache)
     host tier  optional (`prefix_cache.host`: SGLang HiCache, vLLM CPU KV offload): per rank, `ratio` ×
-               the GPU tier (or capacity_tokens), LRU; computed blocks are written to it when their
-               prompt completes (write-through, HiCache's default policy); a prompt's blocks found
+               the GPU tier (or capacity_tokens), LRU by write and load (a GPU hit does not refresh the
+               host copy); computed blocks are written to it when their prompt completes
+               (write-through, HiCache's default policy); a prompt's blocks found
                there after its GPU hits are loaded back: bytes = tokens × the layout's bytes per
                token (hwprofiles.kv_layout), time = bytes / the rank's link + latency, FIFO on the
                link; the loaded blocks join the GPU tier
@@ -39,6 +40,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from specplan.hwprofiles.kv_layout import KvLayout, kv_layout
 from specplan.simulator.engine.batch import RID
@@ -106,9 +109,17 @@ class ReplicaTiers:
     def remember(self, rid: int, blocks: Sequence[int]) -> None:
         self.blocks[rid] = blocks
 
+    def block_list(self, rid: int) -> list[int]:
+        """A request's block hashes as Python ints (the caches' keys); kept as given (an int64 array for
+        sessions)."""
+        blocks = self.blocks.get(rid)
+        if blocks is None:
+            return []
+        return blocks.tolist() if isinstance(blocks, np.ndarray) else list(blocks)
+
     def cached_tokens(self, rid: int, tokens: int, rank: int = 0) -> int:
         """Prompt tokens the request's rank holds (GPU, then host: loaded), less a window to recompute."""
-        blocks = self.blocks.get(rid)
+        blocks = self.block_list(rid)
         self.rank_of[rid] = rank
         if not blocks:
             return 0
@@ -147,7 +158,7 @@ class ReplicaTiers:
         """Completed prompts: their blocks join the rank's GPU tier (and are written to its host tier)."""
         for rid in ids:
             rid = int(rid)
-            blocks = self.blocks.get(rid)
+            blocks = self.block_list(rid)
             if not blocks:
                 continue
             tiers = self.ranks[self.rank_of.get(rid, 0)]
@@ -158,9 +169,11 @@ class ReplicaTiers:
                 tiers.keep_tail(blocks[-1])
 
     def write(self, host: BlockCache, blocks: Sequence[int]) -> None:
-        """Write-through: the blocks the host tier lacks cross the link to it (bytes counted, not priced)."""
-        new = len(blocks) - host.match(blocks)
-        host.insert(blocks)
+        """Write-through: the blocks the host tier lacks cross the link to it (bytes counted, not priced); the
+        host tier's recency is its writes and loads (a GPU hit does not refresh a block's host copy)."""
+        held = host.blocks
+        fresh = [block for block in blocks if block not in held]
+        new = host.insert(fresh) if fresh else 0
         if new and self.layout is not None:
             self.counts.written_bytes += new * self.block_tokens * self.layout.bytes_per_token
 

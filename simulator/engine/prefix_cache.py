@@ -32,8 +32,9 @@ vLLM, where cached blocks live in the free part of the one KV pool.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections import OrderedDict, deque
+from collections.abc import Iterator, Sequence
+from itertools import takewhile
 
 
 class BlockCache:
@@ -48,13 +49,7 @@ class BlockCache:
 
     def match(self, blocks: Sequence[int]) -> int:
         """Leading blocks of `blocks` the cache holds (no side effect)."""
-        held = self.blocks
-        n = 0
-        for block in blocks:
-            if block not in held:
-                break
-            n += 1
-        return n
+        return len(list(takewhile(self.blocks.__contains__, blocks)))   # the loop runs in C
 
     def lookup(self, blocks: Sequence[int], prompt_tokens: int) -> int:
         """Cached prompt tokens for a prompt about to be prefilled; the hit blocks become recent."""
@@ -63,22 +58,31 @@ class BlockCache:
         return max(0, min(hits * self.block_tokens, prompt_tokens - 1))
 
     def touch(self, blocks: Sequence[int], hits: int) -> None:
-        """A lookup of `blocks` found its first `hits`: counted, and those become recent."""
+        """A lookup of `blocks` found its first `hits`: counted, and those become recent (the first most)."""
         self.looked_up_blocks += len(blocks)
         self.hit_blocks += hits
-        for block in reversed(blocks[:hits]):
-            self.blocks.move_to_end(block)
+        consume(map(self.blocks.move_to_end, reversed(blocks[:hits])))
 
-    def insert(self, blocks: Sequence[int]) -> None:
-        """A prefilled prompt's blocks: held from now on, its first block the most recent."""
+    def insert(self, blocks: Sequence[int]) -> int:
+        """A prefilled prompt's blocks: held from now on, its first block the most recent; returns how many
+        were not held before."""
         held = self.blocks
+        move = held.move_to_end
+        added = 0
         for block in reversed(blocks):
             if block in held:
-                held.move_to_end(block)
+                move(block)
             else:
                 held[block] = None
+                added += 1
         while len(held) > self.capacity_blocks:
             held.popitem(last=False)
+        return added
+
+
+def consume(iterator: Iterator[object]) -> None:
+    """Run an iterator to its end, keeping nothing (deque of length 0: the loop in C)."""
+    deque(iterator, maxlen=0)
 
 
 def cache_fields(caches: Sequence[BlockCache], looked_up_tokens: int, saved_tokens: int) -> dict[str, float | int]:

@@ -68,7 +68,7 @@ class Chunked(Staged):
         log.prefill_started(rids, now)
 
     def remember(self, rid: int, blocks: Sequence[int] | None) -> None:
-        if blocks and self.cache is not None:
+        if blocks is not None and len(blocks) and self.cache is not None:
             self.cache.remember(rid, blocks)
 
     def advance(self, state: BatchState, take: np.ndarray, now: float, log: RequestLog) -> int:

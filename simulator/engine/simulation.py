@@ -114,7 +114,7 @@ class Simulation:
         else:
             if key is not None:
                 self.session_keys[rid] = key
-            self.pool.submit(rid, prompt, blocks, first=True)
+            self.pool.submit(rid, prompt, None if blocks is None else list(map(int, blocks)), first=True)
         return event
 
     def kv_ready(self, rid: int, first: bool) -> None:
