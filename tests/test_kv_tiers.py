@@ -175,3 +175,18 @@ def test_a_host_tier_needs_a_layout_and_not_a_prefill_pool(tmp_path, cli):
     path.write_text(json.dumps(raw))
     code, _, err = cli("check", path)
     assert code == 2 and "unknown KV layout 'gpt-9'" in err
+
+
+def test_the_host_tier_takes_its_size_from_the_engines_row_where_the_scenario_gives_none():
+    """SGLang's row: --hicache-ratio 2, so a 10-block GPU tier has a 20-block host tier; vLLM states its
+    offload in bytes, so the scenario must give a size."""
+    from specplan.engines import engine_traits
+    from specplan.simulator.core.errors import ScenarioError
+    from specplan.simulator.engine.kv_tiers import replica_tiers
+
+    spec = PrefixCacheSpec(block_tokens=64, host=HostTier(gbytes_per_s=64), layout="llama3-8b")
+    sglang = replica_tiers(spec, 640, 1, 8, lambda: 0.0, engine_traits("sglang"))
+    host = sglang.ranks[0].host
+    assert host is not None and host.capacity_blocks == 20
+    with pytest.raises(ScenarioError, match=r"engine\.prefix_cache\.host\.ratio"):
+        replica_tiers(spec, 640, 1, 8, lambda: 0.0, engine_traits("vllm"))

@@ -30,7 +30,7 @@ BENCH = {"horizon": {"requests": 6}, "drafter": {"family": "none", "block_size":
 SESSIONS = {"horizon": {"duration_s": 20, "warmup_s": 0}, "cluster": {"router": "session"},
             "engine": {"prefill": {"mode": "chunked", "chunk_tokens": 512},
                        "prefix_cache": {"block_tokens": 64, "capacity_tokens": 4096, "layout": "deepseek-v4-flash",
-                                        "kv_value_bytes": 1, "host": {"gbytes_per_s": 64}}},
+                                        "kv_value_bytes": 1, "host": {"gbytes_per_s": 64, "ratio": 2}}},
             "workload": {"arrivals": {"kind": "sessions", "lanes": 2, "idle_gap_cap_s": 0.5,
                                       "generate": {"sessions": 4, "turns_median": 4, "turns_sigma": 0,
                                                    "first_prompt_median": 2000, "shared_prefix_tokens": 500,

@@ -12,7 +12,7 @@ first chunk wait for the request's host load.
                as SGLang's and vLLM's DP ranks do), the replica's capacity split evenly; keyed by
                the trace's block hashes (specplan.simulator.engine.prefix_cache.BlockCache)
     host tier  optional (`prefix_cache.host`: SGLang HiCache, vLLM CPU KV offload): per rank, `ratio` ×
-               the GPU tier (or capacity_tokens), LRU by write and load (a GPU hit does not refresh the
+               the GPU tier (default: the engine's row, SGLang's 2) or capacity_tokens, LRU by write and load (a GPU hit does not refresh the
                host copy); computed blocks are written to it when their prompt completes
                (write-through, HiCache's default policy); a prompt's blocks found
                there after its GPU hits are loaded back: bytes = tokens × the layout's bytes per
@@ -38,12 +38,15 @@ modelled.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from specplan.engines import EngineTraits
 from specplan.hwprofiles.kv_layout import KvLayout, kv_layout
+from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.batch import RID
 from specplan.simulator.engine.prefix_cache import BlockCache
 from specplan.simulator.engine.step import PRICED, StepPlan, StepTiming
@@ -200,13 +203,21 @@ def host_capacity_blocks(host: HostTier | None, gpu_blocks: int, ranks: int, blo
         return 0
     if host.capacity_tokens is not None:
         return host.capacity_tokens // ranks // block_tokens
+    assert host.ratio is not None  # replica_tiers resolves it
     return int(host.ratio * gpu_blocks)
 
 
 def replica_tiers(spec: PrefixCacheSpec, capacity_tokens: int, ranks: int, max_batch_requests: int,
-                  now: Callable[[], float]) -> ReplicaTiers:
-    """A replica's tiers from `engine.prefix_cache` (the layout named there, its window tails defaulted)."""
+                  now: Callable[[], float], serving: EngineTraits) -> ReplicaTiers:
+    """A replica's tiers from `engine.prefix_cache` (the layout named there, its window tails defaulted, the host
+    tier's size from the serving engine's row where the scenario gives none)."""
     layout = None if spec.layout is None else kv_layout(spec.layout, spec.kv_value_bytes)
+    host = spec.host
+    if host is not None and host.ratio is None and host.capacity_tokens is None:
+        if serving.kv_offload is None:
+            raise ScenarioError("engine.prefix_cache.host.ratio", f"{serving.label} states no host tier size as a "
+                                "ratio: give ratio or capacity_tokens")
+        spec = dataclasses.replace(spec, host=dataclasses.replace(host, ratio=serving.kv_offload.host_ratio))
     return ReplicaTiers(spec, capacity_tokens, ranks, layout, spec.window_tails or max_batch_requests, now)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 import simpy
 
+from specplan.engines import EngineTraits
 from specplan.simulator.core.streams import stream
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import EngineParts, assemble
@@ -80,7 +81,7 @@ class Simulation:
         self.all_done = self.env.event()
         self.front = FrontDoor(scenario, self.drafter, self.log)
         n = scenario.cluster.replicas
-        self.prompt_caches = replica_caches(scenario, n, self.ranks, lambda: self.env.now)
+        self.prompt_caches = replica_caches(scenario, n, self.ranks, lambda: self.env.now, parts.config.serving)
         bench = isinstance(scenario.workload.arrivals, BenchClientArrivals)
         self.pool = self.prefill_pool(scenario)
         self.replicas = [self.replica(parts, i, chunk_log(itl, bench)) for i in range(n)]
@@ -180,14 +181,16 @@ class Simulation:
         return ran_out
 
 
-def replica_caches(scenario: Scenario, replicas: int, ranks: int, now: Callable[[], float]) -> list[ReplicaTiers]:
+def replica_caches(scenario: Scenario, replicas: int, ranks: int, now: Callable[[], float],
+                   serving: EngineTraits) -> list[ReplicaTiers]:
     """Aggregated serving with engine.prefix_cache: each replica's tiers (a GPU cache per attention rank, a host
     tier behind them), asked at admission."""
     spec = scenario.engine.prefix_cache
     if spec is None:
         return []
     capacity = spec.capacity_tokens or resolved(scenario.engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
-    return [replica_tiers(spec, capacity, ranks, scenario.engine.max_batch_requests, now) for _ in range(replicas)]
+    return [replica_tiers(spec, capacity, ranks, scenario.engine.max_batch_requests, now, serving)
+            for _ in range(replicas)]
 
 
 def sticky_ranks(config: EngineConfig) -> int:

@@ -49,8 +49,9 @@ class HostTier:
     gbytes_per_s: float = num(gt=0, doc="one attention rank's host-to-GPU bandwidth (PCIe 5.0 x16: ~64 GB/s a "
                               "direction; NVLink-C2C: 450 GB/s a direction; a TP group with sharded KV: its links "
                               "together)", unit="GB/s", example=64)
-    ratio: float = num(2.0, gt=0, doc="host tier size over the GPU prefix cache's (SGLang --hicache-ratio, "
-                       "default 2)", unit="factor")
+    ratio: float | None = num(None, gt=0, doc="host tier size over the GPU prefix cache's (default: the serving "
+                              "engine's, SGLang --hicache-ratio 2; vLLM states its offload size in bytes: give "
+                              "this or capacity_tokens)", unit="factor")
     capacity_tokens: int | None = num(None, ge=1, doc="host tier size in tokens, per replica (overrides ratio)")
     latency_ms: float = num(0.0, ge=0, doc="per load, on top of bytes / bandwidth")
 
