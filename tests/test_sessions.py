@@ -344,3 +344,29 @@ def test_the_shipped_fixture_is_generated_weka_with_subagents():
     traces = read_sessions(str(REPO / "tests" / "data" / "agentx-generated"), "weka")
     assert len(traces) == 6 and all(t.block_tokens == 64 for t in traces)
     assert sum(any(isinstance(i, FanOut) for i in t.root.items) for t in traces) >= 2
+
+
+def test_the_shared_mooncake_trace_reads_as_sessions_chained_by_prefix():
+    """The shared Mooncake-format trace (3,993 requests, 512-token blocks, no session ids): every block list
+    fits its length, and requests whose blocks extend an earlier prompt's continue that session."""
+    from tests.conftest import SHARED
+
+    path = SHARED / "traces" / "mooncake" / "synthetic_trace.jsonl"
+    if not path.exists():
+        pytest.skip("../shared/traces/mooncake is not here (a development checkout's shared data)")
+    traces = read_sessions(str(path), "mooncake")
+    turns = [len(t.root.turns()) for t in traces]
+    assert sum(turns) == 3993 and max(turns) > 1
+    for trace in traces:
+        for before, after in itertools.pairwise(trace.root.turns()):
+            assert after.blocks[: before.blocks.size].tolist() == before.blocks.tolist()
+
+
+def test_a_sessions_run_is_deterministic_and_its_seed_matters(tmp_path):
+    shape = {"sessions": 8, "turns_median": 6, "first_prompt_median": 2000, "shared_prefix_tokens": 500,
+             "subagent_session_share": 0.5, "subagents_mean": 2}
+    arrivals = {"generate": shape, "lanes": 3, "start_max": 1.0, "idle_gap_cap_s": 2, "recycle": True}
+    runs = [simulate(sessions_scenario(tmp_path, arrivals, horizon={"duration_s": 30})) for _ in range(2)]
+    assert runs[0].requests.equals(runs[1].requests)
+    other = simulate(sessions_scenario(tmp_path, arrivals, horizon={"duration_s": 30}, seed=8))
+    assert not other.requests["prompt_tokens"].equals(runs[0].requests["prompt_tokens"])
