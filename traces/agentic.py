@@ -53,15 +53,15 @@ class Lengths:
 
 
 class BlockCounter:
-    """A session's block ids: each conversation's prompts extend their last blocks with fresh ids."""
+    """A session's block ids: each conversation takes a run of fresh ids; its prompts are prefixes of the run
+    (a prompt only grows, so its blocks extend the last prompt's)."""
 
     def __init__(self) -> None:
         self.next_id = 0
 
-    def extend(self, kept: np.ndarray, prompt: int, block: int) -> np.ndarray:
-        fresh = prompt // block - kept.size
-        start, self.next_id = self.next_id, self.next_id + fresh
-        return np.concatenate([kept, np.arange(start, start + fresh, dtype=np.int64)])
+    def take(self, count: int) -> np.ndarray:
+        start, self.next_id = self.next_id, self.next_id + count
+        return np.arange(start, start + count, dtype=np.int64)
 
 
 def generate_sessions(shape: AgentxShape, rng: np.random.Generator) -> list[SessionTrace]:
@@ -94,11 +94,9 @@ def conversation_turns(name: str, turns: int, first: int, gaps: tuple[float, flo
     prompts[0] = first
     if turns > 1:
         prompts[1:] = first + np.cumsum(output[:-1] + new[1:]).astype(np.int64)
-    out, blocks = [], np.zeros(0, dtype=np.int64)
-    for i in range(turns):
-        blocks = counter.extend(blocks, int(prompts[i]), shape.block_tokens)
-        out.append(Turn(int(prompts[i]), int(output[i]), blocks, 0.0 if i == 0 else float(gap[i])))
-    return out
+    ids = counter.take(int(prompts[-1]) // shape.block_tokens)   # each turn's blocks: a view of its prefix
+    return [Turn(int(prompts[i]), int(output[i]), ids[: int(prompts[i]) // shape.block_tokens],
+                 0.0 if i == 0 else float(gap[i])) for i in range(turns)]
 
 
 def with_fanouts(name: str, main: list[Turn], shape: AgentxShape, rng: np.random.Generator, draw: Draw,

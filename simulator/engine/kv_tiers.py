@@ -112,6 +112,12 @@ class ReplicaTiers:
     def remember(self, rid: int, blocks: Sequence[int]) -> None:
         self.blocks[rid] = blocks
 
+    def forget(self, rid: int) -> None:
+        """A request ended (finished or rejected): its blocks are no longer needed."""
+        self.blocks.pop(rid, None)
+        self.rank_of.pop(rid, None)
+        self.pending.pop(rid, None)
+
     def block_list(self, rid: int) -> list[int]:
         """A request's block hashes as Python ints (the caches' keys); kept as given (an int64 array for
         sessions)."""

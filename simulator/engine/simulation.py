@@ -127,6 +127,9 @@ class Simulation:
 
     def on_done(self, rid: int) -> None:
         self.finished += 1
+        replica = int(self.log["replica"][rid])
+        if self.prompt_caches and replica >= 0:
+            self.prompt_caches[replica].forget(rid)
         self.front.done(rid)
         cap = self.arrivals.requests
         if cap is not None and self.finished >= cap and not self.all_done.triggered:
