@@ -12,10 +12,10 @@ first chunk wait for the request's host load.
                as SGLang's and vLLM's DP ranks do), the replica's capacity split evenly; keyed by
                the trace's block hashes (specplan.simulator.engine.prefix_cache.BlockCache)
     host tier  optional (`prefix_cache.host`: SGLang HiCache, vLLM CPU KV offload): per rank, `ratio` ×
-               the GPU tier (default: the engine's row, SGLang's 2) or capacity_tokens, LRU by write and load (a GPU hit does not refresh the
-               host copy); computed blocks are written to it when their prompt completes
-               (write-through, HiCache's default policy); a prompt's blocks found
-               there after its GPU hits are loaded back: bytes = tokens × the layout's bytes per
+               the GPU tier (default: the engine's row, SGLang's 2) or capacity_tokens, LRU by write
+               and load (a GPU hit does not refresh the host copy); the blocks a prompt computed are
+               written to it when the prompt completes (write-through, HiCache's default policy); a
+               prompt's blocks found there after its GPU hits are loaded back: bytes = tokens × the layout's bytes per
                token (hwprofiles.kv_layout), time = bytes / the rank's link + latency, FIFO on the
                link; the loaded blocks join the GPU tier
     window     DeepSeek-V4 (`layout: deepseek-v4-*`) keeps, per sequence, only the sliding-window
@@ -105,6 +105,7 @@ class ReplicaTiers:
                       for _ in range(ranks)]
         self.blocks: dict[int, Sequence[int]] = {}
         self.rank_of: dict[int, int] = {}
+        self.found: dict[int, int] = {}       # request → leading blocks its rank held at its lookup (not computed)
         self.pending: dict[int, float] = {}   # request → when its host load is done (its first chunk waits)
         self.counts = TierCounts()
 
@@ -116,6 +117,7 @@ class ReplicaTiers:
         """A request ended (finished or rejected): its blocks are no longer needed."""
         self.blocks.pop(rid, None)
         self.rank_of.pop(rid, None)
+        self.found.pop(rid, None)
         self.pending.pop(rid, None)
 
     def block_list(self, rid: int) -> list[int]:
@@ -136,6 +138,7 @@ class ReplicaTiers:
         on_gpu = tiers.gpu.match(blocks)
         on_host = 0 if tiers.host is None else tiers.host.match(blocks[on_gpu:])
         held = on_gpu + on_host
+        self.found[rid] = held
         hit = max(0, min(held * self.block_tokens, tokens - 1))
         if tiers.tails is not None and hit and blocks[held - 1] not in tiers.tails:
             recomputed = min(hit, self.layout.window_tokens if self.layout else 0)
@@ -173,16 +176,15 @@ class ReplicaTiers:
             tiers = self.ranks[self.rank_of.get(rid, 0)]
             tiers.gpu.insert(blocks)
             if tiers.host is not None:
-                self.write(tiers.host, blocks)
+                self.write(tiers.host, blocks[self.found.get(rid, 0):])
             if tiers.tails is not None:
                 tiers.keep_tail(blocks[-1])
 
-    def write(self, host: BlockCache, blocks: Sequence[int]) -> None:
-        """Write-through: the blocks the host tier lacks cross the link to it (bytes counted, not priced); the
-        host tier's recency is its writes and loads (a GPU hit does not refresh a block's host copy)."""
-        held = host.blocks
-        fresh = [block for block in blocks if block not in held]
-        new = host.insert(fresh) if fresh else 0
+    def write(self, host: BlockCache, computed: Sequence[int]) -> None:
+        """Write-through: the blocks a prompt computed (past what its rank held) cross the link to the host tier
+        (bytes counted, not priced); its recency is its writes and loads (a GPU hit does not refresh a block's
+        host copy, nor write it again)."""
+        new = host.insert(computed) if computed else 0
         if new and self.layout is not None:
             self.counts.written_bytes += new * self.block_tokens * self.layout.bytes_per_token
 
