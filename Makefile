@@ -42,8 +42,14 @@ test: $(VENV)/.installed-dev browser lint
 test-fast: $(VENV)/.installed-dev
 	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest -q -n 2 -m "not slow"
 
-# The manual (mkdocs.yml): strict, every warning an error; reference pages are generated at build.
-docs: $(VENV)/.installed-dev
+# The manual alone needs only the docs extra (no torch, no Ray): the reference pages are committed
+# (python -m docs.gen.hooks rewrites them; tests/test_docs.py holds them to the code).
+$(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[docs]"
+	touch $@
+
+# The manual (mkdocs.yml): strict, every warning an error.
+docs: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # mypy reads the package as it installs (specplan.<folder>, pyproject's package-dir):

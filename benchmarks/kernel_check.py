@@ -14,12 +14,20 @@ says which parts the rule therefore sets in the committed file. Then each
 GEMM against the public single-GEMM rows of its GPU and precision
 (hwprofiles/aiconfigurator/public_gemm.py): per call, at each measured m, the
 database, the implementations' band and mean, and whether the GEMM is set.
+Last, the physical checks (hwprofiles/physical.py) of every built-in that
+carries them, read from the committed files (V4 and the other AIConfigurator
+built-ins, prefill included): per part, its largest ratio to the top of its
+roofline band and its smallest to the floor over every token count, and the
+operators the physical rule set (hwprofiles/aiconfigurator/physical_rule.py).
 """
 
 from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
+from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.aiconfigurator import VerifyPricer, compile_target, price, quiet
 from specplan.hwprofiles.aiconfigurator.build import moe_layers, profile_key
 from specplan.hwprofiles.aiconfigurator.parts import part_of
@@ -31,7 +39,8 @@ from specplan.hwprofiles.aiconfigurator.public import (
     setting,
 )
 from specplan.hwprofiles.aiconfigurator.public_gemm import GemmCheck
-from specplan.hwprofiles.builtins import AIC_BUILTINS
+from specplan.hwprofiles.builtins import AIC_BUILTINS, PREFILL_BUILTINS
+from specplan.hwprofiles.physical import HIGH, LOW, check_profile
 
 
 def database_us(pricer: VerifyPricer, layers: float):
@@ -86,6 +95,27 @@ def gemm_section(names: list[str]) -> None:
                 print(gemm_line(check))
 
 
+def physical_section(pattern: str) -> None:
+    print(f"\nphysical checks, every part at every token count of the file: top = part / ({HIGH:g} x max(roofline, "
+          f"floor)), floor = part / ({LOW:g} x roofline); both within 1 pass")
+    failing = 0
+    for name in [n for n in (*AIC_BUILTINS, *PREFILL_BUILTINS) if pattern in n]:
+        profile = load_profile(f"builtin:{name}")
+        checks = check_profile(profile)
+        if not checks:
+            continue
+        set_here = str(profile.provenance.get("physical_rule", "")).split("set here: ")[-1]
+        print(f"\n{name}: the physical rule set {set_here}")
+        for check in checks:
+            top = check.part_ms / check.high_ms
+            floor = np.where(check.low_ms > 0, check.low_ms / np.maximum(check.part_ms, 1e-12), 0.0)
+            i, j = int(np.argmax(top)), int(np.argmax(floor))
+            failing += not check.passes
+            print(f"  {check.part:<16} top {top[i]:5.2f} at B {check.tokens[i]:>5}   floor {floor[j]:5.2f} at B "
+                  f"{check.tokens[j]:>5}   {'ok' if check.passes else 'FAIL'}")
+    print(f"\n{failing} parts outside their band")
+
+
 def main(pattern: str) -> None:
     names = [n for n, (_, _, drafter) in AIC_BUILTINS.items()
              if "deepseek-v4" in n and drafter is None and pattern in n]
@@ -105,6 +135,7 @@ def main(pattern: str) -> None:
         flagged += sum(c.off for c in checks)
     print(f"\n{compared} comparisons, {flagged} off by more than {TOLERANCE:.0%}")
     gemm_section(names)
+    physical_section(pattern)
 
 
 if __name__ == "__main__":

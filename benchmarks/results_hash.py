@@ -11,14 +11,18 @@ A case's hash covers its requests and steps frames and its summary (less
 wall time). Run it before and after a change; the two outputs must be equal.
 A change that adds a summary key changes every hash; `--ignore-key KEY`
 leaves that key out, so the run after the change shows that nothing else moved;
-`--ignore-column COL` does the same for a column the change adds to requests.csv.
+`--ignore-column COL` does the same for a column the change adds to requests.csv or steps.csv.
+A name ending in `*` leaves out every key or column it begins (`--ignore-key 'mode_*'`).
 `--engine-paths` adds the engine's paths those cases miss (a prefill pool,
 data-parallel attention under each budget rule, vLLM's truncation, chunked
 prefill with a prefix cache on a Mooncake-format trace, a benchmark client,
 the oracle with padded attention, sampled and split fleets, a run that logs
 ITL, the two cases issue 30's KV-fit fix changed, the separate and mixed
-prefill schedules under each DP dispatch rule, and a DeepSeek-V4 DP4 step
-priced at its busiest rank); its hashes also cover the prefill steps.
+prefill schedules under each DP dispatch rule, a DeepSeek-V4 DP4 step
+priced at its busiest rank, and the steps' modes: an eager step priced by its
+launch count, DeepEP's normal mode, a V4 DP4 run under DeepEP auto whose
+prefilling ranks send every rank eager, vLLM's ragged lengths run piecewise);
+its hashes also cover the prefill steps.
 """
 
 from __future__ import annotations
@@ -86,15 +90,20 @@ def case_hash(raw: dict, folder: Path, ignored: tuple[str, ...] = ()) -> str:
     return result_hash(simulate(scenario_from_mapping(raw, folder)), ignored)
 
 
+def is_ignored(name: str, ignored: tuple[str, ...]) -> bool:
+    """Whether `name` is in `ignored`, or begins with one of its entries that ends in `*`."""
+    return any(name == entry or (entry.endswith("*") and name.startswith(entry[:-1])) for entry in ignored)
+
+
 def result_hash(result: SimResult, ignored: tuple[str, ...] = ()) -> str:
-    """The hash of a run's frames and summary, less the summary keys and request columns in `ignored`."""
+    """The hash of a run's frames and summary, less the summary keys and request or step columns in `ignored`."""
     digest = hashlib.sha256()
-    requests = result.requests.drop(columns=[name for name in ignored if name in result.requests.columns])
-    digest.update(requests.to_csv(index=False).encode())
-    digest.update(result.steps.to_csv(index=False).encode())
+    for frame in (result.requests, result.steps):
+        kept = frame.drop(columns=[name for name in frame.columns if is_ignored(name, ignored)])
+        digest.update(kept.to_csv(index=False).encode())
     if result.prefill_steps is not None:
         digest.update(result.prefill_steps.to_csv(index=False).encode())
-    summary = {k: v for k, v in result.summary.items() if k != "wall_s" and k not in ignored}
+    summary = {k: v for k, v in result.summary.items() if k != "wall_s" and not is_ignored(k, ignored)}
     digest.update(json.dumps(summary, sort_keys=True, default=str).encode())
     return digest.hexdigest()[:16]
 
@@ -194,7 +203,33 @@ def engine_cases(trace: Path) -> dict[str, dict]:
     }
     cases |= {name: deep_merge(ENGINE_BASE, change) for name, change in changes.items()}
     cases["v4-busiest-rank"] = V4_DP  # a parts table: each DP step priced at its busiest rank (rank_split.py)
+    cases |= mode_cases()
     return {f"engine/{name}": raw for name, raw in cases.items()}
+
+
+def mode_cases() -> dict[str, dict]:
+    """How steps run (specplan.simulator.engine.step_modes): eager by launch count, DeepEP normal and auto, vLLM
+    piecewise."""
+    tp4 = deep_merge(V4_DP, {"hardware": {"profile": "builtin:b200-deepseek-v4-flash-tp4-sglang"},
+                             "engine": {"dp_attention": None, "prefill": {"profile": None}},
+                             "drafter": {"latency": {"path": "builtin:b200-deepseek-v4-flash-tp4-sglang-mtp"}}})
+    del tp4["engine"]["dp_attention"]
+    del tp4["engine"]["prefill"]["profile"]
+    return {
+        # graphs to 8 requests: most steps of 48 users run eager, priced max(kernels, 196 x 43 launches)
+        "v4-eager-launches": deep_merge(tp4, {"engine": {"cuda_graph": {"max_capture_size": 8}}}),
+        # DeepEP forced normal: every decode step eager, its MoE block at normal-mode cost, a host sync per layer
+        "v4-deepep-normal": deep_merge(V4_DP, {"engine": {"all_to_all": {"backend": "deepep", "mode": "normal"}}}),
+        # DeepEP auto: a step where a rank prefills runs eager and normal on every rank, decode low-latency
+        "v4-dp4-deepep-auto": deep_merge(V4_DP, {"engine": {"all_to_all": {"backend": "deepep"}}}),
+        # vLLM: DSpark's per-request lengths run piecewise, past the capture list eager
+        "vllm-ragged-piecewise": deep_merge(tp4, {
+            "hardware": {"profile": "builtin:b200-deepseek-v4-flash-tp4ep4-vllm"},
+            "engine": {"cuda_graph": {"engine": "vllm"}, "prefill": {"schedule": "mixed"}},
+            "drafter": {"family": "dspark", "block_size": 5, "acceptance": {"preset": "deepseek-v4.1-flash"},
+                        "latency": {"kind": "fixed", "ms": 1.0}},
+            "policy": {"name": "dspark-async"}}),
+    }
 
 
 def engine_path_hashes(folder: Path, ignored: tuple[str, ...]) -> dict[str, str]:
@@ -220,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ignore-key", action="append", default=[], metavar="KEY",
                         help="leave this summary key out of the hash (a key the change adds)")
     parser.add_argument("--ignore-column", action="append", default=[], metavar="COL",
-                        help="leave this requests.csv column out of the hash (a column the change adds)")
+                        help="leave this requests.csv or steps.csv column out of the hash (a column the change "
+                             "adds); a trailing * leaves out every name it begins")
     parser.add_argument("--engine-paths", action="store_true",
                         help="also hash the engine's paths the fixed cases miss (see the module docstring)")
     args = parser.parse_args(argv)

@@ -76,6 +76,9 @@ class CapReport:
     def named(self, name: str) -> CapValue:
         return next(cap for cap in self.caps if cap.name == name)
 
+    def get(self, name: str) -> CapValue | None:
+        return next((cap for cap in self.caps if cap.name == name), None)
+
     @property
     def tightest(self) -> CapValue | None:
         """The admission cap with the fewest requests per rank (the first listed on a tie); None when
@@ -100,6 +103,11 @@ class Caps(Protocol):
     def knobs(self) -> tuple[str, ...]: ...
 
     def report(self, facts: CapFacts) -> CapReport: ...
+
+    def request_slots(self, facts: CapFacts) -> int | None:
+        """A rank's request slots when the launch line leaves them to the engine (None: they follow a KV
+        pool the facts do not give)."""
+        ...
 
     def mem_fraction_static(self, facts: CapFacts) -> float: ...
 

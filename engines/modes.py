@@ -29,9 +29,11 @@ from typing import Literal, Protocol
 from specplan.engines.steps import AllToAllBackend, DeepEPMode, ModelFamily, ModeSetup, StepShape
 from specplan.errors import SpecplanError
 
-Mode = Literal["graph", "piecewise", "eager"]
+Mode = Literal["graph", "piecewise", "eager", "unmodelled"]   # unmodelled: no capture list to decide by
 AllToAllMode = Literal["none", "low_latency", "normal", "megamoe"]
 MODE_ORDER: dict[Mode, int] = {"eager": 0, "piecewise": 1, "graph": 2}   # vLLM's NONE < PIECEWISE < FULL
+MODES: tuple[Mode, ...] = ("graph", "piecewise", "eager", "unmodelled")
+ALL_TO_ALL_MODES: tuple[AllToAllMode, ...] = ("none", "low_latency", "normal", "megamoe")
 
 REASONS = {
     "decode_graph": "a decode batch within the capture list replayed its graph",
@@ -46,6 +48,8 @@ REASONS = {
     "normal_piecewise": "DeepEP's normal mode splits the graph at the MoE: a piecewise graph",
     "slots_piecewise": "the padded size was past the full decode graphs' reach (max_num_seqs x (1 + k)): piecewise",
     "no_piecewise": "no piecewise graph for a model the engine cannot compile (breakable graphs off): eager",
+    "no_graph_model": "no CUDA-graph capture list was modelled (engine.cuda_graph not given): the step is priced "
+                      "at the profile's time for its own size",
 }
 
 

@@ -5,7 +5,10 @@ Sources, per habit (every row below shares them unless it says otherwise):
     graphs     sglang/srt/model_executor/cuda_graph_runner.py (`get_batch_sizes_to_capture`): sizes
                count requests (batch size): with speculative decoding 1..8, 10..32 by 2, 40..160
                by 16 (without: 1, 2, 4, 8, 16..160 by 8), plus 168..256 by 8 on GPUs over 80 GB,
-               capped at `cuda_graph_max_bs` (default here: the engine's max_running_requests)
+               capped at `cuda_graph_max_bs` (default: by GPU memory and TP, specplan.engines.sglang_caps);
+               when that list runs past a rank's request slots (the req_to_token pool), the slot
+               count and the one below it are captured too, and nothing past the slots
+               (`get_batch_sizes_to_capture`: `req_to_token_pool.size - 1` and `.size`)
     host       sgl-project/sglang PR #3582 (MTP-1 on DeepSeek-V3/R1: 1.76x at an accepted length
                of ~1.9 → a speculating step costs 1.080 plain steps; 0.049 of a plain step is host
                work once the built-in's MTP forward is priced); DeepSeek-V4's own cycle, 1.089 ms,
@@ -74,6 +77,14 @@ def capture_sizes(top: int, speculative: bool) -> list[int]:
     return [s for s in sorted(set(sizes)) if s <= top]
 
 
+def with_slots(sizes: list[int], slots: int) -> list[int]:
+    """The capture list a rank of `slots` request slots runs: past the slots, slots − 1 and slots are captured
+    instead (sglang get_batch_sizes_to_capture)."""
+    if sizes and max(sizes) > slots:
+        sizes = [*sizes, slots - 1, slots]
+    return sorted({s for s in sizes if 1 <= s <= slots})
+
+
 def args(deployment: Deployment, role: str) -> list[str]:
     """`python -m sglang.launch_server` arguments for one replica of `role`."""
     par = deployment.parallel_of(role)
@@ -139,7 +150,11 @@ V0_5_14 = EngineTraits(
     name="sglang", version="0.5.14", label="SGLang 0.5.14",
     graphs=GraphRule(axis="requests", default_sizes=capture_sizes,
                      default_top=lambda max_running, block, given: max_running, limit="max_batch_requests",
-                     source="sglang/srt/model_executor/cuda_graph_runner.py get_batch_sizes_to_capture"),
+                     source="sglang/srt/model_executor/cuda_graph_runner.py get_batch_sizes_to_capture",
+                     past_slots=with_slots,
+                     slots_source="sglang cuda_graph_runner.get_batch_sizes_to_capture: when the list's largest "
+                                  "size exceeds req_to_token_pool.size, size - 1 and size are captured and larger "
+                                  "sizes dropped"),
     host=HostCycle(spec_step_fraction=0.049, spec_cycle_ms=1.089, cycle_model="DeepSeek-V4",
                    fraction_source="sgl-project/sglang PR #3582", cycle_source="sgl-project/sglang issue #29960"),
     scheduler=Scheduler(budget="defer", prefill_schedule="separate", dp_balance="round_robin",

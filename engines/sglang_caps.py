@@ -4,7 +4,10 @@ Sources (sgl-project/sglang, read in its stored main; the 0.5.12.post1 - 0.5.15 
 
     max_running_requests   DeepSeek-V4: 256 server-wide when unset (arg_groups/deepseek_v4_hook.py,
                            apply_deepseek_v4_defaults), split over the DP ranks (model_runner:
-                           max_running_requests // dp_size); others: max_total_num_tokens // 2 per rank
+                           max_running_requests // dp_size); others: the request pool, at most 4,096
+                           (kv_cache_configurator resolve_max_num_reqs: the pool's tokens / context length x 512
+                           clamped to 2,048 - 4,096, the upper end taken here as the context length is not
+                           known) and at most max_total_num_tokens // 2, per rank
     swa pool               DeepSeek-V4: swa_full_tokens_ratio 0.1 when unset (the same hook; default 0.8);
                            the SWA pool is the full pool x the ratio (the hybrid-SWA pool configurator).
                            A running request holds its sliding window (128 tokens, V4's config) plus the
@@ -55,6 +58,7 @@ class SGLangCaps:
     swa_page_tokens: int = 128
     deepep_tokens_per_rank: int = 128
     megamoe_tokens_per_rank: int = 1024
+    request_pool: int = 4096
     knobs: tuple[str, ...] = KNOBS
 
     def gpu_class(self, facts: CapFacts) -> tuple[int, int]:
@@ -69,16 +73,20 @@ class SGLangCaps:
                 int(knob(facts, "cuda_graph_max_bs", max_bs, self.knobs)))
 
     def running_cap(self, facts: CapFacts) -> list[CapValue]:
-        """max_running_requests per rank: V4's 256 split over DP, else half the rank's KV pool."""
+        """max_running_requests per rank: V4's 256 split over DP, else the request pool (module docstring)."""
         if facts.model == "deepseek-v4" or "max_running_requests" in facts.overrides:
             server = int(knob(facts, "max_running_requests", self.v4_max_running_requests, self.knobs))
             return [CapValue("max_running_requests", server, "requests (server)", server // facts.dp, "admission",
                              HOOK)]
         if facts.kv_pool_tokens is None:
             return []
-        per_rank = facts.kv_pool_tokens // 2
+        per_rank = min(self.request_pool, facts.kv_pool_tokens // 2)
         return [CapValue("max_running_requests", per_rank, "requests (rank)", per_rank, "admission",
-                         "sglang model_runner: max_total_num_tokens // 2")]
+                         "sglang resolve_max_num_reqs: min(4096, max_total_num_tokens // 2)")]
+
+    def request_slots(self, facts: CapFacts) -> int | None:
+        running = self.running_cap(facts)
+        return running[0].requests_per_rank if running else None
 
     def swa_cap(self, facts: CapFacts) -> list[CapValue]:
         """DeepSeek-V4's SWA pool as requests: (pool − one chunk) over each request's window pages."""
@@ -107,7 +115,8 @@ class SGLangCaps:
         max_bs = self.settings(facts)[1]
         graph = CapValue("cuda_graph_max_bs", max_bs, "requests (rank)", min(max_bs, slots or max_bs), "graph",
                          MEMORY)
-        caps = [*running, *kv_pool_cap(facts, "the profile's memory model at mem_fraction_static"),
+        caps = [*running, *kv_pool_cap(facts, "the profile's memory model (at 0.9 of GPU memory, not re-sized to "
+                                                  "mem_fraction_static)"),
                 *self.swa_cap(facts), *self.all_to_all_caps(facts), graph]
         return CapReport(tuple(caps))
 

@@ -28,6 +28,8 @@ class GraphRule:
     `default_top(max_batch_requests, block_size, given)` its largest size when the user sets
     none (`given`: a capture list the user gave); `limit` what bounds the largest size: the
     step's token cap (`max_step_tokens`) or the batch's request slots (`max_batch_requests`).
+    `past_slots(sizes, slots)`: the sizes the engine adds when its own list runs past the
+    request slots (None: it adds none); `slots_source` where that habit is read.
     """
 
     axis: Literal["tokens", "requests"]
@@ -35,6 +37,8 @@ class GraphRule:
     default_top: Callable[[int, int, tuple[int, ...]], int]
     limit: Literal["max_step_tokens", "max_batch_requests"]
     source: str
+    past_slots: Callable[[list[int], int], list[int]] | None = None
+    slots_source: str = ""
 
 
 @dataclass(frozen=True)

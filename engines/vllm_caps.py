@@ -37,6 +37,9 @@ class VLLMCaps:
         return (int(knob(facts, "max_num_seqs", 1024 if large else 256, self.knobs)),
                 int(knob(facts, "max_num_batched_tokens", 8192 if large else 2048, self.knobs)))
 
+    def request_slots(self, facts: CapFacts) -> int | None:
+        return self.settings(facts)[0]
+
     def report(self, facts: CapFacts) -> CapReport:
         seqs, budget = self.settings(facts)
         q = facts.query_tokens

@@ -16,7 +16,9 @@ reproduces the committed CSVs byte for byte (tests check it):
   name the development set requires, with what the database lacks listed
   beside `V4_SPECS`), each part checked against the public kernel table by
   the rule of `aiconfigurator/public.py`, and prefill-step profiles from its
-  context-phase tables (`*-prefill`, `aiconfigurator.prefill_profile`).
+  context-phase tables (`*-prefill`, `aiconfigurator.prefill_profile`); every
+  operator held to its roofline band and its twin in the other engine's
+  table by the rule of `aiconfigurator/physical_rule.py` (hwprofiles/physical.py).
 
 The profiles measured on a machine (`cpu-*`, `h200-*-measured`) are written
 by `specplan profile` instead and are not touched here.
@@ -75,6 +77,14 @@ AIC_BUILTINS: dict[str, tuple[AicTarget, AicLayout, AicDrafter | None]] = {
     "h200-deepseek-v3-tp8ep8-vllm-drafter-3moe": (DEEPSEEK_V3, AicLayout(query_tokens=5),
                                                   AicDrafter(layers=3, moe=True)),
 }
+# the same three drafter backbones for the other dense targets that ship (Llama-3.1-8B on H100, Qwen3-8B on H200)
+DRAFTER_BACKBONES = {"5l": (7, 5), "2l": (8, 2), "1l": (1, 1)}   # suffix -> (positions per request, layers)
+AIC_BUILTINS.update({
+    f"{gpu}-{model}-vllm-drafter-{suffix}": (AicTarget(checkpoint, f"{gpu}_sxm"), AicLayout(query_tokens=positions),
+                                             AicDrafter(layers=layers))
+    for gpu, model, checkpoint in (("h100", "llama3.1-8b", LLAMA31_8B), ("h200", "qwen3-8b", "Qwen/Qwen3-8B"))
+    for suffix, (positions, layers) in DRAFTER_BACKBONES.items()
+})
 
 # DeepSeek-V4 (aiconfigurator-core 0.12.0's V4 configs and tables). Names follow
 #     {gpu}-deepseek-v4-{flash|pro}-{topology}-{engine}[-{fp8|nvfp4|megamoe}][-{mtp|dspark}]
@@ -94,7 +104,19 @@ AIC_BUILTINS: dict[str, tuple[AicTarget, AicLayout, AicDrafter | None]] = {
 #   gb200- and gb300-deepseek-v4-flash-tp4-sglang-nvfp4 are not written; vLLM 0.24 has them on B200 (-nvfp4);
 # - MegaMoE of V4 geometry at a database version aiconfigurator-core serves, and a public MegaMoE measurement
 #   at EP4 on B200 or B300: b200- and b300-deepseek-v4-flash-dp4ep4-sglang-megamoe are not written (GB300 EP4
-#   is measured: gb300-deepseek-v4-flash-dp4ep4-sglang-megamoe);
+#   is measured: gb300-deepseek-v4-flash-dp4ep4-sglang-megamoe; B200 EP8 of V4-Pro geometry is measured by
+#   DeepGEMM #316 and vLLM #49636: b200-deepseek-v4-pro-dp8ep8-sglang-megamoe; B300 has no Pro measurement);
+# - FP4 (W4A16 MXFP4, Marlin / CUTLASS) experts on H200 and H100: the databases' Hopper W4A16 MXFP4 rows
+#   (SGLang 0.5.14, vLLM 0.24.0) are of gpt-oss (32 or 128 experts, hidden 2880, top-4) and of one 896-expert
+#   model (hidden 3584, ffn 3072, top-16) only, none of V4-Flash (256 x 4096 x 2048, top-6) or V4-Pro (384 x
+#   7168 x 3072, top-6), and no public W4A16 measurement of V4 geometry on Hopper is known (public/kernels.csv);
+#   memory is not the obstacle for Flash or for Pro FP4 on 8 x H200 (~0.88 TB of weights, 0.82 TB of them
+#   FP4 experts, in 1.13 TB), while Pro FP8 on 8 x H200 does not fit (the package's memory model: 223 GB of
+#   non-KV memory per GPU against 141 GB);
+# - V4-Pro DP4 (dp4ep4) on 4 x GB300: with data-parallel attention every GPU holds the replicated attention,
+#   shared experts and embeddings (~60 GB) beside 96 of the 384 routed experts (61 layers x 96 x 3 x 7168 x
+#   3072 x 4.25 bits = 206 GB): 269 GB of non-KV memory per GPU (the package's memory model) against 0.9 x
+#   298 GB = 268 GB, so no KV cache is left; TP4 and TP4 / EP4 fit (8.4 and 9.3 M KV tokens);
 # - DeepEP: the V4 operator list prices dispatch and combine with the database's own model (flavor
 #   CustomAllReduce) whatever all-to-all the engine runs; the dp4ep4 cells ran DeepEP (their header says so);
 # - Flash FP8 on 4 x H100 (the weights do not fit: the tp4 cells need 8 x H100, tp8ep8 / dp8ep8 here).
@@ -142,6 +164,13 @@ V4_SPECS = [  # (gpus, family, topologies, engine, precision suffix, forwards)
     (("gb300",), "flash", ("dp4ep4",), "sglang", "-megamoe", ("",)),
     # V4-Pro under SGLang, FP4 experts (issue 28 item 4; kernel microbenchmarks only, no serving figure)
     (("b200", "b300", "gb300"), "pro", ("tp8ep8", "dp8ep8"), "sglang", "", ALL),
+    # issue 36: the same 4-B200 topology with both drafters (MTP and DSpark on tp4 and on tp4ep4); V4-Pro on the
+    # 4-GPU GB300 topologies that fit (tp4, tp4ep4; dp4ep4 does not, see above); Pro MegaMoE where DeepGEMM #316
+    # measures Pro geometry (B200, EP8, data-parallel attention)
+    (("b200",), "flash", ("tp4",), "sglang", "", ("-dspark",)),
+    (("b200",), "flash", ("tp4ep4",), "sglang", "", ("-mtp",)),
+    (("gb300",), "pro", ("tp4", "tp4ep4"), "sglang", "", ALL),
+    (("b200",), "pro", ("dp8ep8",), "sglang", "-megamoe", ("",)),
 ]
 SYSTEMS = {"b200": "b200_sxm", "b300": "b300_sxm", "h200": "h200_sxm", "h100": "h100_sxm", "gb200": "gb200",
            "gb300": "gb300"}
@@ -180,9 +209,19 @@ V4_PREFILL_SPECS = [  # (gpus, topologies, precision suffix)
     (("b200",), ("tp8ep8",), ""),
     (("gb300",), ("tp4ep4",), ""),
 ]
-PREFILL_BUILTINS.update({f"{gpu}-deepseek-v4-flash-{topology}-sglang{precision}-prefill":
-                         v4_target(gpu, "flash", topology, "sglang", precision)
-                         for gpus, topologies, precision in V4_PREFILL_SPECS for gpu in gpus for topology in topologies})
+# DeepSeek-V4-Pro's prefill steps under SGLang: every topology a Pro decode built-in runs under SGLang but
+# B200 DP8 (at the prefill files' 16,384-token budget the package's memory model puts 212 GB of non-KV memory
+# on each 193 GB B200: replicated attention and activations beside 48 routed experts; its decode files, at 8,192
+# tokens, fit)
+V4_PRO_PREFILL_SPECS = [  # (gpus, topologies, precision suffix)
+    (("b200", "b300", "gb300"), ("tp8ep8",), ""),
+    (("b300", "gb300"), ("dp8ep8",), ""),
+    (("gb300",), ("tp4", "tp4ep4"), ""),
+]
+PREFILL_BUILTINS.update({f"{gpu}-deepseek-v4-{family}-{topology}-sglang{precision}-prefill":
+                         v4_target(gpu, family, topology, "sglang", precision)
+                         for family, specs in (("flash", V4_PREFILL_SPECS), ("pro", V4_PRO_PREFILL_SPECS))
+                         for gpus, topologies, precision in specs for gpu in gpus for topology in topologies})
 
 
 def synthetic_builtins() -> dict[str, Callable[[], StepProfile]]:
@@ -254,7 +293,6 @@ def main(argv: list[str]) -> int:
         written = write_all(synthetic_builtins(), DATA_DIR)
     try:
         written += regenerate_aic()
-        written += write_all(prefill_builtins(), DATA_DIR)
     except ProfileError as exc:
         print(f"skipped the AIConfigurator built-ins: {exc}")
     for path in written:

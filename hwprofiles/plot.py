@@ -2,17 +2,22 @@
 
 `plot_profiles(profiles, (ax_ms, ax_sps))` draws what the simulator will
 look up (the profile evaluated at every integer B, so padding staircases and
-cliffs show as vertical jumps) with the measured points as markers. Used by
+cliffs show as vertical jumps) with the measured points as markers, and each
+cliff (a jump of more than 2% of the step in one token, `find_cliffs`)
+marked with a red tick. Used by
 `specplan profile-plot` and by the report figures. With `scale="auto"`
 (the default of `save_profile_plot`, hence of `specplan profile-plot`) the
 axes turn logarithmic over more than 1,024 tokens, so a tile edge at 64/65
 stays as visible as one at 4096/4097.
 
-`plot_parts(profile, ax)` (`specplan profile-plot --parts`) draws a profile's
-named parts (its parts table, plus the attention columns at the context
-asked) stacked against tokens, each at its own time, and the step the engine
-is charged as a black line: where the stack rises above the line, that much
-is hidden by parts running beside each other (the estimator's Overlap).
+`plot_parts(profile, axes)` (`specplan profile-plot --parts`) draws a
+profile's named parts (its parts table, plus the attention columns at the
+context asked; or the parts the torch harness timed alone, `gemm_ms` and
+`attention_ms`, with the rest of the step) stacked against tokens, each at
+its own time, and the step the engine is charged as a black line: where the
+stack rises above the line, that much is hidden by parts running beside
+each other (the estimator's Overlap). Two panels: B ≤ 256 (the decode
+batches) on their own scale, and the whole range.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from specplan.hwprofiles.errors import ProfileError
-from specplan.hwprofiles.profile import StepProfile
+from specplan.hwprofiles.profile import StepProfile, find_cliffs
 
 
 def lookup_curve(profile: StepProfile, max_tokens: int, context_tokens: float | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -56,6 +61,7 @@ def plot_profiles(
         axes[0].plot(mb, mms, ".", ms=3, color=line.get_color())
         axes[1].plot(b, 1000.0 / ms, lw=1.2, color=line.get_color(), label=label)
         axes[1].plot(mb, 1000.0 / mms, ".", ms=3, color=line.get_color())
+        mark_cliffs(axes[0], b, ms, label if len(profiles) > 1 else "")
     ctx = "" if context_tokens is None else f" (KV context {context_tokens:g} tokens where the profile has that axis)"
     axes[0].set(xlabel="tokens in the verify batch B", ylabel="step time (ms)", title=f"step time{ctx}")
     axes[1].set(xlabel="tokens in the verify batch B", ylabel="steps per second", title="SPS(B) = 1000 / step_ms")
@@ -67,6 +73,14 @@ def plot_profiles(
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
+
+
+def mark_cliffs(ax: Any, b: np.ndarray, ms: np.ndarray, label: str) -> None:
+    """A red tick at every cliff of a dense curve, at the step time after the jump."""
+    cliffs = find_cliffs(b, ms)
+    if cliffs.size:
+        name = "cliff (> 2% of the step in one token)" + (f": {label}" if label else "")
+        ax.plot(b[cliffs], ms[cliffs], "v", ms=4, color="#c53030", label=name)
 
 
 def save_profile_plot(profiles: Sequence[StepProfile], out: str | Path, max_tokens: int | None = None,
@@ -86,6 +100,8 @@ def save_profile_plot(profiles: Sequence[StepProfile], out: str | Path, max_toke
 
 
 CONTEXT_PARTS = ("attention_ms", "indexer_ms")
+HARNESS_PARTS = ("gemm_ms", "attention_ms")  # what `specplan profile --parts` times alone
+ZOOM_TOKENS = 256  # the decode batches, drawn on their own scale beside the whole range
 
 
 def column_at(profile: StepProfile, table: np.ndarray, b: np.ndarray, context_tokens: float | None) -> np.ndarray:
@@ -100,35 +116,60 @@ def column_at(profile: StepProfile, table: np.ndarray, b: np.ndarray, context_to
 
 
 def part_curves(profile: StepProfile, max_tokens: int, context_tokens: float | None) -> tuple[np.ndarray, dict]:
-    """(B, {part: ms at every B}) with the attention parts at `context_tokens`; ProfileError without parts."""
+    """(B, {part: ms at every B}) with the attention parts at `context_tokens`: a parts table (AIConfigurator), or
+    the parts the torch harness timed alone and the rest of the step; ProfileError with neither."""
     parts: dict[str, np.ndarray] = profile.extra.get("parts", {})
-    if not parts:
-        raise ProfileError(f"profile {profile.name}: no parts table (AIConfigurator profiles carry one; "
-                           "regenerate older files with `specplan profile --source aiconfigurator`)")
-    b = np.arange(1, min(max_tokens, profile.max_tokens) + 1)
     columns: dict[str, np.ndarray] = profile.extra.get("columns", {})
+    b = np.arange(1, min(max_tokens, profile.max_tokens) + 1)
+    if not parts:
+        return b, harness_part_curves(profile, columns, b, context_tokens)
     curves = {name: column_at(profile, columns[name], b, context_tokens) for name in CONTEXT_PARTS if name in columns}
     curves.update({name: np.interp(b, profile.tokens, v) for name, v in parts.items()})
     return b, {name.removesuffix("_ms"): v for name, v in curves.items()}
 
 
-def plot_parts(profile: StepProfile, ax: Any, max_tokens: int | None = None,
+def harness_part_curves(profile: StepProfile, columns: dict[str, np.ndarray], b: np.ndarray,
+                        context_tokens: float | None) -> dict[str, np.ndarray]:
+    """`specplan profile --parts`: gemm_ms and attention_ms timed alone, and what the step adds to them."""
+    timed = [name for name in HARNESS_PARTS if name in columns]
+    if not timed:
+        raise ProfileError(f"profile {profile.name}: no parts (a parts table, as AIConfigurator profiles carry, or "
+                           "the gemm_ms and attention_ms columns `specplan profile --parts` writes)")
+    curves = {name.removesuffix("_ms"): column_at(profile, columns[name], b, context_tokens) for name in timed}
+    rest = profile.step_ms(b, context_tokens) - sum(curves.values())
+    curves["rest of the step"] = np.maximum(rest, 0.0)
+    return curves
+
+
+def plot_parts(profile: StepProfile, axes: Sequence[Any], max_tokens: int | None = None,
                context_tokens: float | None = None, scale: str = "auto") -> None:
-    """Stack `profile`'s parts against tokens (own times) with the charged step as a line."""
+    """Stack `profile`'s parts against tokens (own times) with the charged step as a line: axes[0] up to
+    ZOOM_TOKENS on a scale of its own, axes[1] the whole range."""
+    b, curves = part_curves(profile, max_tokens or profile.max_tokens, context_tokens)
+    curves.pop("overlap_hidden", None)
+    zoom = b <= ZOOM_TOKENS
+    stack_parts(axes[0], b[zoom], {k: v[zoom] for k, v in curves.items()}, profile.step_ms(b[zoom], context_tokens))
+    stack_parts(axes[1], b, curves, profile.step_ms(b, context_tokens))
+    ctx = "" if context_tokens is None else f", KV context {context_tokens:g}"
+    axes[0].set_title(f"{profile.name}: parts, B ≤ {min(ZOOM_TOKENS, int(b[-1]))}{ctx}")
+    axes[1].set_title(f"{profile.name}: parts, B ≤ {int(b[-1])}{ctx}")
+    if scale == "log" or (scale == "auto" and b[-1] > LOG_ABOVE_TOKENS):
+        axes[1].set_xscale("log", base=2)
+    axes[0].legend(fontsize=6, ncol=2, loc="upper left")
+
+
+def stack_parts(ax: Any, b: np.ndarray, curves: dict[str, np.ndarray], step_ms: np.ndarray) -> None:
     # matplotlib loads only when a plot is drawn
     from matplotlib import colormaps
 
-    b, curves = part_curves(profile, max_tokens or profile.max_tokens, context_tokens)
-    curves.pop("overlap_hidden", None)
     colors = colormaps["tab20"](np.arange(len(curves)) % 20)
     ax.stackplot(b, *curves.values(), labels=list(curves), colors=colors, alpha=0.9)
-    ax.plot(b, profile.step_ms(b, context_tokens), color="black", lw=1.4, label="step (charged)")
-    ctx = "" if context_tokens is None else f", KV context {context_tokens:g}"
-    ax.set(xlabel="tokens in the verify batch B", ylabel="ms", title=f"{profile.name}: parts{ctx}")
-    if scale == "log" or (scale == "auto" and b[-1] > LOG_ABOVE_TOKENS):
-        ax.set_xscale("log", base=2)
+    ax.plot(b, step_ms, color="black", lw=1.4, label="step (charged)")
+    ax.set(xlabel="tokens in the verify batch B", ylabel="ms")
+    ax.set_xlim(b[0], b[-1])
+    stacked = np.sum(list(curves.values()), axis=0)
+    ax.set_ylim(0, max(float(step_ms.max()), float(stacked.max())) * 1.05)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, ncol=2, loc="upper left")
 
 
 def save_parts_plot(profiles: Sequence[StepProfile], out: str | Path, max_tokens: int | None = None,
@@ -137,10 +178,10 @@ def save_parts_plot(profiles: Sequence[StepProfile], out: str | Path, max_tokens
     # matplotlib loads only when a plot is drawn
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(9, 4.5 * len(profiles)))
-    axes = np.atleast_1d(fig.subplots(len(profiles), 1))
-    for profile, ax in zip(profiles, axes, strict=True):
-        plot_parts(profile, ax, max_tokens, context_tokens, scale)
+    fig = Figure(figsize=(14, 4.5 * len(profiles)))
+    axes = np.atleast_2d(fig.subplots(len(profiles), 2))
+    for profile, pair in zip(profiles, axes, strict=True):
+        plot_parts(profile, pair, max_tokens, context_tokens, scale)
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -154,3 +154,14 @@ def table_profile(tokens: Any, step_ms: Any, extrapolation: str = "none") -> Ste
         provenance={"source": "inline table in the scenario", "statistic": "as given"},
         extrapolation=extrapolation,
     )
+
+
+CLIFF_FRACTION = 0.02  # a jump of the step time by more than this share of the step, in one token
+
+
+def find_cliffs(tokens: np.ndarray, step_ms: np.ndarray, fraction: float = CLIFF_FRACTION) -> np.ndarray:
+    """Indices i ≥ 1 where step_ms jumps by more than `fraction` of step_ms[i−1] in one token: CUDA-graph
+    padding to a captured size, GEMM tile or wave quantisation."""
+    jump = np.diff(step_ms)
+    gap = np.diff(tokens)
+    return np.flatnonzero((jump > fraction * step_ms[:-1]) & (gap == 1)) + 1

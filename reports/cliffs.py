@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from specplan.hwprofiles import load_profile
-from specplan.hwprofiles.profile import StepProfile
+from specplan.hwprofiles.profile import CLIFF_FRACTION, StepProfile, find_cliffs
 from specplan.simulator.study.points import SweepDesign
 
-CLIFF_FRACTION = 0.02
+__all__ = ["CLIFF_FRACTION", "ProfileCurve", "find_cliffs", "profile_curves", "reach_tokens"]
 
 
 @dataclass(frozen=True)
@@ -35,13 +35,6 @@ class ProfileCurve:
     measured_ms: np.ndarray
     cliffs: np.ndarray
     cliff_ms: np.ndarray
-
-
-def find_cliffs(tokens: np.ndarray, step_ms: np.ndarray, fraction: float = CLIFF_FRACTION) -> np.ndarray:
-    """Indices i ≥ 1 where step_ms jumps by more than `fraction` of step_ms[i−1] in one token."""
-    jump = np.diff(step_ms)
-    gap = np.diff(tokens)
-    return np.flatnonzero((jump > fraction * step_ms[:-1]) & (gap == 1)) + 1
 
 
 def reach_tokens(scenario: Any) -> int:

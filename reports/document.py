@@ -1,7 +1,7 @@
 """A tiny document model rendered twice: self-contained HTML and Markdown.
 
 The report is a list of blocks (heading, paragraph, bullet list, table,
-warning, figure, links to the manual); `to_html` embeds every figure as a
+warning, figure, links to the manual, a folded section); `to_html` embeds every figure as a
 base64 PNG so the file opens anywhere on its own, `to_markdown` links the
 PNGs beside it.
 """
@@ -57,7 +57,15 @@ class Links:
     items: tuple[tuple[str, str], ...]
 
 
-Block = Heading | Paragraph | Bullets | Table | Callout | Image | Links
+@dataclass(frozen=True)
+class Folded:
+    """Blocks a reader opens on demand (HTML `<details>`): provenance below the answer."""
+
+    summary: str
+    blocks: tuple[Heading | Paragraph | Bullets | Table | Callout | Links, ...]
+
+
+Block = Heading | Paragraph | Bullets | Table | Callout | Image | Links | Folded
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
@@ -67,6 +75,8 @@ h2{font-size:1.3em;margin-top:1.8em;border-bottom:1px solid #d5dbe1;padding-bott
 table{border-collapse:collapse;margin:.8em 0;font-size:.9em}
 th,td{border:1px solid #cfd6dd;padding:.3em .6em;text-align:left;vertical-align:top}
 th{background:#edf2f7} tr:nth-child(even) td{background:#f8fafc}
+details{margin:1.2em 0;border:1px solid #d5dbe1;border-radius:4px;padding:.4em .9em}
+summary{cursor:pointer;font-weight:600;font-size:1.05em}
 .warn{background:#fff5e6;border-left:5px solid #dd6b20;padding:.6em 1em;margin:1em 0}
 figure{margin:1.2em 0} figure img{max-width:100%;border:1px solid #e2e8f0}
 figcaption{font-size:.88em;color:#4a5568}
@@ -99,6 +109,9 @@ def html_block(block: Block) -> str:
         return f"<div class=\"warn\"><strong>{esc(block.title)}</strong><ul>{items}</ul></div>"
     if isinstance(block, Links):
         return "<ul>" + "".join(f"<li><a href=\"{esc(url)}\">{esc(text)}</a></li>" for text, url in block.items) + "</ul>"
+    if isinstance(block, Folded):
+        inner = "\n".join(html_block(b) for b in block.blocks)
+        return f"<details><summary>{esc(block.summary)}</summary>\n{inner}\n</details>"
     data = base64.b64encode(block.png.read_bytes()).decode("ascii")
     return (f"<figure><img alt=\"{esc(block.title)}\" src=\"data:image/png;base64,{data}\">"
             f"<figcaption><strong>{esc(block.title)}.</strong> {esc(block.caption)}</figcaption></figure>")
@@ -128,6 +141,8 @@ def md_block(block: Block, base: Path) -> str:
         return f"> **{block.title}**\n" + "\n".join(f"> - {i}" for i in block.items)
     if isinstance(block, Links):
         return "\n".join(f"- [{text}]({url})" for text, url in block.items)
+    if isinstance(block, Folded):
+        return f"## {block.summary}\n\n" + "\n\n".join(md_block(b, base) for b in block.blocks)
     png = block.png.relative_to(base).as_posix()
     svg = block.svg.relative_to(base).as_posix()
     return f"### {block.title}\n\n![{block.title}]({png})\n\n{block.caption} ([SVG]({svg}))"

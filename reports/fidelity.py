@@ -93,7 +93,8 @@ def summary_items(doc: dict[str, Any]) -> tuple[str, ...]:
         f"(point, metric) pairs; goal ≤ {GOAL_MEDIAN:.0%} and ≤ {GOAL_MAX:.0%}: {'met' if met else 'not met'}.",
         f"Device: {doc.get('device', '?')}; model: {doc.get('model', '?')}; torch {doc.get('torch', '?')}.",
         (f"Machine drift over each run (profile after / before): median {drift['ratio']:.3f}, "
-         f"worst {drift['worst']:.3f}; predictions use the mean of the two." if drift else "No drift check."),
+         f"worst {drift['worst']:.3f}; predictions use the mean of the two." if drift
+         else "Machine drift not measured (one profile for every point, --profile-once)."),
         f"Scenario: {doc.get('scenario', '?')}; measured on {doc.get('date', '?')} in {doc.get('wall_s', 0):.0f} s.",
     )
 

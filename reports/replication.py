@@ -5,8 +5,10 @@ published figure: its source, group, workload, arm, metric, concurrency, the
 value and unit as published, status, per mode the predicted value and signed
 error, and where the case assumes its acceptance the prediction at AL -10%
 and +10%), replication.md (the table; the goals, met or missed and by how
-much; the error statistics per mode, overall, per basis and per engine and
-GPU; a line per case on its AL sensitivity; the fitted parameters),
+much; the error statistics per mode, overall, per basis, per engine and
+GPU and per kind of cell and GPU; a line per case on its AL sensitivity; the
+fitted parameters; and, apart and in no statistic, the version spread: each
+stale published figure beside its newest), version_spread.csv (those pairs),
 replication.json (the same statistics) and replication.png (predicted against
 published on log axes, a point per figure, coloured by source; figures out of
 the error are not drawn), and returns the text the command prints.
@@ -25,6 +27,7 @@ from matplotlib.figure import Figure
 from specplan.simulator.study.case_runner import AS_RUN, NEAREST, Params
 from specplan.simulator.study.replicate import SENSITIVITIES, Replication
 from specplan.simulator.study.replication_stats import MODES, goals, statistics
+from specplan.simulator.study.version_spread import spread_statistics
 
 MODE_WORDS = {"predicted": "predicted (no parameter fitted)",
               "calibrated": "calibrated (parameters fitted on these figures)",
@@ -90,6 +93,48 @@ def group_lines(stats: dict[str, Any]) -> list[str]:
     return lines
 
 
+def kind_lines(stats: dict[str, Any]) -> list[str]:
+    """A table: per kind of cell, over its GPUs and then per GPU, figures and median / max |error| of each mode."""
+    modes = [m for m in stats if stats[m].get("by_kind")]
+    if not modes:
+        return []
+    head = ["kind of cell", "GPU", "figures", *[f"{m} median / max" for m in modes]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for kind, part in stats[modes[0]]["by_kind"].items():
+        for gpu in ["all", *part["by_gpu"]]:
+            parts = [stats[m]["by_kind"][kind] if gpu == "all" else stats[m]["by_kind"][kind]["by_gpu"][gpu]
+                     for m in modes]
+            lines.append("| " + " | ".join([kind if gpu == "all" else "", gpu, str(parts[0].get("figures", 0)),
+                                            *[pair(p) for p in parts]]) + " |")
+    return lines
+
+
+def spread_lines(spread: pd.DataFrame) -> list[str]:
+    """The version spread, apart: each stale figure beside its newest, and how far they moved per quantity."""
+    if spread.empty:
+        return []
+    head = ["source", "c", "quantity", "stale (version, statistic)", "newest (version, statistic)", "newest / stale"]
+    lines = ["## Version spread (in no goal or error statistic)", "",
+             "Two published runs of the same cell: the stale figure (spread.csv) beside the newest (published.csv).",
+             "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for _, r in spread.iterrows():
+        lines.append("| " + " | ".join([
+            str(r["source"]), str(r["concurrency"]), str(r["quantity"]),
+            f"{figure_text(r['stale'])} {r['unit']} ({r['stale_version']}, {r['stale_statistic']})",
+            f"{figure_text(r['newest'])} {r['unit']} ({r['newest_version']}, {r['newest_statistic']})",
+            f"{r['ratio']:.3f}" + (f" ({r['note']})" if r["note"] else "")]) + " |")
+    lines.append("")
+    for quantity, s in spread_statistics(spread).items():
+        lines.append(f"version spread, {quantity}: {s['pairs']} pairs, median |newest / stale - 1| "
+                     f"{s['median_abs_change']:.1%}, max {s['max_abs_change']:.1%}")
+    return lines
+
+
+def figure_text(value: float) -> str:
+    """Four significant digits, a large figure in full with thousands separators (no exponent)."""
+    return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.4g}"
+
+
 def pair(s: dict[str, Any]) -> str:
     return "—" if not s.get("figures") else f"{s['median_abs_error']:.1%} / {s['max_abs_error']:.1%}"
 
@@ -144,14 +189,17 @@ def write_replication(result: Replication, out_dir: str | Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     rows = result.rows
     rows.to_csv(out / "replication.csv", index=False)
+    result.spread.to_csv(out / "version_spread.csv", index=False)
     stats = statistics(rows, (AS_RUN, NEAREST))
     cases = [f"case {name}: {status}" for name, status in result.cases.items()]
     text = "\n".join([*table_lines(rows), "", *cases, *status_lines(rows), "", *goal_lines(stats), "",
-                      *statistics_lines(stats), "", *group_lines(stats), "",
-                      *sensitivity_lines(rows, result.assumed_al), "", *params_lines(result)])
+                      *statistics_lines(stats), "", *group_lines(stats), "", *kind_lines(stats), "",
+                      *sensitivity_lines(rows, result.assumed_al), "", *params_lines(result), "",
+                      *spread_lines(result.spread)])
     (out / "replication.md").write_text("# Predictions against published measurements\n\n" + text + "\n")
     params = {mode: {g: vars(p) for g, p in groups.items()} for mode, groups in result.params.items()}
-    doc = {"cases": result.cases, "statistics": stats, "goals": goals(stats), "params": params}
+    doc = {"cases": result.cases, "statistics": stats, "goals": goals(stats), "params": params,
+           "version_spread": spread_statistics(result.spread) if not result.spread.empty else {}}
     (out / "replication.json").write_text(json.dumps(doc, indent=1) + "\n")
     plot_replication(rows, out / "replication.png")
     return text

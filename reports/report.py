@@ -21,6 +21,7 @@ from specplan.reports.document import (
     Block,
     Bullets,
     Callout,
+    Folded,
     Heading,
     Image,
     Paragraph,
@@ -54,11 +55,12 @@ def copied_fidelity_blocks(results_dir: Path, figures_dir: Path) -> list[Block]:
     return out
 
 
-def write_report(result: Any, out: Path, fidelity_dir: Path | None = None) -> Path:
+def write_report(result: Any, out: str | Path, fidelity_dir: str | Path | None = None) -> Path:
     """Render figures into out/figures and write out/report.html and out/report.md; returns the HTML path.
 
     A sim-to-real section joins only when `fidelity_dir` names a fidelity result.
     """
+    out = Path(out)
     figures = write_figures(result, out / "figures")
     blocks = [*report_blocks(result), Heading("Figures")]
     blocks += [Image(f.title, f.caption, f.png, f.svg) for f in figures]
@@ -76,12 +78,13 @@ def report_blocks(result: Any) -> list[Block]:
     blocks: list[Block] = []
     if result.design.base.description:
         blocks.append(Paragraph(result.design.base.description.strip()))
-    blocks += [Heading("What was simulated"), Bullets(tuple(simulated_items(result)))]
-    blocks += [Heading("Variants"), variants_table(result)]
+    blocks += [Heading("SLA comparison"), *sla_blocks(result)]
     warning = policy_warning(result)
     if warning is not None:
         blocks.append(warning)
-    blocks += [Heading("SLA comparison"), *sla_blocks(result)]
+    blocks += [Heading("Variants"), variants_table(result)]
+    blocks.append(Folded("What was simulated: scenario, horizon, seeds, engine, workload, hardware profiles and "
+                         "their provenance", (Bullets(tuple(simulated_items(result))),)))
     return blocks
 
 
@@ -244,9 +247,10 @@ def sla_blocks(result: Any) -> list[Block]:
     header = (f"SLA: tokens/s/user ({result.statistic}) ≥", "label", "throughput per GPU (tok/s)",
               f"gain vs {baseline}", f"tokens/s/user at {baseline}'s throughput", "gain")
     rows = tuple((f"{r.sla_tps_user:g}", str(r.label),
-                  number(r.throughput_per_gpu, "{:,.0f}") + edge_note(r.throughput_edge, result),
+                  number(r.throughput_per_gpu, "{:,.0f}") + edge_note(r.throughput_edge, result) + thin_note(r.thin),
                   percent(r.gain_vs_baseline),
-                  number(r.tps_user_at_matched, "{:.1f}") + edge_note(r.tps_user_edge, result),
+                  number(r.tps_user_at_matched, "{:.1f}") + edge_note(r.tps_user_edge, result)
+                  + thin_note(r.tps_user_thin),
                   percent(r.tps_user_gain_vs_baseline)) for r in comp.itertuples())
     note = Paragraph("Throughput per GPU is read off each label's frontier at the SLA (piecewise-linear "
                      "between simulated operating points); 'unreachable' means no operating point of the "
@@ -254,7 +258,9 @@ def sla_blocks(result: Any) -> list[Block]:
                      f"delivering {baseline}'s throughput per GPU at that SLA. A value marked '(at max "
                      "load …)' is the largest simulated load's (the SLA is slower than any point the label "
                      "reached): a lower bound, since more load was not simulated; '(at min load …)' likewise "
-                     "for the smallest load.")
+                     "for the smallest load. A value marked '(thin: load L: N requests)' rests on a point where "
+                     "a seed completed fewer than 30 requests in the measurement window (a plan refuses such "
+                     "a probe), and so does any gain against it: lengthen the horizon before reading it.")
     return [Table(header, rows), note]
 
 
@@ -263,6 +269,11 @@ def edge_note(edge: Any, result: Any) -> str:
     if not isinstance(edge, str) or not edge:
         return ""
     return f" (at {edge}{load_unit(result)})"
+
+
+def thin_note(thin: Any) -> str:
+    """' (thin: load 64: 0 requests)' for a reading resting on a point with too few requests, else ''."""
+    return f" (thin: {thin})" if isinstance(thin, str) and thin else ""
 
 
 def load_unit(result: Any) -> str:

@@ -23,6 +23,7 @@ from specplan.policies.dspark import DSparkAsync
 from specplan.reports.document import (
     Block,
     Bullets,
+    Callout,
     Heading,
     Image,
     Paragraph,
@@ -71,34 +72,55 @@ def schedule_blocks(tuned: TunedSchedule) -> list[Block]:
     objective = tuned.objective
     measure = "throughput per GPU (tok/s)" if objective.sla_tps is not None else \
         f"tokens/s/user ({objective.statistic})"
+    interval = ("Student-t over the seeds' paired differences (every length ran the same requests under a seed)"
+                if tuned.interval == "seeds" else
+                "over one seed's requests (its tokens/s/user spread over √requests; add seeds for one over seeds)")
     blocks: list[Block] = [
         Heading("Tuned schedule"),
+        *([Callout("Warning", (tuned.warning,))] if tuned.warning else []),
         Paragraph(f"Drafter: {tuned.base.drafter.family}, γ = {tuned.block_size}. Objective: "
                   f"{objective.describe()}. Each static length was simulated over the load axis; a bucket reads "
                   "every length at its representative decoding batch (geometric middle of the bucket), "
                   "interpolated between operating points. Cells give the "
-                  f"{measure} there; ★ marks the pick, ✗ a length that misses the SLA there, "
-                  "~ a batch outside the simulated operating points (nearest point used)."),
+                  f"{measure} there ± its 95% half-width; ★ marks the pick, ≈ a length tied with the best (their "
+                  f"difference within its 95% interval, {interval}): a tie goes to the schedule's shape, the "
+                  "longest length first, then the previous bucket's; ✗ a length that misses the SLA there, ~ a "
+                  "batch outside the simulated operating points (nearest point used)."),
         bucket_table(tuned),
+        *cap_blocks(tuned),
         Heading("Exports"),
         Bullets(export_items(tuned)),
     ]
     return blocks
 
 
+def cap_blocks(tuned: TunedSchedule) -> list[Block]:
+    """The buckets the first bucket's length capped (TensorRT-LLM's rule), said once."""
+    capped = [f"batch {c.sizes}: capped at {c.length} (uncapped: {c.capped_from})" for c in tuned.buckets
+              if c.capped_from is not None]
+    if not capped:
+        return []
+    return [Paragraph("Capped buckets: TensorRT-LLM requires the first bucket's length to be the schedule's largest "
+                      f"(max_draft_len = {tuned.buckets[0].length}), so these buckets run shorter than their own "
+                      "best:"), Bullets(tuple(capped))]
+
+
 def bucket_table(tuned: TunedSchedule) -> Table:
     column = "throughput_per_gpu" if tuned.objective.sla_tps is not None else "tps_user"
     header = ("batch sizes", "read at batch", "length", *(f"ℓ = {n}" for n in tuned.lengths))
     rows = []
+    half = "throughput_ci95" if column == "throughput_per_gpu" else "tps_user_ci95"
     for choice in tuned.buckets:
         cells = []
         for n in tuned.lengths:
             f = choice.figures[n]
-            value = getattr(f, column)
-            mark = ("★ " if n == choice.length else "") + ("" if f.meets(tuned.objective) else "✗ ") + \
-                ("" if f.measured else "~")
-            cells.append(mark + (f"{value:,.0f}" if math.isfinite(value) else "n/a"))
-        rows.append((choice.sizes, f"{choice.batch:.1f}", str(choice.length), *cells))
+            value, width = getattr(f, column), getattr(f, half)
+            mark = ("★ " if n == choice.length else "≈ " if n in choice.tied else "") + \
+                ("" if f.meets(tuned.objective) else "✗ ") + ("" if f.measured else "~")
+            shown = f"{value:,.0f}" + (f" ± {width:,.0f}" if math.isfinite(width) else "")
+            cells.append(mark + (shown if math.isfinite(value) else "n/a"))
+        length = str(choice.length) + (f" (capped; {choice.capped_from} uncapped)" if choice.capped_from is not None else "")
+        rows.append((choice.sizes, f"{choice.batch:.1f}", length, *cells))
     return Table(header, tuple(rows))
 
 

@@ -134,3 +134,43 @@ def test_the_leaf_packages_errors_are_one_line_and_status_2(cli, tmp_path):
                            (("audit", "dspark-asinc"), "did you mean 'dspark-async'")):
         status, _, err = cli(*args)
         assert status == 2 and err.count("\n") == 1 and "Traceback" not in err and expected in err, err
+
+
+BASE_TEXT = yaml.safe_dump(BASE, sort_keys=False)
+
+
+def line_of(text: str, prefix: str, nth: int = 1) -> int:
+    """The 1-based line number of the nth line of `text` that starts with `prefix`."""
+    hits = [i + 1 for i, line in enumerate(text.splitlines()) if line.startswith(prefix)]
+    return hits[nth - 1]
+
+
+@pytest.mark.parametrize(("label", "appended", "key", "prefix"), [
+    ("a second engine block", "engine:\n  max_batch_requests: 4\n", "'engine'", "engine:"),
+    ("a second seed line", "seed: 8\n", "'seed'", "seed:"),
+    ("a key repeated inside a block", None, "'engine.max_batch_requests'", "  max_batch_requests:"),
+], ids=["second engine block", "second seed line", "nested repeat"])
+def test_duplicate_keys_are_refused_with_both_lines(cli, tmp_path, label, appended, key, prefix):
+    """Issue 39, item 2: YAML keeps the last of two equal keys, so a second `engine:` block replaced the first whole
+    (max batch 128 → 4, KV and prefill back to defaults) with exit 0. A repeated key at any depth is refused, one
+    line naming the key path and both lines."""
+    if appended is None:
+        text = BASE_TEXT.replace("  max_batch_requests: 16\n", "  max_batch_requests: 16\n  max_batch_requests: 4\n")
+    else:
+        text = BASE_TEXT + appended
+    status, _, err = cli("check", scenario_file(tmp_path, text=text))
+    assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    first, second = line_of(text, prefix), line_of(text, prefix, 2)
+    assert f"duplicate key {key}" in err and f"lines {first} and {second}" in err, err
+
+
+def test_duplicate_keys_in_a_merged_file_and_in_a_list_item_are_refused(cli, tmp_path):
+    """The same rule holds for a `--merge` fragment and inside a list (a sweep's variants)."""
+    fragment = tmp_path / "fragment.yaml"
+    fragment.write_text("policy:\n  name: static\n  name: none\n")
+    status, _, err = cli("check", scenario_file(tmp_path, BASE), "--merge", fragment)
+    assert status == 2 and err.count("\n") == 1 and "fragment.yaml" in err, err
+    assert "duplicate key 'policy.name' (lines 2 and 3)" in err, err
+    text = BASE_TEXT + "sweep:\n  variants:\n    - label: a\n      policy: {name: none}\n      label: b\n"
+    status, _, err = cli("check", scenario_file(tmp_path, text=text))
+    assert status == 2 and "duplicate key 'sweep.variants[0].label'" in err, err

@@ -14,7 +14,7 @@ import yaml
 
 from docs.gen import record_pages
 from docs.gen.cli_page import GUIDES, subcommands
-from docs.gen.hooks import generate_pages
+from docs.gen.hooks import REFERENCE, generate_pages
 from docs.gen.results import page_text, studies
 from docs.gen.runnable import run_block, runnable_blocks, workspace
 from specplan.cli.main import parser
@@ -31,7 +31,8 @@ TOP_FILES = ("README.md", "CHANGELOG.md", "CONTRIBUTING.md", "benchmarks/README.
 
 @pytest.fixture(scope="module", autouse=True)
 def generated_pages() -> None:
-    """The generated pages (git-ignored, written before every build) exist whatever order the tests run in."""
+    """The copies a build writes (git-ignored) exist whatever order the tests run in; the reference pages are
+    committed and checked against the code, never written here."""
     generate_pages()
 
 
@@ -52,6 +53,11 @@ def test_the_manual_builds_strictly(tmp_path):
     assert (tmp_path / "site" / "reference" / "scenario" / "index.html").is_file()
     api = (tmp_path / "site" / "reference" / "api" / "index.html").read_text()
     assert "load_scenario" in api and "plan_capacity" in api  # mkdocstrings rendered the docstrings
+    # issue 39: the calls' return types list their fields (SimResult, SweepResult, CapacityPlan, TunedSchedule)
+    for field in ("engine.simulation.SimResult.summary", "study.sweep.SweepResult.frontier",
+                  "study.planner.CapacityPlan.variants", "study.replica_search.ReplicaSizing.replicas",
+                  "study.tune.TunedSchedule.schedule", "study.search_plan.DeploymentPlan.deployments"):
+        assert f'id="specplan.simulator.{field}"' in api, field
 
 
 def mkdocs_config() -> dict:
@@ -113,6 +119,46 @@ def test_every_key_the_shipped_scenarios_use_is_in_the_schema_reference(path):
     params = (raw.get("policy") or {}).get("params") or {}
     used += [f"policy.params.{k}" for k in params]
     assert [p for p in used if p not in known] == []
+
+
+@pytest.mark.parametrize("page", sorted(REFERENCE), ids=lambda p: p)
+def test_each_committed_reference_page_matches_the_code(page):
+    """Issue 39: the reference pages did not exist in a clone until a build, so the README's and the guides'
+    links to them were dead on GitHub. They are committed; this holds them to the code."""
+    on_disk = (DOCS / page).read_text() if (DOCS / page).is_file() else ""
+    assert on_disk == REFERENCE[page](), f"docs/{page} is stale: run `python -m docs.gen.hooks` and commit it"
+
+
+@pytest.mark.slow("starts a real Python process to see what building the pages imports")
+def test_the_pages_need_only_the_docs_extra():
+    """Issue 39: `make docs` installed torch and Ray. Writing every generated page imports neither (nor
+    aiconfigurator), so `make docs` installs `.[docs]` alone."""
+    code = ("import sys; from docs.gen.hooks import REFERENCE, generate_pages; generate_pages(); "
+            "[build() for build in REFERENCE.values()]; "
+            "print(sorted(m for m in ('torch', 'ray', 'aiconfigurator', 'pytest') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr[-2000:]
+    makefile = (REPO / "Makefile").read_text()
+    recipe = makefile.split("$(VENV)/.installed-docs:", 1)[1].split("\n\n", 1)[0]
+    assert 'install -q -e ".[docs]"' in recipe and "torch" not in recipe
+    assert re.search(r"^docs: \$\(VENV\)/\.installed-docs$", makefile, flags=re.M)
+
+
+def test_the_cli_reference_names_no_machine_and_no_switch_default():
+    """It showed the building machine's absolute path as `fidelity --model`'s default, `--no-report` as True."""
+    text = REFERENCE["reference/cli.md"]()
+    assert str(REPO) not in text and "`validation/shapes/small-cpu.yaml`" in text
+    assert not re.search(r"^\| `--no-report` \| `True`", text, flags=re.M)
+    assert all(row.split(" | ")[1] == "" for row in text.splitlines() if row.startswith("| `--json` |"))
+
+
+def test_the_schema_reference_tables_have_three_columns():
+    """Its 7-column tables clipped the example column: key | value (type, default, bounds, unit) | meaning with
+    the override that sets it."""
+    text = REFERENCE["reference/scenario.md"]()
+    headers = [line for line in text.splitlines() if line.startswith("| key |")]
+    assert headers and set(headers) == {"| key | value | meaning |"}
+    assert "e.g. `--set cluster.replicas=" in text
 
 
 def test_the_cli_reference_and_the_readme_name_every_command():

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from specplan.engines import StepMode
 from specplan.simulator.engine.batch import (
     COLUMNS,
     PREFILL_LEFT,
@@ -304,12 +305,14 @@ def test_a_step_row_puts_each_count_under_its_name():
     StepRecord field must come out under its own name (a reordered field would swap two columns)."""
     plan = StepPlan(rows=None, decode_requests=4, lengths=0, accepted=np.zeros(4, dtype=np.int64), prefill_take=None,
                     prefill_tokens=5, drafting_requests=6, verify_tokens=7, context_tokens=12, deferred_requests=10,
-                    quote=None, decision=None, truncated_drafts=11)
+                    quote=None, decision=None, truncated_drafts=11,
+                    mode=StepMode("eager", "rank_prefilling", None, "normal"))
     log = StepLog()
     log.add(1.5, 2, 3, plan, 8, 9, StepTiming(draft_ms=13.0, verify_ms=14.0, overhead_ms=15.0))
     (row,) = log.frame().to_dict(orient="records")
     expected = {"end_s": 1.5, "replica": 2, "batch_requests": 3, "decode_requests": 4, "prefill_tokens": 5,
                 "drafting_requests": 6, "verify_tokens": 7, "emitted_tokens": 8, "accepted_tokens": 9,
                 "deferred_requests": 10, "truncated_drafts": 11, "context_tokens": 12, "draft_ms": 13.0,
-                "verify_ms": 14.0, "overhead_ms": 15.0}
+                "verify_ms": 14.0, "overhead_ms": 15.0, "mode": "eager", "mode_reason": "rank_prefilling",
+                "all_to_all": "normal"}
     assert row == expected and list(row) == list(StepRecord._fields)

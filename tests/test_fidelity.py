@@ -139,3 +139,52 @@ def test_spread_over_runs_reports_each_run_and_the_range() -> None:
     doc = spread(runs)
     assert doc["runs"] == 3 and doc["median_abs_error"] == 0.03 and doc["median_abs_error_range"] == [0.017, 0.069]
     assert doc["max_abs_error"] == 0.07 and doc["max_abs_error_range"] == [0.053, 0.252]
+
+
+TINY = ("--repeats", "1", "--rounds", "1", "--tokens", "1,8,32", "--calibration-s", "0.6",
+        "--set", "horizon={duration_s: 1.2, warmup_s: 0.2}", "--set", "sweep.load.users=[2]",
+        "--set", "engine.max_batch_requests=4", "--set", "engine.max_step_tokens=32",
+        "--set", "workload.prompt_tokens={kind: fixed, value: 12}",
+        "--set", "workload.output_tokens={kind: fixed, value: 16}",
+        "--set", "sweep.variants=[{label: static-3, policy: {name: static, params: {length: 3}}}]")
+
+
+@pytest.mark.slow("the fidelity command: real torch forwards and simulations")
+def test_a_relative_out_works_and_profile_once_claims_no_drift(tmp_path, cli, monkeypatch, capsys) -> None:
+    """Issue 39, item 9: the replication guide's `fidelity scenarios/fidelity.yaml --out results/fidelity` failed
+    with any relative --out (the profile path doubled); `--profile-once` printed a machine drift of 1.000 that it
+    never measured."""
+    shape = tmp_path / "micro.yaml"
+    shape.write_text(yaml.safe_dump(MICRO_SHAPE))
+    monkeypatch.chdir(tmp_path)
+    status, stdout, err = cli("fidelity", REPO / "scenarios" / "fidelity.yaml", "--out", "results/fidelity",
+                              "--model", shape, "--profile-once", *TINY)
+    assert status == 0, err
+    doc = json.loads((tmp_path / "results" / "fidelity" / "fidelity.json").read_text())
+    assert (tmp_path / "results" / "fidelity" / "profiles" / "p00" / "target.csv").is_file()
+    assert not (tmp_path / "results" / "fidelity" / "results").exists()
+    assert all(c["drift_ratio"] is None for c in doc["step_time_checks"]) and doc["profile_drift"] == {}
+    assert "drift" not in stdout.replace("machine drift not measured (--profile-once)", ""), stdout
+
+
+@pytest.mark.slow("the fidelity command: real torch forwards")
+def test_a_failed_fidelity_run_leaves_nothing_behind(tmp_path, cli, monkeypatch) -> None:
+    """A run that fails after profiling removes the profiles it wrote (it left OUT/profiles/ behind)."""
+    from specplan.simulator.core.errors import SpecplanError
+    from specplan.validation.fidelity import Fidelity
+
+    def fail(*_args, **_kwargs):
+        raise SpecplanError("a point failed")
+
+    monkeypatch.setattr(Fidelity, "run_point", fail)
+    shape = tmp_path / "micro.yaml"
+    shape.write_text(yaml.safe_dump(MICRO_SHAPE))
+    out = tmp_path / "fid"
+    status, _, err = cli("fidelity", REPO / "scenarios" / "fidelity.yaml", "--out", out, "--model", shape, *TINY)
+    assert status == 2 and "a point failed" in err
+    assert not out.exists()
+    kept = tmp_path / "kept"
+    (kept / "profiles").mkdir(parents=True)
+    (kept / "profiles" / "mine.txt").write_text("a user's file")
+    status, _, _ = cli("fidelity", REPO / "scenarios" / "fidelity.yaml", "--out", kept, "--model", shape, *TINY)
+    assert status == 2 and sorted(p.name for p in (kept / "profiles").iterdir()) == ["mine.txt"]

@@ -16,6 +16,7 @@ import pytest
 
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.aiconfigurator.parts import LeafCurves
+from specplan.hwprofiles.aiconfigurator.physical_rule import CLAMPED
 from specplan.hwprofiles.aiconfigurator.public import (
     PUBLIC_SOURCE,
     Measurement,
@@ -30,7 +31,9 @@ needs_aic = pytest.mark.skipif(importlib.util.find_spec("aiconfigurator_core") i
                                reason="aiconfigurator-core (the 'aic' extra) is not installed")
 FLASH, FLASH_FP8 = "deepseek-ai/DeepSeek-V4-Flash", "sgl-project/DeepSeek-V4-Flash-FP8"
 V4 = sorted(name for name in AIC_BUILTINS if "deepseek-v4" in name)
-SOURCES = {"silicon", "empirical", PUBLIC_SOURCE}
+# the database's own, a public measurement, or the physical rule's (physical_rule.py): the twin table, or the band
+TWINS = ("sglang 0.5.14 table", "vllm 0.24.0 table")
+SOURCES = {"silicon", "empirical", PUBLIC_SOURCE, CLAMPED, *TWINS, *(f"{t} clamped into the band" for t in TWINS)}
 
 
 def pricer(model: str, system: str, backend: str, q: int = 4, **parallel):
@@ -256,7 +259,61 @@ def test_profile_plot_parts_draws_the_stack_and_refuses_a_file_without_parts(cli
     assert status == 0 and "parts.png" in out, err
     assert (tmp_path / "parts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     status, _, err = cli("profile-plot", "--parts", "builtin:cpu-tiny", "--out", tmp_path / "tiny.png")
-    assert status == 2 and err.count("\n") == 1 and "no parts table" in err
+    assert status == 2 and err.count("\n") == 1 and "no parts" in err
+    assert "gemm_ms" in err and "specplan profile --parts" in err  # both ways to have parts, not database advice
+
+
+HARNESS_PARTS_FILE = """# device: CPU
+# model: tiny-cpu
+# source: specplan profile --parts
+# statistic: median
+tokens,step_ms,p10_ms,gemm_ms,attention_ms
+1,2.0,1.9,0.8,0.5
+8,3.0,2.9,1.2,1.0
+64,6.0,5.8,2.5,2.0
+"""
+
+
+def test_a_harness_parts_file_stacks_its_timed_parts_and_the_rest_of_the_step(tmp_path) -> None:
+    """`specplan profile --parts` (the torch harness) writes gemm_ms and attention_ms columns, no parts table."""
+    from specplan.hwprofiles.fileformat import read_profile_csv
+    from specplan.hwprofiles.plot import part_curves
+
+    path = tmp_path / "harness.csv"
+    path.write_text(HARNESS_PARTS_FILE)
+    _b, curves = part_curves(read_profile_csv(path), 64, None)
+    assert set(curves) == {"gemm", "attention", "rest of the step"}  # the statistics columns are no parts
+    total = curves["gemm"] + curves["attention"] + curves["rest of the step"]
+    assert total[[0, 7, 63]] == pytest.approx([2.0, 3.0, 6.0])
+
+
+def test_the_parts_view_shows_the_small_batches_on_their_own_scale(tmp_path) -> None:
+    """Issue 39: on a linear axis to 8,192 tokens the parts of B <= 256 were a sliver at the bottom."""
+    from matplotlib.figure import Figure
+
+    from specplan.hwprofiles import load_profile
+    from specplan.hwprofiles.plot import plot_parts
+
+    axes = Figure().subplots(1, 2)
+    plot_parts(load_profile("builtin:h200-llama3.1-8b-vllm"), axes)
+    zoom, whole = axes
+    assert zoom.get_xlim()[1] <= 256 * 1.05 and whole.get_xlim()[1] >= 8192
+    assert zoom.get_ylim()[1] < whole.get_ylim()[1] / 5
+
+
+def test_profile_plot_marks_the_cliffs() -> None:
+    """Issue 39: the profiles page says profile-plot marks cliffs; it drew none. A jump of more than 2% of the step
+    in one token is marked where it is."""
+    from matplotlib.figure import Figure
+
+    from specplan.hwprofiles.plot import plot_profiles
+    from specplan.hwprofiles.profile import table_profile
+
+    profile = table_profile([1, 32, 33, 64, 65, 256], [8.0, 8.4, 10.5, 10.8, 13.0, 16.0], "none")
+    axes = Figure().subplots(1, 2)
+    plot_profiles([profile], axes)
+    marks = [line for line in axes[0].get_lines() if line.get_label().startswith("cliff")]
+    assert len(marks) == 1 and list(marks[0].get_xdata()) == [33, 65]
 
 
 # --- the parts table of the file format -------------------------------------------------------------

@@ -25,7 +25,7 @@ def test_prefill_builtins_regenerate_byte_for_byte(tmp_path) -> None:
     assert {p.stem for p in written} == set(PREFILL_BUILTINS) <= set(builtin_names())
     for path in written:
         assert path.read_bytes() == (DATA_DIR / path.name).read_bytes(), path.name
-        assert path.stat().st_size < 40_000, path.name
+        assert path.stat().st_size < 45_000, path.name
 
 
 @pytest.mark.slow("regenerates built-in profiles from AIConfigurator's kernel database")

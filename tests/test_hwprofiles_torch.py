@@ -194,3 +194,6 @@ def test_the_parts_are_timed_for_dense_decoders_only(cli, tmp_path: Path) -> Non
     assert "--parts" in profile.provenance["source"] and "gemm_ms: every projection GEMM" in profile.provenance["parts"]
     status, _, err = cli("profile", "--model", "moe-small", "--tokens", "2", "--parts", "--out", tmp_path / "moe.csv")
     assert status == 2 and "parts: timed for dense decoders only" in err
+    # issue 39: the file `profile --parts` writes was refused by `profile-plot --parts`, with database advice
+    status, _out, err = cli("profile-plot", "--parts", tmp_path / "parts.csv", "--out", tmp_path / "parts.png")
+    assert status == 0 and (tmp_path / "parts.png").is_file(), err

@@ -166,3 +166,44 @@ def test_a_v4_pro_scenario_runs_on_the_built_ins_and_the_measured_preset() -> No
     # tokens per verify step: InferenceX's AL 3.61 at k = 5 (DSpark) and 1.79 at k = 1 (MTP), with spread
     assert runs["dspark"]["mean_accepted_per_step"] == pytest.approx(3.61, rel=0.05)
     assert runs["mtp"]["mean_accepted_per_step"] == pytest.approx(1.79, rel=0.05)
+
+
+# the built-ins issue 36 added: V4-Pro where users run it, the 4-B200 MTP / DSpark pair, the dense drafters
+NEW_V4_PRO = ["gb300-deepseek-v4-pro-tp4-sglang", "gb300-deepseek-v4-pro-tp4-sglang-mtp",
+              "gb300-deepseek-v4-pro-tp4-sglang-dspark", "gb300-deepseek-v4-pro-tp4ep4-sglang",
+              "gb300-deepseek-v4-pro-tp4ep4-sglang-mtp", "gb300-deepseek-v4-pro-tp4ep4-sglang-dspark",
+              "b200-deepseek-v4-pro-dp8ep8-sglang-megamoe"]
+NEW_PREFILL = ["b200-deepseek-v4-pro-tp8ep8-sglang-prefill", "b300-deepseek-v4-pro-tp8ep8-sglang-prefill",
+               "gb300-deepseek-v4-pro-tp8ep8-sglang-prefill", "b300-deepseek-v4-pro-dp8ep8-sglang-prefill",
+               "gb300-deepseek-v4-pro-dp8ep8-sglang-prefill", "gb300-deepseek-v4-pro-tp4-sglang-prefill",
+               "gb300-deepseek-v4-pro-tp4ep4-sglang-prefill"]
+NEW_OTHER = ["b200-deepseek-v4-flash-tp4-sglang-dspark", "b200-deepseek-v4-flash-tp4ep4-sglang-mtp",
+             *(f"{target}-vllm-drafter-{n}l" for target in ("h100-llama3.1-8b", "h200-qwen3-8b") for n in (5, 2, 1))]
+
+
+@pytest.mark.parametrize("name", NEW_V4_PRO + NEW_PREFILL + NEW_OTHER)
+def test_each_new_built_in_says_where_every_figure_comes_from(name: str) -> None:
+    from specplan.hwprofiles.builtins import PREFILL_BUILTINS
+    from specplan.hwprofiles.physical import check_profile
+
+    assert name in AIC_BUILTINS or name in PREFILL_BUILTINS
+    meta = load_profile(f"builtin:{name}").provenance
+    for key in ("device", "model", "dtype", "source", "database", "backend", "parallelism", "license", "statistic",
+                "token_grid", "kv_capacity_tokens"):
+        assert meta.get(key), (name, key)
+    assert "NVIDIA AIConfigurator" in meta["source"] and "aiconfigurator-core 0.12.0" in meta["package"]
+    if "-prefill" in name:
+        assert meta["phase"] == "prefill" and "prefill_profile(AicTarget('deepseek-ai/DeepSeek-V4-Pro'" in meta["source"]
+    else:
+        parts = [k for k in meta if k.startswith("part.")]
+        assert parts and all(re.search(r"ms, [\d.]+% of the step, [^;]+; ", meta[k]) for k in parts), name
+    if "deepseek-v4" in name:
+        family = "Pro" if "-v4-pro-" in name else "Flash"
+        assert meta["attention_data"].startswith(f"DeepSeek-V4-{family}'s own attention-module rows"), name
+        assert meta["roofline_peaks"] and meta["physical_rule"] and check_profile(load_profile(f"builtin:{name}"))
+    if name.endswith("-megamoe"):
+        for part in ("dispatch", "routed_experts", "combine"):
+            assert "public microbenchmark: deepgemm_pr316 deep_gemm_megamoe w4a8 mean" in meta[f"part.{part}"]
+    if "-drafter-" in name:
+        layers = int(name[-2])
+        assert meta["what"].startswith(f"drafter forward: {layers} dense decoder layer") and f"--drafter-layers {layers}" in meta["source"]

@@ -56,7 +56,7 @@ ROOT = "specplan"
 # the leaf packages: each stands alone (its own errors, plain parameter declarations, generators passed in)
 LEAVES = ("hwprofiles", "traces", "policies")
 # heavy to import: optional extras, and the libraries a command imports only where it needs them (issue 32)
-HEAVY_OPTIONAL = ("torch", "ray", "matplotlib", "aiconfigurator_core", "pandas", "scipy")
+HEAVY_OPTIONAL = ("torch", "ray", "matplotlib", "aiconfigurator_core", "pyarrow", "pandas", "scipy")
 
 
 def module_name(path: Path) -> str:

@@ -38,3 +38,29 @@ def test_plan_reads_users_written_as_1e12_and_names_the_flag_it_came_from(cli):
 def test_a_count_flag_refuses_a_fraction_in_one_line(cli):
     status, _, err = cli("plan", DEFAULT, "--users", "2.5", "--sla-tps", "10")
     assert status == 2 and "argument --users: expected a whole number, got '2.5'" in err
+
+
+# ---- issue 39: three more misreadings -------------------------------------------------------------
+
+
+def test_an_indexed_set_says_indexing_is_unsupported_and_what_to_do(cli):
+    """`--set 'sweep.variants[0].policy.name=static'` answered "did you mean 'variants'"."""
+    status, _, err = cli("check", DEFAULT, "--set", "sweep.variants[0].policy.name=static")
+    assert status == 2 and err.count("\n") == 1, err
+    assert "sweep.variants[0]" in err and "cannot index" in err and "did you mean" not in err, err
+    assert "--set 'sweep.variants=[" in err and "--merge" in err, err
+
+
+def test_run_refuses_json_with_quiet(cli, tmp_path):
+    """`run --json --quiet` was accepted silently (and printed the JSON)."""
+    status, out, err = cli("run", DEFAULT, "--out", tmp_path / "o", "--json", "--quiet")
+    assert status == 2 and out == "" and "not allowed with argument" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_jsonl_trace_read_as_azure_points_at_mooncake(cli, tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 5}\n')
+    status, _, err = cli("trace-stats", trace, "--format", "azure")
+    assert status == 2 and err.count("\n") == 1, err
+    assert "JSON lines" in err and "--format mooncake" in err, err

@@ -23,6 +23,13 @@ POOL = {"engine": {"prefill": {"tokens_per_s": 1e12}},
                                 "profile": "builtin:h200-llama3.1-8b-vllm-prefill", "router": "cache_aware",
                                 "prefix_cache": {"block_tokens": 512, "capacity_tokens": 100_000}}}}
 PREFILL_PROFILE = "builtin:h200-llama3.1-8b-vllm-prefill"
+V4_DP = {"hardware": {"profile": "builtin:b200-deepseek-v4-flash-dp4ep4-sglang", "gpus_per_replica": 4},
+         "engine": {"max_batch_requests": 32, "kv_capacity_tokens": 2_000_000, "dp_attention": {"ranks": 4},
+                    "prefill": {"mode": "chunked", "chunk_tokens": 2048, "schedule": "separate"},
+                    "cuda_graph": {"engine": "sglang"}, "all_to_all": {"backend": "deepep"}},
+         "drafter": {"latency": {"kind": "fixed", "ms": 0.5}}, "policy": {"name": "none"},
+         "workload": {"arrivals": {"kind": "closed_loop", "users": 48, "think_s": 0},
+                      "output_tokens": {"kind": "lognormal", "median": 30, "sigma": 0.6, "max": 120}}}
 BENCH = {"horizon": {"requests": 6}, "drafter": {"family": "none", "block_size": 0}, "policy": {"name": "none"},
          "workload": {"arrivals": {"kind": "bench_client", "num_prompts": 4, "max_concurrency": 2,
                                    "warmup_requests": 1}, "output_tokens": {"kind": "fixed", "value": 4}}}
@@ -64,6 +71,7 @@ def cases(tmp_path) -> dict[str, dict]:
         "sessions-host-tier": merged(raw, SESSIONS),
         "vllm-bench": merged(raw, BENCH),
         "sglang-bench": merged(merged(raw, BENCH), {"workload": {"arrivals": {"client": "sglang"}}}),
+        "v4-dp-deepep-graphs": merged(raw, V4_DP),
     }
 
 
@@ -100,6 +108,32 @@ def test_every_registered_key_is_written_by_some_path(written, file):
     assert not stale, f"{file}: registered but written by no engine path: {stale}"
 
 
+# the modes each case runs in (specplan.simulator.core.outputs.PRESENCE and the benchmark clients' keys)
+MODES = {"pool-cache-trace": ("prefill pool", "prefix cache", "trace arrivals"),
+         "chunked-cache": ("prefix cache", "trace arrivals"), "trace-runs-out": ("trace arrivals",),
+         "dp-truncate": ("DP attention",), "dp-separate": ("DP attention",), "vllm-bench": ("client: vllm",),
+         "sglang-bench": ("client: sglang",), "sampled": ("split or sampled", "sampled fleet"),
+         "split": ("split or sampled",)}
+
+
+@pytest.mark.parametrize("file", ["summary.json", "requests.csv"])
+def test_each_key_is_written_in_exactly_the_runs_its_entry_names(tmp_path_factory, file):
+    """Issue 39: outputs.md listed keys that some runs do not write. Every-run keys are in every case's output;
+    a key of a mode ("with a prefill pool") is in exactly the cases that run in that mode."""
+    folder = tmp_path_factory.mktemp("modes")
+    results = {name: simulate(scenario_from_mapping(raw, folder), itl=True) for name, raw in cases(folder).items()}
+    fleet = scenario_from_mapping(merged(BASE, {**SHORT, "cluster": {"replicas": 4, "router": "random"}}), REPO)
+    results["sampled"], results["split"] = simulate_sampled(fleet, 2), simulate_split(fleet, 1)
+    wrong = []
+    for name, result in results.items():
+        keys = set(result.summary) if file == "summary.json" else set(result.requests.columns)
+        for entry in output_file(file).columns:
+            expected = entry.present == "every run" or any(mode in entry.present for mode in MODES.get(name, ()))
+            if expected != any(entry.matches(k) for k in keys):
+                wrong.append((entry.name, name, "missing" if expected else "written", entry.present))
+    assert not wrong, wrong
+
+
 def test_every_entry_has_a_unit_and_a_definition():
     for file in OUTPUT_FILES:
         for column in file.columns:
@@ -119,3 +153,9 @@ def test_the_committed_replication_table_is_registered():
     columns = pd.read_csv(REPO / "benchmarks" / "published" / "results" / "replication.csv", nrows=1).columns
     assert [c for c in columns if describe("replication.csv", c) is None] == []
     assert [o.name for o in output_file("replication.csv").columns if o.name not in columns] == []
+
+
+def test_the_committed_version_spread_table_is_registered():
+    columns = pd.read_csv(REPO / "benchmarks" / "published" / "results" / "version_spread.csv", nrows=1).columns
+    assert [c for c in columns if describe("version_spread.csv", c) is None] == []
+    assert [o.name for o in output_file("version_spread.csv").columns if o.name not in columns] == []

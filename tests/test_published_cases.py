@@ -28,7 +28,7 @@ from tests.conftest import REPO
 PUBLISHED = REPO / "benchmarks" / "published"
 NEW = sorted(p for p in PUBLISHED.iterdir() if p.name.startswith(("sglang-cookbook-", "vllm-41044-")))
 STAND_INS = {  # installed built-ins that stand in for a case's (test only: the structure loads)
-    "sglang": ("builtin:b200-deepseek-v4-flash-tp4ep4-sglang", "builtin:b200-deepseek-v4-flash-tp8ep8-sglang-mtp"),
+    "sglang": ("builtin:b200-deepseek-v4-flash-tp4ep4-sglang", "builtin:b200-deepseek-v4-flash-tp4ep4-sglang-dspark"),
     "vllm": ("builtin:b200-deepseek-v4-flash-tp8ep8-vllm", "builtin:b200-deepseek-v4-flash-tp8ep8-vllm-mtp"),
 }
 
@@ -49,7 +49,8 @@ def stand_in_overrides(folder: Path, client: str) -> list[str]:
 
 def test_the_new_cases_are_there():
     names = [p.name for p in NEW]
-    assert len(names) == 17 and "vllm-41044-v4-flash-mtp-b200" in names
+    assert len(names) == 24 and "vllm-41044-v4-flash-mtp-b200" in names
+    assert sum(name.startswith("sglang-cookbook-v4-flash-official-") for name in names) == 7
     for strategy in ("low-latency", "balanced", "high-throughput"):
         assert any(name.endswith(strategy) for name in names)
 
@@ -113,9 +114,9 @@ def test_a_cookbook_case_runs_end_to_end_at_tiny_size(tmp_path, cli):
     code, out, _err = cli("replicate", str(case), "--out", str(tmp_path / "out"))
     assert code == 0 and "3 of 3 figures predicted" in out
     rows = pd.read_csv(tmp_path / "out" / "replication.csv").set_index("metric")   # the AL -/+10% columns
-    assert rows.loc["mean_tpot", "al_minus_10_change"] > 0 > rows.loc["mean_tpot", "al_plus_10_change"]
-    assert rows.loc["mean_tpot", "al_minus_10_value"] == pytest.approx(
-        rows.loc["mean_tpot", "predicted_value"] * (1 + rows.loc["mean_tpot", "al_minus_10_change"]))
+    assert rows.loc["median_tpot", "al_minus_10_change"] > 0 > rows.loc["median_tpot", "al_plus_10_change"]
+    assert rows.loc["median_tpot", "al_minus_10_value"] == pytest.approx(
+        rows.loc["median_tpot", "predicted_value"] * (1 + rows.loc["median_tpot", "al_minus_10_change"]))
     assert "AL -10% / +10%, case case (AL 2.97 assumed" in out
 
 
@@ -123,7 +124,12 @@ def test_a_cookbook_case_runs_end_to_end_at_tiny_size(tmp_path, cli):
 # of V4 geometry on H200 (no Marlin rows), SGLang NVFP4 of V4 geometry, MegaMoE at EP4 on B200 / B300
 DATABASE_GAPS = {"sglang-cookbook-v4-flash-b200-fp4-high-throughput", "sglang-cookbook-v4-flash-b300-fp4-high-throughput",
                  "sglang-cookbook-v4-flash-gb200-nvfp4-low-latency", "sglang-cookbook-v4-flash-gb300-nvfp4-low-latency",
-                 "sglang-cookbook-v4-flash-h200-fp4-low-latency"}
+                 "sglang-cookbook-v4-flash-h200-fp4-low-latency",
+                 # the Flash Official cells on 8 x B200 (TP8 EP1, DP8 prefill, DP8 MegaMoE) and on H200 with FP4 experts
+                 "sglang-cookbook-v4-flash-official-b200-fp4-low-latency", "sglang-cookbook-v4-flash-official-b200-fp4-balanced",
+                 "sglang-cookbook-v4-flash-official-b200-fp4-high-throughput",
+                 "sglang-cookbook-v4-flash-official-h200-fp4-balanced",
+                 "sglang-cookbook-v4-flash-official-h200-fp4-high-throughput"}
 CASES = sorted(p for p in PUBLISHED.iterdir() if (p / "source.yaml").exists())
 
 
@@ -142,3 +148,32 @@ def test_every_runnable_case_names_its_profiles_and_they_are_committed(folder):
     missing = sorted(p for p in required if not (DATA_DIR / f"{p.removeprefix('builtin:')}.csv").is_file())
     assert bool(missing) == (folder.name in DATABASE_GAPS), missing
     assert availability(case) == (f"profile not available: {', '.join(missing)}" if missing else None)
+
+
+COOKBOOK_CELLS = [p for p in NEW if p.name.startswith("sglang-cookbook-")]
+
+
+@pytest.mark.parametrize("folder", COOKBOOK_CELLS, ids=[p.name for p in COOKBOOK_CELLS])
+def test_every_cookbook_figure_carries_its_statistic_and_length_rule(folder):
+    """A latency figure names its statistic (P50 where the cookbook reports P50, mean where Mean), every figure the
+    cell's length rule, and the scenario draws that rule's lengths (read_case refuses it otherwise)."""
+    case = read_case(folder)
+    assert {f.length_rule for f in case.figures} == {case.source["length_rule"]["rule"]} == {"uniform"}
+    stated = {f.statistic for f in case.figures if "ttft" in f.metric or "tpot" in f.metric}
+    assert stated == ({"mean"} if "-gb200-" in folder.name else {"P50"})
+    assert case.source["length_rule"]["evidence"]
+
+
+RE_BASED = [p for p in COOKBOOK_CELLS if (p / "spread.csv").exists()]
+
+
+def test_the_re_based_cells_keep_their_stale_figures_apart():
+    """The 14 cells PR #31363 re-measured: every stale figure pairs with a newest one of its quantity."""
+    from specplan.simulator.study.version_spread import spread_rows
+
+    assert len(RE_BASED) == 14
+    cases = [read_case(p) for p in RE_BASED]
+    rows = spread_rows(cases)
+    assert len(rows) == sum(len(c.spread) for c in cases) == 84
+    assert set(rows["stale_statistic"]) == {"mean", "-"} and set(rows["newest_statistic"]) == {"P50", "-"}
+    assert (rows["ratio"] > 0).all()

@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch", reason="the reference engine needs torch (t
 from specplan.hwprofiles.modelshape import ModelShape  # noqa: E402
 from specplan.hwprofiles.profile import linear_profile  # noqa: E402
 from specplan.simulator.core.errors import SpecplanError  # noqa: E402
+from specplan.simulator.engine.simulation import simulate  # noqa: E402
 from specplan.simulator.scenario import scenario_from_mapping  # noqa: E402
 from specplan.validation.engine import ReferenceEngine, check_engine_scenario  # noqa: E402
 from specplan.validation.runner import TorchRunner  # noqa: E402
@@ -223,3 +224,14 @@ def test_sequential_drafter_families_are_refused() -> None:
     raw["drafter"]["family"] = "mtp"
     with pytest.raises(SpecplanError, match="dflash or none"):
         check_engine_scenario(scenario_from_mapping(raw, REPO))
+
+
+@pytest.mark.slow("real torch forwards in wall-clock time (the reference engine)")
+def test_the_reference_engines_summary_has_every_counter_the_simulators_has() -> None:
+    """Both read one engine's recorders the same way (recorders.merged_counts): the same keys, the simulator's
+    own wall-clock figure and the engine line apart."""
+    raw = engine_mapping({"name": "dspark-async"})
+    measured = run_engine(raw).summary
+    simulated = simulate(scenario_from_mapping(raw, REPO)).summary
+    assert set(simulated) - set(measured) == set()
+    assert set(measured) - set(simulated) == {"engine"}

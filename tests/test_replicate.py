@@ -139,8 +139,22 @@ BAD_CELLS = [  # (label, file edited, (text, replacement), message)
     ("parallelism not a number", "source.yaml", ("flashinfer_mxfp4, tp: 4,", "flashinfer_mxfp4, tp: four,"), "tp must be a whole number >= 1"),
     ("implied AL past its ceiling", "source.yaml", ("implied_al: 2.97", "implied_al: 4.5"),
      "implied_al 4.5 is outside (1, 4]"),
-    ("throughput in a latency unit", "published.csv", ("65,tok/s/GPU,1", "65,ms,1"),
+    ("throughput in a latency unit", "published.csv", ("75.22,tok/s/GPU,1", "75.22,ms,1"),
      "unit 'ms' is not one output_throughput_per_gpu is published in"),
+    ("a median labelled Mean", "published.csv", ("median_tpot,2.91,ms,1,32,P50", "median_tpot,2.91,ms,1,32,Mean"),
+     "statistic 'Mean' is not what median_tpot compares (P50); use mean_tpot"),
+    ("a figure's length rule against the cell's", "published.csv", ("2.91,ms,1,32,P50,uniform", "2.91,ms,1,32,P50,fixed"),
+     "length_rule 'fixed' disagrees with source.yaml's (uniform)"),
+    ("a scenario drawing fixed lengths under a uniform rule", "scenario.yaml",
+     ("prompt_tokens: {kind: empirical, values: [65, 193, 321, 449, 577, 705, 833, 961, 1089, 1217, 1345, 1473, 1601, 1729, "
+      "1857, 1985, 2113, 2241, 2369, 2497, 2625, 2753, 2881, 3009, 3137, 3265, 3393, 3521, 3649, 3777, 3905, 4033, 4161, 4289, "
+      "4417, 4545, 4673, 4801, 4929, 5057, 5185, 5313, 5441, 5569, 5697, 5825, 5953, 6081, 6209, 6337, 6465, 6593, 6721, 6849, "
+      "6977, 7105, 7233, 7361, 7489, 7617, 7745, 7873, 8001, 8129]}", "prompt_tokens: {kind: fixed, value: 8192}"),
+     "workload.prompt_tokens does not draw source.yaml's length rule (uniform: {kind: empirical, values: [65, 193, ..., 8129]})"),
+    ("a ratio that is not the rule's", "source.yaml", ("  range_ratio: 0.0", "  range_ratio: 1.0"),
+     "rule uniform is --random-range-ratio 0, got range_ratio 1.0"),
+    ("an unknown length rule", "source.yaml", ("  rule: uniform", "  rule: lognormal"),
+     "unknown rule 'lognormal' (valid: uniform, fixed)"),
 ]
 
 
@@ -189,3 +203,66 @@ def test_calibration_on_two_processes_matches_one(tmp_path):
                     workers=2)
     assert one.params == two.params
     pd.testing.assert_frame_equal(one.rows, two.rows)
+
+
+STALE = ("workload,arm,metric,value,unit,concurrency,statistic,note\n"
+         "fixed-100-11,fast,mean_tpot,12.75,ms,1,Mean,an older run of the same cell\n"
+         "fixed-100-11,fast,output_throughput,90,tok/s,1,-,\n")
+SPREAD = 'spread: {engine_version: "0-old", conditions: "warm cache, latencies labelled Mean"}\n'
+
+
+def stale_case(tmp_path):
+    """The tiny case with an older run of its fast arm (spread.csv): TPOT 12.75 ms (mean), 90 tok/s."""
+    case = tmp_path / "case"
+    shutil.copytree(TINY, case)
+    (case / "source.yaml").write_text((case / "source.yaml").read_text() + SPREAD)
+    (case / "spread.csv").write_text(STALE)
+    return case
+
+
+def test_a_stale_and_newest_cell_pair_is_reported_apart(tmp_path, cli):
+    """The older run's figures are paired with the newest of the same quantity (a mean TPOT with a P50 one, said so),
+    written to version_spread.csv and a section of their own, and counted in no error statistic."""
+    code, out, _err = cli("replicate", str(stale_case(tmp_path)), "--out", str(tmp_path / "out"))
+    assert code == 0
+    spread = pd.read_csv(tmp_path / "out" / "version_spread.csv").set_index("quantity")
+    assert set(spread.index) == {"TPOT", "output tok/s"}
+    tpot = spread.loc["TPOT"]
+    assert (tpot["stale"], tpot["newest"], tpot["stale_statistic"], tpot["newest_statistic"]) == (12.75, 10.2, "mean", "P50")
+    assert tpot["ratio"] == pytest.approx(10.2 / 12.75) and tpot["stale_version"] == "0-old"
+    assert spread.loc["output tok/s", "ratio"] == pytest.approx(106.796 / 90)
+    rows = pd.read_csv(tmp_path / "out" / "replication.csv")
+    assert len(rows) == 5 and 12.75 not in set(rows["published"]) and 90 not in set(rows["published"])
+    assert "median |error| 1.5%, max 2.0%" in out  # the same statistics as without the stale run
+    report = (tmp_path / "out" / "replication.md").read_text()
+    apart = report.index("## Version spread (in no goal or error statistic)")
+    assert apart > report.index("goal predicted median") and "| case | 1 | TPOT | 12.75 ms (0-old, mean) | 10.2 ms" in report
+    assert "version spread, TPOT: 1 pairs, median |newest / stale - 1| 20.0%" in out
+
+
+def test_a_stale_file_without_its_run_is_refused(tmp_path, cli):
+    case = stale_case(tmp_path)
+    (case / "source.yaml").write_text((case / "source.yaml").read_text().replace(SPREAD, ""))
+    code, _out, err = cli("replicate", str(case), "--out", str(tmp_path / "out"))
+    assert code == 2 and err.count("\n") == 1 and "source.yaml has no 'spread'" in err
+
+
+def test_a_statistic_label_that_is_not_the_metrics_is_refused(tmp_path, cli):
+    """A figure the source labels Mean may not be compared as a median (the simulator's statistic must match)."""
+    case = tmp_path / "case"
+    shutil.copytree(TINY, case)
+    header = (TINY / "published.csv").read_text().splitlines()[0].replace(",note", ",statistic,note")
+    (case / "published.csv").write_text(f"{header}\nfixed-100-11,fast,median_tpot,10.2,ms,1,Mean,\n")
+    code, _out, err = cli("replicate", str(case), "--out", str(tmp_path / "out"))
+    assert code == 2 and err.count("\n") == 1
+    assert "statistic 'Mean' is not what median_tpot compares (P50); use mean_tpot" in err
+
+
+def test_statistics_per_kind_of_cell_and_gpu():
+    from specplan.simulator.study.replication_stats import kind_statistics
+
+    rows = frame({"a": [0.10, 0.02], "b": [-0.30, 0.20]})
+    rows["kind"], rows["gpu"] = ["balanced", "balanced", "balanced"], ["X", "Y", "Y"]
+    by_kind = kind_statistics(rows, "predicted")
+    assert by_kind["balanced"]["figures"] == 2 and by_kind["balanced"]["median_abs_error"] == pytest.approx(0.20)
+    assert by_kind["balanced"]["by_gpu"]["Y"]["max_abs_error"] == pytest.approx(0.30)  # its TTFT row is in no statistic

@@ -92,6 +92,25 @@ def test_a_named_fidelity_result_adds_its_section_with_a_copied_figure(report_di
     assert len(re.findall(r'src="data:image/png;base64,', html)) == len(FIGURES) + 1
 
 
+def test_the_answer_comes_first_and_the_provenance_is_folded(report_dir):
+    """Issue 39: report.html put the SLA table ~2,700 px down, below a 40-line provenance list."""
+    html = (report_dir / "report.html").read_text()
+    assert html.index("SLA comparison") < html.index("Variants") < html.index("What was simulated")
+    folded = html[html.index("<details"):html.index("</details>")]
+    assert "<summary>" in folded and "What was simulated" in folded and "provenance:" in folded
+    assert "provenance:" not in html[:html.index("<details")]
+    md = (report_dir / "report.md").read_text()
+    assert md.index("## SLA comparison") < md.index("What was simulated")
+
+
+def test_write_report_takes_a_str_folder(report_dir, tmp_path):
+    """Issue 39, item 9: `write_report(result, "dir")` refused the str that run_sweep takes."""
+    out = tmp_path / "copy"
+    shutil.copytree(report_dir, out)
+    result = run_sweep(report_scenario(), str(out), workers=1)  # every point reused from the copy
+    assert write_report(result, str(out)) == out / "report.html"
+
+
 def test_lossy_and_oracle_policies_are_labelled(report_dir):
     html = (report_dir / "report.html").read_text()
     md = (report_dir / "report.md").read_text()

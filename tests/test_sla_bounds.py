@@ -136,3 +136,30 @@ def test_without_the_emission_log_itl_is_nan_and_nothing_else_changes():
     same = sorted(k for k in with_log if not k.startswith("itl_") and k != "wall_s")
     assert pd.Series([with_log[k] for k in same], dtype=object).equals(pd.Series([without[k] for k in same],
                                                                                  dtype=object))
+
+
+def test_a_target_takes_bounds_as_text_and_refuses_what_is_neither(cli):
+    """Issue 39, item 9: `Target("users", 64, ("tps_user_p10>=80",))` failed with an AttributeError."""
+    assert Target("users", 64, ("tps_user_p10>=80",)).bounds == (Bound("tps_user_p10", ">=", 80.0),)
+    assert Target("users", 64, "ttft_p99_s<=2").bounds == (Bound("ttft_p99_s", "<=", 2.0),)
+    with pytest.raises(SpecplanError, match="Target bounds: 'tps_user_p10=80' is not KEY<=VALUE") as err:
+        Target("users", 64, ("tps_user_p10=80",))
+    assert "\n" not in str(err.value)
+    with pytest.raises(SpecplanError, match="a Bound or a 'KEY<=VALUE' string, got 80"):
+        Target("users", 64, (80,))
+
+
+def test_tpot_keys_are_in_the_summary_and_bound_an_sla():
+    """Issue 39: SLAs had no TPOT key (p90 TPOT <= 25 ms had to be written tps_user_p10>=40)."""
+    assert parse_bound("tpot_p90_ms<=25") == Bound("tpot_p90_ms", "<=", 25.0)
+    with pytest.raises(SpecplanError, match="tpot_p99_ms takes an upper bound"):
+        parse_bound("tpot_p99_ms>=25")
+    result = simulate(scenario_from_mapping(BASE, REPO))
+    requests, summary = result.requests, result.summary
+    measured = requests[(requests["arrival_s"] >= BASE["horizon"]["warmup_s"]) & (requests["status"] == "completed")]
+    tpot_ms = 1000.0 * (measured["finish_s"] - measured["first_token_s"]) / (measured["output_tokens"] - 1)
+    for q in (50, 90, 99):
+        assert summary[f"tpot_p{q}_ms"] == pytest.approx(np.percentile(tpot_ms, q))
+    assert summary["tpot_mean_ms"] == pytest.approx(tpot_ms.mean())
+    # TPOT is 1 / tokens/s/user per request: its p90 is the slowest 10%'s, close to 1000 / tps_user_p10
+    assert summary["tpot_p90_ms"] == pytest.approx(1000.0 / summary["tps_user_p10"], rel=0.02)

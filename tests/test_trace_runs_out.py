@@ -95,3 +95,23 @@ def test_a_plan_whose_trace_runs_out_says_so_rather_than_asking_for_a_longer_hor
                                             r"a longer horizon adds no request"):
         plan_capacity(raw, Target("rate_scale", 1.0, (parse_bound("tps_user_p50>=1"),), seeds=1),
                       RunOptions(workers=1))
+
+
+def test_run_says_when_the_trace_ran_out(cli, tmp_path):
+    """Issue 39: `specplan run` on a trace that ran out printed nothing of trace_ran_out_s / window_s."""
+    import yaml
+
+    from tests.conftest import BASE, merged
+
+    trace = steady_trace(tmp_path / "t.csv", 6.0)
+    raw = merged(BASE, {"horizon": {"duration_s": 30, "warmup_s": 2.0}})
+    raw["workload"]["arrivals"] = {"kind": "trace", "path": str(trace), "format": "csv"}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    status, out, err = cli("run", path, "--out", tmp_path / "o")
+    assert status == 0, err
+    assert "the trace ran out at 5.9 s of the 30 s horizon" in out and "3.9 s window" in out, out
+    raw["horizon"]["duration_s"] = 5
+    path.write_text(yaml.safe_dump(raw))
+    status, out, _ = cli("run", path, "--out", tmp_path / "p")
+    assert status == 0 and "ran out" not in out

@@ -70,3 +70,32 @@ def test_bad_arguments_are_one_line_errors(cli, args, message):
     assert status == 2
     assert message in err
     assert "Traceback" not in err
+
+
+def test_block_hashes_give_the_share_of_repeated_blocks(cli, tmp_path):
+    """Issue 39: trace-stats ignored Mooncake's hash_ids; the share of repeated blocks is the first number a
+    prefix-cache plan needs. Three prompts: 4 new blocks; 3 blocks whose first 2 repeat (a prefix a cache
+    serves); 2 blocks whose second repeats after a new first (no prefix): 3 of 9 references repeat, 2 as a prefix."""
+    trace = tmp_path / "t.jsonl"
+    lines = [{"timestamp": 0, "input_length": 64, "output_length": 5, "hash_ids": [1, 2, 3, 4]},
+             {"timestamp": 10, "input_length": 48, "output_length": 5, "hash_ids": [1, 2, 7]},
+             {"timestamp": 20, "input_length": 32, "output_length": 5, "hash_ids": [8, 3]}]
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    blocks = stats_json(cli, trace, "--format", "mooncake")["blocks"]
+    assert blocks == {"requests_with_blocks": 3, "block_references": 9, "distinct_blocks": 6,
+                      "repeated_block_share": pytest.approx(3 / 9), "prefix_reuse_share": pytest.approx(2 / 9)}
+    status, out, _ = cli("trace-stats", trace, "--format", "mooncake")
+    assert status == 0 and "repeated blocks" in out and "33.3%" in out and "22.2%" in out, out
+
+
+def test_the_shared_mooncake_trace_reports_its_block_reuse_and_a_csv_none(cli):
+    got = stats_json(cli, MOONCAKE, "--format", "mooncake")["blocks"]
+    rows = [json.loads(line) for line in MOONCAKE.read_text().splitlines() if line.strip()]
+    seen, repeated, total = set(), 0, 0
+    for row in rows:
+        for block in row["hash_ids"]:
+            repeated += block in seen
+            total += 1
+            seen.add(block)
+    assert got["block_references"] == total and got["repeated_block_share"] == pytest.approx(repeated / total)
+    assert stats_json(cli, CODE, "--format", "azure")["blocks"] is None

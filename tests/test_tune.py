@@ -72,6 +72,13 @@ def tuned(tmp_path_factory):
 
 
 @pytest.mark.slow("a whole length-schedule tune: search and verification sweeps")
+def test_write_schedule_files_takes_a_str_folder(tuned, tmp_path):
+    """Issue 39, item 9: `write_schedule_files(tuned, "dir")` refused the str that tune_schedule takes."""
+    files = write_schedule_files(tuned[2], str(tmp_path / "exports"))
+    assert files["schedule.yaml"] == tmp_path / "exports" / "schedule.yaml" and files["schedule.yaml"].is_file()
+
+
+@pytest.mark.slow("a whole length-schedule tune: search and verification sweeps")
 def test_schedule_follows_the_analytic_best_length_where_it_is_clear(tuned):
     _, _, result = tuned
     lengths = [c.length for c in result.buckets]
@@ -147,13 +154,15 @@ def figures(throughput: float, tps: float, measured: bool = True) -> LengthFigur
 def test_pick_prefers_throughput_among_lengths_meeting_the_sla():
     at_sla = Objective("p50", 100.0, None)
     candidates = {0: figures(50, 150), 1: figures(80, 120), 2: figures(90, 90), 3: figures(95, 80)}
-    assert pick(candidates, at_sla, None) == 1  # 2 and 3 miss the SLA
-    assert pick(candidates, at_sla, 0) == 0  # capped by the first bucket's length
+    assert pick(candidates, at_sla, None).length == 1  # 2 and 3 miss the SLA
+    capped = pick(candidates, at_sla, 0, previous=0)
+    assert capped.length == 0 and capped.capped_from == 1  # capped by the first bucket's length, and says so
     nowhere = {0: figures(50, 60), 1: figures(80, 70)}
-    assert pick(nowhere, at_sla, None) == 1  # none meets it: the fastest for users
+    assert pick(nowhere, at_sla, None).length == 1  # none meets it: the fastest for users
     tie = {1: figures(80, 120), 2: figures(80, 120)}
-    assert pick(tie, at_sla, None) == 1
-    assert pick(candidates, Objective("p50", None, None), None) == 0
+    assert pick(tie, at_sla, None).length == 2  # a first bucket's tie: the longest (it caps the rest)
+    assert pick(tie, at_sla, 2, previous=1).length == 1  # a later bucket's: the previous length
+    assert pick(candidates, Objective("p50", None, None), None).length == 0
 
 
 def bucket(high: int, length: int) -> BucketChoice:

@@ -81,7 +81,7 @@ def test_cli_writes_a_drafter_block_that_a_scenario_accepts(cli, tmp_path):
     status, stdout, _ = cli("acceptance", "vllm-metrics", BEFORE, AFTER, "--out", out, "--json", "--domain", "code")
     assert status == 0
     record = json.loads(stdout)
-    assert record["model"] == MODEL and record["interval"] == "Wilson score"
+    assert record["model"] == MODEL and record["interval"].startswith("Wilson score")
     assert [p["rate"] for p in record["positions"]] == pytest.approx([0.85, 0.70, 0.60])
     block = yaml.safe_load(out.read_text())
     assert block["drafter"]["acceptance"]["per_position"]["code"] == pytest.approx([0.85, 0.7, 0.6])
@@ -95,7 +95,7 @@ def test_cli_writes_a_drafter_block_that_a_scenario_accepts(cli, tmp_path):
 def test_cli_table_names_the_interval(cli, tmp_path):
     status, stdout, _ = cli("acceptance", "vllm-metrics", BEFORE, "--out", tmp_path / "d.yaml")
     assert status == 0
-    assert "Wilson score interval" in stdout and "τ = 1 + accepted / drafts = 2.696" in stdout
+    assert "Wilson score (proposals taken as independent)" in stdout and "τ = 1 + accepted / drafts = 2.696" in stdout
 
 
 def edited(tmp_path: Path, name: str, text: str) -> Path:
@@ -113,6 +113,7 @@ def edited(tmp_path: Path, name: str, text: str) -> Path:
     (lambda t: t + t.replace(MODEL, "other-model"), "counters of 2 models"),
     (lambda t: t.replace("} 40000.0", "} 40000.5"), "whole numbers"),
     (lambda t: "vllm:spec_decode_num_drafts_total{engine=\"0\" 3\n", "not Prometheus text exposition"),
+    (lambda t: t + t, "appears twice (two scrapes appended into one file"),  # issue 39: `curl >>` summed as one
 ])
 def test_bad_metrics_files_get_one_line(cli, tmp_path, edit, message):
     bad = edited(tmp_path, "bad.prom", edit(BEFORE.read_text()))

@@ -183,6 +183,9 @@ def csv_rows(handle: io.TextIOBase, file: TraceFile) -> Iterator[tuple[int, Call
     header = next(reader, None)
     if header is None:
         raise TraceError(f"{file.path}: empty file (expected a header line)")
+    if header and header[0].lstrip().startswith("{"):
+        raise TraceError(f"{file.path}: the file is JSON lines, not a CSV with a header ({file.format} format); "
+                         "a Mooncake trace is read with format: mooncake (trace-stats --format mooncake)")
     index = header_index(header, file)
     parse_time = time_parser(file)
     for row in reader:

@@ -5,6 +5,9 @@ The pipeline is lazy end to end (readers.py streams the file):
 
     TraceReader  (seconds from the trace's first request)
     → window     (start_s, duration_s, in trace time; shifted to start at 0)
+    → resample   (none; windows: the window's start drawn over the trace; blocks: a
+                  circular block bootstrap of the window, held in memory:
+                  specplan.traces.resample)
     → rate_scale (thin below 1; above 1, superpose copies of the window,
                   each rotated by a small random offset, the last copy
                   thinned to the fraction)
@@ -48,6 +51,7 @@ import simpy
 
 from specplan.traces.errors import TraceError
 from specplan.traces.readers import TraceFile, TraceReader, TraceRow
+from specplan.traces.resample import block_bootstrap, window_start_s
 from specplan.traces.spec import TraceArrivals
 
 # the named generators a replay draws from, passed in: streams("trace.thin", j), streams("trace.shift")
@@ -102,18 +106,22 @@ class Replay:
         self.spec = spec
         self.file = TraceFile.of(spec)
         self.primary = TraceReader(self.file)
-        self.window = Window(self.primary, spec.start_s, spec.duration_s)
         self.streams = streams
+        self.start_s = spec.start_s if spec.resample != "windows" else window_start_s(
+            TraceReader(self.file).first().time_s, last_time_s(self.file), spec.duration_s,
+            streams("trace.resample"), self.file.path)
+        self.window = Window(self.primary, self.start_s, spec.duration_s)
+        self.resampled: list[TraceRow] | None = None  # the block bootstrap of the window, once drawn
 
     def check(self) -> None:
         """Open the file and parse its first request in the window now, so errors come before the run: a
         file without requests, or a window that holds none, is refused."""
         first = TraceReader(self.file).first()
         spec = self.spec
-        if next(windowed(TraceReader(self.file), spec.start_s, spec.duration_s), None) is None:
+        if next(windowed(TraceReader(self.file), self.start_s, spec.duration_s), None) is None:
             end = "" if spec.duration_s is None else f", duration_s {spec.duration_s:g}"
             raise TraceError(f"{self.file.path}: no request in the window (workload.arrivals.start_s "
-                             f"{spec.start_s:g}{end}); the trace's requests span {first.time_s:g}–"
+                             f"{self.start_s:g}{end}); the trace's requests span {first.time_s:g}–"
                              f"{last_time_s(self.file):g} s")
 
     def covered_s(self, last_arrival_s: float) -> float:
@@ -132,12 +140,24 @@ class Replay:
         for row in self.scaled_rows():
             yield row._replace(time_s=row.time_s * self.spec.time_scale)
 
+    def window_rows(self) -> Iterable[TraceRow]:
+        """The window's rows as recorded (read lazily), or their block bootstrap (`resample: blocks`)."""
+        if self.spec.resample != "blocks":
+            return self.window
+        if self.resampled is None:
+            recorded = list(self.window)
+            extent_s, _ = self.window_extent()
+            times = np.array([row.time_s for row in recorded], dtype=float)
+            picked, at = block_bootstrap(times, extent_s, self.spec.resample_block_s, self.streams("trace.resample"))
+            self.resampled = [recorded[i]._replace(time_s=float(t)) for i, t in zip(picked, at, strict=True)]
+        return self.resampled
+
     def scaled_rows(self) -> Iterator[TraceRow]:
-        """The window's rows after rate_scale, in trace seconds."""
+        """The window's rows after resampling and rate_scale, in trace seconds."""
         spec = self.spec
         copies = max(1, math.ceil(spec.rate_scale - 1e-12))
         keep = [min(1.0, spec.rate_scale - j) for j in range(copies)]
-        streams = [thinned(self.window, keep[0], self.streams("trace.thin", 0))]
+        streams = [thinned(self.window_rows(), keep[0], self.streams("trace.thin", 0))]
         if copies > 1:
             circle_s, n = self.window_extent()
             shift_s = min(circle_s, spec.superpose_shift_s or 10.0 * circle_s / n)
@@ -150,8 +170,13 @@ class Replay:
         return heapq.merge(*streams, key=lambda row: row.time_s)
 
     def circular_copy(self, offset_s: float, circle_s: float) -> Iterator[TraceRow]:
-        """The window rotated by offset_s on a circle of circle_s seconds (two lazy passes)."""
-        start = self.spec.start_s
+        """The window rotated by offset_s on a circle of circle_s seconds (two lazy passes, or two slices of
+        the resampled window)."""
+        if self.resampled is not None:
+            cut = circle_s - offset_s
+            wrapped = [row._replace(time_s=row.time_s - cut) for row in self.resampled if row.time_s >= cut]
+            return itertools.chain(wrapped, shifted((row for row in self.resampled if row.time_s < cut), offset_s))
+        start = self.start_s
         tail = windowed(TraceReader(self.file), start + circle_s - offset_s, offset_s)
         head = windowed(TraceReader(self.file), start, circle_s - offset_s)
         return itertools.chain(tail, shifted(head, offset_s))
@@ -163,13 +188,13 @@ class Replay:
         window's span plus one mean gap (n requests span n − 1 gaps).
         """
         spec = self.spec
-        end = math.inf if spec.duration_s is None else spec.start_s + spec.duration_s
+        end = math.inf if spec.duration_s is None else self.start_s + spec.duration_s
         n, last_s = 0, 0.0
         for row in TraceReader(self.file):
             if row.time_s >= end:
                 return float(spec.duration_s), max(n, 1)  # type: ignore[arg-type]
-            if row.time_s >= spec.start_s:
-                n, last_s = n + 1, row.time_s - spec.start_s
+            if row.time_s >= self.start_s:
+                n, last_s = n + 1, row.time_s - self.start_s
         if n < 2 or last_s <= 0:
             raise TraceError(f"{self.file.path}: rate_scale > 1 needs at least two requests at "
                                 f"different times in the window, found {n}")

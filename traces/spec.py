@@ -161,6 +161,11 @@ class TraceArrivals:
     start_s: float = bounded(0.0, ge=0, doc="the window's start, in trace seconds")
     duration_s: float | None = bounded(None, gt=0, doc="the window's length, in trace seconds (default: to the "
                                        "end)")
+    resample: Literal["none", "windows", "blocks"] = bounded(
+        "none", doc="what each seed replays: none (the window as recorded, the same every seed), windows (a "
+        "window of duration_s drawn anew over the trace) or blocks (a circular block bootstrap of the window)")
+    resample_block_s: float = bounded(60.0, gt=0, doc="resample blocks: the block length (a burst shorter than a "
+                                      "block is kept whole)", unit="s")
     skip_bad_lines: bool = bounded(False, doc="skip and count malformed lines instead of stopping at the first")
     domain: str | None = bounded(None, doc="every request's acceptance domain (default: drawn from the mix, or a "
                                  "csv domain column)")

@@ -1,11 +1,15 @@
-"""A trace's shape in numbers: count, span, rate, burstiness, length percentiles.
+"""A trace's shape in numbers: count, span, rate, burstiness, length percentiles, block reuse.
 
 `trace_stats(TraceFile)` streams the file once (readers.py) and returns a
 `TraceStats`; `specplan trace-stats` prints it (or its `as_json()`), and
 plots.py draws its rate over time and length distributions. Gap moments are
 accumulated online (Welford), the peak 1-minute rate with a sliding
 window; only the per-request lengths (for exact percentiles) and the
-per-minute counts are kept.
+per-minute counts are kept. A trace with prompt block hashes (Mooncake's
+`hash_ids`) also gives its block reuse (`BlockReuse`): the share of block
+references seen earlier in the trace (what an unbounded block cache would
+hold) and the share that extend a prompt's leading run of seen blocks (what
+a prefix cache can skip), the first numbers a prefix-cache plan needs.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class TraceStats:
     minute_counts: np.ndarray
     prompt_lengths: np.ndarray
     output_lengths: np.ndarray
+    blocks: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -54,6 +59,7 @@ class TraceStats:
             "peak_1min_rate_per_s": self.peak_1min_rate_per_s,
             "prompt_tokens": percentiles(self.prompt_lengths),
             "output_tokens": percentiles(self.output_lengths),
+            "blocks": self.blocks,
             "bad_lines": self.bad_lines,
             "failed_requests": self.failed_requests,
         }
@@ -87,11 +93,39 @@ class GapMoments:
         return math.sqrt(self.m2 / (self.n - 1)) / self.mean
 
 
+class BlockReuse:
+    """Block references, distinct blocks, and those seen before (anywhere, and as a prompt's leading run)."""
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+        self.requests = self.references = self.repeated = self.prefix = 0
+
+    def add(self, blocks: tuple[int, ...]) -> None:
+        self.requests += 1
+        self.references += len(blocks)
+        leading = True
+        for block in blocks:
+            hit = block in self.seen
+            self.repeated += hit
+            leading = leading and hit
+            self.prefix += leading
+            self.seen.add(block)
+
+    def as_json(self) -> dict[str, Any] | None:
+        if not self.requests:
+            return None
+        share = (lambda n: n / self.references) if self.references else (lambda n: math.nan)
+        return {"requests_with_blocks": self.requests, "block_references": self.references,
+                "distinct_blocks": len(self.seen), "repeated_block_share": share(self.repeated),
+                "prefix_reuse_share": share(self.prefix)}
+
+
 def trace_stats(file: TraceFile) -> TraceStats:
     """Read `file` once and summarise it."""
     reader = TraceReader(file)
     prompts, outputs, minutes = array("q"), array("q"), array("q")
     gaps = GapMoments()
+    reuse = BlockReuse()
     window: deque[float] = deque()
     peak, last_s = 0, 0.0
     for row in reader:
@@ -100,6 +134,8 @@ def trace_stats(file: TraceFile) -> TraceStats:
         last_s = row.time_s
         prompts.append(row.prompt_tokens)
         outputs.append(row.output_tokens)
+        if row.blocks is not None:
+            reuse.add(row.blocks)
         count_minute(minutes, int(row.time_s // MINUTE_S))
         window.append(row.time_s)
         while window[0] <= row.time_s - MINUTE_S:
@@ -115,7 +151,7 @@ def trace_stats(file: TraceFile) -> TraceStats:
         peak_1min_rate_per_s=peak / MINUTE_S, bad_lines=reader.bad_lines,
         failed_requests=reader.failed_requests, minute_counts=np.frombuffer(minutes, dtype=np.int64).copy(),
         prompt_lengths=np.frombuffer(prompts, dtype=np.int64).copy(),
-        output_lengths=np.frombuffer(outputs, dtype=np.int64).copy(),
+        output_lengths=np.frombuffer(outputs, dtype=np.int64).copy(), blocks=reuse.as_json(),
     )
 
 

@@ -18,7 +18,18 @@ same protocol the engine uses (`drafting_mask`, `decide` on a `StepView`,
 - `batch_requests` sequences run per step (continuous batching: a finished
   sequence is replaced by a fresh one), each until `output_tokens` tokens;
 - a chi-square test of the observed sequences against the target's joint
-  distribution. Lossless when p ≥ `alpha`.
+  distribution, rejected when p < `alpha`.
+
+A test that does not reject has not shown that a policy is lossless: it
+found no change that its trials can see. The result says how large a change
+they can see: with N trials, df = outputs − 1 and noncentrality λ(df, α,
+power) (the χ² test's power is P(χ²_df(λ) > χ²_df,1−α)), every alternative
+of Cohen's w ≥ √(λ/N) is rejected with at least that power, and since
+w² = Σ d²/p ≥ (Σ|d|)² (Cauchy-Schwarz), every change of total variation
+TV = Σ|d|/2 ≥ √(λ/N)/2 is. `trials_needed` inverts it: the trials that
+find a stated TV with a stated power. The verdict is read against the
+policy's own claim (`Policy.lossless`), so a lossy policy that few trials
+fail to reject is never called lossless.
 
 Case `appendix-a` is the DSpark paper's counterexample: the synchronous
 global search turns the target (0.7, 0.3) into about (0.85, 0.15); greedy
@@ -28,11 +39,12 @@ early stop and the asynchronous policy keep (0.7, 0.3).
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from specplan.policies.base import OracleView, Policy, SpsTable, StepOutcome, StepView
 from specplan.policies.errors import PolicyKeyError
@@ -104,8 +116,30 @@ def markov() -> AuditCase:
 CASES = {"appendix-a": appendix_a, "markov": markov}
 
 
+DEFAULT_POWER = 0.8
+DEFAULT_DETECT_TV = 0.05
+
+
+def noncentrality(df: int, alpha: float, power: float) -> float:
+    """λ at which the chi-square test (df, alpha) rejects with probability `power`."""
+    critical = stats.chi2.ppf(1.0 - alpha, df)
+    return float(optimize.brentq(lambda lam: stats.ncx2.sf(critical, df, lam) - power, 1e-9, 1e6))
+
+
+def detectable_total_variation(trials: int, df: int, alpha: float, power: float) -> float:
+    """The smallest total-variation change every alternative of which `trials` outputs reject with `power`."""
+    return math.sqrt(noncentrality(df, alpha, power) / trials) / 2.0
+
+
+def trials_needed(total_variation: float, df: int, alpha: float, power: float) -> int:
+    """The fewest trials that reject every change of `total_variation` or more with `power`."""
+    return math.ceil(noncentrality(df, alpha, power) / (2.0 * total_variation) ** 2)
+
+
 @dataclass(frozen=True)
 class AuditResult:
+    """The test's outcome, what its trials could detect, and whether it agrees with the policy's own claim."""
+
     policy: str
     label: str
     case: str
@@ -116,16 +150,36 @@ class AuditResult:
     chi_square: float
     p_value: float
     alpha: float
+    power: float
+    claims_lossless: bool
 
     @property
-    def lossless(self) -> bool:
-        return self.p_value >= self.alpha
+    def rejected(self) -> bool:
+        """The output distribution differs from the target's (p < alpha)."""
+        return self.p_value < self.alpha
+
+    @property
+    def consistent(self) -> bool:
+        """A lossless policy not rejected, or a lossy one rejected; the rest need more trials or a look."""
+        return self.rejected != self.claims_lossless
+
+    @property
+    def detectable_tv(self) -> float:
+        return detectable_total_variation(self.trials, len(self.categories) - 1, self.alpha, self.power)
+
+    @property
+    def observed_tv(self) -> float:
+        return 0.5 * float(np.abs(np.subtract(self.observed, self.target)).sum())
 
     def plain(self) -> dict:
         return {"policy": self.policy, "label": self.label, "case": self.case,
                 "categories": self.categories, "target": self.target, "observed": self.observed,
                 "trials": self.trials, "chi_square": self.chi_square, "p_value": self.p_value,
-                "alpha": self.alpha, "lossless": self.lossless}
+                "alpha": self.alpha, "power": self.power, "rejected": self.rejected,
+                "verdict": "rejected" if self.rejected else "not rejected",
+                "observed_total_variation": self.observed_tv,
+                "detectable_total_variation": self.detectable_tv,
+                "policy_claims_lossless": self.claims_lossless, "consistent_with_claim": self.consistent}
 
 
 def sample_rows(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -232,10 +286,13 @@ def make_view(policy: Policy, case: AuditCase, seqs: Sequences, step: int, c: np
     return StepView(**fields)
 
 
-def run_audit(policy: Policy, case: AuditCase, trials: int, seed: int = 0, alpha: float = 1e-3) -> AuditResult:
+def run_audit(policy: Policy, case: AuditCase, trials: int, seed: int = 0, alpha: float = 1e-3,
+              power: float = DEFAULT_POWER) -> AuditResult:
     """Decode `trials` sequences with `policy` and test their distribution against the target."""
     if trials < 1:
         raise SpecplanError(f"--trials must be at least 1, got {trials}")
+    if seed < 0:
+        raise SpecplanError(f"--seed must be a whole number >= 0, got {seed}")
     rng = stream(seed, f"audit-{case.name}")
     seqs = Sequences(case)
     counts = np.zeros(len(case.vocab) ** case.output_tokens, dtype=np.int64)
@@ -245,28 +302,50 @@ def run_audit(policy: Policy, case: AuditCase, trials: int, seed: int = 0, alpha
         counts += np.bincount(finished, minlength=counts.size)
         done += finished.size
         step += 1
-    return summarise(type(policy), case, counts, alpha)
+    return summarise(type(policy), case, counts, alpha, power)
 
 
-def summarise(cls: type[Policy], case: AuditCase, counts: np.ndarray, alpha: float) -> AuditResult:
+def summarise(cls: type[Policy], case: AuditCase, counts: np.ndarray, alpha: float, power: float) -> AuditResult:
     target = case.target_joint()
     n = int(counts.sum())
     chi2, p_value = stats.chisquare(counts, n * target)
     return AuditResult(cls.name, cls.label(), case.name, case.categories(),
                        [float(v) for v in target], [float(v) for v in counts / n], n,
-                       float(chi2), float(p_value), alpha)
+                       float(chi2), float(p_value), alpha, power, cls.lossless)
 
 
 def audit_policy(name: str, params: dict | None = None, case: str = "appendix-a", trials: int = 20000,
-                 seed: int = 0, alpha: float = 1e-3) -> AuditResult:
-    """Audit a registered policy by name (the Python face of `specplan audit`)."""
+                 seed: int = 0, alpha: float = 1e-3, power: float | None = None,
+                 detect_tv: float = DEFAULT_DETECT_TV) -> AuditResult:
+    """Audit a registered policy by name (the Python face of `specplan audit`).
+
+    With `power` stated, `trials` too few to find a change of `detect_tv` in
+    total variation with that power is refused before anything runs; without
+    it the result says what its trials find at the default power (0.8).
+    """
     if case not in CASES:
         raise SpecplanError(f"unknown audit case '{case}' (valid: {', '.join(CASES)})")
     the_case = CASES[case]()
+    if power is not None:
+        check_power(the_case, trials, alpha, power, detect_tv)
     try:
         cls = policy_class(name, "policy")
         values = policy_params(PolicySpec(name, dict(params or {})))
         check_verify_lengths(values, the_case.block_size, "--param")
     except (PolicyKeyError, ScenarioError) as exc:
         raise SpecplanError(str(exc)) from None
-    return run_audit(cls(values, the_case.block_size), the_case, trials, seed, alpha)
+    return run_audit(cls(values, the_case.block_size), the_case, trials, seed, alpha,
+                     DEFAULT_POWER if power is None else power)
+
+
+def check_power(case: AuditCase, trials: int, alpha: float, power: float, detect_tv: float) -> None:
+    """Refuse a trial count that cannot find a change of `detect_tv` with `power` (one line, the count needed)."""
+    if not 0 < power < 1:
+        raise SpecplanError(f"--power must be between 0 and 1, got {power}")
+    if not 0 < detect_tv <= 1:
+        raise SpecplanError(f"--detect must be a total variation in (0, 1], got {detect_tv}")
+    needed = trials_needed(detect_tv, len(case.vocab) ** case.output_tokens - 1, alpha, power)
+    if trials < needed:
+        raise SpecplanError(f"--trials {trials} cannot find a change of {detect_tv:g} in total variation with power "
+                            f"{power:g} at alpha {alpha:g} (case {case.name}): that needs at least {needed:,} "
+                            "trials; raise --trials or --detect")

@@ -31,12 +31,14 @@ tokens/s/user; the summary's median and maximum run over both.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,7 +139,8 @@ class Fidelity:
 
     def __init__(self, source: str | Path, overrides: list[str], settings: FidelitySettings,
                  out_dir: Path, progress: Progress | None = None) -> None:
-        self.settings, self.out_dir = settings, out_dir
+        # absolute: profile paths written into each point's scenario resolve against it (a relative --out doubled)
+        self.settings, self.out_dir = settings, Path(out_dir).resolve()
         self.progress = progress or (lambda _msg: None)
         self.design: SweepDesign = design_sweep(source, overrides)
         # the reference engine imports torch
@@ -182,14 +185,15 @@ class Fidelity:
         scenario = self.measured_scenario(point.scenario, target_csv, drafter_csv, host)
 
         row = point_row(point, measured, simulate(scenario).summary)
-        drift = drift_ratio(before[0], after[0])
+        drift = drift_ratio(before[0], after[0]) if each else None  # one profile for every point: not measured
         check = {"policy": point.label, "load": point.load, "drift_ratio": drift,
                  **step_time_check(steps, target_csv, drafter_csv, host, scenario.drafter.block_size)}
+        drift_text = (f"machine drift over the run {drift:.3f}" if drift is not None
+                      else "machine drift not measured (--profile-once)")
         self.progress(f"{point.label:>14} load {point.load:g}: throughput measured "
                       f"{row['measured_throughput']:.1f} predicted {row['predicted_throughput']:.1f} "
                       f"({row['throughput_error']:+.1%}); p50 tok/s/user {row['measured_tps_p50']:.1f} "
-                      f"vs {row['predicted_tps_p50']:.1f} ({row['tps_p50_error']:+.1%}); "
-                      f"machine drift over the run {drift:.3f}")
+                      f"vs {row['predicted_tps_p50']:.1f} ({row['tps_p50_error']:+.1%}); {drift_text}")
         return row, check, after
 
     # ---- measurements of the machine ----------------------------------------------
@@ -292,7 +296,7 @@ def point_slug(point: Point) -> str:
 
 def drift_summary(checks: list[dict[str, Any]]) -> dict[str, Any]:
     """How much the machine's speed moved between each point's profile and the end of its run."""
-    ratios = np.array([c["drift_ratio"] for c in checks], dtype=float)
+    ratios = np.array([c["drift_ratio"] for c in checks if c["drift_ratio"] is not None], dtype=float)
     if not ratios.size:
         return {}
     return {"ratio": float(np.median(ratios)), "worst": float(ratios[np.argmax(np.abs(ratios - 1))]),
@@ -339,20 +343,47 @@ def run_fidelity_runs(source: str | Path, settings: FidelitySettings, out_dir: s
     DIR/fidelity-runs.json with the spread, so one lucky run cannot stand as the figure."""
     out = Path(out_dir)
     results = []
-    for i in range(1, runs + 1):
-        if progress:
-            progress(f"fidelity run {i} of {runs}")
-        results.append(run_fidelity(source, settings, out / f"run-{i}", overrides, progress))
-    doc = spread(results)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "fidelity-runs.json").write_text(json.dumps(clean(doc), indent=1) + "\n")
+    with removed_on_failure(out):
+        for i in range(1, runs + 1):
+            if progress:
+                progress(f"fidelity run {i} of {runs}")
+            results.append(run_fidelity(source, settings, out / f"run-{i}", overrides, progress))
+        doc = spread(results)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "fidelity-runs.json").write_text(json.dumps(clean(doc), indent=1) + "\n")
     return doc
 
 
 def run_fidelity(source: str | Path, settings: FidelitySettings, out_dir: str | Path,
                  overrides: list[str] | None = None, progress: Progress | None = None) -> FidelityResult:
-    """Profile, calibrate, run every point on both sides; write fidelity.json and fidelity.png."""
+    """Profile, calibrate, run every point on both sides; write fidelity.json and fidelity.png.
+
+    A run that fails or is interrupted removes what it wrote (the folder it created, or what it created inside
+    an existing one): a half-profiled folder is no result and no cache.
+    """
     out = Path(out_dir)
-    result = Fidelity(source, list(overrides or []), settings, out, progress).run()
-    write_result(result, out)
+    study = Fidelity(source, list(overrides or []), settings, out, progress)
+    with removed_on_failure(out):
+        result = study.run()
+        write_result(result, out)
     return result
+
+
+@contextlib.contextmanager
+def removed_on_failure(out: Path) -> Iterator[None]:
+    """On any exception, remove `out` if this run created it, else every file and folder it created there."""
+    existed = out.exists()
+    before = set(out.rglob("*")) if existed else set()
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            shutil.rmtree(out, ignore_errors=True)
+        else:
+            new = set(out.rglob("*")) - before
+            for path in (p for p in new if p.parent not in new):
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+        raise

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 
 from specplan.cli.main import parser
+
+REPO = Path(__file__).resolve().parents[2]
 
 # command → the guide page (under docs/) that shows it in use
 GUIDES = {
@@ -84,11 +87,23 @@ def argument_row(action: argparse.Action, formatter: argparse.HelpFormatter) -> 
         name += f" {action.metavar}"
     elif action.choices and action.option_strings:
         name += " {" + ",".join(map(str, action.choices)) + "}"
-    default = "" if action.default in (None, False, argparse.SUPPRESS, []) or action.required else action.default
+    default = shown_default(action)
     meaning = formatter._expand_help(action) if action.help else ""
     if action.required and action.option_strings:
         meaning = "required: " + meaning
     return f"| `{name}` | {f'`{default}`' if default != '' else ''} | {cell(meaning)} |"
+
+
+def shown_default(action: argparse.Action) -> object:
+    """The default a reader needs: none for a switch (`--no-report` is not "default True") or a required flag; a
+    path inside the repository relative to it (not the building machine's absolute path)."""
+    switch = isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._StoreConstAction))
+    if switch or action.required or action.default in (None, False, argparse.SUPPRESS, []):
+        return ""
+    default = action.default
+    if isinstance(default, str) and Path(default).is_absolute() and Path(default).is_relative_to(REPO):
+        return Path(default).relative_to(REPO).as_posix()
+    return default
 
 
 def cell(text: str) -> str:

@@ -1,8 +1,13 @@
-"""The MkDocs hook that writes the generated pages before every build (mkdocs.yml `hooks:`).
+"""The generated pages: reference pages written from the code and committed, copies written at every build.
 
-Reference pages come from the code (`REFERENCE`); CHANGELOG.md and
-CONTRIBUTING.md are copied from the repository root so the site carries
-them (their `docs/...` links made relative to the site). mkdocstrings reads
+Reference pages come from the code (`REFERENCE`) and are committed, so the
+README's and the guides' links to them work on GitHub too;
+`python -m docs.gen.hooks` rewrites them after a change to the code they
+read, and tests/test_docs.py fails while a committed one differs from what
+the code gives. The MkDocs hook (mkdocs.yml `hooks:`) builds from the
+committed pages and writes only the copies: CHANGELOG.md and
+CONTRIBUTING.md from the repository root, so the site carries them (their
+`docs/...` links made relative to the site). mkdocstrings reads
 the package as it installs: build/docs-src/specplan is a tree of links to
 the repository's folders (each installs as `specplan.<folder>`, as
 `make lint` builds for mypy). A page is rewritten only when its text changed, so `mkdocs serve`
@@ -45,10 +50,20 @@ def write_if_changed(path: Path, text: str) -> None:
 
 
 def generate_pages() -> None:
-    for page, build in REFERENCE.items():
-        write_if_changed(DOCS / page, build())
+    """The copies a build writes (the committed reference pages are left as they are)."""
     for page, source in COPIED.items():
         write_if_changed(DOCS / page, (REPO / source).read_text().replace("](docs/", "]("))
+
+
+def write_reference() -> list[Path]:
+    """Rewrite every committed reference page from the code; returns the pages that changed."""
+    changed = []
+    for page, build in REFERENCE.items():
+        path, text = DOCS / page, build()
+        if not path.exists() or path.read_text() != text:
+            write_if_changed(path, text)
+            changed.append(path)
+    return changed
 
 
 def source_tree() -> None:
@@ -68,3 +83,8 @@ def on_startup(**_: Any) -> None:
 
 def on_pre_build(config: Any, **_: Any) -> None:
     generate_pages()
+
+
+if __name__ == "__main__":
+    for path in write_reference():
+        print(f"rewrote {path.relative_to(REPO)}")

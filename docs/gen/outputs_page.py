@@ -7,7 +7,7 @@ against.
 
 from __future__ import annotations
 
-from specplan.simulator.core.outputs import OUTPUT_FILES, OutputFile
+from specplan.simulator.core.outputs import EVERY_RUN, OUTPUT_FILES, OutputFile
 
 INTRO = """# Outputs
 
@@ -22,8 +22,10 @@ key written and not registered here, or registered and never written.
 Conventions: the measurement window is `(warmup_s, end]`; per-request
 statistics use requests that arrived after the warm-up (tokens/s/user: the
 completed ones); counts of requests cover the whole run so that they add
-up. NaN is written where a figure does not apply (no ITL log, no context
-axis). Keys marked **contract** are the ones docs/reference/outputs.md promises every run
+up. A key written only in some runs says in which ("Written only with a
+prefill pool"); every other key is in every run, NaN where a figure does
+not apply (no ITL log, no context axis). Keys marked **contract** are the
+ones every run writes (the results contract).
 writes.
 
 Besides these, `specplan run` writes `metrics.prom` (vLLM's four
@@ -47,7 +49,8 @@ def file_text(file: OutputFile) -> str:
     lines += ["| key | unit | definition |", "|---|---|---|"]
     for column in file.columns:
         mark = " **contract**" if column.contract else ""
-        lines.append(f"| `{column.name}`{mark} | {column.unit} | {cell(column.doc)} |")
+        only = "" if column.present == EVERY_RUN else f" *Written only {column.present}.*"
+        lines.append(f"| `{column.name}`{mark} | {column.unit} | {cell(column.doc)}{cell(only)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -135,15 +135,14 @@ def params_text(params: dict | None) -> str:
     return f"{host:g}, {scale:g}{mark}"
 
 
-KINDS = (  # (label, which rows): the SGLang cookbook's cells by their name, the rest are the PR cases
-    ("low-latency (TP4, MTP 3-1-4)", lambda r: r["source"].str.endswith("-low-latency")),
-    ("balanced (DP4 + DeepEP, MTP 1-1-2)", lambda r: r["source"].str.endswith("-balanced")),
-    ("high-throughput (DP4, no speculation)", lambda r: r["source"].str.endswith("-high-throughput")),
-    ("the PR cases", lambda r: ~r["source"].str.startswith("sglang-cookbook-")),
+KINDS = (  # (label, which rows): the cookbook's cells by their recipe's strategy (the `kind` column), the rest PR cases
+    ("low-latency (TP, MTP 3-1-4 or DSpark)", lambda r: r["kind"] == "low-latency"),
+    ("balanced (DP attention + DeepEP; MTP 1-1-2, or none)", lambda r: r["kind"] == "balanced"),
+    ("high-throughput (DP attention or TP, no speculation)", lambda r: r["kind"] == "high-throughput"),
+    ("the PR cases", lambda r: r["kind"] == "PR case"),
     ("balanced + high-throughput on Blackwell (FP4 experts)",
-     lambda r: r["source"].str.contains("-balanced|-high-throughput") & ~r["group"].str.endswith("H200")),
-    ("balanced + high-throughput on H200 (FP8 experts)",
-     lambda r: r["source"].str.contains("-balanced|-high-throughput") & r["group"].str.endswith("H200")),
+     lambda r: r["kind"].isin(["balanced", "high-throughput"]) & (r["gpu"] != "H200")),
+    ("balanced + high-throughput on H200", lambda r: r["kind"].isin(["balanced", "high-throughput"]) & (r["gpu"] == "H200")),
 )
 
 

@@ -31,8 +31,9 @@ hold everywhere:
   drafter's block against its preset's fitted range) are checked at load
   too; their messages name the key.
 
-The **example** column is the command-line override that sets the key
-(`--set` on any command that takes a scenario). Units come from the key's
+Each key's **value** cell gives its type, default, bounds and unit; its
+**meaning** ends with the command-line override that sets it (`--set` on
+any command that takes a scenario, after "e.g."). Units come from the key's
 metadata or its name (`_s`, `_ms`, `_tokens`, `_per_s`). The guide
 [Scenarios](../guides/scenarios.md) shows whole files.
 """
@@ -54,15 +55,19 @@ def section_text(section: Section) -> str:
     lines = [f"## {title}", ""]
     if section.doc:
         lines += [section.doc, ""]
-    lines += ["| key | type | default | bounds | unit | meaning | example |", "|---|---|---|---|---|---|---|"]
+    lines += ["| key | value | meaning |", "|---|---|---|"]
     lines += [row(section, key) for key in section.keys]
     return "\n".join(lines) + "\n"
 
 
 def row(section: Section, key: Key) -> str:
-    cells = [f"`{key.name}`", key.type, code(key.default) if key.default not in ("required", "(section defaults)")
-             else f"*{key.default}*", key.bounds, key.unit, key.doc, example(section, key)]
-    return "| " + " | ".join(cell(c) for c in cells) + " |"
+    """Three columns, so no cell is clipped: the key; its type, default, bounds and unit stacked; its meaning
+    with the override that sets it."""
+    default = code(key.default) if key.default not in ("required", "(section defaults)") else f"*{key.default}*"
+    value = [key.type, f"default {default}" if default else "", key.bounds, f"unit: {key.unit}" if key.unit else ""]
+    shown = example(section, key)
+    meaning = cell(key.doc) + (f"<br>e.g. {cell(shown)}" if shown else "")
+    return f"| `{key.name}` | {'<br>'.join(cell(v) for v in value if v)} | {meaning} |"
 
 
 def example(section: Section, key: Key) -> str:

@@ -23,6 +23,7 @@ is composed here from the same tables, as named parts, each with its source:
     parts.py        the step as named parts, and the estimator's Overlap rule
     public.py       the public-microbenchmark rule (hwprofiles/public/kernels.csv)
     public_gemm.py  the same for single GEMMs (a criterion by GPU, precision and weight size)
+    physical_rule.py each operator against its roofline band and its twin in the other engine's table
     tokengrid.py    which B and C a file holds (tile edges kept, lookup exact within 0.5%)
     provenance.py   the header: every part with its share and source
     build.py        a verify or drafter profile end to end; the command that writes it

@@ -1,7 +1,8 @@
 """Building a verify-step (or drafter-forward) profile: compile, price the parts, apply the public rule, grid.
 
     compile_target -> VerifyPricer.leaf_curves (every part at every B) -> apply_public_rule
-        -> apply_gemm_rule -> token grid of the charged step -> attention and indexer at every (B, C) -> StepProfile
+        -> apply_gemm_rule -> apply_physical_rule -> token grid of the charged step
+        -> attention and indexer at every (B, C) -> StepProfile
 
 The profile's main table holds step_ms, attention_ms and (DeepSeek-V4 CSA)
 indexer_ms over (B, C); its parts table the non-attention parts' own times
@@ -20,6 +21,7 @@ from specplan.hwprofiles.aiconfigurator.drafters import attention_window, drafte
 from specplan.hwprofiles.aiconfigurator.operators import kind_of, walk
 from specplan.hwprofiles.aiconfigurator.package import quiet, require_aic
 from specplan.hwprofiles.aiconfigurator.parts import PUBLIC_PARTS, LeafCurves
+from specplan.hwprofiles.aiconfigurator.physical_rule import apply_physical_rule
 from specplan.hwprofiles.aiconfigurator.provenance import Priced, provenance
 from specplan.hwprofiles.aiconfigurator.public import (
     ProfileKey,
@@ -77,12 +79,13 @@ def price(target: AicTarget, layout: AicLayout, command: str, drafter: AicDrafte
     leaves, checks = apply_public_rule(database_leaves, profile_key(compiled, ops, layout.max_tokens), rows,
                                        moe_layers(ops))
     leaves, gemm_checks = apply_gemm_rule(leaves, gemm_leaves(pricer.plain_ops), target.system, target.dp, rows)
+    leaves, physical = apply_physical_rule(leaves, pricer.plain_ops, compiled, layout.query_tokens)
     if target.moe_backend == "megamoe" and not any(p in leaves.notes for p in PUBLIC_PARTS["moe_block"]):
         raise ProfileError(f"--moe-backend megamoe: no public MegaMoE measurement matches {target.model} on "
                            f"{target.system} at EP{target.ep} with data-parallel attention, and the database has "
                            "no MegaMoE table of this geometry (hwprofiles/public/kernels.csv)")
     tokens = replica_grid(gemm_sample_tokens(compiled, ops), layout.query_tokens, leaves.charged_ms(), target.dp)
-    return Priced(compiled, layout, drafter, pricer, leaves, tokens, checks, command, gemm_checks)
+    return Priced(compiled, layout, drafter, pricer, leaves, tokens, checks, command, gemm_checks, physical)
 
 
 def build_profile(target: AicTarget, layout: AicLayout, name: str, command: str,

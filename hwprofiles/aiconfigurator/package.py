@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from specplan.hwprofiles.errors import ProfileError
@@ -112,3 +113,23 @@ def gemm_samples(system: str, backend: str, version: str) -> dict[str, frozenset
     """GEMM precision → the token counts m its table samples (the engine's own view of the table)."""
     view = table_view(system, backend, version, "_gemm_data")
     return {getattr(mode, "name", str(mode)): frozenset(int(m) for m in by_m) for mode, by_m in view.items()}
+
+
+@lru_cache(maxsize=64)
+def dsv4_module_models(system: str, backend: str, version: str, phase: str, heads: int, tp: int) -> tuple[str, ...]:
+    """The models whose DeepSeek-V4 attention-module rows (CSA and HCA, `phase` generation or context) the
+    database holds at `heads` local heads and TP `tp` (its tables file rows per model: V4-Flash, V4-Pro)."""
+    aic = require_aic()
+    # pyarrow comes with aiconfigurator-core (the optional 'aic' extra), which reads these tables with it
+    import pyarrow.parquet as pq
+
+    folder = Path(aic.__file__).parent / "systems" / "data" / system / "sparse_attention" / backend / version
+    found: set[str] = set()
+    for kind in ("csa", "hca"):
+        path = folder / f"dsv4_{kind}_{phase}_module_perf.parquet"
+        if not path.is_file():
+            continue
+        table = pq.read_table(path, columns=["model", "num_heads", "tp_size"]).to_pydict()
+        found |= {m for m, h, t in zip(table["model"], table["num_heads"], table["tp_size"], strict=True)
+                  if (h, t) == (heads, tp)}
+    return tuple(sorted(found))

@@ -129,7 +129,11 @@ class LeafCurves:
     def with_columns(self, columns: tuple[int, ...], factor: np.ndarray, source: str, part: str,
                      note: str) -> LeafCurves:
         """The same curves with the leaves `columns` multiplied by `factor` (per B), their source set, `part`'s note."""
+        return replace(self.rescaled(columns, factor, source), notes={**self.notes, part: note})
+
+    def rescaled(self, columns: tuple[int, ...], factor: np.ndarray, source: str) -> LeafCurves:
+        """The same curves with the leaves `columns` multiplied by `factor` (per B) and their source set."""
         ms = self.ms.copy()
         ms[:, list(columns)] *= factor[:, None]
         sources = tuple(source if i in columns else s for i, s in enumerate(self.sources))
-        return replace(self, ms=ms, sources=sources, notes={**self.notes, part: note})
+        return replace(self, ms=ms, sources=sources)

@@ -46,7 +46,14 @@ from specplan.hwprofiles.aiconfigurator.package import (
     quiet,
     require_aic,
 )
-from specplan.hwprofiles.aiconfigurator.parts import part_of
+from specplan.hwprofiles.aiconfigurator.parts import REFERENCE_TOKENS, LeafCurves
+from specplan.hwprofiles.aiconfigurator.physical_rule import (
+    Finding,
+    apply_physical_rule,
+    physical_header,
+    roofline_lines,
+)
+from specplan.hwprofiles.aiconfigurator.provenance import attention_data
 from specplan.hwprofiles.aiconfigurator.targets import DEVICE_NAMES, AicTarget, where
 from specplan.hwprofiles.aiconfigurator.tokengrid import (
     GRID_TOLERANCE,
@@ -108,17 +115,15 @@ class PrefillPricer:
     def ms(self, indices: list[int], batch: int, new_tokens: int, prefix: int = 0) -> float:
         return float(sum(entry[1] for entry in self.entries(indices, batch, new_tokens, prefix)))
 
-    def plain_ms(self, tokens: int) -> float:
-        """Non-attention operators at one rank's T tokens (GEMMs, MoE, norms, activation, embedding, all-reduce)."""
-        return self.ms(self.plain, 1, tokens)
-
-    def plain_parts(self, tokens: int) -> dict[str, float]:
-        """The non-attention operators at one rank's T tokens, summed by part (parts.PART_OF)."""
-        out: dict[str, float] = {}
-        for entry in self.entries(self.plain, 1, tokens):
-            part = part_of(str(entry[0]).removeprefix("context_"))
-            out[part] = out.get(part, 0.0) + float(entry[1])
-        return out
+    def leaf_curves(self, max_tokens: int) -> LeafCurves:
+        """Every non-attention operator of the replica at T = 1..max_tokens, each rank at ceil(T / dp) tokens."""
+        rows = [self.entries(self.plain, 1, t) for t in range(1, -(-max_tokens // self.dp) + 1)]
+        if any(len(row) != len(self.plain) for row in rows):
+            raise ProfileError(f"{self.where}: a context operator priced as several entries; no parts rule for it")
+        names = tuple(str(e[0]).removeprefix("context_") for e in rows[0])
+        sources = tuple(str(e[3]) for e in rows[min(len(rows), REFERENCE_TOKENS) - 1])
+        rank = np.array([[float(e[1]) for e in row] for row in rows])
+        return LeafCurves(names, sources, rank[np.arange(max_tokens) // self.dp], ())
 
     def layout_ms(self, tokens: int, pairs: float) -> float:
         """LM head at R tokens + attention of the canonical layout at one rank's (T, C)."""
@@ -138,28 +143,44 @@ def prefill_profile(target: AicTarget, name: str, max_tokens: int = PREFILL_MAX_
     dp = target.dp
     with quiet():
         compiled = compile_target(target, max_tokens, 1, memory_fraction)
-        pricer = PrefillPricer(compiled, context_op_list(compiled))
-        rank = np.array([pricer.plain_ms(t) for t in range(1, -(-max_tokens // dp) + 1)])
-        plain = rank[(np.arange(max_tokens) // dp)]   # the replica at T: each rank at ceil(T / dp)
+        ops = context_op_list(compiled)
+        pricer = PrefillPricer(compiled, ops)
+        plain_ops = [ops[i] for i in pricer.plain]
+        leaves, findings = apply_physical_rule(pricer.leaf_curves(max_tokens), plain_ops, compiled, 1, twin=False)
+        plain = leaves.charged_ms()       # the replica at T: each rank at ceil(T / dp)
         tokens = replica_grid(gemm_sample_tokens(compiled, list(compiled.ops)), PREFILL_QUERY_STEP, plain, dp)
         rows = PREFILL_CONTEXT_ROWS
         layout = np.array([[pricer.layout_ms(-(-int(t) // dp), c / dp) for t in tokens] for c in rows])
-        extra = split_tables(pricer, tokens, rows) if pricer.moe else {}
+        extra = split_tables(pricer, leaves, tokens, rows) if pricer.moe else {}
+        checked = physical_lines(target, plain_ops, leaves.part_names(), findings) if pricer.moe else {}
     return StepProfile(
         name=name, tokens=tokens, step_ms_table=plain[tokens - 1] + layout,
         context_tokens=np.array(rows, dtype=np.int64),
-        provenance=prefill_provenance(compiled, tokens, plain, command, pricer.moe), extra=extra,
+        provenance=prefill_provenance(compiled, tokens, plain, command, pricer.moe)
+        | attention_data(target, ops, "context") | checked,
+        extra=extra,
     )
 
 
-def split_tables(pricer: PrefillPricer, tokens: np.ndarray, rows: tuple[int, ...]) -> dict[str, Any]:
+PREFILL_PHYSICAL = ("each operator at every T within [0.8 x roofline, 8 x max(roofline, 3 us per kernel or 10 us "
+                    "per collective)] (roofline_peaks), at ceil(T/dp) tokens per rank; a failing operator is clamped "
+                    "into its band (the decode files' rule without the twin comparison, which is made on "
+                    "decode-phase tables)")
+
+
+def physical_lines(target: AicTarget, ops: list[dict[str, Any]], parts: list[str],
+                   findings: list[Finding]) -> dict[str, str]:
+    """An MoE prefill file's physical-rule lines: the peaks, what the rule set, each part's roofline."""
+    return physical_header(target.system, PREFILL_PHYSICAL, findings, roofline_lines(ops, parts, target.dp))
+
+
+def split_tables(pricer: PrefillPricer, leaves: LeafCurves, tokens: np.ndarray,
+                 rows: tuple[int, ...]) -> dict[str, Any]:
     """An MoE model's attention column (T, C) and parts table (T): what the engine splits by rank."""
     dp = pricer.dp
     attention = np.array([[pricer.attention_ms(-(-int(t) // dp), c / dp) for t in tokens] for c in rows])
-    by_token = [pricer.plain_parts(-(-int(t) // dp)) for t in tokens]
-    names = list(dict.fromkeys(part for parts in by_token for part in parts))
-    parts = {f"{part}_ms": np.array([p.get(part, 0.0) for p in by_token]) for part in names}
-    return {"columns": {"attention_ms": attention}, "parts": {k: v for k, v in parts.items() if v.any()}}
+    parts = {f"{part}_ms": leaves.part_ms(part)[tokens - 1] for part in leaves.part_names()}
+    return {"columns": {"attention_ms": attention}, "parts": parts}
 
 
 def context_op_list(compiled: CompiledTarget) -> list[dict[str, Any]]:

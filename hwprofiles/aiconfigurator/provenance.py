@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from specplan.hwprofiles.aiconfigurator.compile import CompiledTarget
 from specplan.hwprofiles.aiconfigurator.operators import dsv4_body, kind_of, walk
-from specplan.hwprofiles.aiconfigurator.package import package_version
+from specplan.hwprofiles.aiconfigurator.package import dsv4_module_models, package_version
 from specplan.hwprofiles.aiconfigurator.parts import (
     PART_MEANING,
     PART_OF,
@@ -28,9 +29,20 @@ from specplan.hwprofiles.aiconfigurator.parts import (
     REFERENCE_TOKENS,
     LeafCurves,
 )
+from specplan.hwprofiles.aiconfigurator.physical_rule import RULE as PHYSICAL_RULE
+from specplan.hwprofiles.aiconfigurator.physical_rule import (
+    Finding,
+    physical_header,
+    roofline_lines,
+)
 from specplan.hwprofiles.aiconfigurator.public import PUBLIC_SOURCE, RULE, Check, table_stamp
 from specplan.hwprofiles.aiconfigurator.public_gemm import GEMM_RULE, GemmCheck, gemm_leaves
-from specplan.hwprofiles.aiconfigurator.targets import DEVICE_NAMES, AicDrafter, AicLayout
+from specplan.hwprofiles.aiconfigurator.targets import (
+    DEVICE_NAMES,
+    AicDrafter,
+    AicLayout,
+    AicTarget,
+)
 from specplan.hwprofiles.aiconfigurator.tokengrid import GRID_TOLERANCE, grid_points
 from specplan.hwprofiles.aiconfigurator.verify import VerifyPricer
 
@@ -48,6 +60,7 @@ class Priced:
     checks: list[Check]
     command: str
     gemm_checks: list[GemmCheck] = field(default_factory=list)
+    physical: list[Finding] = field(default_factory=list)
 
     @property
     def plain(self) -> np.ndarray:
@@ -82,7 +95,14 @@ OVERLAP_RULE = (
 
 def provenance(priced: Priced) -> dict[str, str]:
     """The header lines of a verify-step or drafter-forward profile (module docstring)."""
-    return {**identity(priced), **grid_lines(priced), **part_lines(priced)}
+    return {**identity(priced), **grid_lines(priced), **part_lines(priced), **physical_lines(priced)}
+
+
+def physical_lines(priced: Priced) -> dict[str, str]:
+    """The physical rule: the peaks, what it set (before/after), and every part's roofline (physical.py)."""
+    target = priced.compiled.target
+    roofs = roofline_lines(priced.pricer.plain_ops, priced.leaves.part_names(), target.dp)
+    return physical_header(target.system, PHYSICAL_RULE, priced.physical, roofs)
 
 
 def identity(priced: Priced) -> dict[str, str]:
@@ -114,10 +134,37 @@ def identity(priced: Priced) -> dict[str, str]:
         "kv_capacity_tokens": f"{compiled.kv_capacity_tokens} (the package's memory model at "
                               f"{layout.memory_fraction} of GPU memory)",
         **moe_communication(compiled),
+        **attention_data(target, list(compiled.ops), "generation"),
         **({"moe_backend": f"{target.moe_backend}: the engine's MoE backend; the database has no table of it for "
                            f"this geometry, so its default MoE path at {engine['moe_dtype']} gives the block's shape "
                            "and the public measurement its level (public_rule)"} if target.moe_backend else {}),
     }
+
+
+def attention_data(target: AicTarget, ops: list[dict[str, Any]], phase: str) -> dict[str, str]:
+    """Which model's DeepSeek-V4 attention-module rows price this file (none for another model).
+
+    The database files its V4 module rows per model; V4-Flash's rows under-predict V4-Pro by
+    1.27-1.42x on Blackwell (aiconfigurator #1434 / #1453), so a Pro file says whose rows it reads.
+    """
+    kind = "Dsv4Generation" if phase == "generation" else "Dsv4Context"
+    body = next((op[kind] for op in walk(ops) if kind_of(op) == kind), None)
+    if body is None:
+        return {}
+    heads, tp = int(body["num_heads"]), int(body["tp_size"])
+    models = dsv4_module_models(target.system, target.backend, target.backend_version, phase, heads, tp)
+    family = "V4-Pro" if "V4-Pro" in target.model else "V4-Flash"
+    own = [m for m in models if family in m]
+    where_rows = (f"{target.backend} {target.backend_version} dsv4 CSA / HCA {phase} module tables at {heads} "
+                  f"heads per GPU, TP{tp}")
+    if own:
+        text = f"DeepSeek-{family}'s own attention-module rows ({', '.join(own)}) in the {where_rows}"
+        text += (", not V4-Flash's (aiconfigurator #1434 / #1453: Flash's rows under-predict Pro by 1.27-1.42x on "
+                 "Blackwell)" if family == "V4-Pro" else "")
+    else:
+        text = (f"no DeepSeek-{family} rows in the {where_rows}; the estimator reads "
+                + (", ".join(models) if models else "no row there (it interpolates between head counts)"))
+    return {"attention_data": text}
 
 
 def moe_communication(compiled: CompiledTarget) -> dict[str, str]:
@@ -202,9 +249,11 @@ def part_lines(priced: Priced) -> dict[str, str]:
     operators = operator_names(priced.leaves)
     for name, ms, source in parts:
         note = priced.leaves.notes.get(name)
+        physical = [f"{f.name} {f.why}, set from the {f.how}" for f in priced.physical if f.part == name]
         meta[f"part.{name}"] = (f"{ms:.4f} ms, {100 * ms / step:.1f}% of the step, {source}; "
                                 f"{PART_MEANING.get(name, name)}; operators {operators.get(name, name)}"
-                                + (f"; {PUBLIC_SOURCE}: {note}" if note else ""))
+                                + (f"; {PUBLIC_SOURCE}: {note}" if note else "")
+                                + (f"; physical rule: {', '.join(physical)}" if physical else ""))
     return meta
 
 

@@ -13,13 +13,15 @@ promises. tests/test_outputs_registry.py runs every engine path and fails
 on a key or column written here unregistered (or registered and never
 written); docs/reference/outputs.md is generated from this module. An entry
 whose name holds `<...>` is a pattern (its `pattern` regex), for columns
-named after the keys of an SLA.
+named after the keys of an SLA. `present` says in which runs a key is
+written at all (`EVERY_RUN`, or the mode in `PRESENCE` that adds it); the
+test holds each claim against every engine path.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class Output:
     doc: str
     contract: bool = False
     pattern: str | None = None
+    present: str = "every run"
 
     def matches(self, key: str) -> bool:
         return re.fullmatch(self.pattern, key) is not None if self.pattern else key == self.name
@@ -74,6 +77,10 @@ tps_user_mean* | tokens/s | mean over completed requests that arrived after warm
 tps_user_p10* | tokens/s | 10th percentile of the same per-request tokens/s/user (the slowest 10% of users)
 tps_user_p50* | tokens/s | median per-request tokens/s/user
 tps_user_p90* | tokens/s | 90th percentile per-request tokens/s/user
+tpot_mean_ms | ms | mean time per output token over completed requests that arrived after warmup: (finish − first token) / (output_tokens − 1), as vllm bench serve's TPOT; 1000 / the request's tokens/s/user
+tpot_p50_ms | ms | median per-request TPOT
+tpot_p90_ms | ms | 90th percentile per-request TPOT (the slowest 10% of users; an SLA bound: tpot_p90_ms<=25)
+tpot_p99_ms | ms | 99th percentile per-request TPOT
 ttft_p50_s* | s | median time to first token of requests that arrived after warmup: arrival → the decode step that emits it (or the prefill stage's end with engine.prefill.first_token: prefill); requests.csv's ttft_* columns give its parts
 ttft_p90_s | s | 90th percentile time to first token
 ttft_p99_s* | s | 99th percentile time to first token
@@ -152,10 +159,29 @@ decode_request_steps_held | request-steps | decoding request-steps that waited f
 decode_held_request_s | request-s | Σ over held request-steps of the step's time: decode time lost to prefill batches
 dp_busiest_over_mean_tokens | ratio | DP attention: mean over steps of the busiest rank's tokens over the ranks' mean (1 = even)
 dp_imbalance_share_of_step | share | DP attention: what the busiest rank's own part adds over the ranks' mean, as a share of step time (0 for a profile that cannot tell its ranks apart)
+mode_step_share.graph | share | steps in the window that replayed a CUDA graph (steps.csv mode: graph) / steps in the window
+mode_step_share.piecewise | share | steps that ran a piecewise graph, attention eager (vLLM) / steps in the window
+mode_step_share.eager | share | steps that ran without a graph: every kernel launched by the host / steps in the window
+mode_step_share.unmodelled | share | steps whose mode was not modelled (no engine.cuda_graph capture list) / steps in the window
+mode_time_share.graph | share | step time of graph steps / step time in the window
+mode_time_share.piecewise | share | step time of piecewise steps / step time in the window
+mode_time_share.eager | share | step time of eager steps / step time in the window
+mode_time_share.unmodelled | share | step time of steps whose mode was not modelled / step time in the window
+mode_reason_step_share.<reason> | share | steps in the window that ran their mode for this reason (steps.csv mode_reason: rank_prefilling, above_capture, ...) / steps in the window; one key per reason that occurred
+mode_reason_time_share.<reason> | share | their step time / step time in the window; one key per reason that occurred
+all_to_all_step_share.<mode> | share | steps whose MoE all-to-all ran in this mode (low_latency, normal, megamoe) / steps in the window; one key per mode that ran (engine.all_to_all)
+engine_cap_binding | — | the engine's own admission cap that stops the run's demand (engine_cap_demand_per_rank above its requests per rank): max_running_requests, max_num_seqs, swa_pool, kv_pool, deepep_tokens_per_rank, ...; none when every cap admits it; written where the engine's row has caps and the profile names its model and GPUs
+engine_cap_tightest | — | the engine's admission cap with the fewest requests per rank (specplan.engines.caps)
+engine_cap_tightest_requests_per_rank | requests | the most requests per attention rank that cap admits
+engine_cap_demand_per_rank | requests | requests outstanding at a decode replica (arrival, or KV arrival behind a prefill pool, to last token), mean over the window, per replica and attention rank
+engine_graph_cap_requests_per_rank | requests | the engine's graph cap (SGLang cuda_graph_max_bs, vLLM max_cudagraph_capture_size) as requests per rank: past it a decode step runs eager
+engine_mem_fraction_static | share | the share of GPU memory the engine gives weights and KV (SGLang mem_fraction_static by its reserve rule, vLLM gpu_memory_utilization)
 split_replicas | replicas | a split run (--split-replicas): the replicas simulated as independent processes
 replicas_simulated | replicas | a sampled fleet: the replicas simulated for the whole (cluster totals scaled by replicas / this)
 draft_record | — | what the drafts did, from every 8th step with drafts: per domain and position the request-steps that reached and accepted a draft, and the reliability bins of the confidences a policy saw (the report's acceptance and calibration figures read it); null without speculation
-""")
+""", {"mode_reason_step_share.<reason>": r"mode_reason_step_share\.[a-z0-9_]+",
+      "mode_reason_time_share.<reason>": r"mode_reason_time_share\.[a-z0-9_]+",
+      "all_to_all_step_share.<mode>": r"all_to_all_step_share\.(low_latency|normal|megamoe)"})
 
 BENCH_COMMON = """
 completed | requests | measured requests that completed
@@ -197,9 +223,40 @@ concurrency | requests | Σ latency / duration_s, as SGLang prints it
 """
 
 
-def bench_keys(prefix: str, text: str) -> tuple[Output, ...]:
+def bench_keys(prefix: str, text: str, client: str) -> tuple[Output, ...]:
     """A benchmark client's metrics under its tool's prefix (workload.arrivals.kind: bench_client)."""
-    return tuple(Output(f"{prefix}.{o.name}", o.unit, o.doc) for o in table(BENCH_COMMON + text))
+    when = f"with a benchmark client (workload.arrivals.kind: bench_client, client: {client})"
+    return tuple(Output(f"{prefix}.{o.name}", o.unit, o.doc, present=when) for o in table(BENCH_COMMON + text))
+
+
+EVERY_RUN = "every run"
+POOL = "with a prefill pool (cluster.prefill)"
+PRESENCE: dict[str, tuple[str, ...]] = {  # the mode that writes a key → the keys it adds (the rest: every run)
+    POOL: ("gpus_prefill", "gpus_decode", "gpus_total", "requests_in_prefill", "requests_in_transfer",
+           "requests_at_decode", "prefill_replicas", "prefill_steps", "mean_prefill_step_ms",
+           "mean_prefill_batch_tokens", "prefill_busy_share", "mean_kv_transfer_ms", "kv_bytes_per_token"),
+    "with a prefix cache (engine.prefix_cache, or the prefill pool's)": (
+        "prefix_cache_hit_rate", "prefix_cache_block_hit_rate", "prefill_tokens_saved", "prefill_tokens_looked_up",
+        "prefix_cache_capacity_blocks"),
+    "with trace arrivals (workload.arrivals.kind: trace)": ("trace_bad_lines", "trace_failed_requests",
+                                                           "trace_ran_out_s"),
+    "with DP attention (engine.dp_attention) or engine.prefill.schedule: separate": (
+        "engine_prefill_steps", "engine_prefill_step_share", "decode_request_steps_held", "decode_held_request_s"),
+    "with DP attention over more than one rank (engine.dp_attention)": ("dp_busiest_over_mean_tokens",
+                                                                        "dp_imbalance_share_of_step"),
+    "a split or sampled run (--split-replicas; a plan probe over more than --replica-sample replicas)": (
+        "split_replicas",),
+    "a sampled fleet (a plan probe over more than --replica-sample replicas)": ("replicas_simulated",),
+}
+
+
+def with_presence(rows: tuple[Output, ...], presence: dict[str, tuple[str, ...]]) -> tuple[Output, ...]:
+    """Each row with the mode that writes it (`EVERY_RUN` unless `presence` names it)."""
+    mode = {name: when for when, names in presence.items() for name in names}
+    return tuple(replace(o, present=mode.get(o.name, EVERY_RUN)) for o in rows)
+
+
+SUMMARY = with_presence(SUMMARY, PRESENCE)
 
 
 REQUESTS = table("""
@@ -248,8 +305,11 @@ deferred_requests | requests | decoding rows the token budget left for the next 
 truncated_drafts | tokens | drafts the token budget cut at its edge
 context_tokens | tokens | KV context the step was priced at (0: the profile has no context axis)
 draft_ms | ms | drafting time
-verify_ms | ms | verify-forward time (CUDA-graph padding and eager surcharge included)
+verify_ms | ms | verify-forward time in the step's mode (CUDA-graph padding, an eager step's launches or surcharge, DeepEP normal mode included)
 overhead_ms | ms | host time and the scheduling overhead the policy pays
+mode | — | how the engine ran the step: graph (a CUDA graph replayed), piecewise (vLLM: attention eager, the rest replayed), eager (every kernel launched by the host), unmodelled (no engine.cuda_graph capture list)
+mode_reason | — | why (specplan.engines.REASONS): decode_graph, rank_prefilling (a rank prefilled, so every rank ran eager), v4_prefill_eager, prefill_eager, above_capture, graphs_off, deepep_normal, mixed_piecewise, ragged_piecewise, normal_piecewise, slots_piecewise, no_piecewise, no_graph_model
+all_to_all | — | the MoE all-to-all's mode in the step: none, low_latency, normal (DeepEP), megamoe (engine.all_to_all)
 """)
 
 PREFILL_STEPS = table("""
@@ -290,6 +350,8 @@ tps_user_at_matched | tokens/s | the variant's tokens/s/user at that matched thr
 tps_user_gain_vs_baseline | share | tps_user_at_matched / the baseline's level − 1
 throughput_edge | — | "max load N" when the reading is the largest simulated load's (a lower bound), "min load N" at the smallest, empty otherwise
 tps_user_edge | — | the same for the matched tokens/s/user reading
+thin | — | "load L: N requests" when the throughput reading rests on a point where a seed completed fewer than 30 requests in the window (the plan's rule), empty otherwise
+tps_user_thin | — | the same for the matched tokens/s/user reading (or the baseline's throughput it is matched at)
 """)
 
 PROBE_RECORD = table("""
@@ -298,7 +360,15 @@ keep_up_growth | requests | growth of outstanding requests (arrived, not finishe
 keep_up_completed | requests | requests completed in that half
 keep_up_service_p90_s | s | 90th percentile time a request spent in an engine (the ramp-up the judge waits for is twice it)
 keep_up_needed_duration_s | s | the horizon that would settle an undecided verdict
-keep_up_reason | — | why the verdict is undecided, in words (empty otherwise)
+keep_up_reason | — | why the verdict is not "keeps up", in words (empty otherwise)
+keep_up_queued_share | share | the least share of the window any engine had requests waiting for it (empty when some engine had too few such steps to read its capacity)
+keep_up_capacity_tokens_per_s | tokens/s | output tokens/s the engines emitted while requests waited for them, summed over engines: their capacity at the run's mix
+keep_up_offered_tokens_per_s | tokens/s | output tokens/s the arrivals offer: the mean arrival rate × the mean output (each less its first token), or the arrivals' own over the run
+keep_up_served_share | share | keep_up_capacity_tokens_per_s ÷ keep_up_offered_tokens_per_s: below 1 beyond its interval, the cluster falls behind
+keep_up_served_share_ci95 | share | the served share's 95% half-width (batch means of the capacity, the offer's sampling error)
+ttft_unqueued_p50_s | s | TTFT p50 of the measured requests without their wait before prefill starts (ttft_queue_s): what a TTFT bound would read if a prefill pool's queue were empty
+ttft_unqueued_p90_s | s | the same at p90
+ttft_unqueued_p99_s | s | the same at p99
 key | — | the run's point key
 seed | — | the run's seed
 """)
@@ -321,6 +391,8 @@ requests_completed | requests | requests the run completed
 requests_rejected | requests | requests the run rejected with a reason (answered at arrival for the keep-up judge)
 keep_up_verdict | — | keeps up, falls behind, or undecided (the keep-up judge)
 keep_up_growth | requests | growth of outstanding requests over the window's second half
+keep_up_served_share | share | the run's served share (its capacity while requests waited ÷ the offered output tokens/s)
+keep_up_served_share_ci95 | share | its 95% half-width
 meets_sla | — | whether the probe (mean over seeds) met every bound and kept up
 chosen | — | whether this size is the variant's answer
 key | — | the run's point key
@@ -354,6 +426,7 @@ one_fewer_replicas | replicas | the size below the answer, confirmed failing
 one_fewer_keep_up | — | its keep-up verdict
 sure | — | false when a bound lies inside its 95% interval at the answer or one fewer
 probes | — | sizes simulated
+engine_cap_binding | — | the serving engine's own cap that binds at the answer (summary.json engine_cap_binding, most seeds'), none when every cap admits the demand; empty where the engine's row has no caps
 <sla key> | the key's unit | mean over seeds of each SLA key at the answer
 <sla key>_ci95 | the key's unit | half-width of its 95% interval over seeds
 """, {"<sla key>": r"(ttft|itl|tps_user)_[a-z0-9]+(_s|_ms)?", "<sla key>_ci95": r"(ttft|itl|tps_user)_[a-z0-9_]+_ci95"})
@@ -362,9 +435,13 @@ REPLICATION = table("""
 source | — | the case folder under benchmarks/published
 reference | — | the public source (repository and PR or issue)
 group | — | engine/GPU group (calibration fits per group)
+kind | — | the kind of cell: a cookbook recipe's strategy (low-latency, balanced, high-throughput), or PR case
+gpu | — | the GPU the figure was measured on
 workload | — | the benchmarked workload
 arm | — | the compared arm (a speed-up is an arm ratio, dspark/none)
-metric | — | what was published (throughput, TPOT, TTFT, speed-up, sign)
+metric | — | what was published (throughput, TPOT, TTFT, speed-up, sign), with its statistic (mean_, median_)
+statistic | — | the statistic over requests the metric compares (mean or P50; - for a figure over the run)
+length_rule | — | the lengths the benchmark client drew (uniform or fixed, source.yaml's length_rule; - where none)
 concurrency | requests | the client's concurrency
 published | the unit column's | the published figure
 unit | — | its unit as published
@@ -383,11 +460,30 @@ split_value | the unit column's | predicted out of sample (fitted on the other h
 split_error | share | split_value / published − 1
 """)
 
+VERSION_SPREAD = table("""
+source | — | the case folder under benchmarks/published
+workload | — | the benchmarked workload
+arm | — | the compared arm
+concurrency | requests | the client's concurrency
+quantity | — | TTFT, TPOT, ITL or output throughput (whatever the statistic)
+stale_version | — | the engine version of the older run (source.yaml's spread)
+stale_statistic | — | its statistic over requests (mean, P50; - for a figure over the run)
+stale | the unit column's | the older run's figure (spread.csv)
+newest_version | — | the engine version of the newest run (source.yaml's engine)
+newest_statistic | — | its statistic
+newest | the unit column's | the newest run's figure (published.csv)
+unit | — | the unit of both, as the newest is published
+ratio | ratio | newest / stale
+note | — | how the two were made comparable, where they had to be (a total compared as output)
+""")
+
 OUTPUT_FILES: tuple[OutputFile, ...] = (
     OutputFile("summary.json", "specplan run; simulate(); every sweep point and plan probe",
                "the run's figures (one JSON object)",
-               SUMMARY + bench_keys("vllm_bench_serve", VLLM_BENCH) + bench_keys("sglang_bench_serving", SGLANG_BENCH)),
-    OutputFile("requests.csv", "specplan run", "one row per arrived request", REQUESTS),
+               SUMMARY + bench_keys("vllm_bench_serve", VLLM_BENCH, "vllm")
+               + bench_keys("sglang_bench_serving", SGLANG_BENCH, "sglang")),
+    OutputFile("requests.csv", "specplan run", "one row per arrived request",
+               with_presence(REQUESTS, {POOL: ("prefill_replica", "cached_prompt_tokens")})),
     OutputFile("steps.csv", "specplan run", "one row per engine step", STEPS),
     OutputFile("prefill_steps.csv", "specplan run with cluster.prefill", "one row per prefill step", PREFILL_STEPS),
     OutputFile("points.csv", "specplan sweep / demo", "one row per variant × load × seed: every summary.json "
@@ -400,6 +496,8 @@ OUTPUT_FILES: tuple[OutputFile, ...] = (
                "and these), keep-up verdict and resolved scenario", PROBE_RECORD, extends="summary.json"),
     OutputFile("plan.csv", "specplan plan --out on a search: block", "one row per deployment, met or not", PLAN),
     OutputFile("replication.csv", "specplan replicate", "one row per published figure", REPLICATION),
+    OutputFile("version_spread.csv", "specplan replicate", "one row per figure published by an older and the "
+               "newest run of the same cell (in no error statistic)", VERSION_SPREAD),
 )
 
 

@@ -16,6 +16,9 @@ returns an instance or raises `ScenarioError` naming the key path. Rules:
   `num(...)` and the leaf packages' `bounded(...)` write); cross-field
   rules from an optional `validate(self, path)` method, called after
   construction (a leaf package's `KeyedError` becomes a `ScenarioError`);
+- a number annotated `Annotated[int, Word("auto")]` also takes that word, which
+  loading resolves (specplan.simulator.scenario.load): the field holds a number
+  once the scenario is loaded;
 - fields marked `path=True` are resolved against the scenario's folder
   (except `builtin:NAME`, a file shipped with the project).
 
@@ -47,6 +50,13 @@ class Tagged:
     """Marks a union of dataclasses chosen by the value of the `key` entry."""
 
     key: str = "kind"
+
+
+@dataclass(frozen=True)
+class Word:
+    """Marks a number that may also be given as this word, resolved when the scenario loads."""
+
+    word: str
 
 
 num = bounded  # the scenario layer's name for specplan.fields.bounded
@@ -119,6 +129,8 @@ def coerce(value: Any, hint: Any, path: str, ctx: Context, meta: typing.Mapping[
         tag = next((e for e in extras if isinstance(e, Tagged)), None)
         if tag is not None:
             return build_tagged(value, inner, tag.key, path, ctx)
+        if any(isinstance(e, Word) and value == e.word for e in extras):
+            return value
         return coerce(value, inner, path, ctx, meta)
     if origin in (Union, types.UnionType):
         return coerce_union(value, get_args(hint), path, ctx, meta)

@@ -143,6 +143,9 @@ class ProfileLatency:
                     example="builtin:h200-llama3.1-8b-vllm-drafter-2l")
     markov_head_fraction: float = num(0.005, ge=0, le=1, doc="DSpark's Markov head per draft position, as a "
                                       "share of a target step at R tokens", unit="share of a target step")
+    match_target: bool = num(True, doc="refuse a drafter profile whose model, GPU or topology (its header) differs "
+                             "from the target profile's; false prices drafting there anyway, and run and check "
+                             "print the difference as a warning")
 
     def validate(self, path: str) -> None:
         try:

@@ -50,6 +50,7 @@ from specplan.simulator.engine.recorders import (
 from specplan.simulator.engine.records import ChunkLog, SpeculationCounters, StepLog
 from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.speculator import speculator
+from specplan.simulator.engine.step_modes import step_modes
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.policy import policy_params
 
@@ -72,8 +73,9 @@ class EngineParts:
         """A core with its own policy and the rules its engine runs by, its recorders wired."""
         config, drafter, policy = self.config, self.drafter, self.policy()
         speculates = policy.drafts and config.block_size > 0
+        modes = step_modes(config, ragged=speculates and policy.length_setting != "fixed")
         pricer = StepPricer(self.profile, drafter.draft_ms, config, policy.pays_scheduling(),
-                            getattr(drafter.latency, "uses_positions", True))
+                            getattr(drafter.latency, "uses_positions", True), modes)
         reads_context = pricer.uses_context or drafter.latency.uses_context
         tally = draft_tally(drafter) if speculates else None
         sampler: DraftSampler = NoDraftSample() if tally is None else DraftSample(tally, log)
@@ -86,7 +88,7 @@ class EngineParts:
         rules = Rules(kv=kv_caches(config), budget=budget, phases=prefill_phases(config),
                       prompts=prompts(config.chunked, prompt_cache),
                       speculator=speculator(policy, drafter, quote_book(pricer, reads_context), budget, sampler,
-                                            self.scenario.seed, index, config.engine.max_batch_requests),
+                                            self.scenario.seed, index, config.batch_requests),
                       context=context_rule(config, reads_context), loads=load_rule(config, pricer.loads),
                       emissions=tuple(emissions))
         return DecodeCore(config, rules, recorders, index)

@@ -20,6 +20,12 @@ the block leaves to be resolved:
     prefill_schedule     chunked prefill's schedule: separate (prefill steps apart, decode waits) or
                          mixed (chunks inside decode steps)
     serving              the serving engine's row of the traits table (specplan.engines)
+    model                the model's family and layers (the profile's `model:` line; None: not named)
+    cap_facts, caps      the deployment's facts for the engine's own caps, and the caps it runs under
+                         (specplan.engines.caps; None where the row has no caps or the profile names no
+                         model or GPU): request slots, the SWA pool, graph batch, all-to-all tokens
+    batch_requests       the replica's request slots as the engine applies them (max_batch_requests, less
+                         where the SWA pool admits fewer)
 
 and a few readings of the block (`chunk_tokens`, `prefill_tokens_per_s`,
 `padded_attention`, `profiled_queries`, `request_kv_limit`), each computed on
@@ -35,19 +41,30 @@ prefill batches apart, vLLM mixes chunks into decode steps),
 `engine.dp_attention.balance` its DP dispatch (SGLang round_robin, vLLM
 least_loaded, most_free_kv without an engine), `engine.cuda_graph.engine`
 its capture rule and `engine.host.engine` its host cycle.
+
+The engine's own caps apply where the scenario leaves them to it: a rank's
+step tokens are capped by the all-to-all's per-rank tokens
+(`engine.all_to_all.tokens_per_rank`, else the engine's default for the
+backend, unless `dp_attention.max_step_tokens` is given; both given: the
+smaller), SGLang's DeepSeek-V4 SWA pool caps the running requests
+(`engine.swa_full_tokens_ratio` of each rank's KV), and SGLang's capture list
+runs to its own `cuda_graph_max_bs` for the GPU and adds a rank's slot count.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
-from specplan.engines import NO_ENGINE, EngineTraits, engine_traits
+from specplan.engines import NO_ENGINE, CapFacts, CapReport, EngineTraits, engine_traits
 from specplan.engines.traits import GraphRule
+from specplan.hwprofiles.facts import ModelFacts, cap_facts, model_facts, serving_engine
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.engine.graphs import CaptureSizes, capture_sizes
-from specplan.simulator.engine.host import profile_traits, spec_cycle_ms, spec_step_fraction
+from specplan.simulator.engine.host import spec_cycle_ms, spec_step_fraction
 from specplan.simulator.scenario import ChunkedPrefill, Engine, Scenario
+from specplan.simulator.scenario.load import profile_kv_capacity
 from specplan.simulator.scenario.spec import CudaGraph
 
 
@@ -78,6 +95,14 @@ class EngineConfig:
     dp: RankLimits | None = None
     prefill_schedule: str = "mixed"
     serving: EngineTraits = NO_ENGINE
+    model: ModelFacts | None = None
+    cap_facts: CapFacts | None = None
+    caps: CapReport | None = None
+    batch_requests: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.batch_requests:
+            object.__setattr__(self, "batch_requests", self.engine.max_batch_requests)
 
     @cached_property
     def chunk_tokens(self) -> int | None:
@@ -124,13 +149,20 @@ class EngineConfig:
         max_step_tokens = resolved(engine.max_step_tokens, "engine.max_step_tokens")
         graph = engine.cuda_graph
         rule = None if graph is None else graph_rule(graph, serving)
-        dp = rank_limits(engine, max_step_tokens, serving)
+        a2a_tokens = all_to_all_tokens(engine, serving, profile, block_size)
+        dp = rank_limits(engine, max_step_tokens, serving, a2a_tokens)
+        facts = deployment_facts(engine, serving, profile, block_size, max_step_tokens, dp)
+        caps = None if facts is None or serving.caps is None else serving.caps.report(facts)
+        dp, batch_requests = swa_limited(engine, dp, caps)
+        engine_top = None if caps is None or graph is None or graph.engine not in ("auto", serving.name) \
+            else caps.graph_cap
         return cls(
             engine=engine,
             block_size=block_size,
             max_step_tokens=max_step_tokens,
-            graphs=None if graph is None or rule is None else rank_graphs(graph, rule, engine, block_size,
-                                                                           max_step_tokens, dp),
+            graphs=None if graph is None or rule is None else rank_graphs(
+                graph, rule, engine, block_size, max_step_tokens, dp, None if engine_top is None else
+                int(engine_top.value)),
             graph_axis="tokens" if rule is None else rule.axis,
             spec_step_fraction=spec_step_fraction(engine.host, serving, profile) if block_size else 0.0,
             spec_cycle_ms=spec_cycle_ms(engine.host, serving, profile) if block_size else 0.0,
@@ -138,18 +170,16 @@ class EngineConfig:
             dp=dp,
             prefill_schedule=prefill_schedule(engine, serving),
             serving=serving,
+            model=model_facts(profile),
+            cap_facts=facts,
+            caps=caps,
+            batch_requests=batch_requests,
         )
 
 
 def serving_traits(engine: Engine, profile: StepProfile) -> EngineTraits:
     """The serving engine's row: `engine.name` at `engine.version`, or the profile's engine for `auto`."""
-    if engine.name == "auto":
-        return profile_traits(profile)
-    version = engine.version
-    if version is None:
-        read_for = profile_traits(profile)
-        version = read_for.version if read_for.name == engine.name else None
-    return engine_traits(engine.name, version)
+    return serving_engine(engine.name, engine.version, profile)
 
 
 def graph_rule(graph: CudaGraph, serving: EngineTraits) -> GraphRule:
@@ -158,18 +188,21 @@ def graph_rule(graph: CudaGraph, serving: EngineTraits) -> GraphRule:
 
 
 def rank_graphs(graph: CudaGraph, rule: GraphRule, engine: Engine, block_size: int, max_step_tokens: int,
-                dp: RankLimits | None) -> CaptureSizes:
+                dp: RankLimits | None, engine_top: int | None = None) -> CaptureSizes:
     """The capture list; under data-parallel attention each rank captures its own sizes (its
     max_num_seqs and token cap), and the ranks step in lockstep at one padded size: ranks × the
-    rank's list (a step of B tokens pads to ranks · pad(⌈B / ranks⌉))."""
+    rank's list (a step of B tokens pads to ranks · pad(⌈B / ranks⌉)). `engine_top`: the engine's own
+    largest size for this GPU (SGLang's cuda_graph_max_bs), where its caps know it."""
     if dp is None:
-        return capture_sizes(graph, rule, engine.max_batch_requests, block_size, max_step_tokens)
-    per_rank = capture_sizes(graph, rule, dp.requests, block_size, dp.step_tokens)
+        return capture_sizes(graph, rule, engine.max_batch_requests, block_size, max_step_tokens, engine_top)
+    per_rank = capture_sizes(graph, rule, dp.requests, block_size, dp.step_tokens, engine_top)
     return CaptureSizes([dp.ranks * int(s) for s in per_rank.sizes], per_rank.eager_overhead_ms)
 
 
-def rank_limits(engine: Engine, max_step_tokens: int, serving: EngineTraits) -> RankLimits | None:
-    """Per-rank caps of data-parallel attention (the totals split evenly where the scenario is silent)."""
+def rank_limits(engine: Engine, max_step_tokens: int, serving: EngineTraits,
+                a2a_tokens: int | None = None) -> RankLimits | None:
+    """Per-rank caps of data-parallel attention (the totals split evenly where the scenario is silent; a
+    rank's step tokens also capped by the all-to-all's tokens per rank, `a2a_tokens`)."""
     dp = engine.dp_attention
     if dp is None or dp.ranks == 1:
         return None
@@ -177,10 +210,74 @@ def rank_limits(engine: Engine, max_step_tokens: int, serving: EngineTraits) -> 
     total = resolved(engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
     chunk = engine.prefill.chunk_tokens if isinstance(engine.prefill, ChunkedPrefill) else 0
     balance = serving.scheduler.dp_balance if dp.balance == "auto" else dp.balance
+    given = engine.all_to_all.tokens_per_rank if engine.all_to_all is not None else None
+    step_tokens = dp.max_step_tokens or a2a_tokens or max_step_tokens // n
+    if dp.max_step_tokens and given:
+        step_tokens = min(dp.max_step_tokens, given)
     return RankLimits(ranks=n, kv_tokens=dp.kv_capacity_tokens or total // n,
                       requests=dp.max_batch_requests or max(1, engine.max_batch_requests // n),
-                      step_tokens=dp.max_step_tokens or max_step_tokens // n,
+                      step_tokens=step_tokens,
                       chunk_tokens=dp.chunk_tokens or max(1, chunk // n), balance=balance)
+
+
+def all_to_all_tokens(engine: Engine, serving: EngineTraits, profile: StepProfile, block_size: int) -> int | None:
+    """The most tokens one rank's decode dispatch carries: `engine.all_to_all.tokens_per_rank`, else the
+    engine's default for the backend (none in DeepEP's normal mode, which carries a prefill's tokens)."""
+    a2a = engine.all_to_all
+    if a2a is None or a2a.backend == "none" or a2a.mode == "normal":
+        return None
+    if a2a.tokens_per_rank is not None:
+        return a2a.tokens_per_rank
+    ranks = 1 if engine.dp_attention is None else engine.dp_attention.ranks
+    facts = cap_facts(profile, ranks, 1 + block_size, a2a.backend, None, {})
+    if facts is None or serving.caps is None:
+        return None
+    cap = serving.caps.report(facts).get(f"{a2a.backend}_tokens_per_rank")
+    return None if cap is None else int(cap.value)
+
+
+def deployment_facts(engine: Engine, serving: EngineTraits, profile: StepProfile, block_size: int,
+                     max_step_tokens: int, dp: RankLimits | None) -> CapFacts | None:
+    """The deployment's facts for the engine's caps, with the limits the scenario sets under the engine's own
+    knob names (so the caps report what the run runs under)."""
+    if serving.caps is None:
+        return None
+    ranks = 1 if dp is None else dp.ranks
+    kv = resolved(engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
+    slots = engine.max_batch_requests if dp is None else dp.requests
+    step_tokens = max_step_tokens if dp is None else dp.step_tokens
+    a2a = engine.all_to_all
+    backend = "none" if a2a is None else a2a.backend
+    given: dict[str, float | None] = {
+        "max_running_requests": engine.max_batch_requests, "max_num_seqs": slots,
+        "max_num_batched_tokens": step_tokens,
+        "chunked_prefill_size": engine.prefill.chunk_tokens if isinstance(engine.prefill, ChunkedPrefill) else None,
+        "cuda_graph_max_bs": None if engine.cuda_graph is None else engine.cuda_graph.max_capture_size,
+        "max_cudagraph_capture_size": None if engine.cuda_graph is None else engine.cuda_graph.max_capture_size,
+        f"{backend}_tokens_per_rank": step_tokens if dp is not None and backend != "none" else None,
+        "swa_full_tokens_ratio": engine.swa_full_tokens_ratio,
+    }
+    overrides = {k: float(v) for k, v in given.items() if v is not None and k in serving.caps.knobs}
+    return cap_facts(profile, ranks, 1 + block_size, backend, engine_pool(profile, kv, ranks), overrides)
+
+
+def engine_pool(profile: StepProfile, kv_tokens: int, ranks: int) -> int:
+    """One rank's KV pool as the engine sizes it from GPU memory: the profile's memory model (at 0.9 of GPU
+    memory) where it states one, else the scenario's KV (the engine's caps read it; the simulator's own KV rule
+    runs on engine.kv_capacity_tokens either way)."""
+    return (profile_kv_capacity(profile) or kv_tokens) // ranks
+
+
+def swa_limited(engine: Engine, dp: RankLimits | None, caps: CapReport | None) -> tuple[RankLimits | None, int]:
+    """The request slots as the engine applies them: a rank's (or the replica's) slots, less where the SWA pool
+    (SGLang, DeepSeek-V4) admits fewer requests."""
+    swa = None if caps is None else caps.get("swa_pool")
+    slots = engine.max_batch_requests
+    if swa is None:
+        return dp, slots
+    if dp is None:
+        return None, max(1, min(slots, swa.requests_per_rank))
+    return dataclasses.replace(dp, requests=max(1, min(dp.requests, swa.requests_per_rank))), slots
 
 
 def prefill_schedule(engine: Engine, serving: EngineTraits) -> str:

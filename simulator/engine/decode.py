@@ -24,7 +24,8 @@ branch in the step:
     phases      chunked prefill's schedule (phases: mixed or separate)
     prompts     where prompts are computed (prompts: staged before the engine, or chunked here)
     speculator  the drafts and their outcomes (speculator: none, fixed lengths, read by the policy)
-    quotes      the step's price (price: one pricer, quotes cached by batch shape or fresh)
+    quotes      the step's price (price: one pricer, quotes cached by batch shape or fresh), its mode
+                decided by the engine's rule (step_modes: graph, piecewise or eager) and kept in the plan
     context, loads  what the price reads besides B (forward: the KV context, the per-rank load)
     recorders   what is recorded (recorders: the logs, counters, emissions, draft sample)
 
@@ -91,7 +92,7 @@ class DecodeCore:
 
     def __init__(self, config: EngineConfig, rules: Rules, recorders: Recorders, index: int = 0) -> None:
         self.config, self.rules, self.recorders, self.index = config, rules, recorders, index
-        self.state = BatchState(config.block_size, config.engine.max_batch_requests)
+        self.state = BatchState(config.block_size, config.batch_requests)
         self.step_index = 0
 
     # ---- what drivers read ----------------------------------------------------------------------
@@ -123,7 +124,7 @@ class DecodeCore:
     def admit(self, now: float) -> int:
         """FIFO admission under the KV rule; returns the number of requests admitted."""
         state = self.state
-        free = self.config.engine.max_batch_requests - state.batch.n
+        free = self.config.batch_requests - state.batch.n
         if not state.queue or free <= 0:
             return 0
         admitted = self.rules.kv.admit(state, self.recorders.log, now, free)
@@ -173,11 +174,12 @@ class DecodeCore:
         truncated = 0
         if cuts:
             rows, lengths, accepted, verified, truncated = rules.budget.cut(batch, rows, lengths, accepted, charged)
+        verify_tokens = rows.count + verified + prefill_tokens
         return StepPlan(rows=rows, decode_requests=rows.count, lengths=lengths, accepted=accepted,
                         prefill_take=take, prefill_tokens=prefill_tokens, drafting_requests=drafting,
-                        verify_tokens=rows.count + verified + prefill_tokens, context_tokens=step.context,
+                        verify_tokens=verify_tokens, context_tokens=step.context,
                         deferred_requests=r - rows.count, quote=quote, decision=decision,
-                        truncated_drafts=truncated, held_requests=held, load=load)
+                        truncated_drafts=truncated, held_requests=held, load=load, mode=quote.mode_at(verify_tokens))
 
     # ---- commit -----------------------------------------------------------------------------
     def commit(self, plan: StepPlan, timing: StepTiming, now: float) -> tuple[np.ndarray, np.ndarray]:

@@ -14,12 +14,17 @@ the traits table (specplan.engines, `GraphRule`, with its sources), or
               for fixed lengths exactly pad(R) · (1 + ℓ)); the largest size is bounded by
               `max_batch_requests`
 
-`eager_overhead_ms` is what a step outside the graph pays on top of its
-kernels: an assumed figure (default 2.0 ms, a parameter), about 400 kernel
-launches of a 32-layer decoder at ~5 µs of CPU launch each, which the
-graph replay removes. Not modelled: vLLM's rounding of sizes to multiples
-of 1 + num_speculative_tokens for full graphs of uniform decode batches
-(give `capture_sizes` to model it), and SGLang's eager mixed prefill batches.
+How a step outside the graph is priced is its mode's
+(specplan.simulator.engine.step_modes): by its kernel launches where the
+serving engine's rule and the model's kernel count are known, else
+`eager_overhead_ms` on top of its kernels: an assumed figure (default 2.0
+ms, a parameter), about 400 kernel launches of a 32-layer decoder at ~5 µs
+of CPU launch each, which the graph replay removes. SGLang's list runs to
+its own `cuda_graph_max_bs` where the engine's caps know it (the GPU's
+class), and captures a rank's slot count past it (`GraphRule.past_slots`).
+Not modelled: vLLM's rounding of sizes to multiples of 1 +
+num_speculative_tokens for full graphs of uniform decode batches (give
+`capture_sizes` to model it).
 
 `CaptureSizes` turns a list into the index maps the step pricer
 (specplan.simulator.engine.price) applies once to its dense verify table
@@ -63,15 +68,23 @@ class CaptureSizes:
 
 
 def capture_sizes(graph: CudaGraph, rule: GraphRule, max_batch_requests: int, block_size: int,
-                  max_step_tokens: int) -> CaptureSizes:
-    """The capture list of an `engine.cuda_graph` block under `rule`, the engine's own where the block is silent."""
+                  max_step_tokens: int, engine_top: int | None = None) -> CaptureSizes:
+    """The capture list of an `engine.cuda_graph` block under `rule`, the engine's own where the block is silent.
+
+    An engine that captures its slot count past its own list (`rule.past_slots`: SGLang) runs that list up to
+    its largest size (`max_capture_size`, else `engine_top`, the engine's default for the GPU where known),
+    then adds the slots and drops what lies past them."""
     given = tuple(graph.capture_sizes or ())
     limit = max_step_tokens if rule.limit == "max_step_tokens" else max_batch_requests
     default_top = rule.default_top(max_batch_requests, block_size, given)
-    top = min(graph.max_capture_size or default_top, limit)
-    sizes = list(given) or rule.default_sizes(top, block_size > 0)
-    sizes = [s for s in sizes if s <= top]
+    if rule.past_slots is not None and not given:
+        sizes = rule.past_slots(rule.default_sizes(graph.max_capture_size or engine_top or default_top,
+                                                   block_size > 0), limit)
+    else:
+        top = min(graph.max_capture_size or default_top, limit)
+        sizes = [s for s in (list(given) or rule.default_sizes(top, block_size > 0)) if s <= top]
     if not sizes:
+        top = min(graph.max_capture_size or default_top, limit)
         raise ScenarioError("engine.cuda_graph.capture_sizes", f"no capture size fits: the largest allowed is {top} "
                             f"{rule.axis} ({rule.limit})")
     return CaptureSizes(sizes, graph.eager_overhead_ms)

@@ -30,26 +30,11 @@ figures.
 
 from __future__ import annotations
 
-from typing import Any
-
-from specplan.engines import NO_ENGINE, EngineTraits, backend_traits, engine_traits
+from specplan.engines import EngineTraits, engine_traits
 from specplan.engines.traits import HostCycle
+from specplan.hwprofiles.facts import provenance_of
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.scenario.spec import Host
-
-AIC_SOURCE = "NVIDIA AIConfigurator"
-
-
-def provenance_of(profile: StepProfile) -> dict[str, Any]:
-    return getattr(profile, "provenance", {}) or {}
-
-
-def profile_traits(profile: StepProfile) -> EngineTraits:
-    """The row of the engine a measured built-in was read for (NO_ENGINE when it is not from AIConfigurator)."""
-    provenance = provenance_of(profile)
-    if not str(provenance.get("source", "")).startswith(AIC_SOURCE):
-        return NO_ENGINE
-    return backend_traits(str(provenance.get("backend", "")))
 
 
 def host_cycle(host: Host, serving: EngineTraits) -> HostCycle | None:

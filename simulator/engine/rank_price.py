@@ -15,7 +15,8 @@ c_r tokens of KV, or prefilling p_r prompt tokens of q_r attention pairs:
                        shared_p, own_p: the prefill profile's split (the context phase's MoE block
                        over every rank's tokens; without a prefill profile the decode profile's, at
                        the chunk's tokens and KV); no CUDA graph (SGLang runs a step with an extend
-                       batch on any rank eagerly: can_cuda_graph is all-reduced), no padding
+                       batch on any rank eagerly: can_cuda_graph is all-reduced), no padding; the
+                       quote then prices it in its mode (price.LoadQuote: at least its launches)
 
     b_r(B) = a_r + f_r + (B − Σ a − Σ f − Σ p) · a_r / Σ a      the drafts spread over the ranks by
                                                                 their decoding rows (exact for fixed ℓ)

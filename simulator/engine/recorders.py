@@ -34,7 +34,6 @@ from specplan.simulator.engine.draft_record import (
     merged_record,
 )
 from specplan.simulator.engine.phases import PhaseCounters
-from specplan.simulator.engine.price import LoadQuote
 from specplan.simulator.engine.records import ChunkLog, SpeculationCounters, StepLog
 from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.step import StepPlan, StepTiming
@@ -116,10 +115,8 @@ class RankPhases:
         self.phase_counts = PhaseCounters()
 
     def add(self, plan: StepPlan, timing: StepTiming) -> None:
-        quote = plan.quote
-        excess = quote.excess_ms(plan.verify_tokens) if isinstance(quote, LoadQuote) else 0.0
         self.phase_counts.add(plan.load, plan.held_requests, timing.draft_ms + timing.verify_ms + timing.overhead_ms,
-                              excess)
+                              plan.quote.excess_ms(plan.verify_tokens))
 
     def counters(self) -> PhaseCounters | None:
         return self.phase_counts

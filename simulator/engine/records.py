@@ -15,6 +15,8 @@ from typing import NamedTuple, get_type_hints
 import numpy as np
 import pandas as pd
 
+from specplan.engines import REASONS
+from specplan.engines.modes import ALL_TO_ALL_MODES, MODES
 from specplan.simulator.engine.step import StepPlan, StepTiming
 
 
@@ -36,10 +38,17 @@ class StepRecord(NamedTuple):
     draft_ms: float
     verify_ms: float
     overhead_ms: float        # host time and the scheduling overhead the policy pays
+    mode: str                 # graph, piecewise, eager (unmodelled: no capture list)
+    mode_reason: str          # why (a key of specplan.engines.REASONS)
+    all_to_all: str           # the MoE all-to-all's mode: none, low_latency, normal, megamoe
 
 
 STEP_FIELDS = StepRecord._fields
 INT_FIELDS = tuple(name for name, kind in get_type_hints(StepRecord).items() if kind is int)
+# the text columns, kept as codes in the numeric blocks: code → text
+TEXT_CODES: dict[str, tuple[str, ...]] = {"mode": MODES, "mode_reason": tuple(REASONS), "all_to_all": ALL_TO_ALL_MODES}
+CODE_OF = {name: {text: code for code, text in enumerate(texts)} for name, texts in TEXT_CODES.items()}
+MODE_CODE, REASON_CODE, A2A_CODE = CODE_OF["mode"], CODE_OF["mode_reason"], CODE_OF["all_to_all"]
 
 
 class SpeculationCounters:
@@ -197,11 +206,13 @@ class StepLog:
 
     def add(self, end_s: float, replica: int, batch_requests: int, plan: StepPlan, emitted_tokens: int,
             accepted_tokens: int, timing: StepTiming) -> None:
-        """The step that ended at `end_s`: `StepRecord`'s fields, in its order."""
+        """The step that ended at `end_s`: `StepRecord`'s fields, in its order (text fields as codes)."""
+        mode = plan.mode
         self.rows.append((end_s, replica, batch_requests, plan.decode_requests, plan.drafting_requests,
                           plan.verify_tokens, plan.prefill_tokens, emitted_tokens, accepted_tokens,
                           plan.deferred_requests, plan.truncated_drafts, plan.context_tokens,
-                          timing.draft_ms, timing.verify_ms, timing.overhead_ms))
+                          timing.draft_ms, timing.verify_ms, timing.overhead_ms,
+                          MODE_CODE[mode.mode], REASON_CODE[mode.reason], A2A_CODE[mode.all_to_all]))
         if len(self.rows) >= self.SEAL_ROWS:
             self.seal()
 
@@ -216,6 +227,10 @@ class StepLog:
     def frame(self) -> pd.DataFrame:
         self.seal()
         if not self.blocks:
-            return pd.DataFrame({name: np.zeros(0) for name in STEP_FIELDS})
+            return pd.DataFrame({name: np.zeros(0) if name not in TEXT_CODES else np.zeros(0, dtype=object)
+                                 for name in STEP_FIELDS})
         df = pd.DataFrame(np.concatenate(self.blocks), columns=list(STEP_FIELDS))
-        return df.astype(dict.fromkeys(INT_FIELDS, np.int64))
+        df = df.astype(dict.fromkeys(INT_FIELDS, np.int64))
+        for name, texts in TEXT_CODES.items():
+            df[name] = np.array(texts, dtype=object)[df[name].to_numpy(dtype=np.int64)]
+        return df

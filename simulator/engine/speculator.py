@@ -118,7 +118,7 @@ class NoDrafts:
     def speculate(self, batch: Batch, rows: Rows, planned: int | None, step: StepInputs) -> Speculation:
         r = rows.count
         return Speculation(0, np.zeros(r, dtype=np.int64), 0, 0,
-                           self.quotes.quote(batch.n, r, 0, step.context, 0, step.load), None)
+                           self.quotes.quote(batch.n, r, 0, step.context, 0, step.load, step.reserved), None)
 
 
 class FixedLengths(NoDrafts):
@@ -140,7 +140,7 @@ class FixedLengths(NoDrafts):
         r = rows.count
         if r == 0 or not planned:
             return super().speculate(batch, rows, planned, step)
-        quote = self.quotes.quote(batch.n, r, r, step.context, planned, step.load)
+        quote = self.quotes.quote(batch.n, r, r, step.context, planned, step.load, step.reserved)
         accepted = self.draw(batch, rows, planned)
         if self.sampler.due(step.step_index):
             self.sampler.outcomes(rows.of(batch.rids), planned, accepted)
@@ -196,12 +196,13 @@ class DraftReader(FixedLengths):
             c = np.where(drafted[:, None], c, 0.0)
             prefix = np.where(drafted, prefix, 0)
             drafting = int(np.count_nonzero(drafted))
-        quote = self.quotes.quote(batch.n, r, drafting, step.context, self.block_size, step.load)
+        quote = self.quotes.quote(batch.n, r, drafting, step.context, self.block_size, step.load, step.reserved)
         view = self.view(c, ids, quote, drafted, drafting, prefix, step)
         decision: Decision = self.policy.decide(view)
         lengths = decision.lengths
         if decision.draft_width is not None:  # the policy drafted fewer positions: drafting is charged for those
-            quote = self.quotes.drafted(batch.n, r, drafting, step.context, *decision.draft_width, load=step.load)
+            quote = self.quotes.drafted(batch.n, r, drafting, step.context, *decision.draft_width, load=step.load,
+                                        prefill_tokens=step.reserved)
         if mask is not None:
             lengths = np.where(drafted, lengths, 0)
         lengths, accepted, verified = self.settle(lengths, prefix, r)

@@ -31,9 +31,11 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import simpy
 
+from specplan.engines import StepMode
 from specplan.policies.base import Decision, ThetaChoice
 from specplan.simulator.engine.price import StepQuote
 from specplan.simulator.engine.rank_load import StepLoad
+from specplan.simulator.engine.step_modes import UNMODELLED
 
 
 class StepPlan(NamedTuple):
@@ -54,6 +56,7 @@ class StepPlan(NamedTuple):
     truncated_drafts: int = 0        # drafts cut at the budget edge (engine.budget: truncate)
     held_requests: int = 0           # decoding rows that wait for their rank's prefill batch (separate prefill)
     load: StepLoad | None = None     # the step per attention rank, when the price reads it
+    mode: StepMode = UNMODELLED      # how the engine runs it: graph, piecewise or eager, why (specplan.engines)
 
     @property
     def theta_choice(self) -> ThetaChoice | None:

@@ -22,11 +22,25 @@ counts ITL; a decode step that emits the first token opens the stream: no
 gap). `itl_*_ms` pool the gaps of every measured completed request (arrived
 after warmup) and take numpy's mean and linear percentiles.
 
+How the steps ran (`mode_fields`, specplan.simulator.engine.step_modes): the share
+of the window's steps, and of its step time, per mode (`mode_step_share.graph`,
+`.piecewise`, `.eager`, `.unmodelled`), per reason (`mode_reason_step_share.<reason>`,
+for each reason that occurred) and per all-to-all mode where one ran
+(`all_to_all_step_share.<mode>`).
+
+The engine's own caps (`cap_fields`, specplan.engines.caps), where the serving
+engine's row has them and the profile names its model and GPUs: the
+admission cap that binds the run's demand (`engine_cap_binding`: the tightest
+cap when fewer requests per rank than the run's mean outstanding requests per
+rank, else none), the tightest cap and its requests per rank, the graph cap
+and the engine's memory fraction.
+
 `summarize` assembles the parts; each part takes only what it needs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -34,9 +48,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specplan.engines.caps import CapFacts, Caps
+from specplan.engines.modes import MODES
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.profile import StepProfile
 from specplan.policies.registry import policy_class
+from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.records import ChunkLog
 from specplan.simulator.engine.request_log import REJECT_REASONS
 from specplan.simulator.scenario import Scenario
@@ -85,11 +102,13 @@ def summarize(scenario: Scenario, requests: pd.DataFrame, steps: pd.DataFrame, e
         **itl_fields(requests, window, chunks),
         **request_counts(requests),
         **step_fields(in_window, window, replicas, profile),
+        **mode_fields(in_window),
         "engine_steps": len(steps),
         "preemptions": int(requests["preemptions"].sum()),
         "replicas": replicas,
         "gpus": gpus,
         **kv_fields(scenario, profile),
+        **engine_cap_fields(scenario, profile, requests, window),
         "window_s": window.seconds,
         "simulated_s": float(end_s),
         "wall_s": float(wall_s),
@@ -139,15 +158,21 @@ def throughput_fields(requests: pd.DataFrame, in_window: pd.DataFrame, window: W
 
 
 def user_fields(requests: pd.DataFrame, window: Window) -> dict[str, Any]:
-    """Tokens/s/user and TTFT of requests that arrived after warmup (completed ones for tps)."""
+    """Tokens/s/user, TPOT (its inverse, per request) and TTFT of requests that arrived after warmup (completed
+    ones for tps and TPOT)."""
     measured = requests[requests["arrival_s"] >= window.warmup_s]
     completed = measured[measured["status"] == "completed"]
     tps = completed["tps_user"]
+    tpot_ms = 1000.0 / tps[tps > 0]  # a request's time per output token, (finish − first token) / (output − 1)
     return {
         "tps_user_mean": float(tps.mean()) if tps.notna().any() else math.nan,
         "tps_user_p10": percentile(tps, 10),
         "tps_user_p50": percentile(tps, 50),
         "tps_user_p90": percentile(tps, 90),
+        "tpot_mean_ms": float(tpot_ms.mean()) if tpot_ms.size else math.nan,
+        "tpot_p50_ms": percentile(tpot_ms, 50),
+        "tpot_p90_ms": percentile(tpot_ms, 90),
+        "tpot_p99_ms": percentile(tpot_ms, 99),
         "ttft_p50_s": percentile(measured["ttft_s"], 50),
         "ttft_p90_s": percentile(measured["ttft_s"], 90),
         "ttft_p99_s": percentile(measured["ttft_s"], 99),
@@ -221,6 +246,61 @@ def step_fields(in_window: pd.DataFrame, window: Window, replicas: int,
         "attention_share_of_step": ratio(attention_ms, total_ms),
         "overhead_share_of_step": ratio(float(in_window["overhead_ms"].sum()), total_ms),
     }
+
+
+def mode_fields(in_window: pd.DataFrame) -> dict[str, float]:
+    """The share of the window's steps and of its step time per mode, per reason that occurred, and per
+    all-to-all mode that ran (module docstring)."""
+    steps = len(in_window)
+    step_ms = (in_window["draft_ms"] + in_window["verify_ms"] + in_window["overhead_ms"]).to_numpy()
+    total_ms = float(step_ms.sum())
+    out: dict[str, float] = {}
+    for column, prefix, always in (("mode", "mode", MODES), ("mode_reason", "mode_reason", ()),
+                                   ("all_to_all", "all_to_all", ())):
+        values = in_window[column].to_numpy()
+        seen = [v for v in dict.fromkeys(values) if column != "all_to_all" or v != "none"]
+        for value in (*always, *sorted(set(seen) - set(always))):
+            hit = values == value
+            out[f"{prefix}_step_share.{value}"] = ratio(float(hit.sum()), steps)
+            if column != "all_to_all":
+                out[f"{prefix}_time_share.{value}"] = ratio(float(step_ms[hit].sum()), total_ms)
+    return out
+
+
+def engine_cap_fields(scenario: Scenario, profile: StepProfile | None, requests: pd.DataFrame,
+                      window: Window) -> dict[str, Any]:
+    """`cap_fields` for the engine the scenario runs (its settings resolved as its cores were: EngineConfig)."""
+    profile = profile or load_profile(scenario.hardware.profile)
+    block = scenario.drafter.block_size if scenario.drafter.speculates else 0
+    config = EngineConfig.from_scenario(scenario, profile, block)
+    return cap_fields(config.cap_facts, config.serving.caps, requests, window, scenario.cluster.replicas,
+                      scenario.cluster.prefill is not None)
+
+
+def cap_fields(facts: CapFacts | None, caps: Caps | None, requests: pd.DataFrame, window: Window,
+               replicas: int, pool: bool) -> dict[str, Any]:
+    """The engine's own caps against the run's demand (module docstring); {} where they are not known.
+
+    Demand: requests outstanding at a decode replica (from arrival, or from their KV's arrival behind a
+    prefill pool, to their last token or the window's end), mean over the window, per replica and rank."""
+    if facts is None or caps is None:
+        return {}
+    kept = requests[requests["status"] != "rejected"]
+    sizes = (kept["prompt_tokens"] + kept["output_tokens"]).to_numpy(dtype=float)
+    report = caps.report(dataclasses.replace(facts, request_tokens=math.ceil(sizes.mean()) if sizes.size else None))
+    start = kept["kv_ready_s" if pool else "arrival_s"].to_numpy(dtype=float)
+    end = np.nan_to_num(kept["finish_s"].to_numpy(dtype=float), nan=window.end_s)
+    held = np.clip(np.minimum(end, window.end_s) - np.maximum(np.nan_to_num(start, nan=window.end_s),
+                                                                window.warmup_s), 0.0, None)
+    demand = float(held.sum()) / window.seconds / replicas / facts.dp
+    tightest, graph = report.tightest, report.graph_cap
+    binding = report.binding(math.ceil(demand))
+    return {"engine_cap_binding": "none" if binding is None else binding.name,
+            "engine_cap_tightest": None if tightest is None else tightest.name,
+            "engine_cap_tightest_requests_per_rank": None if tightest is None else tightest.requests_per_rank,
+            "engine_cap_demand_per_rank": demand,
+            "engine_graph_cap_requests_per_rank": None if graph is None else graph.requests_per_rank,
+            "engine_mem_fraction_static": caps.mem_fraction_static(facts)}
 
 
 def attention_time(steps: pd.DataFrame, profile: StepProfile | None) -> float:

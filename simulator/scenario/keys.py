@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_typ
 import yaml
 
 from specplan.policies.registry import POLICIES
-from specplan.simulator.core.schema import to_plain
+from specplan.simulator.core.schema import Word, to_plain
 from specplan.simulator.scenario.spec import Scenario
 
 SUFFIX_UNITS = (("_per_s", "1/s"), ("_ms", "ms"), ("_s", "s"), ("_tokens", "tokens"), ("_usd", "USD"),
@@ -159,7 +159,8 @@ def type_text(hint: Any) -> str:
     """How a reader writes the value: 'number', 'one of a | b', 'list of whole numbers', 'mapping', ..."""
     origin = get_origin(hint)
     if origin is Annotated:
-        return type_text(get_args(hint)[0])
+        inner, *extras = get_args(hint)
+        return type_text(inner) + "".join(f" or {e.word}" for e in extras if isinstance(e, Word))
     if origin in (Union, types.UnionType):
         options = [a for a in get_args(hint) if a is not type(None)]
         kinds = [a for a in options if dataclasses.is_dataclass(a) and hasattr(a, "KIND")]

@@ -11,7 +11,9 @@ mapping (a fragment such as the `drafter:` block `specplan acceptance`
 writes, or the `policy:` block of `specplan tune`) deep-merged over the
 scenario the way a sweep merges a variant (`specplan.simulator.scenario.merge`); the
 CLI's `--merge FILE` passes it. Overrides apply in order. Relative paths
-resolve against the scenario file's folder. Loading also resolves the
+resolve against the scenario file's folder. A mapping key written twice at
+any depth (a second `engine:` block) is refused with both line numbers in
+that file or fragment, since YAML would keep the last silently. Loading also resolves the
 hardware profile and the policy name, so `specplan check` catches a missing
 profile file or an unknown policy before anything runs, and refuses a
 horizon too large to run (`specplan.simulator.scenario.size`). A profile with a
@@ -20,7 +22,9 @@ built-ins have one) sets `engine.kv_capacity_tokens` where the scenario is
 silent, and bounds it where it is not: a scenario asking one replica to hold
 more KV tokens than its GPUs can (an H100 scenario that kept an H200's 880k
 tokens) is refused with both numbers. Without a memory model the key is
-required.
+required. `engine.max_batch_requests: auto` takes the serving engine's own
+request slots for the deployment (specplan.engines.caps: SGLang's DeepSeek-V4
+256 server-wide, vLLM's max_num_seqs per DP rank, ...).
 """
 
 from __future__ import annotations
@@ -34,9 +38,11 @@ from typing import Any
 import yaml
 
 from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.facts import cap_facts, serving_engine
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.schema import Context, build, to_plain
+from specplan.simulator.scenario.drafter_profile import check_drafter_profile, check_search_drafters
 from specplan.simulator.scenario.merge import deep_merge, excluded_by
 from specplan.simulator.scenario.policy import policy_params
 from specplan.simulator.scenario.size import check_run_size
@@ -54,6 +60,9 @@ def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -
     scenario = _with_engine_prefill_profile(scenario, base_dir)
     scenario = with_policy_params(with_step_budget(scenario))
     check_run_size(scenario, load_profile(scenario.hardware.profile))
+    check_drafter_profile(scenario)
+    if scenario.search is not None:
+        check_search_drafters(raw, scenario, base_dir)
     if scenario.cluster.prefill is not None:
         scenario = _with_prefill_pool(scenario, base_dir)
     return scenario
@@ -156,8 +165,34 @@ def with_step_budget(scenario: Scenario) -> Scenario:
     if per_rank < block + 1:
         raise ScenarioError("engine.dp_attention.max_step_tokens", f"{per_rank} tokens per attention rank cannot "
                             f"hold one request's anchor and draft block ({block + 1} tokens)")
-    engine = dataclasses.replace(scenario.engine, max_step_tokens=budget, kv_capacity_tokens=kv_tokens)
+    engine = dataclasses.replace(scenario.engine, max_step_tokens=budget, kv_capacity_tokens=kv_tokens,
+                                 max_batch_requests=request_slots(scenario, profile, kv_tokens, block))
     return dataclasses.replace(scenario, engine=engine)
+
+
+def request_slots(scenario: Scenario, profile: StepProfile, kv_tokens: int, block: int) -> int:
+    """engine.max_batch_requests resolved: the number given, or for `auto` the serving engine's own slots (per
+    rank, times the DP ranks)."""
+    engine = scenario.engine
+    if engine.max_batch_requests != "auto":
+        return engine.max_batch_requests
+    try:
+        traits = serving_engine(engine.name, engine.version, profile)
+    except SpecplanError as exc:
+        raise ScenarioError("engine.name", str(exc)) from None
+    dp = engine.dp_attention
+    ranks = 1 if dp is None else dp.ranks
+    backend = "none" if engine.all_to_all is None else engine.all_to_all.backend
+    facts = cap_facts(profile, ranks, 1 + block, backend, (profile_kv_capacity(profile) or kv_tokens) // ranks, {})
+    if traits.caps is None:
+        whose = (f"no serving engine is known for profile {profile.name} (set engine.name)" if traits.name == "none"
+                 else f"{traits.label} has no caps in the traits table (vllm and sglang have)")
+        raise ScenarioError("engine.max_batch_requests", f"auto: {whose}; or give the requests one replica runs")
+    slots = None if facts is None else traits.caps.request_slots(facts)
+    if slots is None:
+        raise ScenarioError("engine.max_batch_requests", f"auto: profile {profile.name} does not name its model "
+                            "and GPUs, which the engine's default reads; give the requests one replica runs")
+    return slots * ranks
 
 
 def kv_capacity(kv_tokens: int | None, profile: StepProfile) -> int:
@@ -198,12 +233,56 @@ def read_yaml(path: Path) -> Any:
     if not text.strip():
         raise SpecplanError(f"{path}: the file is empty")
     try:
-        return yaml.load(text, Loader=SAFE_LOADER)
+        return _parse_unique(text, path)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SpecplanError(f"{path}:{where}: not valid YAML ({problem})") from None
+
+
+def _parse_unique(text: str, path: Path) -> Any:
+    """The document of `text`, refused when a mapping at any depth repeats a key (YAML would keep the last)."""
+    loader = SAFE_LOADER(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _refuse_duplicate_keys(node, path)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _refuse_duplicate_keys(root: yaml.Node, path: Path) -> None:
+    """Walk the node tree (aliases once); the first mapping key seen twice is one line naming both lines."""
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
+    seen_nodes: set[int] = set()
+    while stack:
+        node, where = stack.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(reversed([(item, f"{where}[{i}]") for i, item in enumerate(node.value)]))
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(reversed(_mapping_children(node, where, path)))
+
+
+def _mapping_children(node: yaml.MappingNode, where: str, path: Path) -> list[tuple[yaml.Node, str]]:
+    first_line: dict[tuple[str, str], int] = {}
+    children = []
+    for key_node, value_node in node.value:
+        name = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else "?"
+        dotted = f"{where}.{name}" if where else name
+        identity = (key_node.tag, name)
+        line = key_node.start_mark.line + 1
+        if isinstance(key_node, yaml.ScalarNode) and identity in first_line:
+            raise SpecplanError(f"{path}: duplicate key '{dotted}' (lines {first_line[identity]} and {line}): YAML "
+                                "keeps only the last, replacing the first whole; keep one")
+        first_line[identity] = line
+        children.append((value_node, dotted))
+    return children
 
 
 def apply_overrides(raw: dict, overrides: tuple[str, ...] | list[str]) -> dict:
@@ -216,12 +295,23 @@ def apply_overrides(raw: dict, overrides: tuple[str, ...] | list[str]) -> dict:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise SpecplanError(f"--set {item!r}: expected dotted.key=value")
+        refuse_index(key.strip())
         try:
             value = yaml.safe_load(text) if text.strip() else None
         except yaml.YAMLError:
             raise SpecplanError(f"--set {key}: value {text!r} is not valid YAML") from None
         set_dotted(out, key.strip().split("."), value, key)
     return out
+
+
+def refuse_index(key: str) -> None:
+    """`sweep.variants[0].policy.name` cannot be set: a list is set whole (its items have no dotted path)."""
+    match = re.search(r"^(.*?)\[(\d*)\]", key)
+    if match:
+        listed = match.group(1)
+        raise SpecplanError(f"--set {key}: --set cannot index into a list ({listed}[{match.group(2)}]); set the "
+                            f"whole list (--set '{listed}=[{{label: A, policy: {{name: static}}}}, ...]'), or put the "
+                            "changed list in a YAML fragment passed with --merge FILE (a list is replaced whole)")
 
 
 def merge_file(raw: dict, path: Path) -> dict:

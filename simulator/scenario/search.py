@@ -34,10 +34,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
+from specplan.hwprofiles import profile_file
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.schema import Tagged, num
 from specplan.simulator.scenario.deployment import KvLink, PrefixCacheSpec
 from specplan.simulator.scenario.merge import deep_merge, strip_study_blocks
+
+DRAFTING_FAMILIES = ("mtp", "eagle3", "dflash", "dspark")
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,16 @@ class HardwareOption:
     prefill_profile: str | None = num(None, doc="the prefill-step profile for disaggregated serving")
     prefill_gpus_per_replica: int | None = num(None, ge=1, doc="GPUs one prefill replica occupies (default: "
                                                "gpus_per_replica)", unit="GPUs")
+    drafter_latency: dict[str, str | dict[str, Any]] = num(
+        {}, doc="drafting cost on this GPU type at this parallelism, per drafter family: a drafter profile "
+        "(`builtin:NAME` or a CSV path) or a drafter.latency mapping; replaces the variant's drafter.latency",
+        example={"mtp": "builtin:b200-deepseek-v4-flash-tp4-sglang-mtp"})
+
+    def validate(self, path: str) -> None:
+        for family in self.drafter_latency:
+            if family not in DRAFTING_FAMILIES:
+                raise ScenarioError(f"{path}.drafter_latency.{family}", "unknown drafter family (expected one of "
+                                    f"{', '.join(DRAFTING_FAMILIES)})")
 
 
 @dataclass(frozen=True)
@@ -200,6 +213,7 @@ def point_builder(body: dict[str, Any], option: HardwareOption, serving: Any, ra
         raw["hardware"] = {"profile": copy.deepcopy(option.profile), "gpus_per_replica": option.gpus_per_replica}
         if gamma is not None:
             raw.setdefault("drafter", {})["block_size"] = gamma
+        with_own_drafter(raw, option, body)
         cluster = raw.setdefault("cluster", {})
         cluster["replicas"] = decode_replicas
         engine = raw.setdefault("engine", {})
@@ -216,6 +230,36 @@ def point_builder(body: dict[str, Any], option: HardwareOption, serving: Any, ra
         return raw
 
     return build
+
+
+def with_own_drafter(raw: dict[str, Any], option: HardwareOption, body: dict[str, Any]) -> None:
+    """The candidate's drafting priced on its own hardware: the option's drafter_latency for the family, else the
+    option's own built-in in place of another target's (TP8's `NAME-mtp` becomes TP4's), where one exists."""
+    drafter = raw.get("drafter")
+    if not isinstance(drafter, dict):
+        return
+    family = str(drafter.get("family", "none"))
+    given = option.drafter_latency.get(family)
+    if given is not None:
+        drafter["latency"] = {"kind": "profile", "path": given} if isinstance(given, str) else copy.deepcopy(given)
+        return
+    latency = drafter.get("latency")
+    if isinstance(latency, dict) and latency.get("kind") == "profile":
+        own = own_builtin(str(latency.get("path", "")), option.profile, body.get("hardware", {}).get("profile"))
+        if own is not None:
+            drafter["latency"] = {**latency, "path": own}
+
+
+def own_builtin(drafter: str, target: Any, base_target: Any) -> str | None:
+    """`builtin:T-SUFFIX` for a drafter `builtin:B-SUFFIX` of another built-in target B, where T-SUFFIX ships."""
+    if not (drafter.startswith("builtin:") and isinstance(target, str) and target.startswith("builtin:")):
+        return None
+    for other in (base_target, target):
+        if isinstance(other, str) and other.startswith("builtin:") and drafter.startswith(f"{other}-"):
+            own = target + drafter.removeprefix(other)
+            exists = profile_file(own)
+            return own if exists is not None and exists.is_file() else None
+    return None
 
 
 def pool_mapping(option: HardwareOption, serving: DisaggregatedServing, ratio: float | None,

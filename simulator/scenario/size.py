@@ -8,8 +8,13 @@ needs more than an hour of wall time or more memory than the machine has:
               ≤ arrivals × steps per request                  (a step emits at least one token;
                                                                chunked prefill adds prompt / chunk steps)
     arrivals  ≈ rate × duration_s (open loop; mmpp and piecewise at their mean rate),
-                users × (1 + duration_s / (think_s + service)) (closed loop; service: the
-                mean output at block + 1 tokens per shortest step),
+                users + min(users × duration_s / (think_s + service),
+                            slots × duration_s / service) (closed loop: every user's
+                first request, then what completes: each user cycling at its
+                fastest, but no more than the engines' request slots, replicas ×
+                max_batch_requests, finish; service: the mean output at block + 1
+                tokens per shortest step), so a closed loop of 10¹² users is
+                10¹² arrivals whatever the drafter,
                 the trace's requests × rate_scale (a trace), at most horizon.requests
     wall      = steps / 45,000 steps/s + arrivals / 20,000 requests/s (the fast ends of the
                 25–45 k steps/s and 13–17 k requests/s the simulator runs at on one core)
@@ -132,10 +137,23 @@ def expected_arrivals(scenario: Any, step_s: float, read_files: bool) -> float |
     if duration is None:
         return cap
     if isinstance(arrivals, ClosedLoopArrivals):
-        return min(cap, arrivals.users * (1.0 + duration / (arrivals.think_s + service_s(scenario, step_s, read_files))))
+        service = service_s(scenario, step_s, read_files)
+        cycles = arrivals.users * duration / (arrivals.think_s + service)
+        return min(cap, arrivals.users + min(cycles, request_slots(scenario) * duration / service))
     if arrivals.KIND not in OPEN_LOOP:
         return None
     return min(cap, mean_rate_per_s(arrivals) * duration)
+
+
+def request_slots(scenario: Any) -> float:
+    """Requests the cluster's engines run at once: replicas × max_batch_requests (or the DP ranks' own slots,
+    when they hold more)."""
+    engine = scenario.engine
+    slots = float(engine.max_batch_requests)
+    dp = engine.dp_attention
+    if dp is not None and dp.max_batch_requests is not None:
+        slots = max(slots, float(dp.ranks * dp.max_batch_requests))
+    return scenario.cluster.replicas * slots
 
 
 def service_s(scenario: Any, step_s: float, read_files: bool) -> float:

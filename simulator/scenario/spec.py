@@ -16,7 +16,7 @@ from specplan.errors import SpecplanError
 from specplan.hwprofiles.inline import LinearProfile, TableProfile
 from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.core.errors import ScenarioError
-from specplan.simulator.core.schema import Tagged, num
+from specplan.simulator.core.schema import Tagged, Word, num
 from specplan.simulator.drafters.spec import DrafterSpec
 from specplan.simulator.scenario.deployment import PrefillPoolSpec, PrefixCacheSpec
 from specplan.simulator.scenario.policy import validate_policy
@@ -145,8 +145,10 @@ class CudaGraph:
     max_capture_size: int | None = num(None, ge=1, doc="the largest captured size (vLLM "
                                        "max_cudagraph_capture_size, SGLang cuda_graph_max_bs)",
                                        unit="tokens (vllm) / requests (sglang)")
-    eager_overhead_ms: float = num(2.0, ge=0, doc="what a step beyond the largest size pays for running eager "
-                                   "(assumed: ~400 kernel launches of ~5 µs)")
+    eager_overhead_ms: float = num(2.0, ge=0, doc="what an eager decode step (beyond the largest size) pays on top "
+                                   "of its kernels where no public kernel count prices it by its launches (an "
+                                   "engine without a mode rule, a profile naming no model, an MoE model such as "
+                                   "DeepSeek-V3; assumed: ~400 kernel launches of ~5 µs)")
 
 
 @dataclass(frozen=True)
@@ -190,11 +192,37 @@ class DpAttention:
 
 
 @dataclass(frozen=True)
+class AllToAll:
+    """The MoE's all-to-all kernels (specplan.engines.modes): which backend, DeepEP's mode, a rank's token cap."""
+
+    backend: Literal["none", "deepep", "megamoe"] = num(
+        "none", doc="the all-to-all backend of expert parallelism: none (the profile's all-reduce or gather), "
+                    "deepep (SGLang --moe-a2a-backend deepep, vLLM --all2all-backend deepep_*), megamoe "
+                    "(DeepGEMM's fused dispatch, experts and combine)")
+    mode: Literal["auto", "normal", "low_latency"] = num(
+        "auto", doc="DeepEP's mode: auto (SGLang: normal for a step where a rank prefills, low_latency for "
+                    "decode; vLLM has none, name one), normal (no decode graph in SGLang; vLLM splits its graph "
+                    "at the MoE under DP) or low_latency")
+    tokens_per_rank: int | None = num(None, ge=1, le=1_048_576, doc="the most tokens one rank's decode dispatch "
+                                      "carries (SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK, SGLang's MegaMoE "
+                                      "cap); under DP attention it caps a rank's step with "
+                                      "dp_attention.max_step_tokens (the smaller binds); default: the engine's "
+                                      "(SGLang DeepEP 128, MegaMoE 1024)", unit="tokens")
+
+    def validate(self, path: str) -> None:
+        if self.backend != "deepep" and self.mode != "auto":
+            raise ScenarioError(f"{path}.mode", f"a DeepEP mode needs backend deepep (got backend {self.backend})")
+
+
+@dataclass(frozen=True)
 class Engine:
     """One replica's engine: batch and KV limits, prefill, the step's token budget and how the step is priced."""
 
-    max_batch_requests: int = num(ge=1, doc="requests one replica runs at once (vLLM max_num_seqs, SGLang "
-                                  "max_running_requests)", unit="requests", example=128)
+    max_batch_requests: Annotated[int, Word("auto")] = num(
+        ge=1, doc="requests one replica runs at once (vLLM max_num_seqs x DP ranks, SGLang max_running_requests); "
+                  "auto: the serving engine's own default (SGLang DeepSeek-V4 256 server-wide, else its request "
+                  "pool; vLLM 1024 per DP rank on GPUs of 70 GiB or more, else 256; specplan.engines.caps)",
+        unit="requests", example=128)
     name: Literal["auto", "vllm", "sglang", "trtllm", "none"] = num(
         "auto", doc="the serving engine whose habits the replica runs by (specplan.engines: CUDA-graph rule, host "
                     "cycle, token budget, prefill schedule, DP dispatch); auto, the engine a measured built-in was "
@@ -229,6 +257,14 @@ class Engine:
                                        "to the next one; eager beyond the largest)")
     dp_attention: DpAttention | None = num(None, doc="data-parallel attention over wide EP: each rank its own KV "
                                            "cache, request slots and token cap")
+    swa_full_tokens_ratio: float | None = num(None, gt=0, le=1, doc="DeepSeek-V4 under SGLang: the sliding-"
+                                              "window pool's share of the full KV pool (the profile's memory "
+                                              "model, else kv_capacity_tokens), which caps a rank's running "
+                                              "requests (default: the engine's, 0.1 for DeepSeek-V4)",
+                                              unit="share of the KV pool")
+    all_to_all: AllToAll | None = num(None, doc="the MoE's all-to-all kernels: backend, DeepEP's mode and a "
+                                      "rank's token cap (a step in DeepEP normal mode runs eager and pays its "
+                                      "MoE at normal-mode cost; default: none)")
     host: Host = num(Host(), doc="host time of speculating steps by engine (on by default for measured "
                      "built-ins)")
     budget: Literal["auto", "truncate", "defer"] = num(

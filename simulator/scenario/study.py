@@ -34,7 +34,8 @@ from specplan.simulator.core.schema import num
 
 STATISTICS = ("p10", "p50", "p90", "mean")
 LOAD_AXES = ("users", "rate_per_s", "rate_scale")  # the axes of specplan.simulator.scenario.scaling
-UPPER_BOUNDED = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "itl_mean_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms")
+UPPER_BOUNDED = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "itl_mean_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms",
+                 "tpot_mean_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms")
 LOWER_BOUNDED = ("tps_user_p10", "tps_user_p50", "tps_user_p90", "tps_user_mean")
 BOUND_FORM = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=)\s*([^\s]+)\s*$")
 

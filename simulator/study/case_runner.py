@@ -42,6 +42,7 @@ from specplan.simulator.study.published import METRICS, RATIO_METRICS, Case, Fig
 
 DEFAULT_PROMPTS_PER_CONCURRENCY = 4
 NEAREST = "nearest database version"
+PR_CASE = "PR case"
 AS_RUN = "as run"
 
 
@@ -179,9 +180,16 @@ def figure_status(runner: CaseRunner, figure: Figure) -> str | None:
 
 def base_row(case: Case, figure: Figure) -> dict[str, Any]:
     return {"source": case.name, "reference": case.source.get("reference", ""), "group": case.group,
+            "kind": kind(case), "gpu": str((case.source.get("gpus") or {}).get("type", "?")),
             "workload": figure.workload, "arm": figure.arm, "metric": figure.metric,
+            "statistic": figure.statistic or "-", "length_rule": figure.length_rule or "-",
             "concurrency": figure.concurrency, "published": figure.published, "unit": figure.unit,
             "line": figure.line, "basis": basis(case)}
+
+
+def kind(case: Case) -> str:
+    """The kind of cell: a cookbook recipe's strategy (low-latency, balanced, high-throughput), else a PR case."""
+    return str((case.source.get("recipe") or {}).get("strategy", PR_CASE))
 
 
 def in_unit(figure: Figure, value: float) -> float:

@@ -45,6 +45,7 @@ def vllm_block(tuned: TunedSchedule) -> dict[str, Any]:
 
 def bucket_records(tuned: TunedSchedule) -> list[dict[str, Any]]:
     return [{"batch_sizes": [c.low + 1, c.high], "read_at_batch": c.batch, "length": c.length,
+             "tied": list(c.tied), "capped_from": c.capped_from,
              "candidates": {str(n): dataclasses.asdict(f) for n, f in c.figures.items()}} for c in tuned.buckets]
 
 
@@ -55,6 +56,7 @@ def tune_record(tuned: TunedSchedule) -> dict[str, Any]:
         "block_size": tuned.block_size, "objective": tuned.objective.describe(),
         "statistic": tuned.objective.statistic, "sla_tps_user": tuned.objective.sla_tps,
         "lengths": list(tuned.lengths), "schedule": {str(k): v for k, v in tuned.schedule.items()},
+        "interval": tuned.interval, "warning": tuned.warning or None,
         "buckets": bucket_records(tuned), "comparison": tuned.comparison.to_dict(orient="records"),
         "points": {"search": len(tuned.search.points), "verification": len(tuned.verification.points),
                    "simulated": tuned.search.computed + tuned.verification.computed},
@@ -68,17 +70,29 @@ TRTLLM_HEADER = (
     "# length and every length to be <= it. Keep your own decoding_type and speculative_model.\n")
 
 
-def write_schedule_files(tuned: TunedSchedule, out: Path) -> dict[str, Path]:
+def notes(tuned: TunedSchedule) -> str:
+    """Comment lines every export carries: the warning, and the buckets the first bucket's length capped."""
+    capped = [f"{c.sizes} at {c.length} (uncapped {c.capped_from})" for c in tuned.buckets if c.capped_from is not None]
+    lines = [f"# WARNING: {tuned.warning}."] if tuned.warning else []
+    if capped:
+        lines.append("# Capped by the first bucket's length (TensorRT-LLM: max_draft_len is the first bucket's): "
+                     "batch " + ", ".join(capped) + ".")
+    return "".join(line + "\n" for line in lines)
+
+
+def write_schedule_files(tuned: TunedSchedule, out: str | Path) -> dict[str, Path]:
     """schedule.yaml (specplan policy), trtllm.yaml, vllm.json, schedule.json (batch size → length), tune.json."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = {name: out / name for name in ("schedule.yaml", "trtllm.yaml", "vllm.json", "schedule.json", "tune.json")}
-    head = f"# Tuned by `specplan tune` for {tuned.base.name}: {tuned.objective.describe()}.\n"
+    head = f"# Tuned by `specplan tune` for {tuned.base.name}: {tuned.objective.describe()}.\n" + notes(tuned)
     files["schedule.yaml"].write_text(head + yaml.safe_dump(policy_block(tuned), sort_keys=False))
     files["trtllm.yaml"].write_text(head + TRTLLM_HEADER + yaml.safe_dump(trtllm_block(tuned), sort_keys=False))
     files["vllm.json"].write_text(json.dumps(vllm_block(tuned), indent=1) + "\n")
     table = {"scenario": tuned.base.name, "block_size": tuned.block_size,
              "convention": "draft length for a step with exactly this many decoding requests",
-             "batch_size_to_length": {str(k): v for k, v in tuned.per_batch().items()}}
+             "batch_size_to_length": {str(k): v for k, v in tuned.per_batch().items()},
+             **({"warning": tuned.warning} if tuned.warning else {})}
     files["schedule.json"].write_text(json.dumps(table, indent=1) + "\n")
     files["tune.json"].write_text(json.dumps(tune_record(tuned), indent=1) + "\n")
     return files

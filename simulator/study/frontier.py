@@ -19,6 +19,16 @@ for matched tokens/s/user, smallest) simulated load is only a bound: more
 `throughput_edge` / `tps_user_edge` ("max load 128", "min load 1"; empty
 when the reading lies inside the simulated loads), and the tables and the
 frontier figure show it.
+
+A point is **thin** when a seed of it completed fewer than `MIN_COMPLETED`
+(30) requests in the measurement window: the number under which a plan
+refuses to judge a probe (specplan.simulator.study.keepup), so sweep and
+plan share one rule. A reading rests on the label's points whose loads lie
+between the vertices it interpolates (and, clamped or unreachable, on every
+point beyond the end it stopped at: a thin or empty point there might have
+reached further); `comparisons` names the thinnest of them in `thin` /
+`tps_user_thin` ("load 64: 0 requests"; empty when every one is solid), and
+the tables mark such a reading and its gain.
 """
 
 from __future__ import annotations
@@ -27,6 +37,8 @@ import math
 
 import numpy as np
 import pandas as pd
+
+from specplan.simulator.study.keepup import MIN_COMPLETED
 
 THROUGHPUT = "throughput_tokens_per_s_per_gpu"
 GRID_POINTS = 24
@@ -67,6 +79,8 @@ def operating_points(points: pd.DataFrame, tps_column: str, ttft_s: float | None
     rows = []
     for (label, load), group in points.groupby(["label", "load"], sort=False, dropna=False):
         ttft = float(group["ttft_p99_s"].mean())
+        requests = float(group["requests_completed_in_window"].min()) if "requests_completed_in_window" in group \
+            else math.nan
         rows.append({
             "label": label, "load": load,
             "tps_user": float(group[tps_column].mean()), "tps_user_ci95": ci95(group[tps_column]),
@@ -76,13 +90,14 @@ def operating_points(points: pd.DataFrame, tps_column: str, ttft_s: float | None
             "mean_verify_tokens_per_request_step": float(group["mean_verify_tokens_per_request_step"].mean()),
             "seeds": len(group),
             "meets_ttft": bool(ttft_s is None or (np.isfinite(ttft) and ttft <= ttft_s)),
+            "requests_in_window": requests, "thin": bool(requests < MIN_COMPLETED),
         })
     return pd.DataFrame(rows, columns=OPERATING_COLUMNS)
 
 
 OPERATING_COLUMNS = ["label", "load", "tps_user", "tps_user_ci95", "throughput_per_gpu",
                      "throughput_per_gpu_ci95", "ttft_p99_s", "mean_batch_requests",
-                     "mean_verify_tokens_per_request_step", "seeds", "meets_ttft"]
+                     "mean_verify_tokens_per_request_step", "seeds", "meets_ttft", "requests_in_window", "thin"]
 FRONTIER_COLUMNS = ["label", "kind", "load", "tps_user", "throughput_per_gpu", "seeds"]
 
 
@@ -137,7 +152,7 @@ def frontier_table(ops: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
 
 COMPARISON_COLUMNS = ["sla_tps_user", "statistic", "label", "baseline", "throughput_per_gpu",
                       "gain_vs_baseline", "matched_throughput_per_gpu", "tps_user_at_matched",
-                      "tps_user_gain_vs_baseline", "throughput_edge", "tps_user_edge"]
+                      "tps_user_gain_vs_baseline", "throughput_edge", "tps_user_edge", "thin", "tps_user_thin"]
 
 
 def throughput_edge(vertices: pd.DataFrame, loads: pd.Series, tps_user: float) -> str:
@@ -173,6 +188,7 @@ def comparisons(ops: pd.DataFrame, labels: list[str], sla_values: tuple[float, .
         return pd.DataFrame(columns=COMPARISON_COLUMNS)
     vertices = {label: frontier_vertices(ops[ops["label"] == label]) for label in labels}
     loads = {label: ops.loc[ops["label"] == label, "load"] for label in labels}
+    own = {label: ops[ops["label"] == label] for label in labels}
     baseline = labels[0]
     rows = []
     for sla in sla_values:
@@ -188,6 +204,9 @@ def comparisons(ops: pd.DataFrame, labels: list[str], sla_values: tuple[float, .
                 "tps_user_gain_vs_baseline": relative_gain(tps, base_tps),
                 "throughput_edge": throughput_edge(vertices[label], loads[label], sla) if math.isfinite(thr) else "",
                 "tps_user_edge": tps_user_edge(vertices[label], loads[label], base_thr) if math.isfinite(tps) else "",
+                "thin": thin_text(own[label], throughput_span(vertices[label], sla)),
+                "tps_user_thin": thin_text(own[label], tps_user_span(vertices[label], base_thr))
+                or thin_text(own[baseline], throughput_span(vertices[baseline], sla)),
             })
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
@@ -197,3 +216,45 @@ def relative_gain(value: float, baseline: float) -> float:
     if not (np.isfinite(value) and np.isfinite(baseline)) or baseline == 0:
         return math.nan
     return float(value / baseline - 1.0)
+
+
+def thin_text(ops: pd.DataFrame, span: tuple[float, float]) -> str:
+    """'load 64: 0 requests': the thinnest thin operating point of a label with its load in `span`, else ''."""
+    if "thin" not in ops:
+        return ""
+    low, high = span
+    inside = ops[ops["thin"] & (ops["load"] >= low) & (ops["load"] <= high)]
+    if inside.empty:
+        return ""
+    row = inside.sort_values("requests_in_window", kind="stable").iloc[0]
+    return f"load {row['load']:g}: {row['requests_in_window']:.0f} requests"
+
+
+def throughput_span(vertices: pd.DataFrame, tps_user: float) -> tuple[float, float]:
+    """The loads `throughput_at(vertices, tps_user)` rests on: those between its two vertices; clamped at the
+    slowest vertex, it and every heavier load; unreachable, every load up to the fastest vertex's."""
+    x = vertices["tps_user"].to_numpy(dtype=float)
+    loads = vertices["load"].to_numpy(dtype=float)
+    if x.size == 0 or not math.isfinite(tps_user):
+        return -math.inf, math.inf
+    if tps_user > x[-1]:
+        return -math.inf, float(loads[-1])
+    if tps_user <= x[0]:
+        return float(loads[0]), math.inf
+    i = int(np.searchsorted(x, tps_user))
+    return float(min(loads[i - 1], loads[i])), float(max(loads[i - 1], loads[i]))
+
+
+def tps_user_span(vertices: pd.DataFrame, throughput_per_gpu: float) -> tuple[float, float]:
+    """The loads `tps_user_at(vertices, throughput_per_gpu)` rests on: those between its two vertices; clamped
+    at the fastest vertex, it and every lighter load; above every throughput, every load from the busiest's."""
+    y = vertices["throughput_per_gpu"].to_numpy(dtype=float)  # decreasing along the vertices
+    loads = vertices["load"].to_numpy(dtype=float)
+    if y.size == 0 or not math.isfinite(throughput_per_gpu):
+        return -math.inf, math.inf
+    if throughput_per_gpu > y[0]:
+        return float(loads[0]), math.inf
+    if throughput_per_gpu <= y[-1]:
+        return -math.inf, float(loads[-1])
+    i = max(int(np.searchsorted(-y, -throughput_per_gpu)), 1)
+    return float(min(loads[i - 1], loads[i])), float(max(loads[i - 1], loads[i]))

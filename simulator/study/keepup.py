@@ -35,11 +35,41 @@ settled, as above; or every engine had a waiting queue throughout the second
 half (so it ran at its capacity for that mix, and a young batch's capacity
 is only higher than a settled one's) while emitting less than half the
 tokens its arrivals asked for.
+
+A count's noise grows with N̄, so a cluster that holds hundreds of requests
+at once can fall behind by a tenth of its demand and still look flat for a
+minute (a DeepSeek-V4-Flash replica of 256 slots at 20 req/s served 93% of
+its demand: 200 → 744 outstanding over 300 s, inside 3·√N̄ at 60 s). The
+served share tells them apart sooner. While requests wait for every engine,
+the engines run at their capacity for the mix at hand, so the output tokens
+they emit per second then (summed over engines; a batch-means 95% interval
+over `GROUPS` consecutive stretches of those steps) is the most the cluster
+serves. Against the output tokens/s the arrivals offer (their mean rate,
+when the process has one, times the mean output; else the arrivals' own
+tokens over the run, with a compound-Poisson interval):
+
+    served share = capacity while queued ÷ offered       (95% interval by the delta method)
+
+It falls behind when the share's interval lies below 1, whatever the
+horizon (a young batch's capacity is only higher than a settled one's).
+When the engines had requests waiting at least `QUEUED_MOST` of the window,
+the share decides the rest too: the backlog test's "keeps up" stands only
+if the share's interval lies above 1 − `GROWTH_LIMIT`; otherwise the run is
+too short, with the horizon at which the interval would settle it. A closed
+loop (its arrivals wait for its answers) offers no demand of its own and is
+judged by its backlog alone.
+
+A plan's probe runs several seeds; `seeds_verdict` reads them together: the
+worst verdict of one, except that the served shares pooled over the seeds
+(their mean, its 95% half-width √Σh²/n) can find a cluster behind that no
+seed alone could (at 60 s the replica above reads 93–96% ± 5–8% per seed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +81,10 @@ SETTLE = 2.0  # from empty, N(t) still rises at λ·P(S > t): past 2 × p90 of S
 MIN_COMPLETED = 30
 OVERWHELMED = 0.5  # too few completions: behind only past this growth (or token shortfall)
 SAMPLES = 65
+QUEUED_MOST = 0.5  # engines queued this share of the window run at capacity: the served share decides
+QUEUED_LEAST = 0.1  # an engine queued less than this share of the window gives no capacity to read
+GROUPS = 8  # consecutive stretches of queued steps: the capacity's batch-means interval
+Z95 = 1.96
 
 KEEPS_UP, FALLS_BEHIND, TOO_SHORT = "keeps up", "falls behind", "too short"
 
@@ -65,12 +99,57 @@ class Backlog:
     service_p90_s: float
     needed_duration_s: float
     reason: str
+    served: ServedShare | None = None
 
     def fields(self) -> dict[str, Any]:
         """The verdict as summary keys (stored with each plan probe)."""
+        served = self.served or ServedShare(math.nan, math.nan, math.nan, math.nan, math.nan, math.nan)
         return {"keep_up_verdict": self.verdict, "keep_up_growth": self.growth,
                 "keep_up_completed": self.completed, "keep_up_service_p90_s": self.service_p90_s,
-                "keep_up_needed_duration_s": self.needed_duration_s, "keep_up_reason": self.reason}
+                "keep_up_needed_duration_s": self.needed_duration_s, "keep_up_reason": self.reason,
+                "keep_up_queued_share": served.queued_share,
+                "keep_up_capacity_tokens_per_s": served.capacity_tokens_per_s,
+                "keep_up_offered_tokens_per_s": served.offered_tokens_per_s,
+                "keep_up_served_share": served.share, "keep_up_served_share_ci95": served.half_width}
+
+
+@dataclass(frozen=True)
+class ServedShare:
+    """What the engines emit while requests wait for each of them (their capacity), against what the arrivals
+    offer: output tokens/s, and the ratio with its 95% half-width."""
+
+    queued_share: float            # the least share of the window any engine had requests waiting for it
+    capacity_tokens_per_s: float   # output tokens/s the engines emitted while queued, summed over engines
+    offered_tokens_per_s: float    # output tokens/s the arrivals ask for (less each first token)
+    share: float                   # capacity ÷ offered
+    half_width: float              # its 95% half-width
+    mean_rate_per_s: float = math.nan  # the arrival rate the offer was read at (NaN: the arrivals' own)
+
+    @property
+    def low(self) -> float:
+        return self.share - self.half_width
+
+    @property
+    def high(self) -> float:
+        return self.share + self.half_width
+
+    @property
+    def at_capacity(self) -> bool:
+        """The engines had requests waiting most of the window: the share, not the backlog, decides."""
+        return self.queued_share >= QUEUED_MOST
+
+    def text(self) -> str:
+        rate = f"{self.mean_rate_per_s:g} req/s × the mean output" if math.isfinite(self.mean_rate_per_s) \
+            else "the arrivals' output over the run"
+        return (f"while requests waited for every engine ({100 * self.queued_share:.0f}% of the window) it served "
+                f"{self.capacity_tokens_per_s:,.0f} output tokens/s, {100 * self.share:.1f}% (95% interval "
+                f"{100 * self.low:.1f}–{100 * self.high:.1f}%) of the {self.offered_tokens_per_s:,.0f} offered "
+                f"({rate})")
+
+    def needed_window_s(self, window_s: float) -> float:
+        """The measurement window at which the interval (narrowing as 1/√window) would clear 1 or 1 − GROWTH_LIMIT."""
+        margin = max(1.0 - self.share, self.share - (1.0 - GROWTH_LIMIT), GROWTH_LIMIT / 2)
+        return 1.25 * window_s * (self.half_width / margin) ** 2
 
 
 def rejected(requests: Any) -> np.ndarray:
@@ -141,9 +220,38 @@ def token_shortfall(requests: Any, steps: Any, t_mid: float, t_end: float) -> fl
     return 1.0 - served / demand if demand > 0 else math.nan
 
 
-def judge_backlog(requests: Any, warmup_s: float, end_s: float, steps: Any = None) -> Backlog:
+def judge_backlog(requests: Any, warmup_s: float, end_s: float, steps: Any = None,
+                  mean_rate_per_s: float | None = None, open_loop: bool = True) -> Backlog:
     """The keep-up verdict of one run whose measurement window is (warmup_s, end_s]; `steps` (the
-    run's steps frame) lets a run with too few completions still be judged overloaded."""
+    run's steps frame) lets a run with too few completions still be judged overloaded, and an open-loop
+    run's engines be read at their capacity (the served share; `mean_rate_per_s`: the arrival process's
+    own mean rate, when it has one, for the offer)."""
+    verdict = backlog_verdict(requests, warmup_s, end_s, steps)
+    served = served_share(requests, steps, warmup_s, end_s, mean_rate_per_s) \
+        if steps is not None and open_loop else None
+    return weighed(verdict, served, warmup_s, end_s)
+
+
+def weighed(verdict: Backlog, served: ServedShare | None, warmup_s: float, end_s: float) -> Backlog:
+    """The backlog's verdict with the served share weighed in: below 1 beyond its interval, the cluster falls
+    behind; at capacity most of the window, it keeps up only above 1 − GROWTH_LIMIT beyond its interval."""
+    verdict = dataclasses.replace(verdict, served=served)
+    if served is None or verdict.verdict == FALLS_BEHIND:
+        return verdict
+    if served.high < 1.0:
+        return dataclasses.replace(verdict, verdict=FALLS_BEHIND,
+                                   reason=f"{served.text()}: its capacity is below its demand")
+    if verdict.verdict == KEEPS_UP and served.at_capacity and served.low < 1.0 - GROWTH_LIMIT:
+        needed = math.ceil(warmup_s + served.needed_window_s(end_s - warmup_s))
+        return dataclasses.replace(
+            verdict, verdict=TOO_SHORT, needed_duration_s=float(max(needed, verdict.needed_duration_s)),
+            reason=f"{served.text()}: the interval cannot yet tell a cluster at its capacity from one below "
+                   f"{100 * (1 - GROWTH_LIMIT):.0f}% of its demand")
+    return verdict
+
+
+def backlog_verdict(requests: Any, warmup_s: float, end_s: float, steps: Any = None) -> Backlog:
+    """The verdict of the backlog of outstanding requests alone (the served share aside)."""
     t_mid = 0.5 * (warmup_s + end_s)
     finish = requests["finish_s"].to_numpy(dtype=float)
     arrival = requests["arrival_s"].to_numpy(dtype=float)
@@ -217,3 +325,118 @@ def needed_duration(warmup_s: float, end_s: float, service_s: float, completed: 
     window = max(end_s - warmup_s, 1e-9)
     by_count = warmup_s + window * 2.0 * MIN_COMPLETED / completed
     return float(math.ceil(max(by_settle, by_count)))
+
+
+def served_share(requests: Any, steps: Any, warmup_s: float, end_s: float,
+                 mean_rate_per_s: float | None = None) -> ServedShare | None:
+    """The engines' output tokens/s while requests waited for them against the arrivals' offer; None when an
+    engine had requests waiting less than `QUEUED_LEAST` of the window (its capacity was never read) or the
+    frames lack what it needs."""
+    if "output_tokens" not in requests or "replica" not in steps:
+        return None
+    capacity = cluster_capacity(requests, steps, warmup_s, end_s)
+    offered, offered_se = offered_tokens(requests, end_s, mean_rate_per_s)
+    if capacity is None or not offered > 0:
+        return None
+    queued, tokens_per_s, tokens_se = capacity
+    share = tokens_per_s / offered
+    half = Z95 * math.hypot(tokens_se, share * offered_se) / offered
+    rate = float(mean_rate_per_s) if mean_rate_per_s is not None else math.nan
+    return ServedShare(queued, tokens_per_s, offered, share, half, rate)
+
+
+def offered_tokens(requests: Any, end_s: float, mean_rate_per_s: float | None) -> tuple[float, float]:
+    """The output tokens/s the arrivals ask for (each less its first token, which a prefill stage may emit;
+    none for a rejected request) and its standard error: the mean rate times the mean ask, or the asks of
+    the run's arrivals over (0, end_s] (a compound-Poisson error)."""
+    arrival = requests["arrival_s"].to_numpy(dtype=float)
+    asked = np.maximum(requests["output_tokens"].to_numpy(dtype=float) - 1.0, 0.0) * ~rejected(requests)
+    asked = asked[arrival <= end_s]
+    if asked.size < 2:
+        return math.nan, math.nan
+    if mean_rate_per_s is not None and math.isfinite(mean_rate_per_s):
+        return mean_rate_per_s * float(asked.mean()), mean_rate_per_s * float(asked.std(ddof=1)) / math.sqrt(asked.size)
+    return float(asked.sum()) / end_s, math.sqrt(float((asked ** 2).sum())) / end_s
+
+
+def cluster_capacity(requests: Any, steps: Any, warmup_s: float, end_s: float) -> tuple[float, float, float] | None:
+    """(the least queued share over engines, their output tokens/s while queued summed, its standard error), or
+    None when some engine had requests waiting less than `QUEUED_LEAST` of the window."""
+    ready, admitted = waiting_spans(requests)
+    routed = requests["replica"].to_numpy(dtype=float) if "replica" in requests else np.full(ready.size, -1.0)
+    engines = steps["replica"].to_numpy()
+    ends = steps["end_s"].to_numpy(dtype=float)
+    tokens = steps["emitted_tokens"].to_numpy(dtype=float)
+    least, total, variance = 1.0, 0.0, 0.0
+    for engine in np.unique(engines):
+        mine = (routed == engine) | ~(routed >= 0)  # its own requests, and those of a shared queue
+        read = engine_capacity(ends[engines == engine], tokens[engines == engine], ready[mine], admitted[mine],
+                               warmup_s, end_s)
+        if read is None:
+            return None
+        least, total, variance = min(least, read[0]), total + read[1], variance + read[2] ** 2
+    return (least, total, math.sqrt(variance)) if engines.size else None
+
+
+def waiting_spans(requests: Any) -> tuple[np.ndarray, np.ndarray]:
+    """When each request could have entered an engine (its prompt's KV ready, else its arrival) and when it
+    did (inf while it waits); a rejected request never waits."""
+    arrival = requests["arrival_s"].to_numpy(dtype=float)
+    admitted = requests["admitted_s"].to_numpy(dtype=float)
+    admitted = np.where(np.isfinite(admitted), admitted, np.inf)
+    kv_ready = requests["kv_ready_s"].to_numpy(dtype=float) if "kv_ready_s" in requests else np.full(arrival.size, np.nan)
+    ready = np.where(np.isfinite(kv_ready) & (kv_ready <= admitted), kv_ready, arrival)
+    keep = ~rejected(requests)
+    return ready[keep], admitted[keep]
+
+
+def engine_capacity(ends: np.ndarray, tokens: np.ndarray, ready: np.ndarray, admitted: np.ndarray,
+                    warmup_s: float, end_s: float) -> tuple[float, float, float] | None:
+    """One engine: (the share of the window it had requests waiting, its output tokens/s over those steps, the
+    rate's batch-means standard error over `GROUPS` consecutive stretches), or None below `QUEUED_LEAST`.
+    A step is queued when a request waited as the step before it ended (the engine then never idles)."""
+    starts = np.concatenate(([-np.inf], ends[:-1]))
+    waiting = np.searchsorted(np.sort(ready), starts, side="right") - \
+        np.searchsorted(np.sort(admitted), starts, side="right")
+    queued = (waiting > 0) & (starts >= warmup_s) & (ends <= end_s)
+    spans, emitted = (ends - starts)[queued], tokens[queued]
+    share = float(spans.sum()) / (end_s - warmup_s)
+    if share < QUEUED_LEAST or spans.size < 2 * GROUPS:
+        return None
+    rate = float(emitted.sum() / spans.sum())
+    groups = np.array_split(np.arange(spans.size), GROUPS)
+    span_g = np.array([spans[g].sum() for g in groups])
+    emitted_g = np.array([emitted[g].sum() for g in groups])
+    se = math.sqrt(float(((emitted_g - rate * span_g) ** 2).sum()) / (GROUPS * (GROUPS - 1))) / float(span_g.mean())
+    return share, rate, se
+
+
+def seeds_verdict(runs: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """(verdict, reason) of runs of one cluster under several seeds: behind when any seed is, or when their
+    pooled served share lies below 1 beyond its interval; else too short when any seed is; else keeps up."""
+    behind = [r for r in runs if r["keep_up_verdict"] == FALLS_BEHIND]
+    if behind:
+        return FALLS_BEHIND, f"seed {behind[0].get('seed')}: {behind[0].get('keep_up_reason') or 'its backlog grows'}"
+    pooled = pooled_share(runs)
+    if pooled is not None and pooled[0] + pooled[1] < 1.0:
+        return FALLS_BEHIND, (f"pooled over its {len(runs)} seeds, it served {100 * pooled[0]:.1f}% (95% interval "
+                              f"{100 * (pooled[0] - pooled[1]):.1f}–{100 * (pooled[0] + pooled[1]):.1f}%) of the "
+                              "output tokens/s offered while requests waited for its engines: its capacity is below "
+                              "its demand")
+    short = [r for r in runs if r["keep_up_verdict"] == TOO_SHORT]
+    if short:
+        return TOO_SHORT, f"seed {short[0].get('seed')}: {short[0].get('keep_up_reason')}"
+    return KEEPS_UP, ""
+
+
+def pooled_share(runs: Sequence[Mapping[str, Any]]) -> tuple[float, float] | None:
+    """The mean served share over two or more seeds and its 95% half-width; None unless every seed has one."""
+    shares = [finite_or_nan(r.get("keep_up_served_share")) for r in runs]
+    halves = [finite_or_nan(r.get("keep_up_served_share_ci95")) for r in runs]
+    if len(runs) < 2 or not all(math.isfinite(v) for v in (*shares, *halves)):
+        return None
+    return sum(shares) / len(runs), math.sqrt(sum(h ** 2 for h in halves)) / len(runs)
+
+
+def finite_or_nan(value: Any) -> float:
+    return float(value) if value is not None else math.nan

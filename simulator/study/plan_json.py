@@ -1,8 +1,14 @@
 """The JSON contract of a plan: exactly these keys, in this order, for a capacity plan and a search.
 
-    capacity_json(plan)    {"variants": [{"label", "replicas", "gpus", "meets_sla", "unmet", "tps_user",
+    capacity_json(plan)    {"seeds_replay", "variants": [{"label", "replicas", "gpus", "meets_sla", "unmet", "tps_user",
                                           "throughput_per_gpu", "cost_per_hour", "seeds",
-                                          "tps_user_ci95", "one_fewer", "sure", "sla"}]}
+                                          "tps_user_ci95", "one_fewer", "sure", "sla", ..., "engine_cap"}]}
+
+`engine_cap` (`cap_record`): the serving engine's own cap at the answer (or the
+largest probe): the one that binds its demand (`binding`, "none" when every cap
+admits it), the tightest (`tightest`, its `requests_per_rank`) and the demand
+per rank (specplan.engines.caps, the runs' engine_cap_* keys); null where the
+engine's row has no caps. plan.csv's `engine_cap_binding` is its `binding`.
 
 A plan that is not met carries `unmet` (why: the replica cap, a saturated
 pool held fixed, statistics that stopped moving) and no per-GPU figure
@@ -14,7 +20,11 @@ row of probes.csv say what the GPUs are (`pool_fields`): `gpus_decode`,
 or null without a pool), the pool's `prefill_busy_share` and the
 `prefix_cache_hit_rate` (null where there is none), means over seeds.
     deployment_rows(plan)  plan.csv: one row per deployment in rank order, met or not
-    search_json(plan)      {"target": {"demand", "sla", "seeds"}, "points": [those rows], "winner"}
+    search_json(plan)      {"target": {"demand", "sla", "seeds", "seeds_replay"}, "points": [those rows], "winner"}
+
+`seeds_replay` says, on a trace, what each seed replays of it (as recorded,
+or resampled: specplan.traces.resample), i.e. what the intervals over seeds
+cover; null for other workloads, whose seeds draw their own arrivals.
 
 `specplan plan --json` prints the first or the last; plan.json holds the
 same (specplan.cli.plan_files). NaN figures are null.
@@ -53,7 +63,7 @@ def probe_pool(probe: Probe | None, pool: str | None) -> dict[str, Any]:
 
 
 def capacity_json(plan: CapacityPlan) -> dict[str, Any]:
-    return {"variants": [variant_row(v, plan.target) for v in plan.variants]}
+    return {"seeds_replay": plan.seeds_replay or None, "variants": [variant_row(v, plan.target) for v in plan.variants]}
 
 
 def variant_row(variant: ReplicaSizing, target: Target) -> dict[str, Any]:
@@ -71,7 +81,19 @@ def variant_row(variant: ReplicaSizing, target: Target) -> dict[str, Any]:
         "sure": variant.sure(target),
         "sla": sla_record(probe, target),
         **probe_pool(probe, variant.prefill_pool),
+        "engine_cap": cap_record(probe),
     }
+
+
+def cap_record(probe: Probe | None) -> dict[str, Any] | None:
+    """The engine's own cap at a probe: the one that binds (most seeds' answer), the tightest, the demand."""
+    runs = () if probe is None else tuple(r for r in probe.runs if r.get("engine_cap_tightest") is not None)
+    if probe is None or not runs:
+        return None
+    named = [str(r.get("engine_cap_binding")) for r in runs]
+    return {"binding": max(dict.fromkeys(named), key=named.count), "tightest": runs[0]["engine_cap_tightest"],
+            "requests_per_rank": runs[0].get("engine_cap_tightest_requests_per_rank"),
+            "demand_per_rank": finite(probe.mean("engine_cap_demand_per_rank"))}
 
 
 def sla_record(probe: Probe | None, target: Target) -> dict[str, Any]:
@@ -102,7 +124,7 @@ def deployment_rows(plan: DeploymentPlan) -> pd.DataFrame:
 def search_json(plan: DeploymentPlan) -> dict[str, Any]:
     rows = deployment_rows(plan)
     return {"target": {"demand": plan.target.demand_text(), "sla": [b.text() for b in plan.target.bounds],
-                       "seeds": plan.target.seeds},
+                       "seeds": plan.target.seeds, "seeds_replay": plan.seeds_replay or None},
             "points": rows.astype(object).where(rows.notna(), None).to_dict(orient="records"),
             "winner": plan.winner.info.label if plan.winner else None}
 
@@ -124,6 +146,7 @@ def deployment_row(p: DeploymentSizing, rank: int, target: Target) -> dict[str, 
         "one_fewer_replicas": sizing.one_fewer.replicas if sizing.one_fewer else None,
         "one_fewer_keep_up": sizing.one_fewer.keep_up if sizing.one_fewer else None,
         "sure": sizing.sure(target) if p.meets_sla else None, "probes": len(sizing.probes),
+        "engine_cap_binding": (cap_record(shown) or {}).get("binding"),
     }
     for bound in target.bounds:
         mean, half = shown.stats.get(bound.key, (math.nan, math.nan)) if shown is not None else (math.nan, math.nan)

@@ -40,6 +40,8 @@ from specplan.simulator.study.probe_store import ProbeStore
 from specplan.simulator.study.replica_search import ReplicaSizing, size_replicas
 from specplan.simulator.study.shadows import check_load, check_sized, check_variants, override_paths
 from specplan.simulator.study.target import RunOptions, Source, Target
+from specplan.traces.resample import seeds_replay
+from specplan.traces.spec import TraceArrivals
 
 
 @dataclass
@@ -49,6 +51,7 @@ class CapacityPlan:
     target: Target
     variants: list[ReplicaSizing]
     options: RunOptions
+    seeds_replay: str = ""  # on a trace, what each seed replays of it (what the interval covers); else ""
 
 
 def plan_capacity(source: Source, target: Target, options: RunOptions | None = None) -> CapacityPlan:
@@ -69,7 +72,15 @@ def plan_capacity(source: Source, target: Target, options: RunOptions | None = N
              for label, raw, where in variants]
     found: dict[int, ReplicaSizing] = {}
     run_sizings(calls, options, cores, "plan", "variant plan", found.__setitem__)
-    return CapacityPlan(target, [found[i] for i in range(len(calls))], options)
+    return CapacityPlan(target, [found[i] for i in range(len(calls))], options, seeds_replay_of(source, options))
+
+
+def seeds_replay_of(source: Source, options: RunOptions) -> str:
+    """On a trace, what each seed replays of it (specplan.traces.resample.seeds_replay); "" otherwise, where
+    every seed draws its own arrivals."""
+    raw, folder, name = read_source(source, options.overrides)
+    arrivals = validated(raw, folder, name, "").workload.arrivals
+    return seeds_replay(arrivals) if isinstance(arrivals, TraceArrivals) else ""
 
 
 def size_variant(raw: dict, label: str, folder: Path, source: str, where: str, target: Target,

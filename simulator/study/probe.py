@@ -33,14 +33,22 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import Scenario
+from specplan.simulator.scenario.scaling import OPEN_LOOP, mean_rate_per_s
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.frontier import ci95
-from specplan.simulator.study.keepup import FALLS_BEHIND, KEEPS_UP, TOO_SHORT, judge_backlog
+from specplan.simulator.study.keepup import (
+    FALLS_BEHIND,
+    KEEPS_UP,
+    TOO_SHORT,
+    judge_backlog,
+    seeds_verdict,
+)
 from specplan.simulator.study.points import normalise, point_key
 from specplan.simulator.study.probe_store import ProbeStore
 from specplan.simulator.study.split import simulate_sampled
@@ -59,7 +67,8 @@ class Probe:
     ttft_p99_s: float
     backlog_growth: float            # the worst seed's
     gpus: int                        # every GPU of the cluster, a prefill pool's included
-    keep_up: str = KEEPS_UP          # the worst verdict over seeds
+    keep_up: str = KEEPS_UP          # the verdict over seeds (specplan.simulator.study.keepup.seeds_verdict)
+    keep_up_reason: str = ""         # why, when it is not "keeps up"
     runs: tuple[dict[str, Any], ...] = ()
     stats: dict[str, tuple[float, float]] = field(default_factory=dict)  # SLA key → (mean, 95% half-width)
     simulated: int = 0               # replicas simulated for all of them (`replicas` when simulated whole)
@@ -90,12 +99,11 @@ def probe(scenario: Scenario, target: Target, options: RunOptions, label: str = 
                  for i in range(target.seeds))
     stats = {b.key: mean_and_interval(runs, b.key) for b in target.bounds}
     fast_enough = all(b.holds(stats[b.key][0]) for b in target.bounds)
+    keep_up, why = seeds_verdict(runs)
     undecided = [r for r in runs if r["keep_up_verdict"] == TOO_SHORT
                  and (fast_enough or any(r.get(b.key) is None for b in target.bounds))]
-    if undecided:
+    if undecided and keep_up != FALLS_BEHIND:
         raise SpecplanError(too_short(scenario, label, undecided[0]))
-    verdicts = {r["keep_up_verdict"] for r in runs}
-    keep_up = next(v for v in (FALLS_BEHIND, TOO_SHORT, KEEPS_UP) if v in verdicts)
     tps, tps_half = mean_and_interval(runs, tps_column(target.statistic))
     return Probe(replicas=scenario.cluster.replicas, meets_sla=bool(fast_enough and keep_up == KEEPS_UP),
                  tps_user=tps, tps_user_ci95=tps_half,
@@ -103,7 +111,7 @@ def probe(scenario: Scenario, target: Target, options: RunOptions, label: str = 
                  ttft_p99_s=mean_and_interval(runs, "ttft_p99_s")[0],
                  backlog_growth=max((float(r["keep_up_growth"]) for r in runs if r["keep_up_growth"] is not None),
                                     default=math.nan),
-                 gpus=int(runs[0]["gpus"]), keep_up=keep_up, runs=runs, stats=stats,
+                 gpus=int(runs[0]["gpus"]), keep_up=keep_up, keep_up_reason=why, runs=runs, stats=stats,
                  simulated=sample or scenario.cluster.replicas)
 
 
@@ -129,15 +137,42 @@ def seed_run(scenario: Scenario, store: ProbeStore, sample: int | None = None, w
     key = point_key(scenario) if sample is None else hashlib.sha256(
         f"{point_key(scenario)}:sample={sample}".encode()).hexdigest()
     stored = store.get(key)
-    if stored is not None and "keep_up_verdict" in stored:
+    if stored is not None and "ttft_unqueued_p99_s" in stored:  # a record of this probe (older ones re-run)
         return stored
     result = (simulate(scenario, itl=True) if sample is None
               else simulate_sampled(scenario, sample, workers=workers, itl=True))
     warmup = scenario.horizon.warmup_s
-    backlog = judge_backlog(result.requests, warmup, warmup + float(result.summary["window_s"]), result.steps)
-    summary = normalise({**result.summary, **backlog.fields(), "key": key, "seed": scenario.seed})
+    backlog = judge_backlog(result.requests, warmup, warmup + float(result.summary["window_s"]), result.steps,
+                            offered_rate_per_s(scenario, sample), scenario.workload.arrivals.KIND in OPEN_DEMAND)
+    summary = normalise({**result.summary, **backlog.fields(), **unqueued_ttft(result.requests, warmup),
+                         "key": key, "seed": scenario.seed})
     store.put(key, summary, scenario)
     return summary
+
+
+def unqueued_ttft(requests: pd.DataFrame, warmup_s: float) -> dict[str, float]:
+    """TTFT p50 / p90 / p99 of the measured requests without their first part, the wait before prefill starts
+    (a prefill pool's queue): what the TTFT bounds would read if that queue were empty."""
+    measured = requests[requests["arrival_s"] >= warmup_s]
+    if "ttft_queue_s" not in measured:
+        return {}
+    rest = (measured["ttft_s"] - measured["ttft_queue_s"].fillna(0.0)).to_numpy(dtype=float)
+    rest = rest[np.isfinite(rest)]
+    return {f"ttft_unqueued_p{q}_s": float(np.percentile(rest, q)) if rest.size else math.nan for q in (50, 90, 99)}
+
+
+OPEN_DEMAND = (*OPEN_LOOP, "trace")  # arrivals that do not wait for answers: they offer a demand of their own
+STATIONARY = ("poisson", "gamma")   # renewal arrivals, whose mean rate any stretch of the run offers
+
+
+def offered_rate_per_s(scenario: Scenario, sample: int | None) -> float | None:
+    """The mean arrival rate the simulated replicas were offered (a sample's share of it), for stationary
+    arrivals; None for the others (the keep-up judge reads their offer off the run's own arrivals)."""
+    arrivals = scenario.workload.arrivals
+    if arrivals.KIND not in STATIONARY:
+        return None
+    share = 1.0 if sample is None else sample / scenario.cluster.replicas
+    return mean_rate_per_s(arrivals) * share
 
 
 def too_short(scenario: Scenario, label: str, run: dict[str, Any]) -> str:

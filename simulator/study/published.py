@@ -20,15 +20,25 @@ A case is a folder (benchmarks/published/NAME/):
                     against server_flags, RECIPE_* below);
                     `acceptance_assumption` (where no acceptance is
                     published: the preset standing in and the AL it
-                    implies, with override lists for AL -/+ 10%)
+                    implies, with override lists for AL -/+ 10%);
+                    `length_rule` (a random-dataset cell: the lengths the
+                    client drew, uniform or fixed, with the evidence;
+                    length_rules.py checks the scenario draws them);
+                    `spread` (an older run of the same cell, kept in
+                    spread.csv: version_spread.py reports it apart)
     scenario.yaml   the base scenario (a bench_client workload)
     published.csv   the figures, units exactly as published:
-                    workload,arm,metric,value,unit,concurrency[,num_prompts,note]
+                    workload,arm,metric,value,unit,concurrency[,num_prompts,note,statistic,length_rule]
+    spread.csv      (with `spread`) the older run's figures, the same columns
 
 `arm` is an arm's name, or `A/B` for a ratio of two arms (a speed-up). A
-metric names what the engines' clients print; METRICS maps it to the
-summary key it is compared with and the units it may be published in.
-Every malformed row is a one-line SpecplanError naming the file and line.
+metric names what the engines' clients print, with its statistic (mean_ttft
+against median_ttft: the mean or the P50 over requests); METRICS maps it to
+the summary key of the same statistic it is compared with and the units it
+may be published in. The optional `statistic` column says what the source
+labelled it (Mean, P50) and must agree with the metric; `length_rule` must
+agree with source.yaml's. Every malformed row is a one-line SpecplanError
+naming the file and line.
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ import yaml
 
 from specplan.engines import ENGINE_NAMES, engine_traits
 from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.study.length_rules import check_length_rule, check_scenario_lengths
 
 # metric -> (summary key after the client's prefix; unit -> factor to the key's unit)
 TIME_MS = {"ms": 1.0, "s": 1000.0}
@@ -63,7 +74,12 @@ GOAL_METRICS = ("output_throughput", "total_throughput", "output_throughput_per_
 COLUMNS = ("workload", "arm", "metric", "value", "unit", "concurrency")
 SOURCE_KEYS = ("title", "repository", "reference", "url", "engine", "model", "gpus", "parallelism",
                "server_flags", "client_flags", "client", "arms", "workloads", "requires", "runnable", "reason",
-               "notes", "group", "recipe", "acceptance_assumption")
+               "notes", "group", "recipe", "acceptance_assumption", "length_rule", "spread")
+SPREAD_KEYS = ("engine_version", "reference", "url", "conditions")
+SPREAD_FILE = "spread.csv"
+# the statistic a latency metric's prefix names, as a source labels it (the column `statistic`)
+STATISTICS = {"mean_": "mean", "median_": "P50"}
+STATISTIC_WORDS = {"mean": "mean", "p50": "P50", "median": "P50"}
 
 # A cookbook recipe (the SGLang cookbook's cells): the server flags each of its choices needs.
 RECIPE_STRATEGIES = ("low-latency", "balanced", "high-throughput")
@@ -74,6 +90,7 @@ RECIPE_SPECULATIVE: dict[str, tuple[str, ...]] = {
                   "--speculative-num-draft-tokens 4"),
     "mtp-1-1-2": ("--speculative-algorithm EAGLE", "--speculative-num-steps 1", "--speculative-eagle-topk 1",
                   "--speculative-num-draft-tokens 2"),
+    "dspark": ("--speculative-algorithm DSPARK",),  # the Flash Official (0731) checkpoint's bundled head
 }
 RECIPE_MOE_FLAG = {"default": "", "flashinfer_mxfp4": "--moe-runner-backend", "marlin": "--moe-runner-backend",
                    "flashinfer_trtllm_routed": "--moe-runner-backend", "deepep": "--moe-a2a-backend",
@@ -95,6 +112,8 @@ class Figure:
     concurrency: int
     num_prompts: int | None
     line: int
+    statistic: str = ""     # mean or P50 for a latency, "" for a figure over the run
+    length_rule: str = ""   # the lengths the client drew (uniform, fixed), where stated
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -109,6 +128,7 @@ class Case:
     source: dict[str, Any]
     figures: list[Figure]
     problems: list[str] = field(default_factory=list)  # why (parts of) it cannot run
+    spread: list[Figure] = field(default_factory=list)  # an older run of the same cell (spread.csv), never a goal
 
     @property
     def name(self) -> str:
@@ -134,7 +154,26 @@ def read_case(folder: str | Path) -> Case:
             raise SpecplanError(f"{folder}: no {name} (a replication case needs source.yaml and published.csv)")
     source = read_source(folder / "source.yaml")
     figures = read_figures(folder / "published.csv", source)
-    return Case(folder, source, figures)
+    if "length_rule" in source and (folder / "scenario.yaml").is_file():
+        check_scenario_lengths(source["length_rule"], folder / "scenario.yaml")
+    return Case(folder, source, figures, spread=read_spread(folder, source))
+
+
+def read_spread(folder: Path, source: dict[str, Any]) -> list[Figure]:
+    """The older run's figures (spread.csv) where source.yaml has `spread`; a file without the key is refused."""
+    path = folder / SPREAD_FILE
+    if "spread" not in source:
+        if path.exists():
+            raise SpecplanError(f"{path}: source.yaml has no 'spread' saying which run these figures are")
+        return []
+    entry = source["spread"]
+    if not isinstance(entry, dict) or "engine_version" not in entry:
+        raise SpecplanError(f"{folder / 'source.yaml'}: spread must be a mapping with engine_version "
+                            f"({', '.join(SPREAD_KEYS)})")
+    check_keys(entry, SPREAD_KEYS, f"{folder / 'source.yaml'}: spread")
+    if not path.is_file():
+        raise SpecplanError(f"{folder}: source.yaml has 'spread' but there is no {SPREAD_FILE}")
+    return read_figures(path, source)
 
 
 def read_source(path: Path) -> dict[str, Any]:
@@ -154,6 +193,8 @@ def read_source(path: Path) -> dict[str, Any]:
         check_recipe(source["recipe"], str(source.get("server_flags") or ""), f"{path}: recipe")
     if "acceptance_assumption" in source:
         check_acceptance_assumption(source["acceptance_assumption"], f"{path}: acceptance_assumption")
+    if "length_rule" in source:
+        check_length_rule(source["length_rule"], f"{path}: length_rule")
     return source
 
 
@@ -257,7 +298,30 @@ def figure(row: dict[str, str], source: dict[str, Any], path: Path, line: int) -
                             f"{', '.join(source.get('workloads', {})) or 'none'})")
     value = number(row["value"], "value", where)
     return Figure(workload, arm, metric, value * METRICS[metric][1][unit], value, unit,
-                  int(number(row["concurrency"], "concurrency", where)), prompts(row, where), line)
+                  int(number(row["concurrency"], "concurrency", where)), prompts(row, where), line,
+                  statistic(row, metric, where), length_rule(row, source, where))
+
+
+def statistic(row: dict[str, str], metric: str, where: str) -> str:
+    """The statistic the metric names (mean, P50), checked against the label the row gives, if any."""
+    named = next((word for prefix, word in STATISTICS.items() if metric.startswith(prefix)), "")
+    label = (row.get("statistic") or "").strip()
+    if label and label != "-" and STATISTIC_WORDS.get(label.lower()) != named:
+        raise SpecplanError(f"{where}: statistic '{label}' is not what {metric} compares "
+                            f"({named or 'no statistic: a figure over the run'}); use "
+                            + (f"{'median' if named == 'mean' else 'mean'}_{metric.split('_', 1)[1]}"
+                               if named else "'-' or nothing"))
+    return named
+
+
+def length_rule(row: dict[str, str], source: dict[str, Any], where: str) -> str:
+    """The row's length rule: source.yaml's, which a `length_rule` column may repeat but not contradict."""
+    stated = str((source.get("length_rule") or {}).get("rule", ""))
+    label = (row.get("length_rule") or "").strip()
+    if label and label != stated:
+        raise SpecplanError(f"{where}: length_rule '{label}' disagrees with source.yaml's "
+                            f"({stated or 'none stated'})")
+    return stated
 
 
 def check_arm(arm: str, metric: str, source: dict[str, Any], where: str) -> None:

@@ -8,6 +8,11 @@ every failed probe; two findings end it before the replica cap:
   whose prefill replicas were busy at least `SATURATED` of the window cannot
   be rescued by decode replicas (the prefill queue grows whatever they do):
   grow cluster.prefill.replicas. Judged from the first probe on.
+- a pool held fixed queues past the SLA: a failed probe that keeps up, with
+  a TTFT bound that would hold without the wait before prefill starts (its
+  `ttft_unqueued_*` statistic) but fails with it: that queue is the pool's,
+  and decode replicas do not shorten it, busy 62% or 97% (bursts queue a
+  pool that is idle on average): grow cluster.prefill.replicas.
 - the SLA statistics stopped moving: a failed probe that kept up, after a
   smaller failed one that kept up too, whose every failing bound gained no
   more than the noise (its 95% half-widths over seeds, and `FLAT` of the
@@ -47,6 +52,15 @@ def out_of_reach(probes: Mapping[int, Probe], n: int, target: Target, fixed_pool
         return (f"the prefill pool ({pool} replica(s), held fixed) was busy {busy:.0%} of the window at {n} "
                 "decode replica(s): no number of decode replicas serves more requests; grow "
                 "cluster.prefill.replicas")
+    queued = pool_queue_misses(probe, target) if fixed_pool and probe.keep_up != FALLS_BEHIND else []
+    if queued:
+        pool = int(probe.mean("prefill_replicas"))
+        shown = "; ".join(f"{b.key} {probe.stats[b.key][0]:.3g} s, {probe.mean(unqueued_key(b.key)):.3g} s without "
+                          "its queue" for b in queued)
+        return (f"the prefill pool ({pool} replica(s), held fixed, busy {busy:.0%}) queues requests long enough "
+                f"to miss the SLA at {n} decode replica(s) ({shown}; the SLA asks "
+                f"{', '.join(b.text() for b in queued)}): decode replicas do not shorten its queue; grow "
+                "cluster.prefill.replicas")
     smaller = [m for m in probes if m < n and not probes[m].meets_sla]
     if not smaller or FALLS_BEHIND in (probe.keep_up, probes[max(smaller)].keep_up):
         return None
@@ -58,6 +72,23 @@ def out_of_reach(probes: Mapping[int, Probe], n: int, target: Target, fixed_pool
     shown = "; ".join(f"{b.key} {before.stats[b.key][0]:.4g} at {before.replicas} replica(s), "
                       f"{probe.stats[b.key][0]:.4g} at {n} (the SLA asks {b.text()})" for b in failing)
     return f"more replicas stopped moving the SLA statistics: {shown}; a larger cluster repeats them"
+
+
+def unqueued_key(key: str) -> str:
+    """'ttft_p99_s' → 'ttft_unqueued_p99_s': the same statistic without the wait before prefill starts."""
+    return key.replace("ttft_", "ttft_unqueued_", 1)
+
+
+def pool_queue_misses(probe: Probe, target: Target) -> list[Bound]:
+    """The TTFT bounds a probe fails only because of the wait before prefill starts (they hold without it)."""
+    out = []
+    for bound in target.bounds:
+        if not bound.key.startswith("ttft_") or bound.holds(probe.stats.get(bound.key, (math.nan, math.nan))[0]):
+            continue
+        without = probe.mean(unqueued_key(bound.key))
+        if math.isfinite(without) and bound.holds(without):
+            out.append(bound)
+    return out
 
 
 def closing(bound: Bound, before: Probe, after: Probe, doublings: int) -> bool:

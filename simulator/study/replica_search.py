@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from specplan.simulator.scenario import Scenario
+from specplan.simulator.scenario.study import Bound
 from specplan.simulator.study.keepup import FALLS_BEHIND
 from specplan.simulator.study.probe import Probe, probe
 from specplan.simulator.study.probe_store import ProbeStore
@@ -57,14 +58,32 @@ class ReplicaSizing:
     def sure(self, target: Target) -> bool:
         """False when a bound of the SLA lies inside the answer's or the one-fewer probe's 95% interval
         of its statistic (a one-fewer probe whose backlog grows fails however fast its requests were)."""
+        return not self.unsure(target)
+
+    def unsure(self, target: Target) -> list[tuple[Probe, Bound]]:
+        """Each (probe, bound) of the answer and its one-fewer probe whose 95% interval holds the bound."""
+        out = []
         for candidate in (self.chosen, self.one_fewer):
             if candidate is None or candidate.keep_up == FALLS_BEHIND:
                 continue
             for bound in target.bounds:
                 mean, half = candidate.stats.get(bound.key, (math.nan, math.nan))
                 if math.isfinite(half) and mean - half < bound.value < mean + half:
-                    return False
-        return True
+                    out.append((candidate, bound))
+        return out
+
+    def binding(self, target: Target) -> Bound | None:
+        """The SLA bound that sets the answer: the one the one-fewer probe misses furthest (when it kept up),
+        else the one with the least slack at the probe shown (relative to the bound)."""
+        fewer = self.one_fewer
+        if fewer is not None and fewer.keep_up != FALLS_BEHIND:
+            missed = [b for b in target.bounds if not b.holds(fewer.stats.get(b.key, (math.nan, math.nan))[0])]
+            if missed:
+                return min(missed, key=lambda b: slack(b, fewer))
+        shown = self.shown
+        if shown is None or not target.bounds:
+            return target.bounds[0] if target.bounds else None
+        return min(target.bounds, key=lambda b: slack(b, shown))
 
     @property
     def gpus(self) -> int | None:
@@ -100,6 +119,16 @@ def size_replicas(scenario_at: Callable[[int], Scenario], target: Target, option
     unmet = None if replicas is not None else (
         why[0] if why else f"no cluster up to {options.max_replicas} replicas meets the SLA")
     return ReplicaSizing(label, replicas, gpus_per_replica, [probes[n] for n in sorted(probes)], unmet, pool)
+
+
+def slack(bound: Bound, probe: Probe) -> float:
+    """How far a probe's mean statistic lies inside its bound, relative to the bound (negative outside; −inf
+    when the probe has no figure)."""
+    mean = probe.stats.get(bound.key, (math.nan, math.nan))[0]
+    if not math.isfinite(mean):
+        return -math.inf
+    gap = mean - bound.value if bound.op == ">=" else bound.value - mean
+    return gap / abs(bound.value) if bound.value else gap
 
 
 POOL_FIXED, POOL_GROWS = "held fixed", "grows with the decode replicas"

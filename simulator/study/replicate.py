@@ -8,7 +8,9 @@ a row per figure with its status (`case_runner.availability`,
 `figure_status`) → each runnable figure predicted with nothing fitted
 (`CaseRunner.predict`) → the acceptance sensitivity → with `calibrate`, the
 fits of `calibration.py` → `Replication`, which reports/replication.py
-writes (its statistics from `replication_stats.py`).
+writes (its statistics from `replication_stats.py`). Beside them, and in no
+statistic, the version spread: each case's older published run paired with
+its newest figures (`version_spread.py`).
 
 **Acceptance sensitivity.** A case whose acceptance is not published says
 in its source.yaml which preset stands in and the AL it implies
@@ -48,6 +50,7 @@ from specplan.simulator.study.case_runner import (
     signed_error,
 )
 from specplan.simulator.study.published import RATIO_METRICS, Case, Figure
+from specplan.simulator.study.version_spread import spread_rows
 
 SENSITIVITIES = ("al_minus_10", "al_plus_10")
 
@@ -60,6 +63,7 @@ class Replication:
     params: dict[str, dict[str, Params]] = field(default_factory=dict)  # mode -> group -> params
     cases: dict[str, str] = field(default_factory=dict)  # case -> "runs" or why it cannot
     assumed_al: dict[str, str] = field(default_factory=dict)  # case -> the acceptance it assumes
+    spread: pd.DataFrame = field(default_factory=pd.DataFrame)  # stale vs newest published figures, apart
 
 
 Entry = tuple[Case, Figure, CaseRunner]
@@ -80,7 +84,8 @@ def replicate(cases: Iterable[Case], out_dir: str | Path, calibrate: bool = Fals
     if calibrate and runnable:
         params = calibrations(runnable, rows, out, host_grid, scale_grid, progress, workers)
     return Replication(pd.DataFrame(list(rows.values())), params, {case.name: case_status(case) for case in cases},
-                       {case.name: assumed_al(case) for case in cases if "acceptance_assumption" in case.source})
+                       {case.name: assumed_al(case) for case in cases if "acceptance_assumption" in case.source},
+                       spread_rows(cases))
 
 
 def case_status(case: Case) -> str:

@@ -1,4 +1,4 @@
-"""The replication's statistics: |error| per mode, overall, per engine and GPU, per basis, and the goals.
+"""The replication's statistics: |error| per mode, overall, per engine and GPU, per basis, per kind of cell, the goals.
 
 Place in the data flow: `replicate.py` fills one row per published figure
 (its status and, per mode, the predicted value and signed error); this
@@ -31,14 +31,17 @@ GOALS = (  # (mode, statistic, bound)
 
 
 def error_statistics(rows: pd.DataFrame, mode: str, on_basis: str | None = None,
-                     group: str | None = None) -> dict[str, Any]:
+                     group: str | None = None, only: dict[str, str] | None = None) -> dict[str, Any]:
     """Median and max |error| over the goal metrics, and the sign check, for one mode's columns
-    (of the figures on one basis, `as run` or `nearest database version`, or of one group, when given)."""
+    (of the figures on one basis, `as run` or `nearest database version`, of one group, or whose
+    columns hold the values of `only` (e.g. kind and gpu), when given)."""
     column = f"{mode}_error"
     if on_basis is not None and "basis" in rows:
         rows = rows[rows["basis"] == on_basis]
     if group is not None:
         rows = rows[rows["group"] == group]
+    for name, value in (only or {}).items():
+        rows = rows[rows[name] == value] if name in rows else rows.iloc[0:0]
     if column not in rows or rows.empty:
         return {"figures": 0}
     ok = rows[(rows["status"] == "ok") & rows[column].notna()]
@@ -63,12 +66,27 @@ def speedup_signs(rows: pd.DataFrame, mode: str) -> str:
 
 
 def statistics(rows: pd.DataFrame, bases: tuple[str, ...]) -> dict[str, Any]:
-    """Per mode: over every figure, per basis (`by_basis`) and per engine and GPU (`by_group`)."""
+    """Per mode: over every figure, per basis (`by_basis`), per engine and GPU (`by_group`) and per kind of
+    cell, over its GPUs and per GPU (`by_kind`)."""
     out = {mode: error_statistics(rows, mode) for mode in MODES if f"{mode}_error" in rows}
     groups = sorted(rows.loc[rows["status"] == "ok", "group"].unique()) if "group" in rows else []
     for mode, stats in out.items():
         stats["by_basis"] = {b: error_statistics(rows, mode, b) for b in bases}
         stats["by_group"] = {g: error_statistics(rows, mode, group=g) for g in groups}
+        stats["by_kind"] = kind_statistics(rows, mode)
+    return out
+
+
+def kind_statistics(rows: pd.DataFrame, mode: str) -> dict[str, Any]:
+    """Per kind of cell (low-latency, balanced, high-throughput, PR case): over its GPUs, and per GPU."""
+    if "kind" not in rows:
+        return {}
+    ok = rows[rows["status"] == "ok"]
+    out = {}
+    for kind in sorted(ok["kind"].unique()):
+        gpus = sorted(ok.loc[ok["kind"] == kind, "gpu"].unique())
+        out[kind] = {**error_statistics(rows, mode, only={"kind": kind}),
+                     "by_gpu": {g: error_statistics(rows, mode, only={"kind": kind, "gpu": g}) for g in gpus}}
     return out
 
 

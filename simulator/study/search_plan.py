@@ -50,6 +50,7 @@ from specplan.simulator.scenario.search import (
 )
 from specplan.simulator.study.launch import Deployment, launch_config
 from specplan.simulator.study.plan_runs import run_sizings
+from specplan.simulator.study.planner import seeds_replay_of
 from specplan.simulator.study.points import fits, loaded, read_source, validated
 from specplan.simulator.study.probe import Probe
 from specplan.simulator.study.probe_store import ProbeStore, stored_summaries, write_fresh
@@ -128,6 +129,7 @@ class DeploymentPlan:
     raw: dict[str, Any]
     folder: Path
     options: RunOptions
+    seeds_replay: str = ""  # on a trace, what each seed replays of it (what the interval covers); else ""
 
     def point_scenario(self, p: DeploymentSizing, replicas: int) -> Scenario:
         """A point's scenario at `replicas` decode replicas and the demand (as its probes ran it)."""
@@ -220,7 +222,7 @@ def plan_search(source: Source, target: Target, options: RunOptions | None = Non
 
     run_sizings(calls, options, workers, "search", "search point", on_result)
     deployments = [DeploymentSizing(PointInfo.of(i, point), found[i]) for i, point in enumerate(points)]
-    return DeploymentPlan(target, deployments, name, raw, folder, options)
+    return DeploymentPlan(target, deployments, name, raw, folder, options, seeds_replay_of(source, options))
 
 
 def provenance_of(spec: str | InlineProfile) -> dict[str, str]:

@@ -12,7 +12,9 @@ while scenario.resolved.yaml showed the value set:
                            per point by the load axis: `sweep.load.<axis>`, or a plan's demand flag
     a variant's own keys   a key every variant sets for itself (or whose block every variant
                            replaces with another alternative, e.g. another policy) applies to no
-                           point; one only some variants set applies to the others, as a base does
+                           point; one only some variants set applies to the others, as a base does;
+                           a length schedule (`policy.params.schedule`) is one value, so `--merge
+                           schedule.yaml` into variants that each run their own schedule is refused
 
 A load axis that scales the workload (`rate_scale`, and `rate_per_s` on mmpp
 or piecewise arrivals, which keeps their shape) composes with what was set,
@@ -51,19 +53,27 @@ def override_paths(overrides: Sequence[str]) -> list[tuple[str, ...]]:
     return paths
 
 
+# mappings that are one value, a table, not keys each applying on its own: a length schedule
+TABLES = (("policy", "params", "schedule"),)
+
+
 def leaves(mapping: Mapping[str, Any], path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     for key, value in mapping.items():
-        if isinstance(value, dict) and value:
+        if isinstance(value, dict) and value and (*path, str(key)) not in TABLES:
             yield from leaves(value, (*path, str(key)))
         else:
             yield (*path, str(key))
 
 
 def value_at(raw: Any, path: tuple[str, ...]) -> Any:
+    """The value at a key path; a part matches a key by its text (a schedule's batch sizes are integers)."""
     for part in path:
-        if not isinstance(raw, dict) or part not in raw:
+        if not isinstance(raw, dict):
             return MISSING
-        raw = raw[part]
+        key = next((k for k in raw if str(k) == part), MISSING)
+        if key is MISSING:
+            return MISSING
+        raw = raw[key]
     return raw
 
 

@@ -9,7 +9,8 @@
 or `users`: the scenario's own workload scaled the way a sweep's load axis
 scales it, specplan.simulator.scenario.scaling); the SLA, one form only: its
 bounds on summary keys (`Bound`, specplan.simulator.scenario.study), none
-meaning the scenario's own `sla.bounds` (`resolved`); the tokens/s/user
+meaning the scenario's own `sla.bounds` (`resolved`); a bound may be given
+as text (`"tps_user_p10>=80"`, parsed as `--sla` parses it); the tokens/s/user
 statistic a table shows; the seeds per probe; the price of a GPU-hour (a
 capacity plan's cost column; a search prices each GPU type itself).
 
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario import Scenario
-from specplan.simulator.scenario.study import LOAD_AXES, Bound, tps_column
+from specplan.simulator.scenario.study import LOAD_AXES, Bound, parse_bound, tps_column
 from specplan.simulator.study.backends import BACKENDS, worker_count
 from specplan.simulator.study.points import read_source, validated
 
@@ -50,6 +51,11 @@ class Target:
     statistic: str = "p10"
     seeds: int = DEFAULT_SEEDS
     gpu_hour_usd: float | None = None
+
+    def __post_init__(self) -> None:
+        """Bounds given as text (`"tps_user_p10>=80"`, one or several) are parsed as `--sla` parses them."""
+        given = (self.bounds,) if isinstance(self.bounds, (str, Bound)) else tuple(self.bounds)
+        object.__setattr__(self, "bounds", tuple(as_bound(b) for b in given))
 
     def check(self, names: Mapping[str, str]) -> None:
         """One line naming the first bad field (by `names`), or nothing."""
@@ -80,6 +86,14 @@ class Target:
         raw, folder, name = read_source(source, overrides)
         sla = validated(raw, folder, name, "").sla
         return dataclasses.replace(self, bounds=sla.parsed_bounds if sla is not None else ())
+
+
+def as_bound(bound: Bound | str) -> Bound:
+    if isinstance(bound, Bound):
+        return bound
+    if isinstance(bound, str):
+        return parse_bound(bound, "Target bounds")
+    raise SpecplanError(f"Target bounds: each is a Bound or a 'KEY<=VALUE' string, got {bound!r}")
 
 
 def check_bounds(bounds: tuple[Bound, ...], names: Mapping[str, str]) -> None:

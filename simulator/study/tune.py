@@ -1,11 +1,12 @@
 """Per-batch-size speculation lengths: scenario → static-length sweep → best length per bucket → verified schedule.
 
-    tuned = tune_schedule("scenarios/default.yaml", out_dir="out", workers=2)
+    tuned = tune_schedule("scenarios/default.yaml", out_dir="out", workers=2, seeds=3)
     tuned.schedule       {batch-size upper bound: length}: the `length-schedule` policy's table, merged
     tuned.buckets        one BucketChoice per batch-size bucket: every length's figures there, the pick
     tuned.verification   SweepResult over the scenario's load axis: its variants, every static length
                          and the tuned schedule (points.csv, frontier.csv, comparisons.csv in out_dir)
     tuned.comparison     the tuned schedule against every label, per SLA (or matched throughput)
+    tuned.warning        set when the schedule loses to the best static length there
 
 The search space comes in as values (`lengths`, `buckets`, `loads`:
 tuples; `specplan tune` parses its command-line strings into them); the
@@ -32,15 +33,32 @@ the SLA; the fastest length keeps the frontier closest to it). Without an
 SLA: the length with the highest tokens/s/user statistic at that batch. At
 one batch size throughput ≈ batch × per-user rate, so that length also
 reaches the bucket's throughput at the highest tokens/s/user: the best
-tokens/s/user at matched throughput. Exact ties go to the shorter length.
-TensorRT-LLM requires the first bucket's length to be the schedule's
-largest (`max_draft_len`), so later buckets choose among lengths no longer
-than the first's.
+tokens/s/user at matched throughput.
+
+Every figure carries a 95% half-width: Student-t over seeds when the search
+ran two or more, else over requests (one seed: the figure × the spread of
+its requests' tokens/s/user, (p90 − p10) / 2.563 ÷ the mean, over
+√(requests completed in the window)). A length is tied with the best when
+their difference lies within its 95% half-width: Student-t over the seeds'
+paired differences (under one seed every length runs the same requests, so
+their difference is far steadier than either figure: on tune.yaml at batch
+2 the seeds' figures spread by 50 tok/s/GPU, lengths 4 and 5's difference
+by 10), or, for one seed, √(h_best² + h_n²) of their intervals over
+requests (wider than the paired spread there: 27 against 10). A tie
+is broken toward the schedule's shape, not by the noise: the first bucket
+takes the longest tied length (it caps every later one), a later bucket the
+previous bucket's length if tied, else the tied length nearest below it
+(else nearest above). TensorRT-LLM requires the first bucket's length to be
+the schedule's largest (`max_draft_len`), so later buckets choose among
+lengths no longer than the first's; a bucket whose best length is longer
+than that is **capped**, and says so (`capped_from`).
 
 Verification runs the schedule as a `length-schedule` variant over the
 scenario's own load axis beside its variants and every static length, and
 reads each frontier at every SLA threshold (`specplan.simulator.study.frontier`); a
-tune is only as good as that table says.
+tune is only as good as that table says. A schedule that reads below the
+best static length there carries a warning (`TunedSchedule.warning`),
+which the command, report.md and every export file print.
 """
 
 from __future__ import annotations
@@ -66,6 +84,7 @@ from specplan.simulator.scenario.scaling import natural_axis
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.frontier import (
     THROUGHPUT,
+    ci95,
     frontier_vertices,
     throughput_at,
     throughput_edge,
@@ -109,12 +128,16 @@ class Objective:
 
 @dataclass(frozen=True)
 class LengthFigures:
-    """One static length read at a bucket's batch size."""
+    """One static length read at a bucket's batch size, with its figures' 95% half-widths."""
 
     throughput_per_gpu: float
     tps_user: float
     ttft_p99_s: float
     measured: bool
+    throughput_ci95: float = 0.0
+    tps_user_ci95: float = 0.0
+    seed_throughput: tuple[float, ...] = ()  # each seed's own reading (the ties pair them: same requests)
+    seed_tps_user: tuple[float, ...] = ()
 
     def meets(self, objective: Objective) -> bool:
         if objective.sla_tps is None:
@@ -132,6 +155,8 @@ class BucketChoice:
     batch: float
     length: int
     figures: dict[int, LengthFigures]
+    tied: tuple[int, ...] = ()        # every length within the best's interval (the pick among them)
+    capped_from: int | None = None    # the length the bucket would take without the first bucket's cap
 
     @property
     def sizes(self) -> str:
@@ -152,6 +177,8 @@ class TunedSchedule:
     verification: SweepResult
     comparison: pd.DataFrame
     out_dir: Path | None = None
+    interval: str = "seeds"           # what the figures' intervals are over: "seeds" or "requests"
+    warning: str = ""                 # set when the schedule reads below the best static length in its verification
 
     @property
     def block_size(self) -> int:
@@ -174,8 +201,20 @@ def candidate_lengths(values: tuple[int, ...] | None, block_size: int) -> tuple[
         return tuple(range(block_size + 1))
     problem = verify_length_error(values, block_size)
     if problem is not None:
-        raise SpecplanError(f"lengths: {problem}")
+        outside = sorted({v for v in values if not 0 <= v <= block_size})
+        raise SpecplanError(f"lengths: {problem.rsplit(', got ', 1)[0]}, got {runs_text(outside)}")
     return tuple(sorted(set(values)))
+
+
+def runs_text(values: list[int]) -> str:
+    """Sorted whole numbers as runs: [6, 7, 8, 9, 12] → '6–9, 12'."""
+    runs: list[list[int]] = []
+    for v in values:
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    return ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in runs)
 
 
 def bucket_bounds(values: tuple[int, ...] | None, max_batch: int) -> tuple[int, ...]:
@@ -247,56 +286,145 @@ def run_design(design: SweepDesign, points_dir: Path | None, workers: int | None
 
 # ---- the per-bucket choice ----------------------------------------------------------------------
 def length_curves(points: pd.DataFrame, lengths: tuple[int, ...], objective: Objective) -> dict[int, pd.DataFrame]:
-    """Per length: seed means per load of decoding batch, throughput/GPU, tokens/s/user, TTFT, by batch."""
+    """Per length: seed means per load of decoding batch, throughput/GPU, tokens/s/user, TTFT, by batch, with the
+    95% half-widths of throughput and tokens/s/user (over seeds, or over requests for one seed)."""
     curves = {}
     for length in lengths:
         mine = points[points["label"] == static_label(length)]
-        means = mine.groupby("load", sort=False).agg(
-            batch=("mean_decode_requests", "mean"), throughput=(THROUGHPUT, "mean"),
-            tps=(objective.column, "mean"), ttft=("ttft_p99_s", "mean"))
-        curves[length] = means.dropna(subset=["batch"]).query("batch > 0").sort_values("batch")
+        rows = [{"batch": group["mean_decode_requests"].mean(), **figure_intervals(group, objective.column)}
+                for _, group in mine.groupby("load", sort=False)]
+        curve = pd.DataFrame(rows, columns=["batch", *CURVE_FIGURES])
+        curves[length] = curve.dropna(subset=["batch"]).query("batch > 0").sort_values("batch")
     return curves
 
 
-def read_at(curve: pd.DataFrame, batch: float) -> LengthFigures:
-    """A length's figures at one batch size: linear in log batch between operating points."""
+def seed_curves(points: pd.DataFrame, lengths: tuple[int, ...], objective: Objective) -> dict[int, list[pd.DataFrame]]:
+    """Per length, one curve per seed (in seed order): that seed's batch, throughput and tokens/s/user per load."""
+    out: dict[int, list[pd.DataFrame]] = {}
+    for length in lengths:
+        mine = points[points["label"] == static_label(length)]
+        out[length] = [pd.DataFrame({"batch": run["mean_decode_requests"], "throughput": run[THROUGHPUT],
+                                     "tps": run[objective.column]}).dropna(subset=["batch"]).query("batch > 0")
+                       .sort_values("batch") for _, run in mine.groupby("seed", sort=True)]
+    return out
+
+
+CURVE_FIGURES = ("throughput", "tps", "ttft", "throughput_ci95", "tps_ci95")
+T_SPREAD = 2.563  # p90 − p10 of a normal distribution, in standard deviations
+
+
+def figure_intervals(group: pd.DataFrame, column: str) -> dict[str, float]:
+    """One (length, load)'s means and 95% half-widths: Student-t over seeds, or over requests for one seed."""
+    out = {"throughput": float(group[THROUGHPUT].mean()), "tps": float(group[column].mean()),
+           "ttft": float(group["ttft_p99_s"].mean())}
+    if len(group) > 1:
+        return {**out, "throughput_ci95": ci95(group[THROUGHPUT]), "tps_ci95": ci95(group[column])}
+    spread = request_spread(group.iloc[0])
+    return {**out, "throughput_ci95": spread * out["throughput"], "tps_ci95": spread * out["tps"]}
+
+
+def request_spread(point: pd.Series) -> float:
+    """One run's relative 95% half-width over its requests: 1.96 × their tokens/s/user coefficient of
+    variation ((p90 − p10) / 2.563 ÷ mean) / √(requests completed in the window); inf without requests."""
+    count = float(point.get("requests_completed_in_window", math.nan))
+    mean = float(point.get("tps_user_mean", math.nan))
+    spread = (float(point.get("tps_user_p90", math.nan)) - float(point.get("tps_user_p10", math.nan))) / T_SPREAD
+    if not (count >= 2 and mean > 0 and math.isfinite(spread)):
+        return math.inf
+    return 1.96 * spread / mean / math.sqrt(count)
+
+
+def read_at(curve: pd.DataFrame, batch: float, seeds: list[pd.DataFrame] | None = None) -> LengthFigures:
+    """A length's figures at one batch size: linear in log batch between operating points (and each seed's
+    own, from `seeds`, when two or more ran)."""
     if curve.empty:
-        return LengthFigures(math.nan, math.nan, math.nan, False)
-    x = np.log(curve["batch"].to_numpy(dtype=float))
+        return LengthFigures(math.nan, math.nan, math.nan, False, math.nan, math.nan)
     at = math.log(batch)
+    x = np.log(curve["batch"].to_numpy(dtype=float))
     measured = bool(x[0] - 1e-9 <= at <= x[-1] + 1e-9)
+    runs = seeds if seeds is not None and len(seeds) > 1 else []
+    return LengthFigures(logged(curve, "throughput", at), logged(curve, "tps", at), logged(curve, "ttft", at),
+                         measured, logged(curve, "throughput_ci95", at), logged(curve, "tps_ci95", at),
+                         tuple(logged(run, "throughput", at) for run in runs),
+                         tuple(logged(run, "tps", at) for run in runs))
 
-    def value(column: str) -> float:
-        return float(np.interp(at, x, curve[column].to_numpy(dtype=float)))
 
-    return LengthFigures(value("throughput"), value("tps"), value("ttft"), measured)
+def logged(curve: pd.DataFrame, column: str, at: float) -> float:
+    """A curve's `column` at log batch `at`, linear between its points (NaN for an empty curve)."""
+    if curve.empty:
+        return math.nan
+    return float(np.interp(at, np.log(curve["batch"].to_numpy(dtype=float)), curve[column].to_numpy(dtype=float)))
 
 
-def pick(figures: dict[int, LengthFigures], objective: Objective, cap: int | None) -> int:
-    """The bucket's length under the objective, among lengths ≤ cap (shorter wins exact ties)."""
-    allowed = sorted(n for n in figures if cap is None or n <= cap)
-    feasible = [n for n in allowed if figures[n].meets(objective)]
+@dataclass(frozen=True)
+class Pick:
+    """A bucket's length, the lengths tied with the best, and the length it would take without a cap."""
 
-    def score(n: int, column: str) -> float:
-        value = getattr(figures[n], column)
-        return value if math.isfinite(value) else -math.inf
+    length: int
+    tied: tuple[int, ...]
+    capped_from: int | None
 
-    if objective.sla_tps is not None and feasible:
-        return max(feasible, key=lambda n: (score(n, "throughput_per_gpu"), -n))
-    return max(allowed, key=lambda n: (score(n, "tps_user"), -n))
+
+def pick(figures: dict[int, LengthFigures], objective: Objective, cap: int | None,
+         previous: int | None = None) -> Pick:
+    """The bucket's length under the objective, among lengths ≤ cap; lengths tied with the best (within the
+    difference's 95% half-width) are broken toward the schedule's shape: the longest for the first bucket
+    (`previous` None), else `previous` if tied, else the nearest below it, else the nearest above."""
+    tied = tied_best(figures, objective, [n for n in figures if cap is None or n <= cap])
+    length = shaped(tied, previous)
+    free = shaped(tied_best(figures, objective, list(figures)), previous) if cap is not None else length
+    return Pick(length, tuple(tied), free if free > length else None)
+
+
+def tied_best(figures: dict[int, LengthFigures], objective: Objective, allowed: list[int]) -> list[int]:
+    """The allowed lengths not told apart from the best under the objective (the best first: shortest on an
+    exact tie)."""
+    feasible = [n for n in sorted(allowed) if figures[n].meets(objective)]
+    column = "throughput_per_gpu" if objective.sla_tps is not None and feasible else "tps_user"
+    pool = feasible if column == "throughput_per_gpu" else sorted(allowed)
+
+    def value(n: int) -> float:
+        v = getattr(figures[n], column)
+        return v if math.isfinite(v) else -math.inf
+
+    best = max(pool, key=lambda n: (value(n), -n))
+    return [best, *(n for n in pool if n != best
+                    and value(best) - value(n) <= difference_half(figures[best], figures[n], column))]
+
+
+def difference_half(best: LengthFigures, other: LengthFigures, column: str) -> float:
+    """The 95% half-width of best − other: Student-t over the seeds' paired differences (every length ran the
+    same requests under a seed), or, for one seed, √(h_best² + h_other²) of their intervals over requests."""
+    seeds = "seed_throughput" if column == "throughput_per_gpu" else "seed_tps_user"
+    paired = np.array(getattr(best, seeds), dtype=float) - np.array(getattr(other, seeds), dtype=float)
+    if paired.size > 1 and np.isfinite(paired).all():
+        return ci95(pd.Series(paired))
+    half = "throughput_ci95" if column == "throughput_per_gpu" else "tps_user_ci95"
+    width = math.hypot(getattr(best, half), getattr(other, half))
+    return width if math.isfinite(width) else math.inf
+
+
+def shaped(tied: list[int], previous: int | None) -> int:
+    """The tied length that keeps a schedule's shape: the longest for the first bucket; else `previous`, the
+    nearest below it, or the nearest above."""
+    if previous is None:
+        return max(tied)
+    below = [n for n in tied if n <= previous]
+    return max(below) if below else min(tied)
 
 
 def choose_buckets(points: pd.DataFrame, lengths: tuple[int, ...], bounds: tuple[int, ...],
                    objective: Objective) -> list[BucketChoice]:
     """One choice per bucket, smallest batches first; later buckets capped at the first bucket's length."""
-    curves = length_curves(points, lengths, objective)
+    curves, runs = length_curves(points, lengths, objective), seed_curves(points, lengths, objective)
     choices: list[BucketChoice] = []
     low = 0
     for high in bounds:
         batch = math.sqrt((low + 1) * high)
-        figures = {n: read_at(curves[n], batch) for n in lengths}
+        figures = {n: read_at(curves[n], batch, runs[n]) for n in lengths}
         cap = choices[0].length if choices else None
-        choices.append(BucketChoice(low, high, batch, pick(figures, objective, cap), figures))
+        chosen = pick(figures, objective, cap, choices[-1].length if choices else None)
+        choices.append(BucketChoice(low, high, batch, chosen.length, figures, chosen.tied, chosen.capped_from))
         low = high
     return choices
 
@@ -390,11 +518,12 @@ class TuneInputs:
     search_loads: tuple[float, ...]
     verify_loads: tuple[float, ...]
     objective: Objective
+    seeds: tuple[int, ...] | None = None  # the sweeps' seeds (None: the scenario's sweep.seeds)
 
 
 def tune_inputs(source: str | Path | Scenario | dict, lengths: tuple[int, ...] | None,
                 buckets: tuple[int, ...] | None, loads: tuple[float, ...] | None, sla_tps: float | None,
-                overrides: tuple[str, ...] | list[str]) -> TuneInputs:
+                overrides: tuple[str, ...] | list[str], seeds: int | None = None) -> TuneInputs:
     base = design_sweep(source, overrides).base
     raw, folder, name = read_source(source, overrides)
     if not base.drafter.speculates:
@@ -407,14 +536,17 @@ def tune_inputs(source: str | Path | Scenario | dict, lengths: tuple[int, ...] |
     kind = load.kind if load else natural_axis(base.workload.arrivals)
     if kind == "users" and any(v != int(v) for v in search):
         raise SpecplanError(f"loads: the load axis counts closed-loop users; give whole numbers, got {list(search)}")
+    if seeds is not None and (not isinstance(seeds, int) or seeds < 1):
+        raise SpecplanError(f"seeds must be a whole number >= 1, got {seeds}")
     return TuneInputs(raw, folder, name, base, candidate_lengths(lengths, base.drafter.block_size),
                       bucket_bounds(buckets, base.engine.max_batch_requests), kind, search, own or search,
-                      objective_of(base, sla_tps))
+                      objective_of(base, sla_tps),
+                      None if seeds is None else tuple(base.seed + i for i in range(seeds)))
 
 
 def tune_design(inputs: TuneInputs, variants: list[dict[str, Any]], loads: tuple[float, ...]) -> SweepDesign:
     """The design of a generated sweep, its errors naming the scenario file."""
-    seeds = inputs.base.sweep.seeds if inputs.base.sweep else None
+    seeds = inputs.seeds or (inputs.base.sweep.seeds if inputs.base.sweep else None)
     mapping = sweep_mapping(inputs.raw, variants, inputs.load_kind, loads, seeds)
     try:
         design = design_sweep(mapping, base_dir=inputs.folder)
@@ -426,13 +558,14 @@ def tune_design(inputs: TuneInputs, variants: list[dict[str, Any]], loads: tuple
 def tune_schedule(source: str | Path | Scenario | dict, out_dir: str | Path | None = None,
                   lengths: tuple[int, ...] | None = None, buckets: tuple[int, ...] | None = None,
                   loads: tuple[float, ...] | None = None, sla_tps: float | None = None, workers: int | None = None,
-                  progress: bool | None = None, overrides: tuple[str, ...] | list[str] = ()) -> TunedSchedule:
+                  progress: bool | None = None, overrides: tuple[str, ...] | list[str] = (),
+                  seeds: int | None = None) -> TunedSchedule:
     """Search, pick and verify a per-batch-size length schedule; with out_dir, store points and CSVs there.
 
     The engine files (schedule.yaml, trtllm.yaml, ...) are written by
     `specplan.simulator.study.export.write_schedule_files`.
     """
-    inputs = tune_inputs(source, lengths, buckets, loads, sla_tps, overrides)
+    inputs = tune_inputs(source, lengths, buckets, loads, sla_tps, overrides, seeds)
     out = Path(out_dir) if out_dir is not None else None
     points_dir = out / "points" if out is not None else None
     own = base_variants(inputs.base)
@@ -451,5 +584,26 @@ def tune_schedule(source: str | Path | Scenario | dict, out_dir: str | Path | No
     sla = inputs.base.sla
     sla_values = sorted({*(sla.tps_user if sla else ()), *([inputs.objective.sla_tps] if inputs.objective.sla_tps else [])})
     comparison = comparison_frame(verification, inputs.objective, [v["label"] for v in statics], sla_values)
+    interval = "seeds" if search.points["seed"].nunique() > 1 else "requests"
     return TunedSchedule(inputs.base, inputs.name, inputs.objective, inputs.lengths, choices, schedule, search,
-                         verification, comparison, out)
+                         verification, comparison, out, interval, losing_warning(comparison))
+
+
+def losing_warning(comparison: pd.DataFrame) -> str:
+    """One line when the tuned schedule reads below the best static length at some level of its verification
+    (what to deploy instead); "" when it does not."""
+    losses = []
+    for level, group in comparison.groupby("level", sort=False):
+        tuned = group[group["role"] == TUNED_ROLE]["value"]
+        best = group[group["best_static"]]
+        if tuned.empty or best.empty or not (math.isfinite(tuned.iloc[0]) and math.isfinite(best["value"].iloc[0])):
+            continue
+        if tuned.iloc[0] < best["value"].iloc[0]:
+            at = f">= {level:,.0f} tok/s/user" if group["measure"].iloc[0].endswith("sla") else \
+                f"{level:,.0f} tok/s/GPU"
+            losses.append(f"at {at} it reads {tuned.iloc[0]:,.0f} against {best['label'].iloc[0]}'s "
+                          f"{best['value'].iloc[0]:,.0f} ({100 * best['tuned_gain'].iloc[0]:+.1f}%)")
+    if not losses:
+        return ""
+    return ("the tuned schedule loses to the best static length in its own verification (" + "; ".join(losses)
+            + "): deploy that static length, or add seeds (--seeds) and tune again")

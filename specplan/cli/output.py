@@ -137,4 +137,9 @@ def summary_table(summary: dict[str, Any], title: str = "") -> str:
         names = keys if isinstance(keys, tuple) else (keys,)
         text = " / ".join(fmt(template, summary.get(k)) for k in names)
         lines.append(f"  {label:<50} {text}")
+    ran_out = summary.get("trace_ran_out_s")
+    if ran_out is not None:
+        lines.append(f"  the trace ran out at {ran_out:g} s of the {summary.get('simulated_s', float('nan')):g} s "
+                     f"horizon: measured over the {summary.get('window_s', float('nan')):g} s window to there; the "
+                     "run went on so that its requests finish")
     return "\n".join(lines)

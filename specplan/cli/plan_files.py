@@ -26,7 +26,8 @@ from specplan.simulator.study.probe import Probe
 PROBE_COLUMNS = ["label", "replicas", "replicas_simulated", "gpus", "gpus_decode", "gpus_prefill", "prefill_pool",
                  "prefill_busy_share", "prefix_cache_hit_rate", "seed", "tps_user",
                  "throughput_tokens_per_s_per_gpu", "ttft_p99_s", "requests_completed", "requests_rejected",
-                 "keep_up_verdict", "keep_up_growth", "meets_sla", "chosen", "key"]
+                 "keep_up_verdict", "keep_up_growth", "keep_up_served_share", "keep_up_served_share_ci95",
+                 "meets_sla", "chosen", "key"]
 
 
 def probe_rows(plan: CapacityPlan) -> pd.DataFrame:
@@ -44,6 +45,8 @@ def probe_rows(plan: CapacityPlan) -> pd.DataFrame:
                              "ttft_p99_s": run.get("ttft_p99_s"), "requests_completed": run.get("requests_completed"),
                              "requests_rejected": run.get("requests_rejected"),
                              "keep_up_verdict": run.get("keep_up_verdict"), "keep_up_growth": run.get("keep_up_growth"),
+                             "keep_up_served_share": run.get("keep_up_served_share"),
+                             "keep_up_served_share_ci95": run.get("keep_up_served_share_ci95"),
                              "meets_sla": probe.meets_sla, "chosen": probe.replicas == variant.replicas,
                              "key": run.get("key")})
     return pd.DataFrame(rows, columns=PROBE_COLUMNS)
@@ -55,8 +58,9 @@ def probe_lines(plan: CapacityPlan) -> list[str]:
     for variant in plan.variants:
         lines.append(f"- **{variant.label}**")
         for probe in variant.probes:
-            verdict = {"keeps up": "keeps up", "falls behind": "falls behind (its backlog grows)"}.get(
-                probe.keep_up, "keep-up undecided at this horizon (the SLA statistic fails anyway)")
+            verdict = {"keeps up": "keeps up", "falls behind": f"falls behind ({probe.keep_up_reason})"}.get(
+                probe.keep_up, f"keep-up undecided at this horizon (the SLA statistic fails anyway; "
+                               f"{probe.keep_up_reason})")
             mark = " ← answer" if probe.replicas == variant.replicas else ""
             simulated = f" ({probe.simulated} simulated)" if probe.simulated < probe.replicas else ""
             lines.append(f"  - {probe.replicas} replica(s){simulated}: tokens/s/user {plan.target.statistic} "
@@ -86,7 +90,8 @@ def write_plan_files(plan: CapacityPlan, out: Path) -> dict[str, Path]:
             "## Every probe", "", *probe_lines(plan), "",
             "Each probe is the whole cluster simulated once per seed; the interval is Student-t 95% over "
             "seeds. A cluster keeps up when its backlog of outstanding requests does not grow over the second "
-            "half of the measurement window. Files: probes.csv (one row per run), probes/<key>.json (each run's "
+            "half of the measurement window and, where requests waited for its engines, the output tokens/s "
+            "they served then reach what the arrivals offer (arrival rate × mean output). Files: probes.csv (one row per run), probes/<key>.json (each run's "
             "summary, verdict and resolved scenario; reused by a re-run), plan.json.", ""]
     files["plan.md"].write_text("\n".join(text))
     return files

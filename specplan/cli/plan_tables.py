@@ -1,7 +1,10 @@
 """The terminal tables of `specplan plan`: a capacity plan per variant, a deployment search ranked.
 
-    plan_table(plan)      replicas, GPUs, the statistic ± its 95% interval, one fewer, cost, savings
-    search_table(plan)    rank, deployment, GPUs per pool, cost, the SLA statistics, met or not
+    plan_table(plan)      replicas, GPUs, the binding bound (the SLA term that sets the answer: the one its
+                          one-fewer probe misses furthest, else the one with the least slack) ± its 95%
+                          interval at the answer and one fewer, cost, savings
+    search_table(plan)    rank, deployment, GPUs per pool, the pool's busy share and prefix-cache hit rate, cost,
+                          the SLA statistics, met or not
 
 plan.md and the search's plan.md embed the same text (specplan.cli.plan_files).
 """
@@ -12,32 +15,37 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.keepup import FALLS_BEHIND
 from specplan.simulator.study.plan_json import deployment_row, probe_pool, variant_row
 from specplan.simulator.study.planner import CapacityPlan
 from specplan.simulator.study.probe import Probe
 from specplan.simulator.study.replica_search import ReplicaSizing
 from specplan.simulator.study.search_plan import DeploymentPlan
+from specplan.simulator.study.target import Target
 
 
 def plan_table(plan: CapacityPlan) -> str:
-    """The terminal table: replicas, GPUs, SLA, cost per hour, savings against the first variant."""
+    """The terminal table: replicas, GPUs, the binding bound's statistic (answer, one fewer), cost, savings."""
     t = plan.target
     price = t.gpu_hour_usd
     head = (f"{t.demand_text()}; {t.sla_text()}"
             + (f"; GPU at ${price:g}/hour" if price is not None else "")
             + (f"; {t.seeds} seeds per probe, ± a 95% interval over seeds" if t.seeds > 1
                else "; 1 seed per probe (no interval: give --seeds 2 or more for one)"))
-    cols = ("variant", "replicas", "GPUs", f"tok/s/user {t.statistic}", "one fewer", "tok/s/GPU", "$/hour",
+    head += f"\n  {plan.seeds_replay}" if plan.seeds_replay else ""
+    cols = ("variant", "replicas", "GPUs", "binding bound", "at the answer", "one fewer", "tok/s/GPU", "$/hour",
             "savings")
     rows = [cols]
     first = plan.variants[0] if plan.variants else None
     for v in plan.variants:
         r = variant_row(v, t)
-        rows.append((v.label, show(r["replicas"]), show(r["gpus"]), with_interval(v.shown),
-                     one_fewer_text(v.one_fewer), show(r["throughput_per_gpu"], "{:,.0f}"),
+        bound = v.binding(t)
+        key = bound.key if bound is not None else tps_column(t.statistic)
+        rows.append((v.label, show(r["replicas"]), show(r["gpus"]), bound.text() if bound is not None else "—",
+                     stat_text(v.shown, key), one_fewer_text(v.one_fewer, key), show(r["throughput_per_gpu"], "{:,.0f}"),
                      show(r["cost_per_hour"], "{:,.2f}"), savings(v, first)))
-    lines = [head, *aligned(rows, left=(0,))]
+    lines = [head, *aligned(rows, left=(0, 3))]
     sampled = sorted({p.simulated for v in plan.variants for p in v.probes if p.simulated < p.replicas})
     if sampled:
         lines.append(f"  probes above {sampled[0]} replicas simulate {sampled[0]} of them at their share of the "
@@ -46,11 +54,20 @@ def plan_table(plan: CapacityPlan) -> str:
                         else ""))
     lines += [f"  {v.label}: {gpus_text(probe_pool(v.chosen, v.prefill_pool))}" for v in plan.variants
               if v.chosen is not None and (v.prefill_pool or math.isfinite(v.chosen.mean("prefix_cache_hit_rate")))]
+    lines += [f"  {v.label}: {cap_text(record)}" for v in plan.variants
+              if (record := variant_row(v, t)["engine_cap"]) is not None]
     lines += [f"  {v.label}: not met: {v.unmet}" for v in plan.variants if v.replicas is None and v.probes]
-    lines += [f"  {v.label}: not sure: a bound of the SLA lies inside the 95% interval of {v.replicas} or "
-              f"{v.replicas - 1} replica(s); more seeds (--seeds) or a longer horizon would settle it"
-              for v in plan.variants if v.replicas is not None and not v.sure(t)]
+    lines += [f"  {v.label}: {unsure_text(v, t)}" for v in plan.variants if v.replicas is not None and not v.sure(t)]
     return "\n".join(lines)
+
+
+def unsure_text(sizing: ReplicaSizing, target: Target, unit: str = "replica") -> str:
+    """'not sure: ttft_p99_s 4.14 ± 1.2 at 1 replica lies across its bound (<= 5); ...': which statistic, at
+    which size, holds a bound inside its 95% interval, and what would settle it."""
+    cases = [f"{bound.key} {stat_text(probe, bound.key)} at {probe.replicas} {unit}{'s' if probe.replicas != 1 else ''}"
+             f" holds its bound ({bound.op} {bound.value:g}) inside its 95% interval"
+             for probe, bound in sizing.unsure(target)]
+    return ("not sure: " + "; ".join(cases) + "; more seeds (--seeds) or a longer horizon would settle it")
 
 
 def search_table(plan: DeploymentPlan) -> str:
@@ -58,18 +75,20 @@ def search_table(plan: DeploymentPlan) -> str:
     t = plan.target
     keys = [b.key for b in t.bounds]
     head = f"{t.demand_text()}; {t.sla_text()}; {t.seeds} seed(s) per probe; {len(plan.deployments)} deployment(s)"
-    cols = ("#", "deployment", "GPUs", "prefill+decode", "$/hour", "$/M tok", *keys, "SLA")
+    head += f"\n  {plan.seeds_replay}" if plan.seeds_replay else ""
+    cols = ("#", "deployment", "GPUs", "prefill+decode", "prefill busy", "hit rate", "$/hour", "$/M tok", *keys,
+            "SLA")
     rows = [cols]
     for rank, p in enumerate(plan.ranked(), start=1):
         r = deployment_row(p, rank, t)
         pools = f"{r['gpus_prefill']}+{r['gpus_decode']}" if p.meets_sla else "—"
         stats = [show(r[k], "{:.3g}") for k in keys]
         verdict = "met" if p.meets_sla else f"not met (probed up to {r['largest_probed_replicas']} replicas)"
-        rows.append((str(rank), p.info.label, show(r["gpus"]), pools, show(r["usd_per_hour"], "{:,.2f}"),
+        rows.append((str(rank), p.info.label, show(r["gpus"]), pools, show(r["prefill_busy_share"], "{:.0%}"),
+                     show(r["prefix_cache_hit_rate"], "{:.1%}"), show(r["usd_per_hour"], "{:,.2f}"),
                      show(r["usd_per_million_tokens"], "{:,.3f}"), *stats, verdict))
     lines = [head, *aligned(rows, left=(1, len(cols) - 1))]
-    lines += [f"  {p.info.label}: not sure: a bound of the SLA lies inside the 95% interval at {p.sizing.replicas} "
-              f"or {p.sizing.replicas - 1} decode replica(s); more seeds (--seeds) or a longer horizon would settle it"
+    lines += [f"  {p.info.label}: {unsure_text(p.sizing, t, 'decode replica')}"
               for p in plan.ranked() if p.sizing.replicas is not None and not p.sizing.sure(t)]
     lines += [f"  {p.info.label}: not met: {p.sizing.unmet}" for p in plan.ranked() if p.sizing.unmet]
     winner = plan.winner
@@ -88,6 +107,16 @@ def gpus_text(pools: dict[str, Any]) -> str:
     return text + (f"; prefix-cache hit rate {hit:.1%}" if hit is not None else "")
 
 
+def cap_text(record: dict[str, Any]) -> str:
+    """"the engine's cap that binds: swa_pool (30 requests per rank; 41.5 outstanding per rank)", or the tightest."""
+    demand = record["demand_per_rank"]
+    state = f"; {demand:.1f} outstanding per rank" if demand is not None else ""
+    if record["binding"] != "none":
+        return f"the engine's cap that binds: {record['binding']} ({record['requests_per_rank']} requests per rank{state})"
+    return (f"no engine cap binds (tightest: {record['tightest']}, {record['requests_per_rank']} requests per "
+            f"rank{state})")
+
+
 def aligned(rows: Sequence[tuple[str, ...]], left: tuple[int, ...]) -> list[str]:
     """Rows as lines of columns padded to their widest cell, the `left` columns left-aligned."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -95,21 +124,25 @@ def aligned(rows: Sequence[tuple[str, ...]], left: tuple[int, ...]) -> list[str]
             for row in rows]
 
 
-def with_interval(probe: Probe | None) -> str:
-    """'63.1 ± 2.0' (the mean over seeds and its 95% half-width), '63.1' for one seed."""
-    if probe is None or not math.isfinite(probe.tps_user):
+def stat_text(probe: Probe | None, key: str) -> str:
+    """'63.1 ± 2.0' / '4.14 ± 0.61': a probe's mean over seeds of an SLA key and its 95% half-width (the mean
+    alone for one seed)."""
+    if probe is None:
         return "—"
-    half = f" ± {probe.tps_user_ci95:.1f}" if math.isfinite(probe.tps_user_ci95) else ""
-    return f"{probe.tps_user:.1f}{half}"
+    mean, half = probe.stats.get(key) or (probe.mean(key), math.nan)
+    if not math.isfinite(mean):
+        return "—"
+    shown = f"{mean:.1f}" if abs(mean) >= 10 else f"{mean:.3g}"
+    return shown + (f" ± {half:.2g}" if math.isfinite(half) else "")
 
 
-def one_fewer_text(probe: Probe | None) -> str:
-    """The failed neighbour: '1: 41.2 ± 3.1' or '1: falls behind' (its backlog grows)."""
+def one_fewer_text(probe: Probe | None, key: str) -> str:
+    """The failed neighbour: '1: 41.2 ± 3.1' (the binding key) or '1: falls behind' (its backlog grows)."""
     if probe is None:
         return "—"
     if probe.keep_up == FALLS_BEHIND:
         return f"{probe.replicas}: falls behind"
-    return f"{probe.replicas}: {with_interval(probe)}"
+    return f"{probe.replicas}: {stat_text(probe, key)}"
 
 
 def show(value: Any, template: str = "{}") -> str:

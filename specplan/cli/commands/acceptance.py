@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 
+from specplan.cli.args import whole_number
 from specplan.cli.commands import help_of
 from specplan.cli.output import add_force_arg, out_file
 from specplan.simulator.core.domains import DOMAINS
@@ -20,13 +21,14 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.drafters.spec import FAMILIES
 from specplan.simulator.drafters.vllm_metrics import (
-    INTERVAL,
     AcceptanceFit,
-    counts_between,
     drafter_yaml,
     fit_acceptance,
     fit_record,
+    interval_meaning,
     read_scrape,
+    scrape_windows,
+    varied_note,
     when,
 )
 
@@ -35,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("acceptance", help=help_of("acceptance"))
     kinds = p.add_subparsers(dest="source", required=True, parser_class=type(p))
     v = kinds.add_parser("vllm-metrics", help="vLLM's Prometheus /metrics text (one scrape, or two for a window)")
-    v.add_argument("scrapes", nargs="+", metavar="FILE", help="saved /metrics page(s): one, or two (before, after)")
+    v.add_argument("scrapes", nargs="+", metavar="FILE",
+                   help="saved /metrics pages in time order: one (since the server started), two (the window "
+                        "between them), or six or more across the traffic (intervals over the windows between them)")
     v.add_argument("--out", required=True, help="YAML file to write (a drafter: block; an existing one kept unless --force)")
     add_force_arg(v)
     v.add_argument("--domain", default="chat", choices=DOMAINS, help="request domain the traffic was (default chat)")
@@ -43,16 +47,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--family", choices=[f for f in FAMILIES if f != "none"],
                    help="also write drafter.family (vLLM's counters do not say which drafter ran)")
     v.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
+    v.add_argument("--min-length", type=whole_number, metavar="L",
+                   help="drafts varied in length (a tuned per-batch-size schedule): the schedule's smallest length; "
+                        "positions 1..L, which every draft verified, are fitted")
     v.add_argument("--json", action="store_true", help="print the fit as JSON")
     v.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if len(args.scrapes) > 2:
-        raise SpecplanError(f"acceptance vllm-metrics: give one or two scrapes, got {len(args.scrapes)}")
     scrapes = [read_scrape(path, args.model) for path in args.scrapes]
-    counts = scrapes[0] if len(scrapes) == 1 else counts_between(scrapes[0], scrapes[1])
-    fit = fit_acceptance(counts, args.confidence)  # bad scrapes are reported before --out
+    counts, windows = scrape_windows(scrapes)
+    fit = fit_acceptance(counts, args.confidence, windows, args.min_length)  # bad scrapes are reported before --out
     out = out_file(args.out, args.force)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -69,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def fit_table(fit: AcceptanceFit) -> str:
-    """The fit for a terminal: counters, pooled τ, one row per position with its interval."""
+    """The fit for a terminal: counters, pooled τ, one row per position with its interval, what they cover."""
     c = fit.counts
     level = f"{100 * fit.confidence:g}%"
     known = ([f"scraped at {when(c.scraped_at_s)}"] if c.scraped_at_s is not None else []) + \
@@ -78,11 +83,10 @@ def fit_table(fit: AcceptanceFit) -> str:
              + (f" ({', '.join(known)})" if known else ""),
              f"  drafts {c.drafts:,}; draft tokens {c.draft_tokens:,}; accepted {c.accepted_tokens:,}",
              f"  pooled τ = 1 + accepted / drafts = {fit.tau:.3f} ({level} interval {fit.tau_low:.3f}–{fit.tau_high:.3f})",
-             f"  {'position':>8}  {'proposals':>10}  {'accepted':>10}  {'p_k':>6}  {level} {INTERVAL} interval"]
+             f"  {'position':>8}  {'proposals':>10}  {'accepted':>10}  {'p_k':>6}  {level} interval"]
     lines += [f"  {p.position:>8}  {p.proposals:>10,}  {p.accepted:>10,}  {p.rate:>6.4f}  [{p.low:.4f}, {p.high:.4f}]"
               for p in fit.positions]
+    lines.append(f"  intervals: {interval_meaning(fit)}")
     if not fit.full_blocks:
-        lines.append(f"  note: {c.draft_tokens:,} of {c.drafts * c.block_size:,} draft positions were verified (some "
-                     "steps verified fewer drafts): later positions' rates are lower bounds; fit from a window "
-                     "that verifies every draft")
+        lines.append(f"  note: {varied_note(fit)}")
     return "\n".join(lines)

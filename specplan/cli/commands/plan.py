@@ -20,8 +20,11 @@ bound together (`ttft_p99_s<=2`, `tps_user_p10>=30`, `itl_p99_ms<=80`),
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from specplan.cli.args import whole_number
@@ -35,7 +38,7 @@ from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.scenario.study import STATISTICS, Bound, parse_bound, tps_column
 from specplan.simulator.study.launch import launch_script
 from specplan.simulator.study.plan_json import capacity_json, search_json
-from specplan.simulator.study.planner import plan_capacity
+from specplan.simulator.study.planner import CapacityPlan, plan_capacity
 from specplan.simulator.study.points import read_source, validated
 from specplan.simulator.study.search_plan import plan_search
 from specplan.simulator.study.target import (
@@ -93,6 +96,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="where a search's points run: local processes, or Ray tasks (a scenario with a search: block)")
     p.add_argument("--address", help="with --backend ray: an existing Ray cluster (default: start one)")
+    p.add_argument("--resample", choices=("windows", "blocks"),
+                   help="on a trace: what each seed replays: windows (a window of workload.arrivals.duration_s "
+                        "drawn anew over the trace) or blocks (a circular block bootstrap of the window), so the "
+                        "intervals over seeds cover the traffic too (default: the scenario's "
+                        "workload.arrivals.resample; none replays it as recorded)")
+    p.add_argument("--resample-block-s", type=float, metavar="S",
+                   help="with --resample blocks: the block length in seconds (default 60)")
     add_override_args(p)
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -121,14 +131,38 @@ def options_of(args: argparse.Namespace, out: Path | None) -> RunOptions:
 
 
 def run(args: argparse.Namespace) -> int:
+    resampled(args)
     default_demand(args)
     out = out_folder(args.out) if args.out else None
     target, options = target_of(args), options_of(args, out)
-    if has_search(args.scenario, args.overrides):
-        return run_search(args.scenario, target, options, args.json)
-    plan = plan_capacity(args.scenario, target, options)
+    with refused_cleanly(out):
+        if has_search(args.scenario, args.overrides):
+            return run_search(args.scenario, target, options, args.json)
+        plan = plan_capacity(args.scenario, target, options)
+    return report_plan(plan, out, args.json)
+
+
+@contextlib.contextmanager
+def refused_cleanly(out: Path | None) -> Iterator[None]:
+    """A plan refused after its probes ran (a horizon too short to judge, ...): a folder this command created
+    is removed (a refused command leaves no folder); one that was there before is the user's probe cache, kept,
+    and the refusal says so."""
+    existed = out is not None and out.exists()
+    try:
+        yield
+    except SpecplanError as exc:
+        if out is None or not out.exists():
+            raise
+        if not existed:
+            shutil.rmtree(out, ignore_errors=True)
+            raise
+        raise SpecplanError(f"{exc} (the probes already simulated stay in {out / 'probes'}/ for a re-run)") from None
+
+
+def report_plan(plan: CapacityPlan, out: Path | None, as_json: bool) -> int:
+    """Write a capacity plan's files (with --out) and print it."""
     files = write_plan_files(plan, out) if out is not None else {}
-    if args.json:
+    if as_json:
         sys.stdout.write(json.dumps(clean(capacity_json(plan)), indent=2) + "\n")
     else:
         print(plan_table(plan))
@@ -147,6 +181,22 @@ def default_demand(args: argparse.Namespace) -> None:
                             "times K) or --users N (a closed loop)")
     args.rate_scale = 1.0
     print("specplan: no demand given: planning the trace as recorded (--rate-scale 1)", file=sys.stderr)
+
+
+def resampled(args: argparse.Namespace) -> None:
+    """--resample and --resample-block-s as the overrides they spell (after the command line's own), on a trace."""
+    if args.resample is None and args.resample_block_s is None:
+        return
+    if args.resample_block_s is not None and args.resample != "blocks":
+        raise SpecplanError("--resample-block-s: only with --resample blocks")
+    raw, folder, name = read_source(args.scenario, args.overrides)
+    arrivals = validated(raw, folder, name, "").workload.arrivals
+    if not isinstance(arrivals, TraceArrivals):
+        raise SpecplanError(f"--resample: {name}'s workload.arrivals is '{arrivals.KIND}', not a trace; its seeds "
+                            "already draw their own arrivals")
+    args.overrides = [*args.overrides, f"workload.arrivals.resample={args.resample}"]
+    if args.resample_block_s is not None:
+        args.overrides.append(f"workload.arrivals.resample_block_s={args.resample_block_s!r}")
 
 
 def has_search(scenario: str, overrides: list[str]) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from specplan.cli.args import whole_number
 from specplan.cli.commands import help_of
@@ -14,11 +15,14 @@ from specplan.cli.output import (
     summary_table,
     write_run,
 )
+from specplan.engines import REASONS
+from specplan.engines.modes import MODES
 from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.scenario import load_scenario
+from specplan.simulator.scenario import Scenario, load_scenario
+from specplan.simulator.scenario.drafter_profile import drafter_profile_warning
 from specplan.simulator.study.points import design_sweep
 
 
@@ -42,8 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_scenario_args(p)
     p.add_argument("--out", required=True, help="results folder (created; earlier results kept unless --force)")
     add_force_arg(p)
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--quiet", action="store_true", help="print nothing")
+    said = p.add_mutually_exclusive_group()
+    said.add_argument("--json", action="store_true", help="print the summary as JSON")
+    said.add_argument("--quiet", action="store_true", help="print nothing")
     p.add_argument("--split-replicas", type=whole_number, metavar="WORKERS", default=None,
                    help="simulate the replicas independently on WORKERS processes (exact for random routing "
                         "of Poisson arrivals; see specplan.simulator.study.split)")
@@ -60,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from specplan.simulator.study.split import simulate_split
 
     scenario = load_scenario(args.scenario, args.overrides, args.seed)
+    warn_drafter_profile(scenario)
     out = out_folder(args.out, RUN_FILES, args.force)
     if args.split_replicas is not None:
         result = simulate_split(scenario, workers=args.split_replicas, itl=True)
@@ -70,8 +76,40 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(dumps(result.summary))
     elif not args.quiet:
         print(summary_table(result.summary, f"{scenario.name} (seed {scenario.seed})"))
+        for line in engine_lines(result.summary):
+            print(line)
         print(f"  results in {out}/")
     return 0
+
+
+def warn_drafter_profile(scenario: Scenario) -> None:
+    """A drafter profile of another deployment the scenario accepted (match_target: false), said on stderr."""
+    warning = drafter_profile_warning(scenario)
+    if warning is not None:
+        print(f"specplan: warning: {warning}", file=sys.stderr)
+
+
+def engine_lines(summary: dict[str, Any]) -> list[str]:
+    """How the steps ran (share per mode, then per reason) and the engine's cap that binds, where known."""
+    shares = {mode: summary.get(f"mode_step_share.{mode}") for mode in MODES}
+    lines = []
+    if any(isinstance(v, float) and v > 0 for k, v in shares.items() if k != "unmodelled"):
+        parts = ", ".join(f"{v:.0%} {mode}" for mode, v in shares.items() if isinstance(v, float) and v > 0)
+        lines.append(f"  {'steps by mode (share of steps)':<50} {parts}")
+        reasons = sorted(((v, key.split(".", 1)[1]) for key, v in summary.items()
+                          if key.startswith("mode_reason_step_share.") and isinstance(v, float) and v > 0),
+                         reverse=True)
+        lines += [f"    {share:.0%} of steps: {REASONS.get(reason, reason)}" for share, reason in reasons]
+    tightest = summary.get("engine_cap_tightest")
+    if tightest:
+        binding = summary.get("engine_cap_binding")
+        demand = summary.get("engine_cap_demand_per_rank", float("nan"))
+        state = "binds" if binding == tightest else "not reached"
+        label = "the engine's tightest cap"
+        lines.append(f"  {label:<50} {tightest}: "
+                     f"{summary.get('engine_cap_tightest_requests_per_rank')} requests per rank ({state}: "
+                     f"{demand:.1f} outstanding per rank)")
+    return lines
 
 
 def check(args: argparse.Namespace) -> int:
@@ -83,6 +121,7 @@ def check(args: argparse.Namespace) -> int:
         EngineConfig.from_scenario(scenario, load_profile(scenario.hardware.profile), block)
     except ScenarioError as exc:
         raise SpecplanError(f"{args.scenario}: {exc}") from None
+    warn_drafter_profile(scenario)
     study = f", {len(design.points)} sweep points over {len(design.labels)} variant(s)" if scenario.sweep else ""
     print(f"{args.scenario}: ok ({scenario.name}, policy {scenario.policy.name}, "
           f"{scenario.cluster.replicas} replica(s){study})")

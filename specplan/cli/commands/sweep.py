@@ -8,6 +8,8 @@ import math
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from specplan.cli.args import whole_number
 from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_override_args
@@ -15,6 +17,7 @@ from specplan.cli.output import out_folder
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.study.backends import worker_count
+from specplan.simulator.study.keepup import MIN_COMPLETED
 from specplan.simulator.study.sweep import SweepResult, run_sweep
 
 
@@ -81,25 +84,46 @@ def report_outcome(result: SweepResult, report: Path | None, out: Path, args: ar
 
 
 def comparison_text(result: SweepResult) -> str:
+    comp = result.comparisons
+    thin = comp[comp["thin"].astype(str).str.len() > 0]
+    if len(thin) == len(comp):  # nothing solid to compare: refused, not marked
+        return "no comparison:" + thin_note(thin, every=True)[1:]
     lines = [f"throughput per GPU at each SLA (tokens/s/user {result.statistic}), gain vs "
-             f"{result.comparisons['baseline'].iloc[0]}:"]
-    if result.comparisons["throughput_edge"].astype(str).str.len().gt(0).any():
+             f"{comp['baseline'].iloc[0]}:"]
+    if comp["throughput_edge"].astype(str).str.len().gt(0).any():
         lines[0] += " ('at max load': the largest simulated load's throughput, a lower bound)"
-    for sla, group in result.comparisons.groupby("sla_tps_user", sort=False):
-        cells = [f"{r.label} {fmt_thr(r.throughput_per_gpu)}{fmt_edge(r.throughput_edge)}"
-                 f"{fmt_gain(r.gain_vs_baseline)}" for r in group.itertuples()]
+    baseline_thin = dict(zip(comp.loc[comp["label"] == comp["baseline"], "sla_tps_user"],
+                             comp.loc[comp["label"] == comp["baseline"], "thin"], strict=True))
+    for sla, group in comp.groupby("sla_tps_user", sort=False):
+        cells = [f"{r.label} {fmt_thr(r.throughput_per_gpu)}{fmt_edge(r.throughput_edge, r.thin)}"
+                 f"{fmt_gain(r.gain_vs_baseline, bool(r.thin or baseline_thin.get(sla)))}" for r in group.itertuples()]
         lines.append(f"  >= {sla:g}: " + "; ".join(cells))
+    if not thin.empty:
+        lines.append(thin_note(thin, every=False))
     return "\n".join(lines)
+
+
+def thin_note(thin: pd.DataFrame, every: bool) -> str:
+    """What 'thin' means, the thinnest points, and what to do: the plan's rule, said once."""
+    points = sorted({f"{r.label} at {r.thin}" for r in thin.itertuples()})
+    shown = "; ".join(points[:4]) + (f"; and {len(points) - 4} more" if len(points) > 4 else "")
+    head = "every reading would be thin" if every else "'thin'"
+    return (f"  {head}: read from points where a seed completed fewer than {MIN_COMPLETED} requests in the "
+            f"window ({shown}), too few to compare (a plan refuses such a probe); a gain is no firmer than its "
+            "baseline: raise horizon.duration_s (or horizon.requests)" + ("" if every else " before reading these"))
 
 
 def fmt_thr(value: float) -> str:
     return "unreachable" if math.isnan(value) else f"{value:,.0f}"
 
 
-def fmt_edge(edge: object) -> str:
-    """' (at max load 128)': the reading is the largest simulated load's, a lower bound."""
-    return f" (at {edge})" if isinstance(edge, str) and edge else ""
+def fmt_edge(edge: object, thin: object = "") -> str:
+    """' (at max load 128)': the reading is the largest simulated load's, a lower bound; '; thin' (or
+    ' (thin)'): it rests on a point with too few requests to compare."""
+    notes = [f"at {edge}" if isinstance(edge, str) and edge else "", "thin" if isinstance(thin, str) and thin else ""]
+    shown = "; ".join(n for n in notes if n)
+    return f" ({shown})" if shown else ""
 
 
-def fmt_gain(value: float) -> str:
-    return "" if math.isnan(value) else f" ({100 * value:+.0f}%)"
+def fmt_gain(value: float, thin: bool = False) -> str:
+    return "" if math.isnan(value) else f" ({100 * value:+.0f}%{', thin' if thin else ''})"

@@ -1,7 +1,8 @@
 """`specplan trace-stats PATH --format F [--json] [--plot PNG]`: the shape of a request trace.
 
 Request count, time span, mean rate, burstiness (interarrival CV, peak
-1-minute rate) and prompt/output length percentiles, read in one streaming
+1-minute rate), prompt/output length percentiles and, where the trace has
+block hashes (Mooncake's `hash_ids`), the share of repeated blocks, read in one streaming
 pass (traces/stats.py); `--plot` draws rate over time and the length
 distributions (traces/plots.py).
 """
@@ -75,6 +76,13 @@ def stats_table(s: dict) -> str:
         q = s[key]
         lines.append(f"  {key.replace('_', ' ') + ' p50/p90/p99/max':<31} "
                      + " / ".join(fmt(q[k], ".0f") for k in ("p50", "p90", "p99", "max")))
+    blocks = s.get("blocks")
+    if blocks:
+        lines.append(f"  {'prompt blocks (hash_ids)':<31} {blocks['block_references']:,} references, "
+                     f"{blocks['distinct_blocks']:,} distinct")
+        lines.append(f"  {'repeated blocks':<31} {fmt(100 * blocks['repeated_block_share'], '.1f')}% (seen "
+                     f"earlier); {fmt(100 * blocks['prefix_reuse_share'], '.1f')}% as a prompt's leading run "
+                     "(what a prefix cache skips)")
     if s["bad_lines"] or s["failed_requests"]:
         lines.append(f"  {'skipped':<31} {s['bad_lines']} bad lines, {s['failed_requests']} failed requests")
     return "\n".join(lines)

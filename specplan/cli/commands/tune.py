@@ -30,8 +30,10 @@ from specplan.simulator.study.backends import worker_count
 from specplan.simulator.study.export import tune_record, write_schedule_files
 from specplan.simulator.study.tune import (
     TUNED_ROLE,
+    BucketChoice,
     TunedSchedule,
     key_rows,
+    runs_text,
     tune_schedule,
 )
 
@@ -44,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--buckets", help="batch-size upper bounds, comma list (default 1,2,4,... up to max_batch_requests)")
     p.add_argument("--loads", help="load values to search at (default: the scenario's sweep.load axis)")
     p.add_argument("--sla-tps", type=float, help="tokens/s/user to tune at (default: the scenario's first sla.tps_user)")
+    p.add_argument("--seeds", type=whole_number,
+                   help="seeds per point (the scenario's seed, +1, ...; default: the scenario's sweep.seeds): with "
+                        "two or more each pick's interval is over seeds, else over one run's requests")
     p.add_argument("--workers", type=whole_number, help="parallel simulations (default: the number of cores)")
     add_override_args(p)
     p.add_argument("--no-report", dest="report", action="store_false", help="write the schedule files only")
@@ -57,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     tuned = tune_schedule(args.scenario, out, lengths=parse_lengths(args.lengths),
                           buckets=parse_buckets(args.buckets), loads=parse_loads(args.loads),
                           sla_tps=args.sla_tps, workers=worker_count(args.workers, "--workers"),
-                          progress=False if (args.quiet or args.json) else None, overrides=args.overrides)
+                          progress=False if (args.quiet or args.json) else None, overrides=args.overrides,
+                          seeds=args.seeds)
     files = write_schedule_files(tuned, out)
     if args.report:
         files["report.html"] = write_tune_report(tuned, out)
@@ -68,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         print(schedule_text(tuned))
         print(comparison_text(tuned))
         print("files: " + ", ".join(str(path) for path in files.values()))
+    if tuned.warning and not args.quiet:
+        print(f"specplan: warning: {tuned.warning}", file=sys.stderr)
     return 0
 
 
@@ -116,17 +124,36 @@ def parse_loads(text: str | None) -> tuple[float, ...] | None:
 
 # ---- output -------------------------------------------------------------------------------------
 def schedule_text(tuned: TunedSchedule) -> str:
-    """The tuned schedule, one line per bucket with the candidates it beat."""
+    """The tuned schedule, one line per bucket: the pick, the lengths tied with it, a cap."""
     base = tuned.base
     lines = [f"tuned length schedule for {base.name} ({base.drafter.family}, γ = {tuned.block_size}); "
-             f"objective: {tuned.objective.describe()}"]
+             f"objective: {tuned.objective.describe()}",
+             f"  a length whose difference from the best lies within its 95% interval ({interval_words(tuned)}) "
+             "ties with it; a tie is broken toward the schedule's shape: the longest first, then the previous "
+             "bucket's length"]
     for choice in tuned.buckets:
         best = choice.figures[choice.length]
         where = "" if best.measured else " (outside the measured batches: nearest operating point)"
         lines.append(f"  batch {choice.sizes:>7}: length {choice.length}  (read at batch {choice.batch:.1f}: "
-                     f"{best.throughput_per_gpu:,.0f} tok/s/GPU, {best.tps_user:.0f} tok/s/user){where}")
+                     f"{best.throughput_per_gpu:,.0f} ± {best.throughput_ci95:,.0f} tok/s/GPU, "
+                     f"{best.tps_user:.0f} tok/s/user){tie_text(choice)}{where}")
     lines.append(f"  schedule {{batch-size upper bound: length}}: {tuned.schedule}")
     return "\n".join(lines)
+
+
+def interval_words(tuned: TunedSchedule) -> str:
+    if tuned.interval == "seeds":
+        return "Student-t over the seeds' paired differences"
+    return "over one seed's requests: add --seeds 2 or more for one over seeds"
+
+
+def tie_text(choice: BucketChoice) -> str:
+    """'; tie of 2–5' and '; capped at 2 by the first bucket (best alone: 4)' where they apply."""
+    text = f"; tie of {runs_text(sorted(choice.tied))}" if len(choice.tied) > 1 else ""
+    if choice.capped_from is not None:
+        text += (f"; capped at {choice.length} by the first bucket (TensorRT-LLM: max_draft_len is the first "
+                 f"bucket's length; uncapped: {choice.capped_from})")
+    return text
 
 
 def comparison_text(tuned: TunedSchedule) -> str:

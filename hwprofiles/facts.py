@@ -1,0 +1,134 @@
+"""What a profile's header says of its deployment: the model's family and layers, the GPUs, the serving engine.
+
+Place in the data flow: the engine's rules (specplan.engines: how a step runs,
+the engine's own caps) are engine-neutral and cannot read a profile; the
+scenario and engine layers read these facts off the profile's provenance
+header once and hand them over:
+
+    model_facts(profile)     ModelFacts(name, family, layers) from the `model:` line, None without one
+                             (an inline, CSV or roofline profile that names no model)
+    device_facts(profile)    DeviceFacts(gpu, memory_gib, tp, dp, ep) from the `device:` and
+                             `parallelism:` lines, None where the GPU is not named
+    profile_engine(profile)  the engine row a measured built-in was read for (its `backend:` line;
+                             NO_ENGINE unless the source is NVIDIA AIConfigurator)
+    serving_engine(name, version, profile)   the row a scenario's `engine.name` / `engine.version` name
+                             (`auto`: the profile's engine; no version: the profile's, else the newest)
+    cap_facts(profile, ...)  the deployment's CapFacts for an engine's caps (specplan.engines.caps), None
+                             where the profile names no model or no GPU
+
+The family decides which public kernel count prices an eager step
+(specplan.engines.eager): `deepseek-v4` (a DeepSeek-V4 attention module),
+`moe` (a mixture of experts otherwise), `dense`. A GPU whose line gives no
+memory ("NVIDIA B300 x 8") takes the capacity AIConfigurator's system file
+states for it (nvidia-smi's figure).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from specplan.engines import NO_ENGINE, CapFacts, EngineTraits, backend_traits, engine_traits
+from specplan.engines.steps import AllToAllBackend, ModelFamily
+from specplan.hwprofiles.profile import StepProfile
+
+AIC_SOURCE = "NVIDIA AIConfigurator"
+MIB_PER_GIB = 1024.0
+# GPU memory where the device line gives none: aiconfigurator-core 0.12.0 systems/<system>.yaml mem_capacity
+# (nvidia-smi's MiB as the file states it)
+GPU_MEMORY_GIB = {"GB300": 284_208 / MIB_PER_GIB, "B300": 275_040 / MIB_PER_GIB, "GB200": 189_471 / MIB_PER_GIB,
+                  "B200": 180.0, "H200": 141.0, "H100": 80.0, "A100": 80.0}
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """The model a profile was measured for: its name, family and decoder layers."""
+
+    name: str
+    family: ModelFamily
+    layers: int
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    """The GPUs one replica of the profile runs on: GPU name, memory per GPU and the parallelism."""
+
+    gpu: str
+    memory_gib: float
+    tp: int = 1
+    dp: int = 1
+    ep: int = 1
+
+    @property
+    def a100(self) -> bool:
+        return self.gpu == "A100"
+
+
+def provenance_of(profile: StepProfile) -> dict[str, Any]:
+    return getattr(profile, "provenance", {}) or {}
+
+
+def model_facts(profile: StepProfile) -> ModelFacts | None:
+    """The `model:` line as facts: '... (43 layers, ...)' or '(hidden 4096, layers 32, ...)'."""
+    line = str(provenance_of(profile).get("model", ""))
+    match = re.search(r"(\d+) layers|layers (\d+)", line)
+    if not match:
+        return None
+    layers = int(match.group(1) or match.group(2))
+    name = line.split(" (")[0].strip()
+    if "DeepSeek-V4" in line:
+        family: ModelFamily = "deepseek-v4"
+    elif re.search(r"\bMoE\b|experts", line):
+        family = "moe"
+    else:
+        family = "dense"
+    return ModelFacts(name, family, layers)
+
+
+def device_facts(profile: StepProfile) -> DeviceFacts | None:
+    """The `device:` and `parallelism:` lines as facts (None when the line names no known GPU)."""
+    provenance = provenance_of(profile)
+    device = str(provenance.get("device", ""))
+    gpu = next((name for name in GPU_MEMORY_GIB if re.search(rf"\b{name}\b", device, re.IGNORECASE)), None)
+    if gpu is None:
+        return None
+    stated = re.search(r"(\d+)\s*GB\b", device)
+    memory = float(stated.group(1)) if stated else GPU_MEMORY_GIB[gpu]
+    parallel = str(provenance.get("parallelism", "")) or device
+    sizes = {key: int(value) for key, value in re.findall(r"\b(TP|DP|EP)(\d+)", parallel)}
+    if "TP" not in sizes:
+        tensor = re.search(r"tensor parallel (\d+)", device)
+        sizes["TP"] = int(tensor.group(1)) if tensor else 1
+    return DeviceFacts(gpu, memory, sizes.get("TP", 1), sizes.get("DP", 1), sizes.get("EP", 1))
+
+
+def profile_engine(profile: StepProfile) -> EngineTraits:
+    """The row of the engine a measured built-in was read for (NO_ENGINE when it is not from AIConfigurator)."""
+    provenance = provenance_of(profile)
+    if not str(provenance.get("source", "")).startswith(AIC_SOURCE):
+        return NO_ENGINE
+    return backend_traits(str(provenance.get("backend", "")))
+
+
+def serving_engine(name: str, version: str | None, profile: StepProfile) -> EngineTraits:
+    """The serving engine's row: `name` at `version`, or the profile's engine for `auto`."""
+    if name == "auto":
+        return profile_engine(profile)
+    if version is None:
+        read_for = profile_engine(profile)
+        version = read_for.version if read_for.name == name else None
+    return engine_traits(name, version)
+
+
+def cap_facts(profile: StepProfile, ranks: int, query_tokens: int, all_to_all: AllToAllBackend,
+              kv_pool_tokens: int | None, overrides: dict[str, float]) -> CapFacts | None:
+    """The facts an engine's caps read for a deployment of `profile` (`kv_pool_tokens`: one rank's KV pool;
+    `overrides`: what the scenario sets, by the engine's knob names). The GPUs of one replica are its TP x DP
+    (the `--tp` of an SGLang line with DP attention)."""
+    model, device = model_facts(profile), device_facts(profile)
+    if model is None or device is None:
+        return None
+    return CapFacts(gpu_memory_gib=device.memory_gib, tp=device.tp * device.dp, dp=ranks, model=model.family,
+                    query_tokens=query_tokens, all_to_all=all_to_all, a100=device.a100, kv_pool_tokens=kv_pool_tokens,
+                    overrides=overrides)
