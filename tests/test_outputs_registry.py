@@ -110,7 +110,8 @@ def test_every_registered_key_is_written_by_some_path(written, file):
 
 # the modes each case runs in (specplan.simulator.core.outputs.PRESENCE and the benchmark clients' keys)
 MODES = {"pool-cache-trace": ("prefill pool", "prefix cache", "trace arrivals"),
-         "chunked-cache": ("prefix cache", "trace arrivals"), "trace-runs-out": ("trace arrivals",),
+         "chunked-cache": ("prefix cache", "KV tiers", "trace arrivals"), "trace-runs-out": ("trace arrivals",),
+         "sessions-host-tier": ("prefix cache", "KV tiers", "session lanes"),
          "dp-truncate": ("DP attention",), "dp-separate": ("DP attention",), "vllm-bench": ("client: vllm",),
          "sglang-bench": ("client: sglang",), "sampled": ("split or sampled", "sampled fleet"),
          "split": ("split or sampled",)}

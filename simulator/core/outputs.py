@@ -240,6 +240,13 @@ PRESENCE: dict[str, tuple[str, ...]] = {  # the mode that writes a key → the k
         "prefix_cache_capacity_blocks"),
     "with trace arrivals (workload.arrivals.kind: trace)": ("trace_bad_lines", "trace_failed_requests",
                                                            "trace_ran_out_s"),
+    "with a replica's KV tiers (engine.prefix_cache)": (
+        "prefix_cache_gpu_hit_rate", "prefix_cache_host_hit_rate", "prefix_cache_window_recomputed_tokens",
+        "kv_host_loaded_bytes", "kv_host_written_bytes", "kv_host_load_s", "kv_host_stall_s"),
+    "with session lanes (workload.arrivals.kind: sessions)": (
+        "session_lanes", "session_window_start_s", "sessions_started", "sessions_completed", "session_wall_mean_s",
+        "session_wall_p50_s", "session_wall_p90_s", "session_output_tokens_per_s_mean",
+        "session_output_tokens_per_s_p50", "session_turns_mean"),
     "with DP attention (engine.dp_attention) or engine.prefill.schedule: separate": (
         "engine_prefill_steps", "engine_prefill_step_share", "decode_request_steps_held", "decode_held_request_s"),
     "with DP attention over more than one rank (engine.dp_attention)": ("dp_busiest_over_mean_tokens",
