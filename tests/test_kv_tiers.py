@@ -190,3 +190,16 @@ def test_the_host_tier_takes_its_size_from_the_engines_row_where_the_scenario_gi
     assert host is not None and host.capacity_blocks == 20
     with pytest.raises(ScenarioError, match=r"engine\.prefix_cache\.host\.ratio"):
         replica_tiers(spec, 640, 1, 8, lambda: 0.0, engine_traits("vllm"))
+
+
+def test_a_host_tier_in_gigabytes_holds_what_the_layout_says():
+    """1.2 TB of host memory: 1.2e12 / 3,440 bytes = 348,837,209 DeepSeek-V4-Flash tokens (5,450,581 blocks of
+    64), against 1.2e12 / 131,072 = 9,155,273 Llama-3.1-8B tokens (143,051 blocks)."""
+    from specplan.engines import engine_traits
+    from specplan.simulator.engine.kv_tiers import replica_tiers
+
+    for layout, value_bytes, blocks in (("deepseek-v4-flash", 1, 5_450_581), ("llama3-8b", 2, 143_051)):
+        spec = PrefixCacheSpec(block_tokens=64, host=HostTier(gbytes_per_s=64, capacity_gb=1200), layout=layout,
+                               kv_value_bytes=value_bytes)
+        host = replica_tiers(spec, 6400, 1, 8, lambda: 0.0, engine_traits("vllm")).ranks[0].host
+        assert host is not None and host.capacity_blocks == blocks

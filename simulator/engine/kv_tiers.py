@@ -12,7 +12,8 @@ first chunk wait for the request's host load.
                as SGLang's and vLLM's DP ranks do), the replica's capacity split evenly; keyed by
                the trace's block hashes (specplan.simulator.engine.prefix_cache.BlockCache)
     host tier  optional (`prefix_cache.host`: SGLang HiCache, vLLM CPU KV offload): per rank, `ratio` ×
-               the GPU tier (default: the engine's row, SGLang's 2) or capacity_tokens, LRU by write
+               the GPU tier (default: the engine's row, SGLang's 2), capacity_tokens, or capacity_gb
+               (GB / the layout's bytes per cached token: the layout sets what DRAM holds), LRU by write
                and load (a GPU hit does not refresh the host copy); the blocks a prompt computed are
                written to it when the prompt completes (write-through, HiCache's default policy); a
                prompt's blocks found there after its GPU hits are loaded back: bytes = tokens × the layout's bytes per
@@ -221,7 +222,10 @@ def replica_tiers(spec: PrefixCacheSpec, capacity_tokens: int, ranks: int, max_b
     tier's size from the serving engine's row where the scenario gives none)."""
     layout = None if spec.layout is None else kv_layout(spec.layout, spec.kv_value_bytes)
     host = spec.host
-    if host is not None and host.ratio is None and host.capacity_tokens is None:
+    if host is not None and host.capacity_gb is not None and layout is not None:
+        tokens = int(host.capacity_gb * 1e9 / layout.bytes_per_token)
+        spec = dataclasses.replace(spec, host=dataclasses.replace(host, capacity_tokens=max(tokens, 1)))
+    elif host is not None and host.ratio is None and host.capacity_tokens is None:
         if serving.kv_offload is None:
             raise ScenarioError("engine.prefix_cache.host.ratio", f"{serving.label} states no host tier size as a "
                                 "ratio: give ratio or capacity_tokens")

@@ -53,6 +53,9 @@ class HostTier:
                               "engine's, SGLang --hicache-ratio 2; vLLM states its offload size in bytes: give "
                               "this or capacity_tokens)", unit="factor")
     capacity_tokens: int | None = num(None, ge=1, doc="host tier size in tokens, per replica (overrides ratio)")
+    capacity_gb: float | None = num(None, gt=0, doc="host tier size in GB of host memory, per replica: tokens = "
+                                    "GB / the layout's bytes per cached token (overrides ratio; InferenceX gives "
+                                    "its DRAM budget so)", unit="GB", example=1200)
     latency_ms: float = num(0.0, ge=0, doc="per load, on top of bytes / bandwidth")
 
 
@@ -73,6 +76,8 @@ class PrefixCacheSpec:
                                    "SWA pool; default: engine.max_batch_requests)", unit="sequences")
 
     def validate(self, path: str) -> None:
+        if self.host is not None and self.host.capacity_tokens is not None and self.host.capacity_gb is not None:
+            raise ScenarioError(f"{path}.host", "give capacity_tokens or capacity_gb, not both")
         if self.host is not None and self.layout is None:
             raise ScenarioError(f"{path}.layout", "a host tier needs the model's KV layout (the bytes it moves): "
                                 f"one of {', '.join(layout_names())}")
