@@ -127,7 +127,6 @@ class Lanes:
         self.warming = spec.lanes
         self.barrier = env.event()
         self.running = spec.lanes
-        self.arrived = 0
         check_warmable(corpus, spec)
 
     def start(self) -> None:
@@ -231,7 +230,6 @@ class Lanes:
         record.turns += 1
         record.prompt_tokens += turn.prompt_tokens
         record.output_tokens += turn.output_tokens if output is None else output
-        self.arrived += 1
         return self.submit(turn.prompt_tokens, turn.output_tokens if output is None else output, play.domain,
                            play.blocks(turn), play.key(conversation))
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -50,8 +51,15 @@ from specplan.hwprofiles.kv_layout import KvLayout, kv_layout
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.batch import RID
 from specplan.simulator.engine.prefix_cache import BlockCache
+from specplan.simulator.engine.state import BatchState
 from specplan.simulator.engine.step import PRICED, StepPlan, StepTiming
 from specplan.simulator.scenario.deployment import HostTier, PrefixCacheSpec
+
+
+class HasBatch(Protocol):
+    """What the loading clock reads of a decode core: its batch (the rows a step's prompt chunks belong to)."""
+
+    state: BatchState
 
 
 class RankTiers:
@@ -236,14 +244,14 @@ def replica_tiers(spec: PrefixCacheSpec, capacity_tokens: int, ranks: int, max_b
 class LoadingClock:
     """The priced step, made to wait for the host loads of the requests whose first prompt chunk it computes."""
 
-    def __init__(self, core: object, tiers: ReplicaTiers) -> None:
+    def __init__(self, core: HasBatch, tiers: ReplicaTiers) -> None:
         self.core, self.tiers = core, tiers
 
     def time(self, plan: StepPlan, now: float) -> tuple[StepTiming, float]:
         timing, wait_s = PRICED.time(plan, now)
         if not self.tiers.pending or plan.prefill_take is None:
             return timing, wait_s
-        rids = self.core.state.batch.ints[RID][: plan.prefill_take.size][plan.prefill_take > 0]  # type: ignore[attr-defined]
+        rids = self.core.state.batch.ints[RID][: plan.prefill_take.size][plan.prefill_take > 0]
         ready = self.tiers.ready_at(rids.tolist())
         stall_s = 0.0 if ready is None else max(0.0, ready - now)
         if stall_s <= 0:
