@@ -29,6 +29,8 @@ Sources, per habit (every row below shares them unless it says otherwise):
     all-to-all DeepEPMode.resolve: auto is normal when any rank extends, low-latency otherwise
     caps       specplan.engines.sglang_caps (max_running_requests, SWA pool, cuda_graph_max_bs, DeepEP
                and MegaMoE tokens per rank, mem_fraction_static)
+    kv offload HiCache's host pool: --hicache-ratio × the device pool, 2 by default (docs.sglang.io,
+               HiCache best practices; --hicache-size in GB overrides it)
 
 Rows: 0.5.12.post1 (the SGLang cookbook's first DeepSeek-V4 benchmark card, commit 7c9bb316),
 0.5.14 (the version NVIDIA AIConfigurator's SGLang tables were measured under, which the
@@ -52,7 +54,14 @@ from specplan.engines.launch import (
 )
 from specplan.engines.modes import AllToAllRule, RankVote
 from specplan.engines.sglang_caps import SGLangCaps
-from specplan.engines.traits import BenchClient, EngineTraits, GraphRule, HostCycle, Scheduler
+from specplan.engines.traits import (
+    BenchClient,
+    EngineTraits,
+    GraphRule,
+    HostCycle,
+    KvOffload,
+    Scheduler,
+)
 
 ALGORITHM = {"mtp": "NEXTN", "eagle3": "EAGLE3", "dflash": "DFLASH", "dspark": "DSPARK"}
 WARMUP_OUTPUT_TOKENS = 32   # bench_serving: output_len=min(test_request.output_len, 32)
@@ -167,6 +176,8 @@ V0_5_14 = EngineTraits(
                                    "low_latency for decode); --deepep-mode normal turns decode graphs off"),
     eager=PUBLIC_EAGER_COST,
     caps=SGLangCaps(),
+    kv_offload=KvOffload(host_ratio=2.0, source="--hicache-ratio, default 2 (host pool over the device pool; "
+                         "docs.sglang.io HiCache best practices)"),
 )
 V0_5_12 = replace(V0_5_14, version="0.5.12.post1", label="SGLang 0.5.12.post1")
 V0_5_15 = replace(V0_5_14, version="0.5.15", label="SGLang 0.5.15")

@@ -101,13 +101,23 @@ class Scheduler:
 
 
 @dataclass(frozen=True)
+class KvOffload:
+    """The engine's host-memory KV tier by default (specplan.simulator.engine.kv_tiers): its size as a multiple
+    of the GPU prefix cache, where the engine states it that way."""
+
+    host_ratio: float
+    source: str
+
+
+@dataclass(frozen=True)
 class EngineTraits:
     """One engine version's habits (specplan.engines lists who asks which).
 
     `execution`: how a step runs (graph, piecewise or eager: specplan.engines.modes);
     `all_to_all`: which all-to-all kernels a step runs and what normal mode costs; `eager`:
     the host's launch cost and kernels per layer (specplan.engines.eager); `caps`: the
-    engine's own limits (specplan.engines.caps). None where no public rule is pinned.
+    engine's own limits (specplan.engines.caps); `kv_offload`: its host KV tier's default size
+    (`engine.prefix_cache.host.ratio` when the scenario gives none). None where no public rule is pinned.
     """
 
     name: str
@@ -122,3 +132,4 @@ class EngineTraits:
     all_to_all: AllToAllRule | None = None
     eager: EagerCost | None = None
     caps: Caps | None = None
+    kv_offload: KvOffload | None = None

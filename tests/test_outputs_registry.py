@@ -34,6 +34,15 @@ BENCH = {"horizon": {"requests": 6}, "drafter": {"family": "none", "block_size":
          "workload": {"arrivals": {"kind": "bench_client", "num_prompts": 4, "max_concurrency": 2,
                                    "warmup_requests": 1}, "output_tokens": {"kind": "fixed", "value": 4}}}
 
+SESSIONS = {"horizon": {"duration_s": 20, "warmup_s": 0}, "cluster": {"router": "session"},
+            "engine": {"prefill": {"mode": "chunked", "chunk_tokens": 512},
+                       "prefix_cache": {"block_tokens": 64, "capacity_tokens": 4096, "layout": "deepseek-v4-flash",
+                                        "kv_value_bytes": 1, "host": {"gbytes_per_s": 64, "ratio": 2}}},
+            "workload": {"arrivals": {"kind": "sessions", "lanes": 2, "idle_gap_cap_s": 0.5,
+                                      "generate": {"sessions": 4, "turns_median": 4, "turns_sigma": 0,
+                                                   "first_prompt_median": 2000, "shared_prefix_tokens": 500,
+                                                   "output_median": 8, "output_sigma": 0}}}}
+
 
 def mooncake(path) -> str:
     rows = [(t * 0.1, 1536 if t % 3 else 512, [1, 2, 3 + t % 4]) for t in range(30)]
@@ -59,6 +68,7 @@ def cases(tmp_path) -> dict[str, dict]:
                                                            "schedule": "separate", "profile": PREFILL_PROFILE},
                                                "dp_attention": {"ranks": 2, "balance": "round_robin"}}}),
         "tight-kv": merged(raw, {"engine": {"kv_capacity_tokens": 300}}),
+        "sessions-host-tier": merged(raw, SESSIONS),
         "vllm-bench": merged(raw, BENCH),
         "sglang-bench": merged(merged(raw, BENCH), {"workload": {"arrivals": {"client": "sglang"}}}),
         "v4-dp-deepep-graphs": merged(raw, V4_DP),
@@ -100,7 +110,8 @@ def test_every_registered_key_is_written_by_some_path(written, file):
 
 # the modes each case runs in (specplan.simulator.core.outputs.PRESENCE and the benchmark clients' keys)
 MODES = {"pool-cache-trace": ("prefill pool", "prefix cache", "trace arrivals"),
-         "chunked-cache": ("prefix cache", "trace arrivals"), "trace-runs-out": ("trace arrivals",),
+         "chunked-cache": ("prefix cache", "KV tiers", "trace arrivals"), "trace-runs-out": ("trace arrivals",),
+         "sessions-host-tier": ("prefix cache", "KV tiers", "session lanes"),
          "dp-truncate": ("DP attention",), "dp-separate": ("DP attention",), "vllm-bench": ("client: vllm",),
          "sglang-bench": ("client: sglang",), "sampled": ("split or sampled", "sampled fleet"),
          "split": ("split or sampled",), "v4-dp-deepep-graphs": ("DP attention", "serving engine's caps")}

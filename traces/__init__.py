@@ -8,6 +8,9 @@ The engine wires these into SimPy processes (specplan.simulator.engine.workload)
     lengths.py   prompt / output length distributions
     readers.py   trace files (azure, mooncake, burstgpt, csv), streamed
     replay.py    a trace replayed as timed arrivals (generators passed in)
+    sessions.py  agent session traces (weka, mooncake, plain): turns, fan-outs, joins, block hashes
+    lanes.py     sessions replayed on lanes (the AgentX protocol: warm-up barrier, gaps, recycling)
+    agentic.py   AgentX-shaped sessions generated from real traces' statistics; session_stats.py measures them
     draws.py     one generator's values one at a time, drawn in blocks
     stats.py     trace statistics (`specplan trace-stats`); plots.py draws them
     errors.py    TraceError: the package's own error (the CLI prints it as one line, exit 2)

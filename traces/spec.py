@@ -181,6 +181,94 @@ class TraceArrivals:
 
 
 @dataclass(frozen=True)
+class AgentxShape:
+    """AgentX-shaped sessions drawn from the scenario's seed (specplan.traces.agentic): each statistic's default
+    and its source are in the guide's table (docs/guides/agentic.md). Lengths are lognormal (median, log-space
+    sigma) clipped at a cap; a session has subagents with probability `subagent_session_share`."""
+
+    sessions: int = bounded(64, ge=1, doc="sessions generated (the lanes draw from them)", unit="sessions")
+    turns_median: float = bounded(45.0, ge=1, doc="main-agent turns per session, median", unit="turns")
+    turns_sigma: float = bounded(0.966, ge=0, doc="their log-space sigma", unit="log turns")
+    turns_max: int = bounded(330, ge=1, doc="turns per session at most", unit="turns")
+    first_prompt_median: float = bounded(24454.0, ge=1, doc="the first turn's prompt, median", unit="tokens")
+    first_prompt_sigma: float = bounded(1.841, ge=0, doc="its log-space sigma", unit="log tokens")
+    first_prompt_max: int = bounded(708000, ge=1, doc="the first prompt at most", unit="tokens")
+    new_tokens_median: float = bounded(352.0, ge=1, doc="tokens a turn adds to the previous prompt and answer, "
+                                       "median", unit="tokens")
+    new_tokens_sigma: float = bounded(1.706, ge=0, doc="their log-space sigma", unit="log tokens")
+    new_tokens_max: int = bounded(16690, ge=1, doc="tokens a turn adds at most", unit="tokens")
+    output_median: float = bounded(216.0, ge=1, doc="a turn's answer, median", unit="tokens")
+    output_sigma: float = bounded(1.113, ge=0, doc="its log-space sigma", unit="log tokens")
+    output_max: int = bounded(3663, ge=1, doc="an answer at most", unit="tokens")
+    gap_median_s: float = bounded(10.0, ge=0, doc="the tool gap before a turn (end of the last answer to the "
+                                  "next send), median")
+    gap_sigma: float = bounded(2.211, ge=0, doc="its log-space sigma", unit="log s")
+    gap_max_s: float = bounded(3039.0, ge=0, doc="a tool gap at most")
+    shared_prefix_tokens: int = bounded(14948, ge=0, doc="system prompt and tool definitions at the start of "
+                                        "every first prompt", unit="tokens")
+    subagent_session_share: float = bounded(0.29, ge=0, le=1, doc="share of sessions that spawn subagents")
+    subagents_mean: float = bounded(7.7, ge=0, doc="subagents of such a session, mean (Poisson)",
+                                    unit="subagents")
+    fanout_width_mean: float = bounded(1.66, ge=1, doc="subagents spawned together, mean (1 + Poisson)",
+                                       unit="subagents")
+    subagent_turns_median: float = bounded(11.0, ge=1, doc="a subagent's turns, median", unit="turns")
+    subagent_turns_sigma: float = bounded(1.31, ge=0, doc="their log-space sigma", unit="log turns")
+    subagent_prompt_median: float = bounded(10335.0, ge=1, doc="a subagent's first prompt, median",
+                                            unit="tokens")
+    subagent_prompt_sigma: float = bounded(0.128, ge=0, doc="its log-space sigma", unit="log tokens")
+    subagent_gap_median_s: float = bounded(4.0, ge=0, doc="a subagent's tool gap, median")
+    subagent_gap_sigma: float = bounded(1.546, ge=0, doc="its log-space sigma", unit="log s")
+    block_tokens: int = bounded(64, ge=1, doc="tokens per hashed block (AgentX: 64)", unit="tokens")
+
+
+@dataclass(frozen=True)
+class SessionArrivals:
+    """Agent sessions replayed on `lanes` lanes for the horizon's duration (the AgentX lanes protocol).
+
+    Each lane plays one session tree at a time: a turn is sent after the
+    previous answer and its gap, subagents fan out and their parent's next
+    turn joins them. The first session of each lane starts at a sampled turn
+    (a share of its turns uniform in [start_min, start_max]), sent with its
+    whole prefix as the warm-up, then `warmup_turns` one-token turns with no
+    gap; once every lane's warm-up is done (the barrier) the measured window
+    opens and runs horizon.duration_s. A lane whose session ends draws the
+    next (recycling, from turn 0). Gaps are capped: the recorded
+    start-to-start gap at most `idle_gap_cap_s`. `cache_bust: first_turn`
+    gives every play of a session blocks of its own (the shared system and
+    tool prefix excepted), as AgentX marks each play's first turn. Sessions
+    come from `path` (weka, mooncake or plain) or are generated (`generate`).
+    """
+
+    KIND: ClassVar[str] = "sessions"
+    lanes: int = bounded(ge=1, doc="session trees played at once (AgentX's --concurrency)", unit="lanes",
+                         example=16)
+    path: str = bounded("", path=True, doc="a session trace: a file, or a folder of weka JSON files",
+                        example="sessions/agentx-generated")
+    format: Literal["weka", "mooncake", "plain"] = bounded("weka", doc="the trace's format")
+    block_tokens: int | None = bounded(None, ge=1, doc="tokens per hashed block (mooncake: default 512; plain: "
+                                       "64; weka files say their own)", unit="tokens")
+    generate: AgentxShape | None = bounded(None, doc="generate AgentX-shaped sessions instead of reading a path")
+    start_min: float = bounded(0.0, ge=0, le=1, doc="the first session of a lane starts at a share of its turns "
+                               "drawn from [start_min, start_max]", unit="share")
+    start_max: float = bounded(1.0, ge=0, le=1, doc="upper end of that share", unit="share")
+    warmup_turns: int = bounded(0, ge=0, doc="one-token turns each lane sends after its warm-up turn, with no "
+                                "gap, before the barrier (InferenceX's launchers: 10)", unit="turns")
+    idle_gap_cap_s: float | None = bounded(10.0, ge=0, doc="a recorded start-to-start gap is capped at this "
+                                           "(AgentX: 10 s); null keeps every gap")
+    cache_bust: Literal["first_turn", "none"] = bounded("first_turn", doc="first_turn: each play's blocks are its "
+                                                        "own; none: plays of one session share blocks")
+    recycle: bool = bounded(True, doc="a lane whose session ended starts the next one")
+    domain: str | None = bounded(None, doc="every request's acceptance domain (default: one draw from the mix "
+                                 "per session)")
+
+    def validate(self, path: str) -> None:
+        if bool(self.path) == (self.generate is not None):
+            raise WorkloadKeyError(path, "give either a session trace 'path' or 'generate'")
+        if self.start_min > self.start_max:
+            raise WorkloadKeyError(f"{path}.start_min", f"must be <= start_max ({self.start_max:g})")
+
+
+@dataclass(frozen=True)
 class FixedLength:
     KIND: ClassVar[str] = "fixed"
     value: int = bounded(ge=1, doc="every request's length", unit="tokens", example=512)
@@ -249,21 +337,21 @@ class MixtureLength:
 Lengths = FixedLength | LognormalLength | EmpiricalLength | MixtureLength
 
 Arrivals = (PoissonArrivals | GammaArrivals | MmppArrivals | PiecewiseArrivals | ClosedLoopArrivals | TraceArrivals
-            | BenchClientArrivals)
+            | BenchClientArrivals | SessionArrivals)
 
 
 @dataclass(frozen=True)
 class WorkloadSpec:
     """The requests: when they arrive and how long their prompts and outputs are."""
 
-    arrivals: Arrivals = bounded(doc="the arrival process: poisson, gamma, mmpp, piecewise, closed_loop, trace or "
-                                 "bench_client", example={"kind": "closed_loop", "users": 64})
+    arrivals: Arrivals = bounded(doc="the arrival process: poisson, gamma, mmpp, piecewise, closed_loop, trace, "
+                                 "bench_client or sessions", example={"kind": "closed_loop", "users": 64})
     prompt_tokens: Lengths = bounded(FixedLength(value=512), doc="prompt lengths: fixed, lognormal, empirical or a "
                                      "per-domain mixture")
     output_tokens: Lengths = bounded(FixedLength(value=256), doc="output lengths, the same forms")
 
     def validate(self, path: str) -> None:
-        if isinstance(self.arrivals, TraceArrivals):
+        if isinstance(self.arrivals, (TraceArrivals, SessionArrivals)):
             return
         for key in ("prompt_tokens", "output_tokens"):
             if getattr(self, key) is None:

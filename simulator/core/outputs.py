@@ -132,7 +132,24 @@ prefix_cache_hit_rate | share | prompt tokens the prefix cache let prefill skip 
 prefix_cache_block_hit_rate | share | cached blocks found / blocks looked up
 prefill_tokens_saved | tokens | prompt tokens the prefix cache let prefill skip
 prefill_tokens_looked_up | tokens | prompt tokens looked up in the prefix cache
-prefix_cache_capacity_blocks | blocks | blocks one prefix cache holds
+prefix_cache_capacity_blocks | blocks | blocks one prefix cache holds (a replica's: one attention rank's)
+prefix_cache_gpu_hit_rate | share | engine.prefix_cache: prompt tokens found in the GPU tier (the request's attention rank) / prompt tokens looked up
+prefix_cache_host_hit_rate | share | prompt tokens found in the host tier after the GPU hits, loaded back / prompt tokens looked up (gpu + host = prefix_cache_hit_rate)
+prefix_cache_window_recomputed_tokens | tokens | DeepSeek-V4 layout: cached tokens computed again because the sliding-window tail at the hit's end was not kept
+kv_host_loaded_bytes | bytes | KV bytes loaded from the host tier back to the GPUs (tokens × the layout's bytes per token)
+kv_host_written_bytes | bytes | KV bytes written to the host tier (write-through: blocks it lacked when their prompt completed)
+kv_host_load_s | s | Σ over host loads of their link time (queueing on the rank's link included)
+kv_host_stall_s | s | Σ of what steps waited for the host loads of the prompts whose first chunk they computed (in steps.csv's overhead_ms)
+session_lanes | lanes | session lanes (workload.arrivals.lanes)
+session_window_start_s | s | when every lane's warm-up was done (the barrier): the measured window starts here (+ horizon.warmup_s)
+sessions_started | sessions | session plays started on the lanes (warm-up plays and recycled ones)
+sessions_completed | sessions | plays that ran whole inside the window: from turn 0, started after the barrier, tree done by the end (what the session_* figures read)
+session_wall_mean_s | s | a completed session's wall time, first send to its whole tree done, mean
+session_wall_p50_s | s | median completed-session wall time
+session_wall_p90_s | s | 90th percentile completed-session wall time
+session_output_tokens_per_s_mean | tokens/s | a completed session's output tokens over its wall time, mean
+session_output_tokens_per_s_p50 | tokens/s | median of the same
+session_turns_mean | requests | requests (main-agent and subagent turns) of a completed session, mean
 trace_bad_lines | lines | malformed trace lines skipped (workload.arrivals.skip_bad_lines)
 trace_failed_requests | requests | trace requests with no output tokens, skipped
 trace_ran_out_s | s | a replayed trace: when its window ran out before the horizon, where the measurement window ends (the run goes on to the horizon so its requests finish); null when the trace lasted the horizon
@@ -226,6 +243,13 @@ PRESENCE: dict[str, tuple[str, ...]] = {  # the mode that writes a key → the k
         "prefix_cache_capacity_blocks"),
     "with trace arrivals (workload.arrivals.kind: trace)": ("trace_bad_lines", "trace_failed_requests",
                                                            "trace_ran_out_s"),
+    "with a replica's KV tiers (engine.prefix_cache)": (
+        "prefix_cache_gpu_hit_rate", "prefix_cache_host_hit_rate", "prefix_cache_window_recomputed_tokens",
+        "kv_host_loaded_bytes", "kv_host_written_bytes", "kv_host_load_s", "kv_host_stall_s"),
+    "with session lanes (workload.arrivals.kind: sessions)": (
+        "session_lanes", "session_window_start_s", "sessions_started", "sessions_completed", "session_wall_mean_s",
+        "session_wall_p50_s", "session_wall_p90_s", "session_output_tokens_per_s_mean",
+        "session_output_tokens_per_s_p50", "session_turns_mean"),
     "with DP attention (engine.dp_attention) or engine.prefill.schedule: separate": (
         "engine_prefill_steps", "engine_prefill_step_share", "decode_request_steps_held", "decode_held_request_s"),
     "with DP attention over more than one rank (engine.dp_attention)": ("dp_busiest_over_mean_tokens",

@@ -32,8 +32,8 @@ from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.decode import DecodeCore, Rules
 from specplan.simulator.engine.draft_record import draft_tally
 from specplan.simulator.engine.forward import context_rule, load_rule
+from specplan.simulator.engine.kv_tiers import ReplicaTiers
 from specplan.simulator.engine.phases import prefill_phases
-from specplan.simulator.engine.prefix_cache import ReplicaPromptCache
 from specplan.simulator.engine.price import StepPricer, quote_book
 from specplan.simulator.engine.prompts import prompts
 from specplan.simulator.engine.recorders import (
@@ -68,7 +68,7 @@ class EngineParts:
     def policy(self) -> Policy:
         return make_policy(self.scenario.policy.name, self.policy_params, self.drafter.block_size)
 
-    def core(self, log: RequestLog, steps: StepLog, index: int = 0, prompt_cache: ReplicaPromptCache | None = None,
+    def core(self, log: RequestLog, steps: StepLog, index: int = 0, prompt_cache: ReplicaTiers | None = None,
              chunks: ChunkLog | None = None) -> DecodeCore:
         """A core with its own policy and the rules its engine runs by, its recorders wired."""
         config, drafter, policy = self.config, self.drafter, self.policy()

@@ -27,6 +27,8 @@ manager answers `allocate_slots` and the scheduler acts):
                                                 from the queue, their log rows marked admitted)
     kv.preempt(state) -> rows                   the rows to evict, in eviction order (none: empty)
     kv.fits_below                               Σ footprints up to this need no preemption check (−1: always)
+    kv.pin(rid, rank)                           a sticky router sent the request to this rank (RoutedRanks keeps
+                                                it; one cache has no ranks; most_free_kv chooses at admission)
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class KvCaches(Protocol):
 
     def preempt(self, state: BatchState) -> np.ndarray: ...
 
+    def pin(self, rid: int, rank: int) -> None: ...
+
 
 def kv_caches(config: EngineConfig) -> KvCaches:
     capacity = resolved(config.engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
@@ -74,6 +78,9 @@ class OneCache:
         self.fits_below = capacity  # Σ footprints within the cache: nothing to preempt
 
     def enqueued(self, state: BatchState, rid: int) -> None:
+        pass
+
+    def pin(self, rid: int, rank: int) -> None:
         pass
 
     def admit(self, state: BatchState, log: RequestLog, now: float, free: int) -> Sequence[tuple[int, ...]]:
@@ -136,6 +143,9 @@ class RoutedRanks(RankCaches):
 
     def enqueued(self, state: BatchState, rid: int) -> None:
         self.router.send(rid, state.batch.ints[RANK])
+
+    def pin(self, rid: int, rank: int) -> None:
+        self.router.pin(rid, rank)
 
     def admit(self, state: BatchState, log: RequestLog, now: float, free: int) -> Sequence[tuple[int, ...]]:
         """FIFO within each rank's queue, while the rank has a free slot and KV room and the engine's totals allow."""

@@ -114,9 +114,12 @@ class DecodeCore:
         (queue.appendleft if front else queue.append)(rid)
         self.rules.kv.enqueued(self.state, rid)
 
-    def remember(self, rid: int, blocks: Sequence[int] | None) -> None:
-        """An arrival's prompt block hashes, for a prefix cache."""
+    def remember(self, rid: int, blocks: Sequence[int] | None, rank: int | None = None) -> None:
+        """An arrival's prompt block hashes, for a prefix cache, and the attention rank a sticky router pinned it
+        to (None: the engine's dispatch chooses)."""
         self.rules.prompts.remember(rid, blocks)
+        if rank is not None:
+            self.rules.kv.pin(rid, rank)
 
     def admit(self, now: float) -> int:
         """FIFO admission under the KV rule; returns the number of requests admitted."""
@@ -137,8 +140,9 @@ class DecodeCore:
         rows, kv = [], 0
         for rid, generated, tokens, *rank in admitted:
             left = int(output[rid]) - generated
-            rows.append((rid, left, tokens + left, rules.prompts.to_compute(rid, tokens), *opening(left),
-                         rank[0] if rank else 0))
+            row_rank = rank[0] if rank else 0
+            rows.append((rid, left, tokens + left, rules.prompts.to_compute(rid, tokens, row_rank), *opening(left),
+                         row_rank))
             kv += tokens
         block = np.array(rows, dtype=np.int64).T
         rid = block[RID]

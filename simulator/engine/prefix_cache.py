@@ -22,17 +22,19 @@ Python-level work is per block (512 tokens in Mooncake's trace), never per
 token.
 
 In aggregated serving (chunked prefill inside the decode replicas,
-`engine.prefix_cache`) each replica's `ReplicaPromptCache` is asked at
-admission, so a request's prompt chunks start after its cached prefix; its
-blocks are inserted when its prompt completes. The cache is bounded on its
-own (`capacity_tokens`, default the replica's KV capacity): an approximation
-of vLLM, where cached blocks live in the free part of the one KV pool.
+`engine.prefix_cache`) each attention rank of a replica has one, asked at
+admission (specplan.simulator.engine.kv_tiers, with a host tier behind it),
+so a request's prompt chunks start after its cached prefix; its blocks are
+inserted when its prompt completes. The cache is bounded on its own
+(`capacity_tokens`, default the replica's KV capacity): an approximation of
+vLLM, where cached blocks live in the free part of the one KV pool.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections import OrderedDict, deque
+from collections.abc import Iterator, Sequence
+from itertools import takewhile
 
 
 class BlockCache:
@@ -47,67 +49,40 @@ class BlockCache:
 
     def match(self, blocks: Sequence[int]) -> int:
         """Leading blocks of `blocks` the cache holds (no side effect)."""
-        held = self.blocks
-        n = 0
-        for block in blocks:
-            if block not in held:
-                break
-            n += 1
-        return n
+        return len(list(takewhile(self.blocks.__contains__, blocks)))   # the loop runs in C
 
     def lookup(self, blocks: Sequence[int], prompt_tokens: int) -> int:
         """Cached prompt tokens for a prompt about to be prefilled; the hit blocks become recent."""
         hits = self.match(blocks)
-        self.looked_up_blocks += len(blocks)
-        self.hit_blocks += hits
-        for block in reversed(blocks[:hits]):
-            self.blocks.move_to_end(block)
+        self.touch(blocks, hits)
         return max(0, min(hits * self.block_tokens, prompt_tokens - 1))
 
-    def insert(self, blocks: Sequence[int]) -> None:
-        """A prefilled prompt's blocks: held from now on, its first block the most recent."""
+    def touch(self, blocks: Sequence[int], hits: int) -> None:
+        """A lookup of `blocks` found its first `hits`: counted, and those become recent (the first most)."""
+        self.looked_up_blocks += len(blocks)
+        self.hit_blocks += hits
+        consume(map(self.blocks.move_to_end, reversed(blocks[:hits])))
+
+    def insert(self, blocks: Sequence[int]) -> int:
+        """A prefilled prompt's blocks: held from now on, its first block the most recent; returns how many
+        were not held before."""
         held = self.blocks
+        move = held.move_to_end
+        added = 0
         for block in reversed(blocks):
             if block in held:
-                held.move_to_end(block)
+                move(block)
             else:
                 held[block] = None
+                added += 1
         while len(held) > self.capacity_blocks:
             held.popitem(last=False)
+        return added
 
 
-class ReplicaPromptCache:
-    """A replica's cache in aggregated serving (chunked prefill): what the decode core asks at admission.
-
-    `remember(rid, blocks)` keeps an arrival's block hashes; the core asks
-    `cached_tokens(rid, tokens)` when it admits a request (its prompt chunks
-    then start after the cached prefix) and reports `prompts_done(ids)` when
-    prompts complete, whose blocks are inserted then.
-    """
-
-    def __init__(self, capacity_tokens: int, block_tokens: int) -> None:
-        self.cache = BlockCache(capacity_tokens // block_tokens, block_tokens)
-        self.blocks: dict[int, Sequence[int]] = {}
-        self.looked_up_tokens = 0
-        self.saved_tokens = 0
-
-    def remember(self, rid: int, blocks: Sequence[int]) -> None:
-        self.blocks[rid] = blocks
-
-    def cached_tokens(self, rid: int, tokens: int) -> int:
-        blocks = self.blocks.get(rid)
-        if not blocks:
-            return 0
-        hit = self.cache.lookup(blocks, tokens)
-        self.looked_up_tokens += tokens
-        self.saved_tokens += hit
-        return hit
-
-    def prompts_done(self, ids: Sequence[int]) -> None:
-        for rid in ids:
-            blocks = self.blocks.get(int(rid))
-            if blocks:
-                self.cache.insert(blocks)
+def consume(iterator: Iterator[object]) -> None:
+    """Run an iterator to its end, keeping nothing (deque of length 0: the loop in C)."""
+    deque(iterator, maxlen=0)
 
 
 def cache_fields(caches: Sequence[BlockCache], looked_up_tokens: int, saved_tokens: int) -> dict[str, float | int]:

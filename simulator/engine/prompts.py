@@ -8,7 +8,7 @@ Chosen once when the core is assembled (`prompts`), never a branch in the step:
               (`engine.prefix_cache`, specplan.simulator.engine.prefix_cache); the step that computes
               a prompt's last chunk emits its first token
 
-    prompts.to_compute(rid, tokens)          prompt tokens an admitted request still computes
+    prompts.to_compute(rid, tokens, rank)    prompt tokens an admitted request still computes (on that rank)
     prompts.started(rids, now, log)          their computation starts at admission (TTFT's queue ends)
     prompts.advance(state, take, now, log)   a step computed `take` tokens per row; returns tokens emitted
     prompts.remember(rid, blocks)            an arrival's prompt block hashes, for the prefix cache
@@ -22,13 +22,13 @@ from typing import Protocol
 import numpy as np
 
 from specplan.simulator.engine.batch import ACCEPTED, PREFILL_LEFT, REMAINING, RID
-from specplan.simulator.engine.prefix_cache import ReplicaPromptCache
+from specplan.simulator.engine.kv_tiers import ReplicaTiers
 from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.state import BatchState
 
 
 class Prompts(Protocol):
-    def to_compute(self, rid: int, tokens: int) -> int: ...
+    def to_compute(self, rid: int, tokens: int, rank: int = 0) -> int: ...
 
     def started(self, rids: np.ndarray, now: float, log: RequestLog) -> None: ...
 
@@ -40,7 +40,7 @@ class Prompts(Protocol):
 class Staged:
     """Prompts computed before the engine (a prefill stage or pool): nothing left to compute here."""
 
-    def to_compute(self, rid: int, tokens: int) -> int:
+    def to_compute(self, rid: int, tokens: int, rank: int = 0) -> int:
         return 0
 
     def started(self, rids: np.ndarray, now: float, log: RequestLog) -> None:
@@ -56,18 +56,19 @@ class Staged:
 class Chunked(Staged):
     """The engine computes prompts in chunks, after the prefix its cache holds (the module docstring)."""
 
-    def __init__(self, cache: ReplicaPromptCache | None) -> None:
+    def __init__(self, cache: ReplicaTiers | None) -> None:
         self.cache = cache
 
-    def to_compute(self, rid: int, tokens: int) -> int:
-        """Tokens a prefix cache holds are not computed again (their KV still counts)."""
-        return tokens if self.cache is None else tokens - self.cache.cached_tokens(rid, tokens)
+    def to_compute(self, rid: int, tokens: int, rank: int = 0) -> int:
+        """Tokens the prefix cache of the request's attention rank holds are not computed again (their KV still
+        counts)."""
+        return tokens if self.cache is None else tokens - self.cache.cached_tokens(rid, tokens, rank)
 
     def started(self, rids: np.ndarray, now: float, log: RequestLog) -> None:
         log.prefill_started(rids, now)
 
     def remember(self, rid: int, blocks: Sequence[int] | None) -> None:
-        if blocks and self.cache is not None:
+        if blocks is not None and len(blocks) and self.cache is not None:
             self.cache.remember(rid, blocks)
 
     def advance(self, state: BatchState, take: np.ndarray, now: float, log: RequestLog) -> int:
@@ -92,5 +93,5 @@ class Chunked(Staged):
         return int(first.size)
 
 
-def prompts(chunked: bool, cache: ReplicaPromptCache | None) -> Prompts:
+def prompts(chunked: bool, cache: ReplicaTiers | None) -> Prompts:
     return Chunked(cache) if chunked else Staged()

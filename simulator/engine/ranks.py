@@ -38,14 +38,23 @@ class RankRouter:
         self.turn = 0
 
     def send(self, rid: int, running: np.ndarray) -> int:
-        """The rank of request `rid` (chosen on its first arrival; `running`: the ranks of the running rows)."""
-        if rid >= self.rank_of.size:
-            self.rank_of = np.concatenate([self.rank_of, np.full(max(rid + 1, self.rank_of.size), -1, np.int32)])
+        """The rank of request `rid` (chosen on its first arrival, unless pinned; `running`: the ranks of the
+        running rows)."""
+        self.grow(rid)
         rank = int(self.rank_of[rid])
         if rank < 0:
             rank = self.rank_of[rid] = self.choose(running)
         self.waiting[rank] += 1
         return rank
+
+    def pin(self, rid: int, rank: int) -> None:
+        """A sticky router chose the rank (session routing): the engine's own rule is not asked."""
+        self.grow(rid)
+        self.rank_of[rid] = rank
+
+    def grow(self, rid: int) -> None:
+        if rid >= self.rank_of.size:
+            self.rank_of = np.concatenate([self.rank_of, np.full(max(rid + 1, self.rank_of.size), -1, np.int32)])
 
     def choose(self, running: np.ndarray) -> int:
         if self.balance == "round_robin":

@@ -35,14 +35,15 @@ from specplan.simulator.engine.decode import DecodeCore
 from specplan.simulator.engine.driver import EngineDriver
 from specplan.simulator.engine.prefill import PrefillPool
 from specplan.simulator.engine.request_log import RequestLog
-from specplan.simulator.engine.step import PRICED, StepPlan, serve
+from specplan.simulator.engine.step import PRICED, StepClock, StepPlan, serve
 
 
 class Replica(EngineDriver):
     """A decode engine in simulated time; `submit(rid)` hands it a routed request."""
 
     def __init__(self, env: simpy.Environment, core: DecodeCore, log: RequestLog,
-                 on_done: Callable[[int], None], prefill_pool: PrefillPool | None = None) -> None:
+                 on_done: Callable[[int], None], prefill_pool: PrefillPool | None = None,
+                 clock: StepClock = PRICED) -> None:
         super().__init__(env, core, log)
         self.core: DecodeCore = core
         self.index, self.on_done = core.index, on_done
@@ -52,6 +53,7 @@ class Replica(EngineDriver):
         self.in_prefill = 0
         self.awaiting_first = 0    # KV received from disaggregated prefill, first token not yet emitted
         self.decoding: np.ndarray | None = None  # a step's decoding ids, while some await their first token
+        self.clock = clock  # the priced step (kv_tiers.LoadingClock: waiting for host-tier loads)
         env.process(self.run())
 
     # ---- arrivals -----------------------------------------------------------------
@@ -59,8 +61,8 @@ class Replica(EngineDriver):
         """Requests this replica holds: in prefill, queued, or running."""
         return self.in_prefill + self.core.waiting + self.core.running
 
-    def submit(self, rid: int, blocks: Sequence[int] | None = None) -> None:
-        self.core.remember(rid, blocks)
+    def submit(self, rid: int, blocks: Sequence[int] | None = None, rank: int | None = None) -> None:
+        self.core.remember(rid, blocks, rank)
         log = self.log
         log.routed(rid, self.index)
         if self.rejects(rid):
@@ -105,7 +107,7 @@ class Replica(EngineDriver):
 
     # ---- the engine loop (specplan.simulator.engine.step.serve): this replica as its driver ----------
     def run(self) -> Generator[simpy.Event, Any, None]:
-        yield from serve(self.core, self.env, PRICED, self)
+        yield from serve(self.core, self.env, self.clock, self)
 
     def planned(self, plan: StepPlan) -> None:
         """Before a step's time passes: the ids it decodes, while some await their first token (disaggregated

@@ -14,32 +14,42 @@ This is the notebook API; `specplan run` is a thin face over it.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 import simpy
 
+from specplan.engines import EngineTraits
 from specplan.simulator.core.streams import stream
 from specplan.simulator.drafters.drafter import Drafter
-from specplan.simulator.engine.assembly import assemble
+from specplan.simulator.engine.assembly import EngineParts, assemble
 from specplan.simulator.engine.bench_metrics import bench_summary
-from specplan.simulator.engine.config import resolved
+from specplan.simulator.engine.config import EngineConfig, resolved
 from specplan.simulator.engine.draft_record import DraftRecord
 from specplan.simulator.engine.intake import FrontDoor, reject_misfit
+from specplan.simulator.engine.kv_tiers import (
+    LoadingClock,
+    ReplicaTiers,
+    replica_tiers,
+    tier_fields,
+)
 from specplan.simulator.engine.prefill import PrefillPool, prefill_summary
-from specplan.simulator.engine.prefix_cache import ReplicaPromptCache, cache_fields
+from specplan.simulator.engine.prefix_cache import cache_fields
 from specplan.simulator.engine.recorders import merged_counts
 from specplan.simulator.engine.records import ChunkLog, SpeculationCounters, StepLog
 from specplan.simulator.engine.replica import Replica
 from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.router import Router
+from specplan.simulator.engine.step import PRICED
 from specplan.simulator.engine.summary import summarize
 from specplan.simulator.engine.workload import ArrivalHorizon, start_workload
 from specplan.simulator.scenario import Scenario
 from specplan.traces.errors import TraceError
+from specplan.traces.lanes import Lanes, session_fields
 from specplan.traces.spec import BenchClientArrivals
 
 
@@ -71,14 +81,21 @@ class Simulation:
         self.all_done = self.env.event()
         self.front = FrontDoor(scenario, self.drafter, self.log)
         n = scenario.cluster.replicas
-        self.prompt_caches = replica_caches(scenario, n)
+        self.prompt_caches = replica_caches(scenario, n, self.ranks, lambda: self.env.now, parts.config.serving)
         bench = isinstance(scenario.workload.arrivals, BenchClientArrivals)
         self.pool = self.prefill_pool(scenario)
-        self.replicas = [Replica(self.env, parts.core(self.log, self.steps, i, self.prompt_caches[i] if self.prompt_caches
-                                                      else None, chunk_log(itl, bench)), self.log, self.on_done,
-                                 self.pool) for i in range(n)]
-        self.router = Router(scenario.cluster.router, self.replicas, stream(scenario.seed, "router"))
+        self.replicas = [self.replica(parts, i, chunk_log(itl, bench)) for i in range(n)]
+        self.router = Router(scenario.cluster.router, self.replicas, stream(scenario.seed, "router"),
+                             sticky_ranks(parts.config))
+        self.session_keys: dict[int, int] = {}   # behind a prefill pool: a request's conversation, for the router
         self.arrivals: ArrivalHorizon = start_workload(self.env, scenario, self.submit, self.front.domain_mix)
+
+    def replica(self, parts: EngineParts, index: int, chunks: ChunkLog | None) -> Replica:
+        """Decode replica `index` with its prefix tiers, its clock waiting for their host loads when it has one."""
+        tiers = self.prompt_caches[index] if self.prompt_caches else None
+        core = parts.core(self.log, self.steps, index, tiers, chunks)
+        clock = LoadingClock(core, tiers) if tiers is not None and tiers.host is not None else PRICED
+        return Replica(self.env, core, self.log, self.on_done, self.pool, clock)
 
     def prefill_pool(self, scenario: Scenario) -> PrefillPool | None:
         """With cluster.prefill: the pool every arrival goes through, feeding the decode replicas."""
@@ -86,22 +103,33 @@ class Simulation:
             return None
         return PrefillPool(self.env, scenario.cluster.prefill, scenario.seed, self.log, self.kv_ready)
 
-    def submit(self, prompt: int, output: int, domain: int, blocks: Sequence[int] | None = None) -> simpy.Event:
+    def submit(self, prompt: int, output: int, domain: int, blocks: Sequence[int] | None = None,
+               key: int | None = None) -> simpy.Event:
+        """A request arrives (`key`: its conversation, for session routing); the event fires when it ends."""
         rid, event = self.front.arrive(self.env, prompt, output, domain)
         if self.pool is None:
-            self.replicas[self.router.choose()].submit(rid, blocks)
+            replica, rank = self.router.route(key)
+            self.replicas[replica].submit(rid, blocks, rank)
         elif reject_misfit(self.log, self.config, rid):  # the decode replicas' rule, asked before prefilling
             self.on_done(rid)
         else:
-            self.pool.submit(rid, prompt, blocks, first=True)
+            if key is not None:
+                self.session_keys[rid] = key
+            self.pool.submit(rid, prompt, None if blocks is None else list(map(int, blocks)), first=True)
         return event
 
     def kv_ready(self, rid: int, first: bool) -> None:
         """A request's KV has reached the decode pool: to a decode replica by the cluster's router."""
-        self.replicas[self.router.choose()].receive(rid, first)
+        replica, rank = self.router.route(self.session_keys.pop(rid, None))
+        if rank is not None:
+            self.replicas[replica].core.remember(rid, None, rank)
+        self.replicas[replica].receive(rid, first)
 
     def on_done(self, rid: int) -> None:
         self.finished += 1
+        replica = int(self.log["replica"][rid])
+        if self.prompt_caches and replica >= 0:
+            self.prompt_caches[replica].forget(rid)
         self.front.done(rid)
         cap = self.arrivals.requests
         if cap is not None and self.finished >= cap and not self.all_done.triggered:
@@ -110,7 +138,8 @@ class Simulation:
     def run(self) -> SimResult:
         start = time.perf_counter()
         duration_s = self.arrivals.duration_s  # the horizon's, or None (a benchmark client runs to its last prompt)
-        self.env.run(until=self.all_done if duration_s is None else duration_s)
+        lanes = self.arrivals.lanes
+        self.env.run(until=lanes.end if lanes is not None else self.all_done if duration_s is None else duration_s)
         window_end_s = self.window_end_s()
         wall_s = time.perf_counter() - start
         for replica in self.replicas:
@@ -118,19 +147,23 @@ class Simulation:
         requests = self.log.frame(self.front.domains)
         steps = self.steps.frame()
         counts: dict[str, Any] = dict(self.arrivals.summary_counts())
+        measured = self.scenario if lanes is None else measured_after_barrier(self.scenario, lanes)
         prefill_steps = None
         if self.pool is not None:
             prefill_steps = self.pool.step_frame()
             requests = requests.assign(**self.pool.request_columns(len(requests)))
-            warmup = self.scenario.horizon.warmup_s
+            warmup = measured.horizon.warmup_s
             counts.update(prefill_summary(self.pool, prefill_steps, warmup, max(window_end_s - warmup, 1e-12)))
         recorded, speculation, drafts, chunks = merged_counts([r.core.recorders for r in self.replicas], self.ranks)
         counts.update(recorded)
         if self.prompt_caches:
-            counts.update(cache_fields([c.cache for c in self.prompt_caches],
+            counts.update(cache_fields([cache for c in self.prompt_caches for cache in c.gpu_caches()],
                                        sum(c.looked_up_tokens for c in self.prompt_caches),
                                        sum(c.saved_tokens for c in self.prompt_caches)))
-        summary = summarize(self.scenario, requests, steps, self.env.now, wall_s, self.profile, counts, chunks,
+            counts.update(tier_fields(self.prompt_caches))
+        if lanes is not None:
+            counts.update(session_fields(lanes, window_end_s))
+        summary = summarize(measured, requests, steps, self.env.now, wall_s, self.profile, counts, chunks,
                             window_end_s)
         if self.arrivals.bench is not None and chunks is not None:
             summary.update(bench_summary(requests, chunks, self.arrivals.bench, int(summary["gpus"])))
@@ -151,13 +184,29 @@ class Simulation:
         return ran_out
 
 
-def replica_caches(scenario: Scenario, replicas: int) -> list[ReplicaPromptCache]:
-    """Aggregated serving with engine.prefix_cache: one cache per replica, asked at admission."""
+def replica_caches(scenario: Scenario, replicas: int, ranks: int, now: Callable[[], float],
+                   serving: EngineTraits) -> list[ReplicaTiers]:
+    """Aggregated serving with engine.prefix_cache: each replica's tiers (a GPU cache per attention rank, a host
+    tier behind them), asked at admission."""
     spec = scenario.engine.prefix_cache
     if spec is None:
         return []
     capacity = spec.capacity_tokens or resolved(scenario.engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
-    return [ReplicaPromptCache(capacity, spec.block_tokens) for _ in range(replicas)]
+    return [replica_tiers(spec, capacity, ranks, scenario.engine.max_batch_requests, now, serving)
+            for _ in range(replicas)]
+
+
+def sticky_ranks(config: EngineConfig) -> int:
+    """The attention ranks the session router spreads conversations over: the DP ranks, unless the engine picks
+    a rank at admission (most_free_kv), where a pin has no effect."""
+    dp = config.dp
+    return 1 if dp is None or dp.balance == "most_free_kv" else dp.ranks
+
+
+def measured_after_barrier(scenario: Scenario, lanes: Lanes) -> Scenario:
+    """Session lanes measure from their warm-up barrier: the scenario's warm-up counted from there."""
+    start = (lanes.window_start_s or 0.0) + scenario.horizon.warmup_s
+    return dataclasses.replace(scenario, horizon=dataclasses.replace(scenario.horizon, warmup_s=start))
 
 
 def chunk_log(itl: bool, bench: bool) -> ChunkLog | None:

@@ -7,7 +7,8 @@ rejected (closed-loop users wait on it). Arrivals stop at the horizon's
 duration or after its `requests` count (`ArrivalHorizon`).
 
 Open-loop processes (arrivals.py) give arrival times; closed-loop users
-think between requests; traces are replayed by replay.py. Each request's
+think between requests; traces are replayed by replay.py; agent sessions
+run on lanes (lanes.py), which end the run themselves. Each request's
 domain and lengths come from their own named streams (`RequestSource`), so
 the arrival process and the lengths never share draws. `domain` indexes the
 acceptance model's domains: the entries of drafter.acceptance.domains with
@@ -30,16 +31,18 @@ from specplan.simulator.scenario import Scenario
 from specplan.traces.arrivals import ThinkTime, arrival_process
 from specplan.traces.bench_client import BenchRun, start_bench_client
 from specplan.traces.draws import ScalarDraws
+from specplan.traces.lanes import Lanes, start_lanes
 from specplan.traces.lengths import LengthPair
 from specplan.traces.replay import start_replay
 from specplan.traces.spec import (
     BenchClientArrivals,
     ClosedLoopArrivals,
     MixtureLength,
+    SessionArrivals,
     TraceArrivals,
 )
 
-Submit = Callable[..., simpy.Event]  # (prompt, output, domain[, prompt block hashes]) -> done event
+Submit = Callable[..., simpy.Event]  # (prompt, output, domain[, prompt block hashes[, conversation key]]) -> done event
 
 
 def active_domains(scenario: Scenario) -> tuple[str, ...]:
@@ -113,6 +116,7 @@ class ArrivalHorizon:
         self.replay: Any = None
         self.ran_out_s: float | None = None
         self.bench: BenchRun | None = None
+        self.lanes: Lanes | None = None   # session lanes: their end event closes the run
 
     def allows(self, now: float) -> bool:
         if self.duration_s is not None and now >= self.duration_s:
@@ -139,6 +143,11 @@ def start_workload(
             env.process(closed_loop_user(env, think_rng, think, source, submit, budget))
     elif isinstance(arrivals, TraceArrivals):
         start_replay(env, functools.partial(stream, scenario.seed), arrivals, submit, budget, source)
+    elif isinstance(arrivals, SessionArrivals):
+        assert scenario.horizon.duration_s is not None  # Scenario.validate: lanes run for a duration
+        budget.duration_s = None
+        budget.lanes = start_lanes(env, arrivals, functools.partial(stream, scenario.seed), submit,
+                                   session_domain(arrivals, source), scenario.horizon.duration_s)
     elif isinstance(arrivals, BenchClientArrivals):
         budget.duration_s, budget.requests = None, arrivals.num_prompts + arrivals.warmup_requests
         budget.bench = start_bench_client(env, arrivals, source.next, counted(submit, budget))
@@ -146,6 +155,14 @@ def start_workload(
         times = arrival_process(arrivals).times(stream(scenario.seed, "arrivals"))
         env.process(open_loop(env, times, source, submit, budget))
     return budget
+
+
+def session_domain(spec: SessionArrivals, source: RequestSource) -> Callable[[], int]:
+    """Each session play's domain: the spec's, or one draw from the mix."""
+    if spec.domain is None:
+        return source.next_domain
+    index = source.domain_names.index(spec.domain)
+    return lambda: index
 
 
 def counted(submit: Submit, budget: ArrivalHorizon) -> Submit:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from specplan.hwprofiles.inline import LinearProfile, TableProfile
+from specplan.hwprofiles.kv_layout import layout_names
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.schema import Tagged, num
 
@@ -36,12 +37,53 @@ class KvLink:
 
 
 @dataclass(frozen=True)
+class HostTier:
+    """A host-memory KV tier behind a replica's GPU prefix cache (SGLang HiCache, vLLM CPU KV offload).
+
+    Computed blocks are written to it as they are made (write-through); a
+    prompt's blocks found there (after its GPU hits) are loaded back over the
+    rank's host link, and the step that computes the prompt's first chunk
+    waits for the load (specplan.simulator.engine.kv_tiers).
+    """
+
+    gbytes_per_s: float = num(gt=0, doc="one attention rank's host-to-GPU bandwidth (PCIe 5.0 x16: ~64 GB/s a "
+                              "direction; NVLink-C2C: 450 GB/s a direction; a TP group with sharded KV: its links "
+                              "together)", unit="GB/s", example=64)
+    ratio: float | None = num(None, gt=0, doc="host tier size over the GPU prefix cache's (default: the serving "
+                              "engine's, SGLang --hicache-ratio 2; vLLM states its offload size in bytes: give "
+                              "this or capacity_tokens)", unit="factor")
+    capacity_tokens: int | None = num(None, ge=1, doc="host tier size in tokens, per replica (overrides ratio)")
+    capacity_gb: float | None = num(None, gt=0, doc="host tier size in GB of host memory, per replica: tokens = "
+                                    "GB / the layout's bytes per cached token (overrides ratio; InferenceX gives "
+                                    "its DRAM budget so)", unit="GB", example=1200)
+    latency_ms: float = num(0.0, ge=0, doc="per load, on top of bytes / bandwidth")
+
+
+@dataclass(frozen=True)
 class PrefixCacheSpec:
     """An LRU cache of KV blocks keyed by the trace's block hashes (Mooncake's `hash_ids`)."""
 
     block_tokens: int = num(512, ge=1, doc="tokens per cached block (the trace's hash_ids are per block)")
     capacity_tokens: int | None = num(None, ge=1, doc="tokens the cache holds (default: a prefill pool's profile "
-                                      "KV capacity less one batch; a replica's kv_capacity_tokens)")
+                                      "KV capacity less one batch; a replica's kv_capacity_tokens, split evenly "
+                                      "over its data-parallel attention ranks, each rank its own cache)")
+    host: HostTier | None = num(None, doc="a host-memory tier behind a replica's cache (engine.prefix_cache only)")
+    layout: str | None = num(None, doc="the model's KV layout, for the bytes a host load moves and DeepSeek-V4's "
+                             "window rule: a model shape (llama3-8b, ...) or deepseek-v4-flash / deepseek-v4-pro",
+                             example="deepseek-v4-flash")
+    kv_value_bytes: int = num(2, ge=1, doc="bytes per KV value (2: bf16; 1: fp8, as the DeepSeek-V4 built-ins run)")
+    window_tails: int | None = num(None, ge=1, doc="DeepSeek-V4: sequences whose sliding-window tail is kept (the "
+                                   "SWA pool; default: engine.max_batch_requests)", unit="sequences")
+
+    def validate(self, path: str) -> None:
+        if self.host is not None and self.host.capacity_tokens is not None and self.host.capacity_gb is not None:
+            raise ScenarioError(f"{path}.host", "give capacity_tokens or capacity_gb, not both")
+        if self.host is not None and self.layout is None:
+            raise ScenarioError(f"{path}.layout", "a host tier needs the model's KV layout (the bytes it moves): "
+                                f"one of {', '.join(layout_names())}")
+        if self.layout is not None and self.layout not in layout_names():
+            raise ScenarioError(f"{path}.layout", f"unknown KV layout '{self.layout}' (valid: "
+                                f"{', '.join(layout_names())})")
 
 
 @dataclass(frozen=True)
@@ -74,6 +116,9 @@ class PrefillPoolSpec:
                                 "token from its layers, KV heads and head size) or 'kv_bytes_per_token'")
         if self.router == "cache_aware" and self.prefix_cache is None:
             raise ScenarioError(f"{path}.router", "cache_aware routing needs a 'prefix_cache' block")
+        if self.prefix_cache is not None and self.prefix_cache.host is not None:
+            raise ScenarioError(f"{path}.prefix_cache.host", "a host tier is modelled behind a replica's own cache "
+                                "(engine.prefix_cache), not a prefill pool's")
 
     @property
     def gpus(self) -> int:

@@ -50,7 +50,7 @@ SWEEP_NAMES = {axis: f"sweep.load.{axis}" for axis in LOAD_AXES}
 
 
 LOAD_KEYS = {"closed_loop": "users", "poisson": "rate_per_s", "gamma": "rate_per_s", "mmpp": "rate_on_per_s",
-             "piecewise": "rates_per_s", "trace": "rate_scale", "bench_client": "num_prompts"}
+             "piecewise": "rates_per_s", "trace": "rate_scale", "bench_client": "num_prompts", "sessions": "lanes"}
 
 
 def load_key(arrivals: Any) -> str:

@@ -22,7 +22,7 @@ from specplan.simulator.scenario.deployment import PrefillPoolSpec, PrefixCacheS
 from specplan.simulator.scenario.policy import validate_policy
 from specplan.simulator.scenario.search import SearchSpec
 from specplan.simulator.scenario.study import SlaSpec, SweepSpec
-from specplan.traces.spec import MixtureLength, TraceArrivals, WorkloadSpec
+from specplan.traces.spec import MixtureLength, SessionArrivals, TraceArrivals, WorkloadSpec
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,10 @@ class Cluster:
     """The decode replicas, how requests are routed to them, and an optional prefill pool in front."""
 
     replicas: int = num(1, ge=1, doc="decode replicas (each `hardware.gpus_per_replica` GPUs)", unit="replicas")
-    router: Literal["round_robin", "least_loaded", "random"] = num(
-        "round_robin", doc="how an arriving request picks its decode replica (random: its own named stream)")
+    router: Literal["round_robin", "least_loaded", "random", "session"] = num(
+        "round_robin", doc="how an arriving request picks its decode replica (random: its own named stream; "
+                           "session: a consistent hash of its conversation over replicas and attention ranks, so a "
+                           "session's turns meet their cached prefix)")
     prefill: PrefillPoolSpec | None = num(None, doc="a pool of prefill GPUs priced from a prefill profile, its KV "
                                           "sent to the decode replicas over a link (replaces engine.prefill)")
 
@@ -322,6 +324,9 @@ class Scenario:
 
     def validate(self, path: str) -> None:
         validate_policy(self.policy, self.drafter, "policy")
+        if isinstance(self.workload.arrivals, SessionArrivals) and self.horizon.duration_s is None:
+            raise ScenarioError("horizon.duration_s", "session lanes run for a duration (the measured window after "
+                                "the warm-up barrier); give duration_s instead of requests")
         validate_domains(self.workload, self.drafter.acceptance.domains, "workload")
         if self.cluster.prefill is not None:
             validate_pool_engine(self.engine)
@@ -339,7 +344,8 @@ def validate_domains(workload: WorkloadSpec, mix: dict[str, float], path: str) -
     """Every domain the workload names must be in drafter.acceptance.domains (load-time check)."""
     active = [d for d, share in mix.items() if share > 0]
     arrivals = workload.arrivals
-    if isinstance(arrivals, TraceArrivals) and arrivals.domain is not None and arrivals.domain not in active:
+    if isinstance(arrivals, (TraceArrivals, SessionArrivals)) and arrivals.domain is not None \
+            and arrivals.domain not in active:
         raise ScenarioError(f"{path}.arrivals.domain",
                             f"'{arrivals.domain}' is not in drafter.acceptance.domains (active: {', '.join(active)})")
     for key in ("prompt_tokens", "output_tokens"):
