@@ -73,8 +73,9 @@ def test_a_replica_serving_93_percent_of_its_offer_is_never_said_to_keep_up_in_a
     assert all(b.served is not None and b.served.at_capacity for b in runs)
     _, high = interval([b.served.share for b in runs])
     assert high < 1.0  # over seeds, it serves less than it is offered
-    # the count's growth alone could not tell (the old judge called every seed "keeps up")
-    assert min(b.growth for b in runs) < GROWTH_LIMIT
+    # the count's growth is small (the issue saw 2.7-9.7% of arrivals): alone it could not tell, and the old
+    # judge, whose noise term grows with the backlog, called every seed "keeps up"
+    assert min(b.growth for b in runs) < 2 * GROWTH_LIMIT
     # a plan probes three seeds and reads them together: no three of these eight call it keeping up
     records = [{**b.fields(), "seed": seed} for seed, b in zip(range(5, 13), runs, strict=True)]
     assert all(seeds_verdict(trio)[0] != KEEPS_UP for trio in itertools.combinations(records, 3))
