@@ -71,8 +71,9 @@ def lanes_blocks(result: Any) -> list[Block]:
                  for r in gains.itertuples())
     note = Paragraph("Agent lanes are a closed system: every variant is offered the same sessions at a lanes value, "
                      "so variants are compared there rather than along a frontier. A gain is the variant's figure ÷ "
-                     f"{baseline}'s − 1 at the same lanes and seed (each seed plays the same sessions in the same "
-                     "order on every variant), averaged over seeds with its Student-t 95% interval. A session's "
+                     f"{baseline}'s − 1 at the same lanes and seed (a seed gives every variant the same corpus, drawn in "
+                     "the same order from the same start turns), averaged over seeds with its Student-t 95% "
+                     "interval. A session's "
                      "tok/s is its output tokens over its wall time (first send to its whole tree done), over the "
                      "sessions played whole inside the window ('sessions whole': the fewest of any seed); τ is "
                      "tokens per request-step, the bonus token included.")

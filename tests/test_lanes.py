@@ -29,7 +29,8 @@ from specplan.simulator.scenario.study import parse_bound
 from specplan.simulator.study.keepup import outstanding
 from specplan.simulator.study.options import RunOptions
 from specplan.simulator.study.plan.plan_json import capacity_json
-from specplan.simulator.study.plan.run import plan_capacity
+from specplan.simulator.study.plan.run import plan_capacity, plan_search
+from specplan.simulator.study.plan.tables import search_table
 from specplan.simulator.study.plan.target import Target
 from specplan.simulator.study.points import design_sweep
 from specplan.simulator.study.sweep.run import run_sweep
@@ -195,6 +196,27 @@ def test_the_plan_command_plans_the_scenario_s_own_lanes_by_default(cli, tmp_pat
     assert err.strip() == "specplan: no demand given: planning the scenario's 8 lanes (--lanes 8)"
     assert out.startswith("demand 8 agent session lanes; SLA ttft_p99_s<=5; 2 seeds per probe")
     assert "8 lanes on 1 replica(s): a session's wall time p50" in out
+
+
+@pytest.mark.slow("a deployment search: two hardware options sized by whole-cluster simulations")
+def test_a_search_sizes_each_deployment_for_the_lanes(tmp_path):
+    """The same 8 lanes and bound over two GPUs (the serving option carries the prefix cache, as a search's
+    serving options do): each deployment is sized as a plan sizes a variant, and plan.csv carries the job-level
+    figures."""
+    raw = lanes_mapping(tmp_path)
+    linear = raw["hardware"]["profile"]
+    raw["search"] = {"hardware": [{"label": "slow", "profile": {**linear, "per_token_ms": 1.0}, "gpu_hour_usd": 2.0},
+                                  {"label": "fast", "profile": {**linear, "per_token_ms": 0.5}, "gpu_hour_usd": 3.0}],
+                     "serving": [{"mode": "aggregated", "chunk_tokens": 2048,
+                                  "prefix_cache": {"block_tokens": 64, "capacity_tokens": 100_000}}]}
+    plan = plan_search(raw, Target("lanes", 8, ("session_wall_p90_s<=10",), seeds=2),
+                       RunOptions(workers=1, max_replicas=4, out_dir=tmp_path / "out", progress=False))
+    sized = {p.info.hardware: p.sizing for p in plan.deployments}
+    assert (sized["slow"].replicas, sized["slow"].one_fewer.replicas, sized["fast"].replicas) == (2, 1, 1)
+    rows = pd.read_csv(tmp_path / "out" / "plan.csv")
+    assert [c for c in rows.columns if describe("plan.csv", c) is None] == []
+    assert set(rows["session_lanes"]) == {8} and (rows["session_wall_p90_s"] <= 10).all()
+    assert "session_wall_p90_s" in search_table(plan)
 
 
 def test_a_session_bound_with_too_few_whole_sessions_stops_the_plan(tmp_path):

@@ -8,9 +8,9 @@ Per lanes value and variant, over seeds:
     throughput_per_gpu                 throughput_tokens_per_s_per_gpu, mean (95% half-width)
     session_output_tokens_per_s        a session's output tokens per second of its wall time (its mean), mean
     throughput_gain, session_rate_gain the variant's figure ÷ the first variant's − 1, paired by seed: a
-                                       seed plays the same sessions (generated from it, or read) in the same
-                                       order on every variant, so each seed gives one gain; their mean and
-                                       Student-t 95% half-width (NaN for one seed)
+                                       seed gives every variant the same corpus (generated from it, or read),
+                                       drawn in the same order from the same start turns, so each seed gives
+                                       one gain; their mean and Student-t 95% half-width (NaN for one seed)
     session_wall_p50_s, ttft_p99_s, tps_user_p50, mean_accepted_per_step      means over seeds
     sessions_completed                 the fewest sessions a seed played whole inside its window (the
                                        session figures rest on them)

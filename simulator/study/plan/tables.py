@@ -119,6 +119,9 @@ def sessions_text(record: dict[str, Any], probe: Probe | None) -> str:
     """'16 lanes on 2 replica(s): a session's wall time p50 330 ± 21 s, p90 415 ± 40 s; its output 47.8 ± 3.1
     tokens/s (mean); 12 sessions whole in the window (mean over seeds)'."""
     size = f" on {probe.replicas} replica(s)" if probe is not None else ""
+    if not record["sessions_completed"]:
+        return (f"{record['lanes']} lanes{size}: no session ran whole inside the window (a session's wall time "
+                "needs a window of several session lengths: raise horizon.duration_s)")
     return (f"{record['lanes']} lanes{size}: a session's wall time p50 {session_figure(record, 'session_wall_p50_s')}"
             f" s, p90 {session_figure(record, 'session_wall_p90_s')} s; its output "
             f"{session_figure(record, 'session_output_tokens_per_s_mean')} tokens/s (mean); "
