@@ -26,9 +26,11 @@ from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.size import run_size
 from specplan.simulator.scenario.study import parse_bound
-from specplan.simulator.study.keepup import outstanding
+from specplan.simulator.study.keepup import MIN_COMPLETED, outstanding
 from specplan.simulator.study.options import RunOptions
 from specplan.simulator.study.plan.plan_json import capacity_json
+from specplan.simulator.study.plan.probe import seed_run
+from specplan.simulator.study.plan.probe_store import ProbeStore
 from specplan.simulator.study.plan.run import plan_capacity, plan_search
 from specplan.simulator.study.plan.tables import search_table
 from specplan.simulator.study.plan.target import Target
@@ -198,6 +200,19 @@ def test_the_plan_command_plans_the_scenario_s_own_lanes_by_default(cli, tmp_pat
     assert "8 lanes on 1 replica(s): a session's wall time p50" in out
 
 
+def test_a_lanes_run_too_short_to_judge_names_a_horizon_counted_from_the_barrier(tmp_path):
+    """Two seconds after the barrier hold too few completions to judge; the horizon the probe asks for is
+    counted from the barrier, as horizon.duration_s is on lanes, and it does settle the verdict."""
+    short = seed_run(scenario_from_mapping(lanes_mapping(tmp_path, horizon={"duration_s": 2}), tmp_path),
+                     ProbeStore(None))
+    assert short["keep_up_verdict"] == "too short" and short["session_window_start_s"] > 2
+    asked = short["keep_up_needed_duration_s"]
+    settled = seed_run(scenario_from_mapping(lanes_mapping(tmp_path, horizon={"duration_s": asked}), tmp_path),
+                       ProbeStore(None))
+    assert settled["keep_up_verdict"] == "keeps up"
+    assert settled["requests_completed_in_window"] >= 2 * MIN_COMPLETED
+
+
 @pytest.mark.slow("a deployment search: two hardware options sized by whole-cluster simulations")
 def test_a_search_sizes_each_deployment_for_the_lanes(tmp_path):
     """The same 8 lanes and bound over two GPUs (the serving option carries the prefix cache, as a search's
@@ -219,6 +234,7 @@ def test_a_search_sizes_each_deployment_for_the_lanes(tmp_path):
     assert "session_wall_p90_s" in search_table(plan)
 
 
+@pytest.mark.slow("a capacity plan (stopped at its first probe)")
 def test_a_session_bound_with_too_few_whole_sessions_stops_the_plan(tmp_path):
     """Sessions of 40 turns 0.1 s apart last over 15 s: a 10 s window holds plenty of requests (the keep-up judge
     is satisfied) but no session whole, so a session bound cannot be judged, and the plan says so rather than
@@ -244,6 +260,7 @@ def lanes_sweep(tmp_path_factory):
     return result, write_report(result, folder / "out")
 
 
+@pytest.mark.slow("a sweep over lanes and its report (matplotlib)")
 def test_the_gain_at_equal_lanes_is_paired_by_seed(lanes_sweep):
     """lanes.csv's gain is each seed's throughput per GPU ÷ the first variant's at the same lanes and seed, − 1,
     averaged over seeds (recomputed here from points.csv)."""
@@ -258,6 +275,7 @@ def test_the_gain_at_equal_lanes_is_paired_by_seed(lanes_sweep):
     assert [c for c in written.columns if describe("lanes.csv", c) is None] == []
 
 
+@pytest.mark.slow("a sweep over lanes and its report (matplotlib)")
 def test_the_lanes_figure_draws_what_lanes_csv_holds(lanes_sweep):
     result, _ = lanes_sweep
     fig = lanes_figure(result)
@@ -269,6 +287,7 @@ def test_the_lanes_figure_draws_what_lanes_csv_holds(lanes_sweep):
             assert np.allclose(np.asarray(line.get_ydata(), float), mine[column].to_numpy(float), equal_nan=True)
 
 
+@pytest.mark.slow("a sweep over lanes and its report (matplotlib)")
 def test_a_lanes_sweep_report_shows_the_gains_and_the_lanes_figure(lanes_sweep):
     result, html_path = lanes_sweep
     out = html_path.parent
