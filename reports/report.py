@@ -67,7 +67,7 @@ def write_report(result: Any, out: str | Path, fidelity_dir: str | Path | None =
     blocks += [Image(f.title, f.caption, f.png, f.svg) for f in figures]
     if fidelity_dir is not None:
         blocks += copied_fidelity_blocks(Path(fidelity_dir), out / "figures")
-    blocks += [*files_blocks(not result.lanes.empty), *manual_links(SWEEP_PAGES)]
+    blocks += [*files_blocks(bool(lanes_blocks(result))), *manual_links(SWEEP_PAGES)]
     title = f"specplan sweep report: {result.design.base.name}"
     html_path = out / "report.html"
     html_path.write_text(to_html(title, blocks))
