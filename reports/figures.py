@@ -6,6 +6,8 @@
                          vs concurrency
     acceptance_figure    per-position conditional acceptance p_k as every label's runs drew it, per domain
     calibration_figure   reliability of prefix survival Π c_i: raw head vs what policies saw, as run
+    lanes_figure         over agent lanes: tokens/s per GPU, a session's tokens/s and the gain at equal lanes
+                         (specplan.reports.lanes; drawn for a lanes sweep only)
 
 The acceptance and calibration figures read what the runs recorded (the
 sweep result's `drafts`, specplan.simulator.engine.draft_record), never the
@@ -26,15 +28,15 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from specplan.hwprofiles.plot import plot_profiles
-from specplan.policies.registry import policy_class
 from specplan.reports.cliffs import profile_curves
+from specplan.reports.lanes import lanes_figure
 from specplan.reports.reliability_curves import reliability_curves
+from specplan.reports.styles import DPI, colours, legend_name, line_style, log_load_axis
 from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.drafters.curves import expected_tau
 from specplan.simulator.engine.draft_record import DraftRecord
 from specplan.simulator.scenario import Scenario
 
-DPI = 110
 MIN_BIN_COUNT = 30  # reliability bins with fewer draft blocks are noise, not calibration
 
 
@@ -47,28 +49,6 @@ class FigureFile:
     caption: str
     png: Path
     svg: Path
-
-
-def colours(labels: list[str]) -> dict[str, Any]:
-    # matplotlib's colormaps load only when a figure is drawn
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10"]
-    return {label: cmap(i % 10) for i, label in enumerate(labels)}
-
-
-def legend_name(label: str, scenario: Scenario) -> str:
-    cls = policy_class(scenario.policy.name)
-    if cls.oracle:
-        return f"{label} [oracle]"
-    if not cls.lossless:
-        return f"{label} [lossy]"
-    return label
-
-
-def line_style(scenario: Scenario) -> str:
-    cls = policy_class(scenario.policy.name)
-    return "--" if cls.oracle or not cls.lossless else "-"
 
 
 def frontier_figure(result: Any) -> Figure:
@@ -153,16 +133,6 @@ def concurrency_figure(result: Any) -> Figure:
     top.legend(fontsize=8, loc="best")
     fig.tight_layout()
     return fig
-
-
-def log_load_axis(ax: Any, loads: np.ndarray) -> None:
-    """A log-2 axis with the simulated loads as plain tick labels, when they span ≥ 8×."""
-    loads = np.sort(loads[loads > 0])
-    if loads.size < 2 or loads[-1] / loads[0] < 8:
-        return
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(loads, [f"{v:g}" for v in loads])
-    ax.minorticks_off()
 
 
 def recorded_labels(result: Any) -> list[tuple[str, Scenario, DraftRecord]]:
@@ -275,11 +245,19 @@ FIGURES = (
      "Reliability of predicted prefix survival for the confidences each label's policy saw in its runs, "
      "against those drafts' outcomes (a sample of every run's steps): the raw head and the confidences "
      "policies see (bins with fewer than 30 blocks not drawn)."),
+    ("lanes", "Lanes against tokens/s per GPU", lanes_figure,
+     "Over agent session lanes (a lanes sweep): top, throughput per GPU; middle, a session's output tokens per "
+     "second of its wall time (the mean over sessions played whole in the window); bottom, each variant's gain "
+     "in throughput per GPU over the first at equal lanes, paired by seed (every variant plays the same "
+     "sessions at a seed). Bars: 95% intervals over seeds."),
     ("profile", "Step-time profile", profile_figure,
      "Engine step time against tokens verified in one forward (at zero KV context where the profile "
      "has a context axis); dots are measured points, triangles the cliffs (a jump of more than 2% "
      "of the step time from one token count to the next)."),
 )
+
+
+LANES_ONLY = ("lanes",)  # drawn for a sweep over agent lanes only
 
 
 def write_figures(result: Any, figures_dir: Path) -> list[FigureFile]:

@@ -31,11 +31,12 @@ from specplan.reports.document import (
 )
 from specplan.reports.fidelity import fidelity_blocks
 from specplan.reports.figures import write_figures
+from specplan.reports.lanes import lanes_blocks
 from specplan.reports.manual import SWEEP_PAGES, manual_links
 from specplan.simulator.core.schema import to_plain
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.study.points import SweepDesign
-from specplan.traces.spec import TraceArrivals
+from specplan.traces.spec import SessionArrivals, TraceArrivals
 
 
 def copied_fidelity_blocks(results_dir: Path, figures_dir: Path) -> list[Block]:
@@ -66,7 +67,7 @@ def write_report(result: Any, out: str | Path, fidelity_dir: str | Path | None =
     blocks += [Image(f.title, f.caption, f.png, f.svg) for f in figures]
     if fidelity_dir is not None:
         blocks += copied_fidelity_blocks(Path(fidelity_dir), out / "figures")
-    blocks += [*files_blocks(), *manual_links(SWEEP_PAGES)]
+    blocks += [*files_blocks(bool(lanes_blocks(result))), *manual_links(SWEEP_PAGES)]
     title = f"specplan sweep report: {result.design.base.name}"
     html_path = out / "report.html"
     html_path.write_text(to_html(title, blocks))
@@ -79,6 +80,9 @@ def report_blocks(result: Any) -> list[Block]:
     if result.design.base.description:
         blocks.append(Paragraph(result.design.base.description.strip()))
     blocks += [Heading("SLA comparison"), *sla_blocks(result)]
+    lanes = lanes_blocks(result)
+    if lanes:
+        blocks += [Heading("Gains at equal lanes"), *lanes]
     warning = policy_warning(result)
     if warning is not None:
         blocks.append(warning)
@@ -106,7 +110,9 @@ def simulated_items(result: Any) -> list[str]:
                  f"scheduling overhead {engine.scheduling_overhead_ms:g} ms/step (synchronous policies)")
     workload = base.workload
     arrivals = workload.arrivals
-    if isinstance(arrivals, TraceArrivals) and arrivals.use_lengths:
+    if isinstance(arrivals, SessionArrivals):
+        items.append(f"Workload: {sessions_text(arrivals)}")
+    elif isinstance(arrivals, TraceArrivals) and arrivals.use_lengths:
         items.append(f"Workload: prompt and output tokens from the trace {arrivals.path}")
     else:
         items.append(f"Workload: prompt tokens {compact(workload.prompt_tokens)}; "
@@ -118,11 +124,23 @@ def simulated_items(result: Any) -> list[str]:
 def horizon_text(scenario: Scenario) -> str:
     h = scenario.horizon
     span = f"{h.duration_s:g} s" if h.duration_s is not None else f"{h.requests} requests"
+    if isinstance(scenario.workload.arrivals, SessionArrivals):
+        return f"{span} after the lanes' warm-up barrier, its first {h.warmup_s:g} s excluded as warm-up"
     return f"{span}, first {h.warmup_s:g} s excluded as warm-up"
 
 
 LOAD_WORDS = {"users": "closed-loop users", "rate_per_s": "mean arrival rate (requests/s)",
-              "rate_scale": "the workload's own rate times"}
+              "rate_scale": "the workload's own rate times", "lanes": "agent session lanes"}
+
+
+def sessions_text(arrivals: SessionArrivals) -> str:
+    """An agent-session workload in words: its corpus and the lanes protocol's settings."""
+    corpus = (f"{arrivals.generate.sessions} AgentX-shaped sessions generated from each seed"
+              if arrivals.generate is not None else f"the {arrivals.format} session trace {arrivals.path}")
+    cap = f"{arrivals.idle_gap_cap_s:g} s" if arrivals.idle_gap_cap_s is not None else "none"
+    return (f"agent sessions on lanes: {corpus}; start shares {arrivals.start_min:g}–{arrivals.start_max:g}, "
+            f"{arrivals.warmup_turns} warm-up turns, idle-gap cap {cap}, cache bust {arrivals.cache_bust}, "
+            f"recycling {'on' if arrivals.recycle else 'off'}; the window opens at the lanes' warm-up barrier")
 
 
 def load_text(result: Any) -> str:
@@ -278,7 +296,8 @@ def thin_note(thin: Any) -> str:
 
 def load_unit(result: Any) -> str:
     kinds = {p.load_kind for p in result.design.points}
-    return {frozenset({"users"}): " users", frozenset({"rate_per_s"}): " req/s"}.get(frozenset(kinds), "")
+    return {frozenset({"users"}): " users", frozenset({"rate_per_s"}): " req/s",
+            frozenset({"lanes"}): " lanes"}.get(frozenset(kinds), "")
 
 
 def number(value: float, template: str) -> str:
@@ -289,11 +308,12 @@ def percent(value: float) -> str:
     return f"{100 * value:+.1f}%" if value is not None and math.isfinite(value) else "—"
 
 
-def files_blocks() -> list[Block]:
+def files_blocks(lanes: bool = False) -> list[Block]:
     return [Heading("Files"), Bullets((
         "points.csv: one row per variant × load × seed, every summary key plus label, load, seed",
         "frontier.csv: per label, Pareto vertices (kind=vertex) and a monotone interpolation (kind=interpolated)",
         "comparisons.csv: the SLA table above, with matched-throughput columns",
+        *(("lanes.csv: the gains at equal lanes above, with their intervals",) if lanes else ()),
         "points/<hash>.json: each point's summary and resolved scenario (the resume cache)",
         "figures/*.png and *.svg: the figures above",
     ))]

@@ -134,7 +134,8 @@ def test_plan_json_contract_on_the_command_line(cli, tmp_path):
     (row,) = payload["variants"]
     assert list(row) == ["label", "replicas", "gpus", "meets_sla", "unmet", "tps_user", "throughput_per_gpu",
                          "cost_per_hour", "seeds", "tps_user_ci95", "one_fewer", "sure", "sla", "gpus_decode",
-                         "gpus_prefill", "prefill_pool", "prefill_busy_share", "prefix_cache_hit_rate", "engine_cap"]
+                         "gpus_prefill", "prefill_pool", "prefill_busy_share", "prefix_cache_hit_rate", "engine_cap",
+                         "sessions"]
     assert (row["gpus_decode"], row["gpus_prefill"], row["prefill_pool"], row["unmet"]) == (4, 0, None, None)
     assert (row["label"], row["replicas"], row["gpus"], row["cost_per_hour"]) == ("c=0.5ms", 2, 4, None)
     assert row["seeds"] == 3 and row["tps_user_ci95"] > 0 and row["sure"] is True

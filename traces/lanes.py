@@ -27,7 +27,9 @@ Every submitted turn carries its blocks (namespaced ids) and a routing key
 (its conversation in its play) for session-sticky routing. Random draws
 come from the scenario's named streams: `sessions.order` (the sampler),
 `sessions.start` (each lane's start share); a generated corpus from
-`sessions.generate`. Each play is recorded (`PlayRecord`) for the job-level
+`sessions.generate`, so each seed of a study generates its own corpus
+(`seeds_play` says so in a plan) while a corpus read from a path is the same
+for every seed. Each play is recorded (`PlayRecord`) for the job-level
 figures (`session_fields`): a session's wall time and its tokens per
 second, over plays that ran whole (from turn 0) inside the window.
 """
@@ -44,7 +46,14 @@ import simpy
 
 from specplan.traces.agentic import generate_sessions
 from specplan.traces.errors import TraceError
-from specplan.traces.sessions import Conversation, FanOut, SessionTrace, Turn, read_sessions
+from specplan.traces.sessions import (
+    Conversation,
+    FanOut,
+    SessionTrace,
+    Turn,
+    capped_gap,
+    read_sessions,
+)
 from specplan.traces.spec import SessionArrivals
 
 Streams = Callable[..., np.random.Generator]
@@ -234,11 +243,17 @@ class Lanes:
                            play.blocks(turn), play.key(conversation))
 
 
-def capped_gap(gap_s: float, previous_api_s: float, cap_s: float | None) -> float:
-    """The end-to-start gap after capping the recorded start-to-start gap (previous server time + gap) at cap_s."""
-    if cap_s is None:
-        return gap_s
-    return min(gap_s, max(0.0, cap_s - previous_api_s))
+def seeds_play(spec: SessionArrivals) -> str:
+    """What each seed plays of a session workload, in words: what an interval over seeds covers. A generated
+    corpus is drawn from the seed (`sessions.generate`), so each seed plays its own sessions; a corpus read from
+    a path is the same for every seed."""
+    if spec.generate is not None:
+        return (f"each seed generates its own corpus of {spec.generate.sessions} sessions and draws its own session "
+                "order and lanes' start turns, so the interval covers the sessions too (variants at one seed play "
+                "the same corpus)")
+    return (f"every seed plays the same sessions ({spec.path}), in its own order and from its own start turns, so "
+            "the interval covers which sessions the lanes play and when, and the simulator's own draws, not the "
+            "corpus")
 
 
 def warmable(trace: SessionTrace, spec: SessionArrivals) -> bool:

@@ -98,6 +98,13 @@ def read_sessions(path: str, fmt: str, block_tokens: int | None = None) -> list[
     raise TraceError(f"{path}: unknown session format '{fmt}' (valid: {', '.join(SESSION_FORMATS)})")
 
 
+def capped_gap(gap_s: float, previous_api_s: float, cap_s: float | None) -> float:
+    """The end-to-start gap after capping the recorded start-to-start gap (previous server time + gap) at cap_s."""
+    if cap_s is None:
+        return gap_s
+    return min(gap_s, max(0.0, cap_s - previous_api_s))
+
+
 # ---- checks shared by the formats -------------------------------------------------------------------------------
 
 

@@ -6,7 +6,8 @@
 One registry for the whole results contract (docs/reference/outputs.md): summary.json
 (the rows of points.csv and of every plan probe are summaries too),
 requests.csv, steps.csv and prefill_steps.csv of a run, a sweep's
-points.csv, frontier.csv and comparisons.csv, a plan's probes.csv, a
+points.csv, frontier.csv and comparisons.csv (and lanes.csv over agent
+lanes), a plan's probes.csv, a
 deployment search's plan.csv and the replication suite's replication.csv.
 The summary's contract keys (`contract_keys`) are the ones docs/reference/outputs.md
 promises. tests/test_outputs_registry.py runs every engine path and fails
@@ -337,8 +338,8 @@ step_ms | ms | the step's time from the prefill profile
 
 POINT_EXTRA = table("""
 label | — | the sweep variant's label
-load_kind | — | the load axis: users, rate_per_s or rate_scale
-load | users, requests/s or factor | the load on that axis
+load_kind | — | the load axis: users, rate_per_s, rate_scale or lanes
+load | users, requests/s, factor or lanes | the load on that axis
 seed | — | the point's seed
 key | — | the point's key: sha256 of its resolved scenario, the bytes of every file it reads and specplan's code
 """)
@@ -346,7 +347,7 @@ key | — | the point's key: sha256 of its resolved scenario, the bytes of every
 FRONTIER = table("""
 label | — | the variant
 kind | — | vertex (a simulated point on the Pareto frontier) or interpolated (between two vertices)
-load | users, requests/s or factor | a vertex's load (NaN between vertices)
+load | users, requests/s, factor or lanes | a vertex's load (NaN between vertices)
 tps_user | tokens/s | the SLA statistic of tokens/s/user (sla.statistic), mean over seeds
 throughput_per_gpu | tokens/s/GPU | throughput_tokens_per_s_per_gpu, mean over seeds
 seeds | — | seeds averaged at a vertex (0 between vertices)
@@ -366,6 +367,26 @@ throughput_edge | — | "max load N" when the reading is the largest simulated l
 tps_user_edge | — | the same for the matched tokens/s/user reading
 thin | — | "load L: N requests" when the throughput reading rests on a point where a seed completed fewer than 30 requests in the window (the plan's rule), empty otherwise
 tps_user_thin | — | the same for the matched tokens/s/user reading (or the baseline's throughput it is matched at)
+""")
+
+LANES = table("""
+lanes | lanes | the lanes value (sweep.load.lanes)
+label | — | the variant
+baseline | — | the first variant, the gains are against it
+seeds | — | seeds the variant ran at these lanes
+throughput_per_gpu | tokens/s/GPU | throughput_tokens_per_s_per_gpu, mean over seeds
+throughput_per_gpu_ci95 | tokens/s/GPU | its Student-t 95% half-width over seeds
+throughput_gain | share | throughput per GPU ÷ the baseline's − 1 at the same lanes and seed (the same sessions), mean over seeds
+throughput_gain_ci95 | share | its Student-t 95% half-width over seeds (NaN for one seed)
+session_output_tokens_per_s | tokens/s | session_output_tokens_per_s_mean (a session's output tokens over its wall time), mean over seeds
+session_output_tokens_per_s_ci95 | tokens/s | its Student-t 95% half-width over seeds
+session_rate_gain | share | the same ratio − 1 for a session's output tokens per second, paired by seed, mean over seeds
+session_rate_gain_ci95 | share | its Student-t 95% half-width over seeds
+session_wall_p50_s | s | session_wall_p50_s, mean over seeds
+ttft_p99_s | s | ttft_p99_s, mean over seeds
+tps_user_p50 | tokens/s | tps_user_p50, mean over seeds
+mean_accepted_per_step | tokens | τ (mean_accepted_per_step, the bonus token included), mean over seeds
+sessions_completed | sessions | the fewest sessions a seed played whole inside its window (what the session figures rest on)
 """)
 
 PROBE_RECORD = table("""
@@ -410,6 +431,11 @@ keep_up_served_share_ci95 | share | its 95% half-width
 meets_sla | — | whether the probe (mean over seeds) met every bound and kept up
 chosen | — | whether this size is the variant's answer
 key | — | the run's point key
+session_lanes | lanes | on agent sessions: the lanes played (the demand)
+sessions_completed | sessions | on agent sessions: sessions the run played whole inside its window
+session_wall_p50_s | s | on agent sessions: the run's median session wall time
+session_wall_p90_s | s | on agent sessions: the run's 90th percentile session wall time
+session_output_tokens_per_s_mean | tokens/s | on agent sessions: a session's output tokens per second of wall time, the run's mean
 """)
 
 PLAN = table("""
@@ -441,9 +467,15 @@ one_fewer_keep_up | — | its keep-up verdict
 sure | — | false when a bound lies inside its 95% interval at the answer or one fewer
 probes | — | sizes simulated
 engine_cap_binding | — | the serving engine's own cap that binds at the answer (summary.json engine_cap_binding, most seeds'), none when every cap admits the demand; empty where the engine's row has no caps
+session_lanes | lanes | on agent sessions: the lanes planned (the demand)
+sessions_completed | sessions | on agent sessions: sessions played whole inside the window at the answer, mean over seeds
+session_wall_p50_s | s | on agent sessions: median session wall time at the answer, mean over seeds
+session_wall_p90_s | s | on agent sessions: 90th percentile session wall time at the answer, mean over seeds
+session_output_tokens_per_s_mean | tokens/s | on agent sessions: a session's output tokens per second of wall time at the answer, mean over seeds
 <sla key> | the key's unit | mean over seeds of each SLA key at the answer
 <sla key>_ci95 | the key's unit | half-width of its 95% interval over seeds
-""", {"<sla key>": r"(ttft|itl|tps_user)_[a-z0-9]+(_s|_ms)?", "<sla key>_ci95": r"(ttft|itl|tps_user)_[a-z0-9_]+_ci95"})
+""", {"<sla key>": r"(ttft|itl|tpot|tps_user|session_wall|session_output_tokens_per_s)_[a-z0-9]+(_s|_ms)?",
+      "<sla key>_ci95": r"(ttft|itl|tpot|tps_user|session_wall|session_output_tokens_per_s)_[a-z0-9_]+_ci95"})
 
 REPLICATION = table("""
 source | — | the case folder under benchmarks/published
@@ -505,6 +537,8 @@ OUTPUT_FILES: tuple[OutputFile, ...] = (
     OutputFile("frontier.csv", "specplan sweep / demo", "each variant's Pareto frontier of throughput per GPU "
                "against tokens/s/user", FRONTIER),
     OutputFile("comparisons.csv", "specplan sweep / demo", "one row per SLA level × variant", COMPARISONS),
+    OutputFile("lanes.csv", "specplan sweep over sweep.load.lanes (agent sessions)", "one row per lanes value × "
+               "variant: its figures and its gains over the first variant at equal lanes, paired by seed", LANES),
     OutputFile("probes.csv", "specplan plan --out", "one row per variant × cluster size × seed", PROBES),
     OutputFile("probes/KEY.json", "specplan plan --out", "one plan probe run: its summary (every summary.json key "
                "and these), keep-up verdict and resolved scenario", PROBE_RECORD, extends="summary.json"),

@@ -1,13 +1,15 @@
 """A load value → the user's own workload at that load (what sweeps, `plan` and `tune` run).
 
 A load axis scales the arrivals the scenario wrote; it never replaces them.
-Lengths, domains and every other workload key are untouched. Three axes,
+Lengths, domains and every other workload key are untouched. Four axes,
 each fitting some arrival kinds:
 
     users        closed_loop                      the number of users; think_s and think_cv kept
     rate_per_s   poisson, gamma, mmpp, piecewise  the mean arrival rate (requests/s)
     rate_scale   poisson, gamma, mmpp, piecewise, the workload's own rate multiplied by the value
                  trace
+    lanes        sessions                         the agent lanes played at once; the corpus, its
+                                                  gaps and the lanes protocol kept
 
 `rate_per_s` sets poisson's and gamma's rate (gamma keeps its cv); mmpp and
 piecewise have every rate multiplied by value / their mean rate, so the
@@ -19,8 +21,10 @@ same window above 1), so the trace's burst profile, its window and its
 lengths are kept. `time_scale`, which stretches trace time, is not a load
 axis: it would replay a different stretch of the trace at each load.
 
-An axis that does not fit the arrival kind is a ScenarioError naming both,
-e.g. `users` on a trace or `rate_per_s` on a closed loop.
+Lanes, like users, are a closed system: each lane sends its next turn only
+after the last answer and its tool gap, so the load is a concurrency, not a
+rate. An axis that does not fit the arrival kind is a ScenarioError naming
+both, e.g. `users` on a trace or `rate_per_s` on a closed loop.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from specplan.traces.spec import (
     MmppArrivals,
     PiecewiseArrivals,
     PoissonArrivals,
+    SessionArrivals,
     TraceArrivals,
 )
 
@@ -44,8 +49,9 @@ FITS: dict[str, tuple[str, ...]] = {
     "users": ("closed_loop",),
     "rate_per_s": OPEN_LOOP,
     "rate_scale": (*OPEN_LOOP, "trace"),
+    "lanes": ("sessions",),
 }
-INSTEAD = {"closed_loop": "users", "trace": "rate_scale"}
+INSTEAD = {"closed_loop": "users", "trace": "rate_scale", "sessions": "lanes"}
 SWEEP_NAMES = {axis: f"sweep.load.{axis}" for axis in LOAD_AXES}
 
 
@@ -59,7 +65,7 @@ def load_key(arrivals: Any) -> str:
 
 
 def natural_axis(arrivals: Any) -> str:
-    """The load axis that fits an arrival kind best: users, rate_scale (traces) or rate_per_s."""
+    """The load axis that fits an arrival kind best: users, rate_scale (traces), lanes (sessions) or rate_per_s."""
     return INSTEAD.get(arrivals.KIND, "rate_per_s")
 
 
@@ -78,6 +84,9 @@ def scaled_arrivals(arrivals: Any, axis: str, value: float, names: Mapping[str, 
     check_fits(arrivals, axis, names)
     if axis == "users":
         return dataclasses.replace(arrivals, users=int(value))
+    if axis == "lanes":
+        assert isinstance(arrivals, SessionArrivals)
+        return dataclasses.replace(arrivals, lanes=int(value))
     if axis == "rate_per_s" and isinstance(arrivals, (PoissonArrivals, GammaArrivals)):
         return dataclasses.replace(arrivals, rate_per_s=float(value))
     factor = float(value) if axis == "rate_scale" else float(value) / mean_rate_per_s(arrivals)

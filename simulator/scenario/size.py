@@ -15,7 +15,13 @@ needs more than an hour of wall time or more memory than the machine has:
                 max_batch_requests, finish; service: the mean output at block + 1
                 tokens per shortest step), so a closed loop of 10¹² users is
                 10¹² arrivals whatever the drafter,
-                the trace's requests × rate_scale (a trace), at most horizon.requests
+                the trace's requests × rate_scale (a trace),
+                lanes × (1 + warmup_turns) + min(conversations × duration_s / (gap + service),
+                slots × duration_s / service) (agent sessions, a closed system like the
+                loop above: every lane's warm-up turns, then each of its conversations
+                cycling at its mean capped tool gap and shortest answer; a corpus's
+                means from traces.session_load, read from a trace only with the files),
+                at most horizon.requests
     wall      = steps / 45,000 steps/s + arrivals / 20,000 requests/s (the fast ends of the
                 25–45 k steps/s and 13–17 k requests/s the simulator runs at on one core)
     memory    = steps × 600 B + arrivals × 1,300 B (peak memory per step and per request, measured)
@@ -47,12 +53,14 @@ from specplan.simulator.core.progress import format_duration
 from specplan.simulator.scenario.scaling import OPEN_LOOP, load_key, mean_rate_per_s
 from specplan.traces.lengths import trace_lengths
 from specplan.traces.readers import TraceFile
+from specplan.traces.session_load import SessionLoad, session_load
 from specplan.traces.spec import (
     ClosedLoopArrivals,
     EmpiricalLength,
     FixedLength,
     LognormalLength,
     MixtureLength,
+    SessionArrivals,
     TraceArrivals,
 )
 
@@ -140,9 +148,21 @@ def expected_arrivals(scenario: Any, step_s: float, read_files: bool) -> float |
         service = service_s(scenario, step_s, read_files)
         cycles = arrivals.users * duration / (arrivals.think_s + service)
         return min(cap, arrivals.users + min(cycles, request_slots(scenario) * duration / service))
+    if isinstance(arrivals, SessionArrivals):
+        return min(cap, session_arrivals(scenario, arrivals, step_s, read_files))
     if arrivals.KIND not in OPEN_LOOP:
         return None
     return min(cap, mean_rate_per_s(arrivals) * duration)
+
+
+def session_arrivals(scenario: Any, arrivals: SessionArrivals, step_s: float, read_files: bool) -> float:
+    """Turns the lanes send: their warm-up turns, then each conversation at its mean gap and shortest answer
+    (a corpus not read: no gap and one-step answers, an upper bound the files then sharpen)."""
+    load = session_load(arrivals, read_files) or SessionLoad(1.0, 0.0, 0.0, 1.0)
+    service = step_s * max(1.0, load.output_tokens / emitted_per_step(scenario))
+    duration = scenario.horizon.duration_s
+    cycles = arrivals.lanes * load.conversations_per_lane * duration / (load.gap_s + service)
+    return arrivals.lanes * (1 + arrivals.warmup_turns) + min(cycles, request_slots(scenario) * duration / service)
 
 
 def request_slots(scenario: Any) -> float:
@@ -159,8 +179,12 @@ def request_slots(scenario: Any) -> float:
 def service_s(scenario: Any, step_s: float, read_files: bool) -> float:
     """The shortest a request can take: its mean output at block + 1 tokens per step, at least one step."""
     output = mean_tokens(scenario.workload.output_tokens, "output", read_files)
-    emitted = scenario.drafter.block_size + 1 if scenario.drafter.speculates else 1
-    return step_s * (max(1.0, output / emitted) if math.isfinite(output) else 1.0)
+    return step_s * (max(1.0, output / emitted_per_step(scenario)) if math.isfinite(output) else 1.0)
+
+
+def emitted_per_step(scenario: Any) -> int:
+    """The most tokens a request gets per step: block + 1 with a drafter, else 1."""
+    return scenario.drafter.block_size + 1 if scenario.drafter.speculates else 1
 
 
 def trace_requests(spec: TraceArrivals, read_files: bool) -> float:
@@ -177,10 +201,15 @@ def steps_per_request(scenario: Any, read_files: bool) -> float:
     """Engine steps one request can take at most: its output tokens, plus its prompt chunks (chunked prefill)."""
     workload, prefill = scenario.workload, scenario.engine.prefill
     arrivals = workload.arrivals
+    chunk = getattr(prefill, "chunk_tokens", None)
+    if isinstance(arrivals, SessionArrivals):
+        load = session_load(arrivals, read_files)
+        if load is None:
+            return math.inf
+        return load.output_tokens + 1.0 + (load.new_tokens / chunk if chunk else 0.0)
     from_trace = isinstance(arrivals, TraceArrivals) and arrivals.use_lengths
     output = trace_mean(arrivals, 1, read_files) if from_trace else \
         mean_tokens(workload.output_tokens, "output", read_files)
-    chunk = getattr(prefill, "chunk_tokens", None)
     if chunk is None:
         return output
     prompt = trace_mean(arrivals, 0, read_files) if from_trace else \

@@ -1,7 +1,8 @@
 """The `sweep:` and `sla:` blocks of a scenario: a study over variants, loads and seeds, and its SLA.
 
     sweep:
-      load: {users: [1, 4, 16]}          # closed loop; or {rate_per_s: [...]}, {rate_scale: [...]}
+      load: {users: [1, 4, 16]}          # closed loop; or {rate_per_s: [...]}, {rate_scale: [...]},
+                                         # {lanes: [...]} (agent sessions)
       variants:                          # deep-merged over the base scenario (specplan.simulator.scenario.merge)
         - {label: MTP-1, drafter: {family: mtp, block_size: 1}, policy: {name: mtp-1}}
       seeds: [1, 2, 3]                   # default: the scenario's own seed
@@ -10,13 +11,17 @@
 
 A bound is `KEY<=VALUE` or `KEY>=VALUE` on a summary.json key (`Bound`,
 `parse_bound`): an upper bound on a latency (TTFT p50/p90/p99 in seconds,
-inter-token latency mean/p50/p90/p99 in ms), a lower bound on a
-tokens/s/user statistic, the directions in which more replicas help.
+inter-token latency and TPOT mean/p50/p90/p99 in ms, an agent session's
+wall time mean/p50/p90 in seconds), a lower bound on a tokens/s/user
+statistic or on a session's output tokens per second of wall time, the
+directions in which more replicas help. The session keys (`SESSION_KEYS`)
+exist only on agent-session workloads.
 
 The load axis scales the workload the scenario wrote (users of a closed
 loop; the mean rate of poisson / gamma / mmpp / piecewise arrivals; a
-multiple of any open-loop or trace workload's own rate), never replacing
-its kind or its lengths (`specplan.simulator.scenario.scaling`).
+multiple of any open-loop or trace workload's own rate; the lanes of agent
+sessions), never replacing its kind or its lengths
+(`specplan.simulator.scenario.scaling`).
 Only the structure is checked here; each variant is validated as a whole
 scenario when the sweep expands its points (`specplan.simulator.study.points.design_sweep`).
 These dataclasses never import the scenario module (the scenario imports them).
@@ -33,10 +38,14 @@ from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.schema import num
 
 STATISTICS = ("p10", "p50", "p90", "mean")
-LOAD_AXES = ("users", "rate_per_s", "rate_scale")  # the axes of specplan.simulator.scenario.scaling
+LOAD_AXES = ("users", "rate_per_s", "rate_scale", "lanes")  # the axes of specplan.simulator.scenario.scaling
+COUNTED_AXES = ("users", "lanes")  # axes whose values are whole numbers
+SESSION_UPPER = ("session_wall_mean_s", "session_wall_p50_s", "session_wall_p90_s")
+SESSION_LOWER = ("session_output_tokens_per_s_mean", "session_output_tokens_per_s_p50")
+SESSION_KEYS = SESSION_UPPER + SESSION_LOWER  # job-level figures of agent sessions (traces.lanes.session_fields)
 UPPER_BOUNDED = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "itl_mean_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms",
-                 "tpot_mean_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms")
-LOWER_BOUNDED = ("tps_user_p10", "tps_user_p50", "tps_user_p90", "tps_user_mean")
+                 "tpot_mean_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", *SESSION_UPPER)
+LOWER_BOUNDED = ("tps_user_p10", "tps_user_p50", "tps_user_p90", "tps_user_mean", *SESSION_LOWER)
 BOUND_FORM = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=)\s*([^\s]+)\s*$")
 
 
@@ -81,7 +90,8 @@ def parse_bound(text: str, where: str = "--sla") -> Bound:
 
 @dataclass(frozen=True)
 class LoadSpec:
-    """The load axis of a sweep: closed-loop users, a mean arrival rate, or a scale of the workload's rate."""
+    """The load axis of a sweep: closed-loop users, a mean arrival rate, a scale of the workload's rate, or the
+    lanes of agent sessions."""
 
     users: tuple[int, ...] | None = num(None, ge=1, doc="closed-loop users at each load (fits closed_loop)",
                                         unit="users")
@@ -89,6 +99,8 @@ class LoadSpec:
                                                "gamma, mmpp, piecewise)", unit="requests/s")
     rate_scale: tuple[float, ...] | None = num(None, gt=0, doc="the workload's own rate times each value (fits "
                                                "those and trace)", unit="factor")
+    lanes: tuple[int, ...] | None = num(None, ge=1, doc="agent session lanes at each load (fits sessions)",
+                                        unit="lanes")
 
     def validate(self, path: str) -> None:
         given = [k for k in LOAD_AXES if getattr(self, k) is not None]
@@ -110,7 +122,7 @@ class LoadSpec:
 class SweepSpec:
     """Variants × loads × seeds; each variant is a partial scenario with a `label`."""
 
-    load: LoadSpec | None = num(None, doc="the load axis: exactly one of users, rate_per_s, rate_scale")
+    load: LoadSpec | None = num(None, doc="the load axis: exactly one of users, rate_per_s, rate_scale, lanes")
     variants: tuple[dict[str, Any], ...] = num((), doc="partial scenarios, each with a label, deep-merged over the "
                                                "base scenario")
     seeds: tuple[int, ...] | None = num(None, ge=0, doc="the seeds every point runs (default: the scenario's "

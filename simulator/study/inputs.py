@@ -7,7 +7,8 @@ says nothing of the code that runs it. `key_inputs(scenario)` adds
 - `files`: the sha256 of the bytes of every file the scenario reads: the
   hardware profile and the drafter's latency profile (a `builtin:NAME`
   is the CSV shipped in hwprofiles/data/), a replayed trace, the trace an
-  empirical length distribution resamples; found by walking the scenario
+  empirical length distribution resamples, a session trace (a folder's:
+  the names and bytes of every file under it); found by walking the scenario
   for `hardware.profile` and every field the schema marks as a path.
   Fragments merged with `--merge` are already part of the scenario.
 - `specplan`: the package version and the sha256 of the source of every
@@ -67,11 +68,22 @@ def marked_paths(obj: Any) -> Iterator[str]:
 
 
 def file_digest(path: Path) -> str:
-    """sha256 of a file's bytes (cached per size and modification time); one-line error if unreadable."""
+    """sha256 of a file's bytes (cached per size and modification time), or of a folder's files (a folder of
+    session traces); one-line error if unreadable."""
     stamp = file_stamp(path)
     if stamp is None:
         raise SpecplanError(f"{path}: cannot read this input file of the scenario")
+    if path.is_dir():
+        return folder_digest(path)
     return _digest(path, stamp)
+
+
+def folder_digest(folder: Path) -> str:
+    """sha256 over the relative name and the digest of every file under a folder, in name order."""
+    sha = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        sha.update(f"{path.relative_to(folder).as_posix()}\0{file_digest(path)}\0".encode())
+    return sha.hexdigest()
 
 
 @lru_cache(maxsize=256)

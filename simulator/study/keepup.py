@@ -56,8 +56,10 @@ When the engines had requests waiting at least `QUEUED_MOST` of the window,
 the share decides the rest too: the backlog test's "keeps up" stands only
 if the share's interval lies above 1 − `GROWTH_LIMIT`; otherwise the run is
 too short, with the horizon at which the interval would settle it. A closed
-loop (its arrivals wait for its answers) offers no demand of its own and is
-judged by its backlog alone.
+loop (its arrivals wait for its answers), and so agent session lanes, offer
+no demand of their own and are judged by their backlog alone (a plan's probe
+opens a lanes run's window at its warm-up barrier:
+specplan.simulator.study.plan.probe.window_start_s).
 
 A plan's probe runs several seeds; `seeds_verdict` reads them together: the
 worst verdict of one, except that the served shares pooled over the seeds

@@ -8,7 +8,7 @@ while scenario.resolved.yaml showed the value set:
 
     seed                   a sweep runs every point at `sweep.seeds`
     cluster.replicas       a plan sizes the cluster itself
-    the load's own key     `workload.arrivals.users` (and poisson's / gamma's `rate_per_s`) are set
+    the load's own key     `workload.arrivals.users` (sessions' `lanes`, poisson's / gamma's `rate_per_s`) are set
                            per point by the load axis: `sweep.load.<axis>`, or a plan's demand flag
     a variant's own keys   a key every variant sets for itself (or whose block every variant
                            replaces with another alternative, e.g. another policy) applies to no
@@ -37,7 +37,7 @@ from specplan.simulator.scenario.scaling import load_key
 
 MISSING = object()
 # load axes that set (not scale) a key of these arrival kinds
-SET_BY_AXIS = {("users", "closed_loop"), ("rate_per_s", "poisson"), ("rate_per_s", "gamma")}
+SET_BY_AXIS = {("users", "closed_loop"), ("lanes", "sessions"), ("rate_per_s", "poisson"), ("rate_per_s", "gamma")}
 
 
 def override_paths(overrides: Sequence[str]) -> list[tuple[str, ...]]:

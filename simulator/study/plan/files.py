@@ -4,7 +4,8 @@
 probe run's summary, keep-up verdict and resolved scenario, stored by the
 planner as it runs). plan.json is the JSON contract (specplan.simulator.study.plan.plan_json);
 plan.md is the terminal table plus, per variant, every cluster size simulated
-with its statistic's interval and keep-up verdict. A deployment search's files:
+with its statistic's interval and keep-up verdict (on agent sessions, its
+job-level figures too; probes.csv then adds `SESSION_COLUMNS`). A deployment search's files:
 specplan.cli.search_files.
 """
 
@@ -20,16 +21,18 @@ from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.launch import launch_files
 from specplan.simulator.study.plan.plan_json import (
+    SESSION_COLUMNS,
     capacity_json,
     deployment_rows,
     pool_fields,
     probe_pool,
     search_json,
+    session_record,
 )
 from specplan.simulator.study.plan.planner import CapacityPlan
 from specplan.simulator.study.plan.probe import Probe
 from specplan.simulator.study.plan.search import DeploymentPlan
-from specplan.simulator.study.plan.tables import gpus_text, plan_table, search_table
+from specplan.simulator.study.plan.tables import gpus_text, plan_table, search_table, sessions_text
 
 PROBE_COLUMNS = ["label", "replicas", "replicas_simulated", "gpus", "gpus_decode", "gpus_prefill", "prefill_pool",
                  "prefill_busy_share", "prefix_cache_hit_rate", "seed", "tps_user",
@@ -56,8 +59,9 @@ def probe_rows(plan: CapacityPlan) -> pd.DataFrame:
                              "keep_up_served_share": run.get("keep_up_served_share"),
                              "keep_up_served_share_ci95": run.get("keep_up_served_share_ci95"),
                              "meets_sla": probe.meets_sla, "chosen": probe.replicas == variant.replicas,
-                             "key": run.get("key")})
-    return pd.DataFrame(rows, columns=PROBE_COLUMNS)
+                             "key": run.get("key"), **{k: run.get(k) for k in SESSION_COLUMNS}})
+    sessions = any(row["session_lanes"] is not None for row in rows)
+    return pd.DataFrame(rows, columns=PROBE_COLUMNS + (list(SESSION_COLUMNS) if sessions else []))
 
 
 def probe_lines(plan: CapacityPlan) -> list[str]:
@@ -71,10 +75,12 @@ def probe_lines(plan: CapacityPlan) -> list[str]:
                                f"{probe.keep_up_reason})")
             mark = " ← answer" if probe.replicas == variant.replicas else ""
             simulated = f" ({probe.simulated} simulated)" if probe.simulated < probe.replicas else ""
+            record = session_record(probe)
+            sessions = "; " + sessions_text(record, None) if record is not None else ""
             lines.append(f"  - {probe.replicas} replica(s){simulated}: tokens/s/user {plan.target.statistic} "
                          f"{probe.tps_user:.1f}{interval_text(probe)}, {verdict}; "
                          f"{'meets' if probe.meets_sla else 'misses'} the SLA{mark}; "
-                         f"{gpus_text(probe_pool(probe, variant.prefill_pool))}")
+                         f"{gpus_text(probe_pool(probe, variant.prefill_pool))}{sessions}")
         if variant.unmet:
             lines.append(f"  - not met: {variant.unmet}")
     return lines
@@ -99,7 +105,9 @@ def write_plan_files(plan: CapacityPlan, out: Path) -> dict[str, Path]:
             "Each probe is the whole cluster simulated once per seed; the interval is Student-t 95% over "
             "seeds. A cluster keeps up when its backlog of outstanding requests does not grow over the second "
             "half of the measurement window and, where requests waited for its engines, the output tokens/s "
-            "they served then reach what the arrivals offer (arrival rate × mean output). Files: probes.csv (one row per run), probes/<key>.json (each run's "
+            "they served then reach what the arrivals offer (arrival rate × mean output); a closed loop and agent "
+            "session lanes, which wait for their answers, are judged by the backlog alone (on lanes the window "
+            "opens at their warm-up barrier). Files: probes.csv (one row per run), probes/<key>.json (each run's "
             "summary, verdict and resolved scenario; reused by a re-run), plan.json.", ""]
     files["plan.md"].write_text("\n".join(text))
     return files

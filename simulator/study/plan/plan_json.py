@@ -2,7 +2,16 @@
 
     capacity_json(plan)    {"seeds_replay", "variants": [{"label", "replicas", "gpus", "meets_sla", "unmet", "tps_user",
                                           "throughput_per_gpu", "cost_per_hour", "seeds",
-                                          "tps_user_ci95", "one_fewer", "sure", "sla", ..., "engine_cap"}]}
+                                          "tps_user_ci95", "one_fewer", "sure", "sla", ..., "engine_cap",
+                                          "sessions"}]}
+
+`sessions` (`session_record`): on agent sessions, the job-level figures at the
+answer (or the largest probe): the lanes, the sessions played whole inside
+each seed's window (mean), and the mean over seeds and 95% half-width of a
+session's wall time (mean, p50, p90) and of its output tokens per second of
+wall time (mean, p50), with the mean turns per session; null for other
+workloads. A search's rows (plan.csv) carry the same figures as columns
+(`SESSION_COLUMNS`), on sessions only.
 
 `engine_cap` (`cap_record`): the serving engine's own cap at the answer (or the
 largest probe): the one that binds its demand (`binding`, "none" when every cap
@@ -23,7 +32,9 @@ or null without a pool), the pool's `prefill_busy_share` and the
     search_json(plan)      {"target": {"demand", "sla", "seeds", "seeds_replay"}, "points": [those rows], "winner"}
 
 `seeds_replay` says, on a trace, what each seed replays of it (as recorded,
-or resampled: specplan.traces.resample), i.e. what the intervals over seeds
+or resampled: specplan.traces.resample), and on agent sessions what each
+seed plays (its own generated corpus, or the same corpus read from a path:
+specplan.traces.lanes.seeds_play), i.e. what the intervals over seeds
 cover; null for other workloads, whose seeds draw their own arrivals.
 
 `specplan plan --json` prints the first or the last; plan.json holds the
@@ -39,7 +50,7 @@ from typing import Any
 import pandas as pd
 
 from specplan.simulator.study.plan.planner import CapacityPlan
-from specplan.simulator.study.plan.probe import Probe
+from specplan.simulator.study.plan.probe import Probe, mean_and_interval
 from specplan.simulator.study.plan.replica_search import ReplicaSizing
 from specplan.simulator.study.plan.search import DeploymentPlan, DeploymentSizing
 from specplan.simulator.study.plan.target import Target
@@ -82,7 +93,34 @@ def variant_row(variant: ReplicaSizing, target: Target) -> dict[str, Any]:
         "sla": sla_record(probe, target),
         **probe_pool(probe, variant.prefill_pool),
         "engine_cap": cap_record(probe),
+        "sessions": session_record(probe),
     }
+
+
+SESSION_FIGURES = ("session_wall_mean_s", "session_wall_p50_s", "session_wall_p90_s",
+                   "session_output_tokens_per_s_mean", "session_output_tokens_per_s_p50")
+SESSION_COLUMNS = ("session_lanes", "sessions_completed", "session_wall_p50_s", "session_wall_p90_s",
+                   "session_output_tokens_per_s_mean")
+
+
+def session_record(probe: Probe | None) -> dict[str, Any] | None:
+    """A probe's job-level figures on agent sessions (means over seeds, 95% half-widths); None elsewhere."""
+    if probe is None or not any(r.get("session_lanes") is not None for r in probe.runs):
+        return None
+    out: dict[str, Any] = {"lanes": int(probe.mean("session_lanes")),
+                           "sessions_completed": finite(probe.mean("sessions_completed"))}
+    for key in SESSION_FIGURES:
+        mean, half = probe.stats.get(key) or mean_and_interval(probe.runs, key)
+        out[key], out[f"{key}_ci95"] = finite(mean), finite(half)
+    out["session_turns_mean"] = finite(probe.mean("session_turns_mean"))
+    return out
+
+
+def session_columns(probe: Probe | None) -> dict[str, Any]:
+    """plan.csv's session columns (`SESSION_COLUMNS`, means over seeds) on agent sessions; none elsewhere."""
+    if probe is None or not any(r.get("session_lanes") is not None for r in probe.runs):
+        return {}
+    return {key: finite(probe.mean(key)) for key in SESSION_COLUMNS}
 
 
 def cap_record(probe: Probe | None) -> dict[str, Any] | None:
@@ -147,6 +185,7 @@ def deployment_row(p: DeploymentSizing, rank: int, target: Target) -> dict[str, 
         "one_fewer_keep_up": sizing.one_fewer.keep_up if sizing.one_fewer else None,
         "sure": sizing.sure(target) if p.meets_sla else None, "probes": len(sizing.probes),
         "engine_cap_binding": (cap_record(shown) or {}).get("binding"),
+        **(session_columns(shown) if p.meets_sla else {}),
     }
     for bound in target.bounds:
         mean, half = shown.stats.get(bound.key, (math.nan, math.nan)) if shown is not None else (math.nan, math.nan)

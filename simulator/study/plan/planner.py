@@ -39,11 +39,12 @@ from specplan.simulator.study.options import RunOptions, Source
 from specplan.simulator.study.plan.probe_store import ProbeStore
 from specplan.simulator.study.plan.replica_search import ReplicaSizing, size_replicas
 from specplan.simulator.study.plan.runs import run_sizings
-from specplan.simulator.study.plan.target import Target
+from specplan.simulator.study.plan.target import Target, check_session_bounds
 from specplan.simulator.study.points import fits, load_shown, loaded, read_source, validated
 from specplan.simulator.study.shadows import check_load, check_sized, check_variants, override_paths
+from specplan.traces.lanes import seeds_play
 from specplan.traces.resample import seeds_replay
-from specplan.traces.spec import TraceArrivals
+from specplan.traces.spec import SessionArrivals, TraceArrivals
 
 
 @dataclass
@@ -53,7 +54,7 @@ class CapacityPlan:
     target: Target
     variants: list[ReplicaSizing]
     options: RunOptions
-    seeds_replay: str = ""  # on a trace, what each seed replays of it (what the interval covers); else ""
+    seeds_replay: str = ""  # on a trace or sessions, what each seed replays of it (what the interval covers)
     files: dict[str, Path] = field(default_factory=dict)  # what the entry point wrote (options.out_dir)
 
 
@@ -80,10 +81,12 @@ def size_capacity(source: Source, target: Target, options: RunOptions | None = N
 
 
 def seeds_replay_of(source: Source, options: RunOptions) -> str:
-    """On a trace, what each seed replays of it (specplan.traces.resample.seeds_replay); "" otherwise, where
-    every seed draws its own arrivals."""
+    """On a trace, what each seed replays of it (specplan.traces.resample.seeds_replay); on agent sessions, what
+    each seed plays (specplan.traces.lanes.seeds_play); "" otherwise, where every seed draws its own arrivals."""
     raw, folder, name = read_source(source, options.overrides)
     arrivals = validated(raw, folder, name, "").workload.arrivals
+    if isinstance(arrivals, SessionArrivals):
+        return seeds_play(arrivals)
     return seeds_replay(arrivals) if isinstance(arrivals, TraceArrivals) else ""
 
 
@@ -116,6 +119,7 @@ def variant_mappings(source: Source, target: Target,
     variants = list(base.sweep.variants) if base.sweep and base.sweep.variants else [{"label": base.policy.name}]
     names = options.load_names()
     fits(base, target.axis, name, "", names)
+    check_session_bounds(target.bounds, base.workload.arrivals, name)
     paths = override_paths(options.overrides)
     check_sized(name, paths)
     studied = bool(base.sweep and base.sweep.variants)

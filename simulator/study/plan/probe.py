@@ -14,6 +14,15 @@ would settle it (no answer rather than a wrong one) when it matters: when
 its SLA statistics pass, or no request completed at all. A probe whose
 completed requests already miss the SLA fails whatever its backlog does.
 
+On agent sessions (`workload.arrivals.kind: sessions`) the measurement
+window opens at the lanes' warm-up barrier (`window_start_s`: the summary's
+session_window_start_s plus horizon.warmup_s), and the lanes, which wait for
+their answers, are judged as a closed loop is: by their backlog alone. A
+bound on the sessions' job-level figures (session_wall_*, session_output_
+tokens_per_s_*) needs `MIN_SESSIONS` sessions played whole inside each
+seed's window; with fewer, when that bound decides the probe, the plan
+stops with one line asking for a longer horizon.
+
 A probe of more than `options.replica_sample` replicas (default 8) whose
 replicas are independent (random routing of Poisson arrivals over a
 duration horizon, no shared prefill pool) simulates that many of them at
@@ -40,7 +49,7 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.scaling import OPEN_LOOP, mean_rate_per_s
-from specplan.simulator.scenario.study import tps_column
+from specplan.simulator.scenario.study import SESSION_KEYS, tps_column
 from specplan.simulator.study.frontier import ci95
 from specplan.simulator.study.keepup import (
     FALLS_BEHIND,
@@ -105,6 +114,9 @@ def probe(scenario: Scenario, target: Target, options: RunOptions, label: str = 
                  and (fast_enough or any(r.get(b.key) is None for b in target.bounds))]
     if undecided and keep_up != FALLS_BEHIND:
         raise SpecplanError(too_short(scenario, label, undecided[0]))
+    few = few_sessions(runs, target)
+    if few is not None and keep_up != FALLS_BEHIND:
+        raise SpecplanError(too_few_sessions(scenario, label, few))
     tps, tps_half = mean_and_interval(runs, tps_column(target.statistic))
     return Probe(replicas=scenario.cluster.replicas, meets_sla=bool(fast_enough and keep_up == KEEPS_UP),
                  tps_user=tps, tps_user_ci95=tps_half,
@@ -142,13 +154,23 @@ def seed_run(scenario: Scenario, store: ProbeStore, sample: int | None = None, w
         return stored
     result = (simulate(scenario, itl=True) if sample is None
               else simulate_sampled(scenario, sample, workers=workers, itl=True))
-    warmup = scenario.horizon.warmup_s
-    backlog = judge_backlog(result.requests, warmup, warmup + float(result.summary["window_s"]), result.steps,
+    start = window_start_s(scenario, result.summary)
+    backlog = judge_backlog(result.requests, start, start + float(result.summary["window_s"]), result.steps,
                             offered_rate_per_s(scenario, sample), scenario.workload.arrivals.KIND in OPEN_DEMAND)
-    summary = normalise({**result.summary, **backlog.fields(), **unqueued_ttft(result.requests, warmup),
+    if start != scenario.horizon.warmup_s:  # the horizon counts from the lanes' barrier: so does what settles it
+        backlog = dataclasses.replace(backlog, needed_duration_s=float(
+            math.ceil(backlog.needed_duration_s - start + scenario.horizon.warmup_s)))
+    summary = normalise({**result.summary, **backlog.fields(), **unqueued_ttft(result.requests, start),
                          "key": key, "seed": scenario.seed})
     store.put(key, summary, scenario)
     return summary
+
+
+def window_start_s(scenario: Scenario, summary: dict[str, Any]) -> float:
+    """Where a run's measurement window opens: after horizon.warmup_s, counted from the lanes' warm-up barrier
+    on agent sessions (session_window_start_s; specplan.traces.lanes), from t = 0 otherwise."""
+    barrier = summary.get("session_window_start_s")
+    return scenario.horizon.warmup_s + (float(barrier) if barrier is not None else 0.0)
 
 
 def unqueued_ttft(requests: pd.DataFrame, warmup_s: float) -> dict[str, float]:
@@ -162,7 +184,9 @@ def unqueued_ttft(requests: pd.DataFrame, warmup_s: float) -> dict[str, float]:
     return {f"ttft_unqueued_p{q}_s": float(np.percentile(rest, q)) if rest.size else math.nan for q in (50, 90, 99)}
 
 
-OPEN_DEMAND = (*OPEN_LOOP, "trace")  # arrivals that do not wait for answers: they offer a demand of their own
+MIN_SESSIONS = 10  # sessions played whole in a window, at least, to judge a bound on their wall time or rate
+OPEN_DEMAND = (*OPEN_LOOP, "trace")  # arrivals that do not wait for answers (not closed loops, not session
+                                    # lanes): they offer a demand of their own
 STATIONARY = ("poisson", "gamma")   # renewal arrivals, whose mean rate any stretch of the run offers
 
 
@@ -174,6 +198,32 @@ def offered_rate_per_s(scenario: Scenario, sample: int | None) -> float | None:
         return None
     share = 1.0 if sample is None else sample / scenario.cluster.replicas
     return mean_rate_per_s(arrivals) * share
+
+
+def few_sessions(runs: tuple[dict[str, Any], ...], target: Target) -> dict[str, Any] | None:
+    """The first run whose session bounds rest on fewer than `MIN_SESSIONS` sessions played whole in its
+    window, when that decides the probe: every other bound holds (else the probe fails on those anyway), and
+    no wall-time bound already fails (the sessions a window holds whole are its shorter ones, so one that
+    fails on them fails on all)."""
+    sessions = [b for b in target.bounds if b.key in SESSION_KEYS]
+    others = [b for b in target.bounds if b.key not in SESSION_KEYS]
+    means = {b.key: mean_and_interval(runs, b.key)[0] for b in target.bounds}
+    failed = [b for b in target.bounds if math.isfinite(means[b.key]) and not b.holds(means[b.key])]
+    if not sessions or any(not b.holds(means[b.key]) for b in others) or \
+            any(b.op == "<=" and b.key in SESSION_KEYS for b in failed):
+        return None
+    return next((r for r in runs if (r.get("sessions_completed") or 0) < MIN_SESSIONS), None)
+
+
+def too_few_sessions(scenario: Scenario, label: str, run: dict[str, Any]) -> str:
+    """The one line a plan stops with when too few sessions ran whole inside a run's window to judge a session
+    bound (a session's wall time is read only over sessions that started after the barrier and ended by the end)."""
+    wall = run.get("session_wall_p50_s")
+    seen = f" (their median wall time {wall:.0f} s)" if wall is not None else ""
+    return (f"{label}: {scenario.cluster.replicas} replica(s), seed {run['seed']}: only "
+            f"{run.get('sessions_completed') or 0} sessions ran whole inside the measurement window{seen}, at "
+            f"least {MIN_SESSIONS} are needed to judge a bound on their job-level figures; raise horizon.duration_s "
+            f"(now {scenario.horizon.duration_s:g} s) to several session lengths")
 
 
 def too_short(scenario: Scenario, label: str, run: dict[str, Any]) -> str:

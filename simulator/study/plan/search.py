@@ -55,7 +55,7 @@ from specplan.simulator.study.plan.probe import Probe
 from specplan.simulator.study.plan.probe_store import ProbeStore, stored_summaries, write_fresh
 from specplan.simulator.study.plan.replica_search import ReplicaSizing, size_replicas
 from specplan.simulator.study.plan.runs import run_sizings
-from specplan.simulator.study.plan.target import Target
+from specplan.simulator.study.plan.target import Target, check_session_bounds
 from specplan.simulator.study.points import fits, loaded, read_source, validated
 from specplan.simulator.study.shadows import check_sized, check_variants, override_paths
 
@@ -190,7 +190,9 @@ def expanded(source: Source, target: Target, options: RunOptions) -> tuple[dict,
     """The source, its points, each checked at one replica and the demand (one line for a bad one)."""
     raw, folder, name = read_source(source, options.overrides)
     points = searched_points(raw, folder, name)
-    fits(validated(raw, folder, name, ""), target.axis, name, "", options.load_names())
+    base = validated(raw, folder, name, "")
+    fits(base, target.axis, name, "", options.load_names())
+    check_session_bounds(target.bounds, base.workload.arrivals, name)
     paths = override_paths(options.overrides)
     check_sized(name, paths)
     check_variants(name, paths, strip_study_blocks(raw),

@@ -4,7 +4,11 @@
                           one-fewer probe misses furthest, else the one with the least slack) ± its 95%
                           interval at the answer and one fewer, cost, savings
     search_table(plan)    rank, deployment, GPUs per pool, the pool's busy share and prefix-cache hit rate, cost,
-                          the SLA statistics, met or not
+                          the SLA statistics (on agent sessions, a session's wall time p90 and output
+                          tokens/s too), met or not
+
+On agent sessions a capacity plan adds, per variant, its job-level figures at the answer
+(`sessions_text`: lanes, a session's wall time and output tokens/s with their intervals).
 
 plan.md and the search's plan.md embed the same text (specplan.simulator.study.plan.files).
 """
@@ -56,6 +60,8 @@ def plan_table(plan: CapacityPlan) -> str:
               if v.chosen is not None and (v.prefill_pool or math.isfinite(v.chosen.mean("prefix_cache_hit_rate")))]
     lines += [f"  {v.label}: {cap_text(record)}" for v in plan.variants
               if (record := variant_row(v, t)["engine_cap"]) is not None]
+    lines += [f"  {v.label}: {sessions_text(record, v.shown)}" for v in plan.variants
+              if (record := variant_row(v, t)["sessions"]) is not None]
     lines += [f"  {v.label}: not met: {v.unmet}" for v in plan.variants if v.replicas is None and v.probes]
     lines += [f"  {v.label}: {unsure_text(v, t)}" for v in plan.variants if v.replicas is not None and not v.sure(t)]
     return "\n".join(lines)
@@ -76,13 +82,15 @@ def search_table(plan: DeploymentPlan) -> str:
     keys = [b.key for b in t.bounds]
     head = f"{t.demand_text()}; {t.sla_text()}; {t.seeds} seed(s) per probe; {len(plan.deployments)} deployment(s)"
     head += f"\n  {plan.seeds_replay}" if plan.seeds_replay else ""
+    sessions = [k for k in ("session_wall_p90_s", "session_output_tokens_per_s_mean") if k not in keys
+                and any(k in deployment_row(p, 0, t) for p in plan.deployments)]
     cols = ("#", "deployment", "GPUs", "prefill+decode", "prefill busy", "hit rate", "$/hour", "$/M tok", *keys,
-            "SLA")
+            *sessions, "SLA")
     rows = [cols]
     for rank, p in enumerate(plan.ranked(), start=1):
         r = deployment_row(p, rank, t)
         pools = f"{r['gpus_prefill']}+{r['gpus_decode']}" if p.meets_sla else "—"
-        stats = [show(r[k], "{:.3g}") for k in keys]
+        stats = [show(r.get(k), "{:.3g}") for k in (*keys, *sessions)]
         verdict = "met" if p.meets_sla else f"not met (probed up to {r['largest_probed_replicas']} replicas)"
         rows.append((str(rank), p.info.label, show(r["gpus"]), pools, show(r["prefill_busy_share"], "{:.0%}"),
                      show(r["prefix_cache_hit_rate"], "{:.1%}"), show(r["usd_per_hour"], "{:,.2f}"),
@@ -105,6 +113,27 @@ def gpus_text(pools: dict[str, Any]) -> str:
         text += f" (the prefill pool {pools['prefill_pool']}" + (f", busy {busy:.0%})" if busy is not None else ")")
     hit = pools["prefix_cache_hit_rate"]
     return text + (f"; prefix-cache hit rate {hit:.1%}" if hit is not None else "")
+
+
+def sessions_text(record: dict[str, Any], probe: Probe | None) -> str:
+    """'16 lanes on 2 replica(s): a session's wall time p50 330 ± 21 s, p90 415 ± 40 s; its output 47.8 ± 3.1
+    tokens/s (mean); 12 sessions whole in the window (mean over seeds)'."""
+    size = f" on {probe.replicas} replica(s)" if probe is not None else ""
+    if not record["sessions_completed"]:
+        return (f"{record['lanes']} lanes{size}: no session ran whole inside the window (a session's wall time "
+                "needs a window of several session lengths: raise horizon.duration_s)")
+    return (f"{record['lanes']} lanes{size}: a session's wall time p50 {session_figure(record, 'session_wall_p50_s')}"
+            f" s, p90 {session_figure(record, 'session_wall_p90_s')} s; its output "
+            f"{session_figure(record, 'session_output_tokens_per_s_mean')} tokens/s (mean); "
+            f"{show(record['sessions_completed'], '{:.0f}')} sessions whole in the window (mean over seeds)")
+
+
+def session_figure(record: dict[str, Any], key: str) -> str:
+    """'330 ± 21': a session figure's mean over seeds and its 95% half-width (the mean alone for one seed)."""
+    value, half = record[key], record[f"{key}_ci95"]
+    if value is None:
+        return "—"
+    return f"{value:,.{0 if value >= 100 else 1}f}" + (f" ± {half:.2g}" if half is not None else "")
 
 
 def cap_text(record: dict[str, Any]) -> str:

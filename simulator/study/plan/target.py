@@ -5,9 +5,9 @@
     plan_capacity("poisson.yaml", target, options)         (specplan.simulator.study.plan.planner)
     plan_search("search.yaml", target, options)            (specplan.simulator.study.plan.search)
 
-`Target`: the demand, one load axis and its value (`rate_per_s`, `rate_scale`
-or `users`: the scenario's own workload scaled the way a sweep's load axis
-scales it, specplan.simulator.scenario.scaling); the SLA, one form only: its
+`Target`: the demand, one load axis and its value (`rate_per_s`, `rate_scale`,
+`users` or `lanes`: the scenario's own workload scaled the way a sweep's load
+axis scales it, specplan.simulator.scenario.scaling); the SLA, one form only: its
 bounds on summary keys (`Bound`, specplan.simulator.scenario.study), none
 meaning the scenario's own `sla.bounds` (`resolved`); a bound may be given
 as text (`"tps_user_p10>=80"`, parsed as `--sla` parses it); the tokens/s/user
@@ -17,7 +17,9 @@ capacity plan's cost column; a search prices each GPU type itself).
 Where and how the probes run is `RunOptions`, shared by every study. A
 target does not know the command's flags: a refusal names a field by
 `names` (the field's own name unless the caller, the `specplan` command,
-maps it to its flag).
+maps it to its flag). A bound on an agent session's job-level figures
+(`session_wall_p90_s<=900`, `session_output_tokens_per_s_mean>=20`) needs a
+session workload (`check_session_bounds`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.scenario.study import LOAD_AXES, Bound, parse_bound, tps_column
+from specplan.simulator.scenario.study import (
+    COUNTED_AXES,
+    LOAD_AXES,
+    SESSION_KEYS,
+    Bound,
+    parse_bound,
+    tps_column,
+)
 from specplan.simulator.study.options import Source
 from specplan.simulator.study.points import read_source, validated
 
@@ -59,8 +68,8 @@ class Target:
         for name, value in ((self.axis, self.value), ("gpu_hour_usd", self.gpu_hour_usd)):
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise SpecplanError(f"{names.get(name, name)} must be a positive number, got {value:g}")
-        if self.axis == "users" and self.value != int(self.value):
-            raise SpecplanError(f"{names.get('users', 'users')} must be a whole number, got {self.value:g}")
+        if self.axis in COUNTED_AXES and self.value != int(self.value):
+            raise SpecplanError(f"{names.get(self.axis, self.axis)} must be a whole number, got {self.value:g}")
         if not isinstance(self.seeds, int) or self.seeds < 1:
             raise SpecplanError(f"{names.get('seeds', 'seeds')} must be an integer >= 1, got {self.seeds}")
         check_bounds(self.bounds, names)
@@ -68,7 +77,8 @@ class Target:
     def demand_text(self) -> str:
         return {"rate_per_s": f"demand {self.value:g} req/s",
                 "rate_scale": f"demand the workload's rate x {self.value:g}",
-                "users": f"demand {self.value:g} closed-loop users"}[self.axis]
+                "users": f"demand {self.value:g} closed-loop users",
+                "lanes": f"demand {self.value:g} agent session lanes"}[self.axis]
 
     def sla_text(self) -> str:
         return "SLA " + ", ".join(b.text() for b in self.bounds)
@@ -97,3 +107,13 @@ def check_bounds(bounds: tuple[Bound, ...], names: Mapping[str, str]) -> None:
     keys = [b.key for b in bounds]
     if len(set(keys)) != len(keys):
         raise SpecplanError(f"the SLA bounds {next(k for k in keys if keys.count(k) > 1)} twice")
+
+
+def check_session_bounds(bounds: tuple[Bound, ...], arrivals: object, name: str) -> None:
+    """Refuse a bound on a session's job-level figures (session_wall_*, session_output_tokens_per_s_*) for a
+    workload that plays no sessions, where no run has them."""
+    kind = getattr(arrivals, "KIND", "")
+    misplaced = [b.text() for b in bounds if b.key in SESSION_KEYS]
+    if misplaced and kind != "sessions":
+        raise SpecplanError(f"{name}: the SLA bound {misplaced[0]} reads agent sessions' job-level figures, but "
+                            f"workload.arrivals is '{kind}', not sessions")

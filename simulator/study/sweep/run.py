@@ -8,6 +8,9 @@ The notebook API (`specplan sweep` is a thin face over it):
     result.comparisons   per SLA threshold: throughput/GPU per label, gains over the first label
     result.drafts        per label: what its drafts did in the runs (acceptance by position, the head's
                          reliability), pooled over its points: the report's figures read it
+    result.lanes         over agent lanes (`sweep.load.lanes`): per lanes value and label, throughput per GPU,
+                         a session's output tokens/s and their gains over the first label at equal lanes,
+                         paired by seed (specplan.simulator.study.lane_gains); empty for other axes
 
 With `out_dir`, each finished point is stored at once under
 `out_dir/points/<key>.json` (specplan.simulator.study.points); a re-run reuses every
@@ -32,6 +35,7 @@ from specplan.simulator.scenario import write_resolved
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.backends import run_points
 from specplan.simulator.study.frontier import comparisons, frontier_table, operating_points
+from specplan.simulator.study.lane_gains import lane_gains
 from specplan.simulator.study.options import RunOptions, Source
 from specplan.simulator.study.points import (
     Point,
@@ -58,6 +62,7 @@ class SweepResult:
     reused: int
     out_dir: Path | None = None
     drafts: dict[str, DraftRecord] = field(default_factory=dict)  # per label: what its drafts did, as run
+    lanes: pd.DataFrame = field(default_factory=pd.DataFrame)  # gains at equal lanes (a lanes sweep; else empty)
 
 
 def run_sweep(source: Source, sweep: Mapping[str, Any] | None = None,
@@ -116,7 +121,7 @@ def sweep_frames(design: SweepDesign, summaries: dict[str, dict[str, Any]], comp
     comp = comparisons(ops, design.labels, sla.tps_user if sla is not None else (), statistic)
     reused = len(design.unique_points) - computed
     return SweepResult(design, points, ops, front, comp, statistic, computed, reused,
-                       drafts=label_drafts(design, summaries))
+                       drafts=label_drafts(design, summaries), lanes=lane_gains(points, design.labels))
 
 
 def scalars(summary: dict[str, Any]) -> dict[str, Any]:
@@ -150,9 +155,11 @@ def is_number(value: Any) -> bool:
 
 
 def write_outputs(result: SweepResult, out: Path) -> None:
-    """points.csv, frontier.csv, comparisons.csv and the resolved base scenario."""
+    """points.csv, frontier.csv, comparisons.csv (lanes.csv over agent lanes) and the resolved base scenario."""
     out.mkdir(parents=True, exist_ok=True)
     result.points.to_csv(out / "points.csv", index=False, float_format="%.9g")
     result.frontier.to_csv(out / "frontier.csv", index=False, float_format="%.9g")
     result.comparisons.to_csv(out / "comparisons.csv", index=False, float_format="%.9g")
+    if not result.lanes.empty:
+        result.lanes.to_csv(out / "lanes.csv", index=False, float_format="%.9g")
     write_resolved(result.design.base, out / "scenario.resolved.yaml")

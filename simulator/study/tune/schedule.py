@@ -82,7 +82,7 @@ from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import strip_study_blocks
 from specplan.simulator.scenario.policy import verify_length_error
 from specplan.simulator.scenario.scaling import natural_axis
-from specplan.simulator.scenario.study import tps_column
+from specplan.simulator.scenario.study import COUNTED_AXES, tps_column
 from specplan.simulator.study.frontier import (
     THROUGHPUT,
     ci95,
@@ -271,7 +271,7 @@ def sweep_mapping(raw: dict, variants: list[dict[str, Any]], load_kind: str, loa
     out = strip_study_blocks(raw)
     if "sla" in raw:
         out["sla"] = copy.deepcopy(raw["sla"])
-    load = [int(v) for v in loads] if load_kind == "users" else list(loads)
+    load = [int(v) for v in loads] if load_kind in COUNTED_AXES else list(loads)
     out["sweep"] = {"load": {load_kind: load}, "variants": variants}
     if seeds is not None:
         out["sweep"]["seeds"] = list(seeds)
@@ -535,8 +535,8 @@ def tune_inputs(source: str | Path | Scenario | dict, lengths: tuple[int, ...] |
     if len(search) < 2 or search[0] <= 0:
         raise SpecplanError(f"{name}: tune needs a load axis of at least two values, all positive (sweep.load, or loads)")
     kind = load.kind if load else natural_axis(base.workload.arrivals)
-    if kind == "users" and any(v != int(v) for v in search):
-        raise SpecplanError(f"loads: the load axis counts closed-loop users; give whole numbers, got {list(search)}")
+    if kind in COUNTED_AXES and any(v != int(v) for v in search):
+        raise SpecplanError(f"loads: the load axis counts {kind}; give whole numbers, got {list(search)}")
     if seeds is not None and (not isinstance(seeds, int) or seeds < 1):
         raise SpecplanError(f"seeds must be a whole number >= 1, got {seeds}")
     return TuneInputs(raw, folder, name, base, candidate_lengths(lengths, base.drafter.block_size),

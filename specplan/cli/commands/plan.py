@@ -4,7 +4,9 @@ Each probe runs `--seeds` seeds; the table shows the statistic's 95%
 interval for the answer and its one-fewer probe. `--out DIR` stores every
 probe run (DIR/probes/<key>.json, reused by a re-run) and writes plan.json,
 probes.csv and plan.md (the entry point writes them: specplan.simulator.study.plan.files).
-The flags spell a `Target` (specplan.simulator.study.plan.target) and `RunOptions`
+The demand is one of `--rate`, `--rate-scale`, `--users` or `--lanes` (agent
+sessions; by default the scenario's own lanes, as a trace's default is its
+own rate). The flags spell a `Target` (specplan.simulator.study.plan.target) and `RunOptions`
 (specplan.simulator.study.options): `--sla-tps` is
 the bound tps_user_<statistic>>=VALUE and `--ttft-s` the bound
 ttft_p99_s<=VALUE, beside every `--sla`; a refusal names the flag (`FLAGS`).
@@ -48,10 +50,11 @@ from specplan.simulator.study.plan.run import plan_capacity, plan_search
 from specplan.simulator.study.plan.tables import plan_table, search_table
 from specplan.simulator.study.plan.target import DEFAULT_SEEDS, Target
 from specplan.simulator.study.points import read_source, validated
-from specplan.traces.spec import TraceArrivals
+from specplan.traces.spec import SessionArrivals, TraceArrivals
 
 # how a refusal names a Target or RunOptions field: by the flag that sets it
-FLAGS = {"rate_per_s": "--rate", "rate_scale": "--rate-scale", "users": "--users", "seeds": "--seeds",
+FLAGS = {"rate_per_s": "--rate", "rate_scale": "--rate-scale", "users": "--users", "lanes": "--lanes",
+         "seeds": "--seeds",
          "gpu_hour_usd": "--gpu-hour-usd", "max_replicas": "--max-replicas", "replica_sample": "--replica-sample",
          "workers": "--workers", "backend": "--backend", "out_dir": "--out DIR",
          "bounds": "--sla KEY<=VALUE / KEY>=VALUE (or --sla-tps)"}
@@ -67,10 +70,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="demand: the workload's own rate times this (open-loop arrivals and traces; "
                              "default 1 on a trace: the trace as recorded)")
     demand.add_argument("--users", type=whole_number, help="demand: closed-loop users (think time kept)")
+    demand.add_argument("--lanes", type=whole_number,
+                        help="demand: agent session lanes played at once (sessions; default: the scenario's own)")
     p.add_argument("--sla", action="append", default=[], metavar="KEY<=VALUE",
                    help="an SLA bound on a summary.json key, repeatable: ttft_p50_s / ttft_p90_s / ttft_p99_s "
                         "<= s, itl_mean_ms / itl_p50_ms / itl_p90_ms / itl_p99_ms <= ms, tps_user_p10 / _p50 / "
-                        "_p90 / _mean >= tokens/s (default: the scenario's sla.bounds)")
+                        "_p90 / _mean >= tokens/s; on agent sessions session_wall_mean_s / _p50_s / _p90_s <= s, "
+                        "session_output_tokens_per_s_mean / _p50 >= tokens/s (default: the scenario's sla.bounds)")
     p.add_argument("--sla-tps", type=float, help="SLA: tokens/s/user the statistic must reach (the bound "
                                                  "tps_user_<statistic>>=VALUE)")
     p.add_argument("--statistic", choices=STATISTICS, default="p10",
@@ -111,9 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def target_of(args: argparse.Namespace) -> Target:
     """The flags' demand and SLA: --sla bounds, then --sla-tps and --ttft-s as the bounds they spell."""
-    axis, value = next((axis, getattr(args, dest)) for axis, dest in
-                       (("rate_per_s", "rate"), ("rate_scale", "rate_scale"), ("users", "users"))
-                       if getattr(args, dest) is not None)
+    axis, value = next((axis, getattr(args, dest)) for axis, dest in DEMANDS if getattr(args, dest) is not None)
     bounds = [parse_bound(text) for text in args.sla]
     if args.sla_tps is not None:
         bounds.append(Bound(tps_column(args.statistic), ">=", args.sla_tps))
@@ -171,14 +175,24 @@ def report_plan(plan: CapacityPlan, out: Path | None, as_json: bool) -> int:
     return 0
 
 
+DEMANDS = (("rate_per_s", "rate"), ("rate_scale", "rate_scale"), ("users", "users"), ("lanes", "lanes"))
+
+
 def default_demand(args: argparse.Namespace) -> None:
-    """No demand flag: a trace is planned as recorded (--rate-scale 1, said on stderr); anything else needs one."""
-    if any(getattr(args, dest) is not None for dest in ("rate", "rate_scale", "users")):
+    """No demand flag: a trace is planned as recorded (--rate-scale 1), agent sessions at the scenario's own lanes
+    (--lanes N), each said on stderr; anything else needs one."""
+    if any(getattr(args, dest) is not None for _, dest in DEMANDS):
         return
     raw, folder, name = read_source(args.scenario, args.overrides)
-    if not isinstance(validated(raw, folder, name, "").workload.arrivals, TraceArrivals):
+    arrivals = validated(raw, folder, name, "").workload.arrivals
+    if isinstance(arrivals, SessionArrivals):
+        args.lanes = arrivals.lanes
+        print(f"specplan: no demand given: planning the scenario's {arrivals.lanes} lanes (--lanes {arrivals.lanes})",
+              file=sys.stderr)
+        return
+    if not isinstance(arrivals, TraceArrivals):
         raise SpecplanError("plan: give a demand: --rate R (requests/s), --rate-scale K (the workload's own rate "
-                            "times K) or --users N (a closed loop)")
+                            "times K), --users N (a closed loop) or --lanes N (agent sessions)")
     args.rate_scale = 1.0
     print("specplan: no demand given: planning the trace as recorded (--rate-scale 1)", file=sys.stderr)
 
