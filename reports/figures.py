@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from specplan.hwprofiles.plot import plot_profiles
@@ -36,6 +37,7 @@ from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.drafters.curves import expected_tau
 from specplan.simulator.engine.draft_record import DraftRecord
 from specplan.simulator.scenario import Scenario
+from specplan.simulator.study.sweep.run import SweepResult
 
 MIN_BIN_COUNT = 30  # reliability bins with fewer draft blocks are noise, not calibration
 
@@ -51,7 +53,7 @@ class FigureFile:
     svg: Path
 
 
-def frontier_figure(result: Any) -> Figure:
+def frontier_figure(result: SweepResult) -> Figure:
     """Throughput per GPU vs tokens/s/user: points, fitted frontier per label, SLA lines."""
     fig = Figure(figsize=(8.5, 5.5), dpi=DPI)
     ax = fig.add_subplot()
@@ -70,7 +72,7 @@ def frontier_figure(result: Any) -> Figure:
     return fig
 
 
-def edge_markers(ax: Any, result: Any, colour: dict[str, Any]) -> None:
+def edge_markers(ax: Axes, result: SweepResult, colour: dict[str, Any]) -> None:
     """An open triangle at each SLA reading taken at the largest simulated load (a lower bound)."""
     comp = result.comparisons
     if comp.empty or "throughput_edge" not in comp:
@@ -82,7 +84,7 @@ def edge_markers(ax: Any, result: Any, colour: dict[str, Any]) -> None:
                 label="SLA reading at the largest simulated load (a lower bound)" if i == 0 else None)
 
 
-def frontier_axes(ax: Any, result: Any, title: str) -> None:
+def frontier_axes(ax: Axes, result: SweepResult, title: str) -> None:
     """The frontier plot's SLA lines (labelled), axis labels, title, grid and legend."""
     sla = result.design.sla
     for value in sla.tps_user if sla is not None else ():
@@ -97,7 +99,7 @@ def frontier_axes(ax: Any, result: Any, title: str) -> None:
     ax.legend(fontsize=8, loc="best")
 
 
-def concurrency_axis(result: Any) -> tuple[str, str]:
+def concurrency_axis(result: SweepResult) -> tuple[str, str]:
     """(operating-point column, axis label) for the concurrency axis."""
     kinds = {p.load_kind for p in result.design.points}
     if kinds == {"users"}:
@@ -105,7 +107,7 @@ def concurrency_axis(result: Any) -> tuple[str, str]:
     return "mean_batch_requests", "mean running requests per replica"
 
 
-def concurrency_figure(result: Any) -> Figure:
+def concurrency_figure(result: SweepResult) -> Figure:
     """Two rows sharing x: throughput per GPU, and mean verify tokens per request-step (1 + ℓ)."""
     fig = Figure(figsize=(8.5, 7.0), dpi=DPI)
     top, bottom = fig.subplots(2, 1, sharex=True)
@@ -135,7 +137,7 @@ def concurrency_figure(result: Any) -> Figure:
     return fig
 
 
-def recorded_labels(result: Any) -> list[tuple[str, Scenario, DraftRecord]]:
+def recorded_labels(result: SweepResult) -> list[tuple[str, Scenario, DraftRecord]]:
     """(label, scenario, its runs' draft record) of every label whose runs drew drafts, one per distinct
     drafter and policy reading it (labels that differ in neither drew the same kind of drafts)."""
     out: list[tuple[str, Scenario, DraftRecord]] = []
@@ -147,7 +149,7 @@ def recorded_labels(result: Any) -> list[tuple[str, Scenario, DraftRecord]]:
     return out
 
 
-def acceptance_figure(result: Any) -> Figure | None:
+def acceptance_figure(result: SweepResult) -> Figure | None:
     """Per-position conditional acceptance as the runs drew it, per label, one panel per domain of the mix."""
     drafters = recorded_labels(result)
     if not drafters:
@@ -175,7 +177,7 @@ def acceptance_figure(result: Any) -> Figure | None:
     return fig
 
 
-def calibration_figure(result: Any) -> Figure | None:
+def calibration_figure(result: SweepResult) -> Figure | None:
     """Reliability of prefix survival a_k = Π_{i≤k} c_i (all positions pooled), per label whose policy read
     confidences, from the confidences and outcomes its runs recorded."""
     drafters = [(label, scenario, record) for label, scenario, record in recorded_labels(result)
@@ -204,7 +206,7 @@ def calibration_figure(result: Any) -> Figure | None:
     return fig
 
 
-def profile_figure(result: Any) -> Figure:
+def profile_figure(result: SweepResult) -> Figure:
     """Step time and steps/s vs tokens in the verify batch (specplan.hwprofiles.plot), cliffs marked."""
     curves = profile_curves(result.design)
     fig = Figure(figsize=(11.0, 4.6), dpi=DPI)
@@ -260,7 +262,7 @@ FIGURES = (
 LANES_ONLY = ("lanes",)  # drawn for a sweep over agent lanes only
 
 
-def write_figures(result: Any, figures_dir: Path) -> list[FigureFile]:
+def write_figures(result: SweepResult, figures_dir: Path) -> list[FigureFile]:
     """Render every applicable figure to figures_dir/<name>.png and .svg."""
     figures_dir.mkdir(parents=True, exist_ok=True)
     saved = []

@@ -13,21 +13,21 @@ sessions are a closed system, so variants are compared at equal lanes.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from matplotlib.figure import Figure
 
 from specplan.reports.document import Block, Paragraph, Table
 from specplan.reports.styles import DPI, colours, legend_name, line_style, log_load_axis
+from specplan.simulator.study.sweep.run import SweepResult
 
 PANELS = (("throughput_per_gpu", "throughput per GPU\n(tok/s/GPU)"),
           ("session_output_tokens_per_s", "a session's output\n(tokens/s of wall time)"),
           ("throughput_gain", "gain in tok/s/GPU over\nthe first variant"))
 
 
-def lanes_figure(result: Any) -> Figure | None:
+def lanes_figure(result: SweepResult) -> Figure | None:
     """Throughput per GPU, a session's tokens/s and the paired gain against lanes, one line per label."""
-    gains = getattr(result, "lanes", None)
+    gains = result.lanes
     if gains is None or gains.empty:
         return None
     fig = Figure(figsize=(8.5, 8.5), dpi=DPI)
@@ -54,9 +54,9 @@ def lanes_figure(result: Any) -> Figure | None:
     return fig
 
 
-def lanes_blocks(result: Any) -> list[Block]:
+def lanes_blocks(result: SweepResult) -> list[Block]:
     """The gains-at-equal-lanes table and what it reads; [] unless the sweep is over lanes."""
-    gains = getattr(result, "lanes", None)
+    gains = result.lanes
     if gains is None or gains.empty:
         return []
     baseline = str(gains["baseline"].iloc[0])

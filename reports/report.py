@@ -36,6 +36,7 @@ from specplan.reports.manual import SWEEP_PAGES, manual_links
 from specplan.simulator.core.schema import to_plain
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.study.points import SweepDesign
+from specplan.simulator.study.sweep.run import SweepResult
 from specplan.traces.spec import SessionArrivals, TraceArrivals
 
 
@@ -56,7 +57,7 @@ def copied_fidelity_blocks(results_dir: Path, figures_dir: Path) -> list[Block]:
     return out
 
 
-def write_report(result: Any, out: str | Path, fidelity_dir: str | Path | None = None) -> Path:
+def write_report(result: SweepResult, out: str | Path, fidelity_dir: str | Path | None = None) -> Path:
     """Render figures into out/figures and write out/report.html and out/report.md; returns the HTML path.
 
     A sim-to-real section joins only when `fidelity_dir` names a fidelity result.
@@ -75,7 +76,7 @@ def write_report(result: Any, out: str | Path, fidelity_dir: str | Path | None =
     return html_path
 
 
-def report_blocks(result: Any) -> list[Block]:
+def report_blocks(result: SweepResult) -> list[Block]:
     blocks: list[Block] = []
     if result.design.base.description:
         blocks.append(Paragraph(result.design.base.description.strip()))
@@ -92,7 +93,7 @@ def report_blocks(result: Any) -> list[Block]:
     return blocks
 
 
-def simulated_items(result: Any) -> list[str]:
+def simulated_items(result: SweepResult) -> list[str]:
     design = result.design
     base: Scenario = design.base
     seeds = sorted({p.seed for p in design.points})
@@ -143,7 +144,7 @@ def sessions_text(arrivals: SessionArrivals) -> str:
             f"recycling {'on' if arrivals.recycle else 'off'}; the window opens at the lanes' warm-up barrier")
 
 
-def load_text(result: Any) -> str:
+def load_text(result: SweepResult) -> str:
     """The load axis and the workload it scales (its kind and parameters, as the first point has them)."""
     point = result.design.points[0]
     values = sorted({p.load for p in result.design.points if p.load is not None})
@@ -168,7 +169,7 @@ def profile_items(design: SweepDesign) -> list[str]:
     return items
 
 
-def sla_text(result: Any) -> str:
+def sla_text(result: SweepResult) -> str:
     sla = result.design.sla
     if sla is None or not sla.tps_user:
         return f"none given (frontiers use the {result.statistic} of tokens/s/user)"
@@ -188,7 +189,7 @@ def compact(spec: Any) -> str:
     return ", ".join(([str(tag)] if tag else []) + parts)
 
 
-def variants_table(result: Any) -> Table:
+def variants_table(result: SweepResult) -> Table:
     rows = []
     for label, scenario in result.design.variant_scenarios.items():
         drafter = scenario.drafter
@@ -243,7 +244,7 @@ def verification_kind(cls: Any) -> str:
     return "lossless" if cls.lossless else "LOSSY"
 
 
-def policy_warning(result: Any) -> Callout | None:
+def policy_warning(result: SweepResult) -> Callout | None:
     items = []
     for label, scenario in result.design.variant_scenarios.items():
         cls = policy_class(scenario.policy.name)
@@ -256,7 +257,7 @@ def policy_warning(result: Any) -> Callout | None:
     return Callout("Lossy and oracle policies (not comparable to shipping, lossless policies)", tuple(items))
 
 
-def sla_blocks(result: Any) -> list[Block]:
+def sla_blocks(result: SweepResult) -> list[Block]:
     comp = result.comparisons
     if comp.empty:
         return [Paragraph("No SLA was given (add `sla: {tps_user: [...]}` to the scenario); "
@@ -282,7 +283,7 @@ def sla_blocks(result: Any) -> list[Block]:
     return [Table(header, rows), note]
 
 
-def edge_note(edge: Any, result: Any) -> str:
+def edge_note(edge: Any, result: SweepResult) -> str:
     """' (at max load 128 users)' for a reading taken at an end of the load axis, else ''."""
     if not isinstance(edge, str) or not edge:
         return ""
@@ -294,8 +295,8 @@ def thin_note(thin: Any) -> str:
     return f" (thin: {thin})" if isinstance(thin, str) and thin else ""
 
 
-def load_unit(result: Any) -> str:
-    kinds = {p.load_kind for p in result.design.points}
+def load_unit(result: SweepResult) -> str:
+    kinds = {p.load_kind or "" for p in result.design.points}
     return {frozenset({"users"}): " users", frozenset({"rate_per_s"}): " req/s",
             frozenset({"lanes"}): " lanes"}.get(frozenset(kinds), "")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.axes import Axes
 
 from specplan.policies.registry import policy_class
 from specplan.simulator.scenario import Scenario
@@ -39,7 +40,7 @@ def line_style(scenario: Scenario) -> str:
     return "--" if cls.oracle or not cls.lossless else "-"
 
 
-def log_load_axis(ax: Any, loads: np.ndarray) -> None:
+def log_load_axis(ax: Axes, loads: np.ndarray) -> None:
     """A log-2 axis with the simulated loads as plain tick labels, when they span ≥ 8×."""
     loads = np.sort(loads[loads > 0])
     if loads.size < 2 or loads[-1] / loads[0] < 8:

@@ -496,6 +496,9 @@ basis | — | how the case runs (e.g. nearest database version)
 status | — | ran, or why not (a case is never dropped silently)
 predicted_value | the unit column's | predicted with nothing fitted
 predicted_error | share | predicted / published − 1
+eager_step_share | share | steps of the predicted run's first arm that ran eager (summary.json mode_step_share.eager); empty where no mode is modelled
+eager_time_share | share | their share of the run's step time (mode_time_share.eager)
+main_mode_reason | — | the reason most of its steps left the decode graph for, with its share of steps ("rank_prefilling 9%"; "decode_graph" when every step replayed one)
 al_minus_10_value | the unit column's | predicted with the assumed acceptance length −10%
 al_minus_10_change | share | al_minus_10_value / predicted_value − 1
 al_plus_10_value | the unit column's | predicted with the assumed acceptance length +10%
