@@ -25,6 +25,7 @@ One seed, the case's own.
 from __future__ import annotations
 
 import argparse
+import math
 import tempfile
 from pathlib import Path
 
@@ -36,7 +37,6 @@ from specplan.simulator.study.replication.case_runner import CaseRunner, availab
 from specplan.simulator.study.replication.published import read_case
 
 PUBLISHED = Path(__file__).resolve().parent / "published"
-KEYS = ("mean_ttft_ms", "mean_tpot_ms", "output_throughput_tok_s_per_gpu")
 
 
 def run(runner: CaseRunner, figure, extra: list[str]) -> tuple[dict, object, dict]:
@@ -69,16 +69,19 @@ def cell(folder: Path) -> None:
     for concurrency in sorted({f.concurrency for f in case.figures}):
         figure = next(f for f in case.figures if f.concurrency == concurrency)
         pub = published(case, concurrency)
-        implied = pub["output_throughput_per_gpu"] * case.source["gpus"]["count"] * mean_in / mean_out
-        print(f"{folder.name.removeprefix('sglang-cookbook-v4-flash-')} c={concurrency}")
-        print(f"  published                TTFT {pub['mean_ttft']:9.0f} ms  TPOT {pub['mean_tpot']:6.2f} ms  "
-              f"{pub['output_throughput_per_gpu']:7.0f} tok/s/GPU  implied prefill {implied:8.0f} tok/s")
+        stat = "median" if "median_tpot" in pub else "mean"   # the statistic the cell publishes (P50 or mean)
+        output = pub.get("output_throughput_per_gpu", pub.get("total_throughput_per_gpu", math.nan) * mean_out
+                         / (mean_in + mean_out))
+        implied = output * case.source["gpus"]["count"] * mean_in / mean_out
+        print(f"{folder.name.removeprefix('sglang-cookbook-v4-flash-')} c={concurrency} ({stat} latencies)")
+        print(f"  published                TTFT {pub[stat + '_ttft']:9.0f} ms  TPOT {pub[stat + '_tpot']:6.2f} ms  "
+              f"{output:7.0f} tok/s/GPU  implied prefill {implied:8.0f} tok/s")
         for label, extra in (("separate", []), ("separate, decode-priced", ["engine.prefill.profile=null"]),
                              ("mixed", ["engine.prefill.schedule=mixed", "engine.prefill.profile=null"])):
             bench, steps, summary = run(runner, figure, extra)
             share, rate = prefill_rate(steps)
             ranks = summary.get("dp_imbalance_share_of_step")
-            print(f"  {label:<24} TTFT {bench['mean_ttft_ms']:9.0f} ms  TPOT {bench['mean_tpot_ms']:6.2f} ms  "
+            print(f"  {label:<24} TTFT {bench[stat + '_ttft_ms']:9.0f} ms  TPOT {bench[stat + '_tpot_ms']:6.2f} ms  "
                   f"{bench['output_throughput_tok_s_per_gpu']:7.0f} tok/s/GPU  prefill {rate:8.0f} tok/s in "
                   f"{share:.0%} of the time" + (f", busiest rank +{ranks:.0%}" if ranks is not None else ""))
 
