@@ -9,7 +9,9 @@ closed-loop users, γ = 3) under callgrind at two horizons for each policy,
 in this checkout and in `--other` (another checkout with its own .venv), and
 prints the instructions per simulated second: the difference of the two
 horizons, so imports and start-up cancel out. A ratio under 1 means this
-checkout simulates with fewer instructions.
+checkout simulates with fewer instructions. Every numeric library runs one
+thread and Python one hash seed: an idle BLAS thread's spinning is counted
+too, and made two runs of the same commit differ by 30% before.
 
     .venv/bin/python benchmarks/sim_instructions.py --other ../ref-checkout [--short 4 --long 16]
         [--policy static --policy dspark-async]
@@ -20,12 +22,17 @@ Needs valgrind on PATH (Debian's package); each run takes a few minutes.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+# one thread for every numeric library (an idle BLAS thread spins, and its spinning is counted) and one hash seed:
+# with these the same run counts the same instructions to within a few hundred
+QUIET_ENV = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+             "MKL_NUM_THREADS": "1"}
 RUN = """
 import copy, sys
 from pathlib import Path
@@ -44,7 +51,7 @@ def instructions(checkout: Path, duration_s: float, policy: str) -> int:
     """Instructions callgrind counts for one simulation of `duration_s` simulated seconds in `checkout`."""
     python = checkout / ".venv" / "bin" / "python"
     done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", str(python), "-c", RUN,
-                           str(duration_s), policy], cwd=checkout, capture_output=True, text=True)
+                           str(duration_s), policy], cwd=checkout, capture_output=True, text=True, env=QUIET_ENV)
     found = re.search(r"Collected\s*:\s*(\d+)", done.stderr)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"callgrind run failed in {checkout}: {done.stderr.strip().splitlines()[-1:]}")
