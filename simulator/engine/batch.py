@@ -27,6 +27,8 @@ averaged out for those that do not (specplan.simulator.engine.decode).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from specplan.simulator.engine.request_log import RequestLog
@@ -47,7 +49,9 @@ class Rows:
         self.index, self.count, self.whole = index, count, whole
 
     @staticmethod
+    @functools.cache
     def every(n: int) -> Rows:
+        """Every one of `n` rows (one shared value per `n`: rows are never changed once made)."""
         return Rows(slice(None), n, True)
 
     @staticmethod

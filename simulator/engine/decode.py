@@ -137,17 +137,19 @@ class DecodeCore:
         rank])."""
         log, rules, opening = self.recorders.log, self.rules, self.state.ledger.opening
         output = log["output_tokens"]
-        rows, kv = [], 0
+        rows, kv, prefilling = [], 0, 0
         for rid, generated, tokens, *rank in admitted:
             left = int(output[rid]) - generated
             row_rank = rank[0] if rank else 0
-            rows.append((rid, left, tokens + left, rules.prompts.to_compute(rid, tokens, row_rank), *opening(left),
-                         row_rank))
+            prefill = rules.prompts.to_compute(rid, tokens, row_rank)
+            rows.append((rid, left, tokens + left, prefill, *opening(left), row_rank))
             kv += tokens
+            prefilling += 1 if prefill else 0
         block = np.array(rows, dtype=np.int64).T
         rid = block[RID]
         rules.prompts.started(rid, now, log)  # a chunked prompt's computation starts now (TTFT's queue ends)
-        self.state.add(block, rules.speculator.row_acceptance(log["domain"][rid], log["acceptance_offset"][rid]), kv)
+        self.state.add(block, rules.speculator.row_acceptance(log["domain"][rid], log["acceptance_offset"][rid]), kv,
+                       prefilling)
 
     # ---- schedule ---------------------------------------------------------------------------
     def schedule(self, now: float) -> StepPlan:
@@ -166,9 +168,11 @@ class DecodeCore:
         prefill_tokens = 0 if take is None else int(take.sum())
         load = rules.loads.of(batch, rows, take)
         charged = rules.phases.charged(prefill_tokens)  # the prefill tokens the decoding budget carries
-        step = StepInputs(reserved=prefill_tokens, room=self.config.max_step_tokens + prefill_tokens - charged,
-                          context=rules.context.tokens(batch, rows, take, rules.speculator.longest(planned)),
-                          load=load, now=now, step_index=self.step_index)
+        # StepInputs' fields in order (made every step: positional is faster): reserved, room, context, load, now,
+        # step_index
+        step = StepInputs(prefill_tokens, self.config.max_step_tokens + prefill_tokens - charged,
+                          rules.context.tokens(batch, rows, take, rules.speculator.longest(planned)), load, now,
+                          self.step_index)
         lengths, accepted, verified, drafting, quote, decision = rules.speculator.speculate(batch, rows, planned,
                                                                                            step)
         truncated = 0

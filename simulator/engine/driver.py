@@ -89,5 +89,6 @@ class EngineDriver:
         the oldest ends at the head)."""
         if finished.size:
             self.finish(finished)
-        for rid in evicted[::-1].tolist():
-            self.requeue(rid)
+        if evicted.size:
+            for rid in evicted[::-1].tolist():
+                self.requeue(rid)

@@ -59,7 +59,8 @@ class Replica(EngineDriver):
     # ---- arrivals -----------------------------------------------------------------
     def outstanding(self) -> int:
         """Requests this replica holds: in prefill, queued, or running."""
-        return self.in_prefill + self.core.waiting + self.core.running
+        state = self.core.state  # read directly: the router asks every replica at every arrival
+        return self.in_prefill + len(state.queue) + state.batch.n
 
     def submit(self, rid: int, blocks: Sequence[int] | None = None, rank: int | None = None) -> None:
         self.core.remember(rid, blocks, rank)
@@ -119,7 +120,7 @@ class Replica(EngineDriver):
         if self.decoding is not None:
             self.awaiting_first -= self.log.first_token(self.decoding, self.env.now).size
             self.decoding = None
-        super().stepped(finished, evicted)
+        EngineDriver.stepped(self, finished, evicted)  # not super(): called every step
 
     def done(self, rid: int) -> None:
         self.on_done(rid)

@@ -30,6 +30,7 @@ ledger).
 
 from __future__ import annotations
 
+import math
 from enum import IntEnum
 
 import numpy as np
@@ -110,13 +111,22 @@ class RequestLog:
     def _stamp(self, name: str, rids: int | np.ndarray, now: float) -> np.ndarray:
         """Mark `name` at `now` for the requests that have not passed it yet; returns those."""
         column = self.columns[name]
-        ids = np.atleast_1d(rids)
+        ids = rids if isinstance(rids, np.ndarray) else np.atleast_1d(rids)
         fresh = ids[np.isnan(column[ids])]
         column[fresh] = now
         return fresh
 
+    def _mark(self, name: str, rids: int | np.ndarray, now: float) -> None:
+        """`_stamp` without its answer: one request is marked without array operations."""
+        if isinstance(rids, (int, np.integer)):
+            column = self.columns[name]
+            if math.isnan(column[rids]):
+                column[rids] = now
+        else:
+            self._stamp(name, rids, now)
+
     def _set_status(self, rids: int | np.ndarray, status: Status) -> None:
-        self.columns["status"][rids] = status
+        self.columns["status"][rids] = int(status)  # a plain int: numpy reads an IntEnum slowly
 
     # ---- transitions (the module docstring) ------------------------------------------------------
     def queued(self, rid: int) -> None:
@@ -126,20 +136,20 @@ class RequestLog:
         self._set_status(rid, Status.PREFILL)
 
     def prefill_started(self, rids: int | np.ndarray, now: float) -> None:
-        self._stamp("prefill_start_s", rids, now)
+        self._mark("prefill_start_s", rids, now)
 
     def transfer(self, rids: int | np.ndarray, now: float) -> None:
-        self._stamp("prefill_end_s", rids, now)
+        self._mark("prefill_end_s", rids, now)
         self._set_status(rids, Status.TRANSFER)
 
     def kv_ready(self, rids: int | np.ndarray, now: float, computed: bool = False) -> None:
         if computed:
-            self._stamp("prefill_end_s", rids, now)
-        self._stamp("kv_ready_s", rids, now)
+            self._mark("prefill_end_s", rids, now)
+        self._mark("kv_ready_s", rids, now)
 
     def admitted(self, rid: int, now: float) -> None:
         column = self.columns["admitted_s"]
-        if np.isnan(column[rid]):
+        if math.isnan(column[rid]):
             column[rid] = now
         self._set_status(rid, Status.RUNNING)
 

@@ -36,17 +36,10 @@ from specplan.simulator.engine.price import QuoteBook, StepQuote
 from specplan.simulator.engine.rank_load import StepLoad
 from specplan.simulator.engine.recorders import DraftSampler
 
-
-class Speculation(NamedTuple):
-    """A step's drafts as settled: ℓ (per row, or one for all), accepted drafts per row, Σℓ, the drafting
-    requests, the step's quote and the policy's Decision (None when nothing was decided this step)."""
-
-    lengths: np.ndarray | int
-    accepted: np.ndarray
-    verified: int
-    drafting: int
-    quote: StepQuote
-    decision: Decision | None
+# A step's drafts as settled: (lengths ℓ per row or one for all, accepted drafts per row, Σℓ, drafting requests,
+# the step's quote, the policy's Decision or None when nothing was decided this step). A plain tuple: the core
+# unpacks it at once, and it is made every step.
+Speculation = tuple[np.ndarray | int, np.ndarray, int, int, StepQuote, Decision | None]
 
 
 class StepInputs(NamedTuple):
@@ -117,8 +110,8 @@ class NoDrafts:
 
     def speculate(self, batch: Batch, rows: Rows, planned: int | None, step: StepInputs) -> Speculation:
         r = rows.count
-        return Speculation(0, np.zeros(r, dtype=np.int64), 0, 0,
-                           self.quotes.quote(batch.n, r, 0, step.context, 0, step.load, step.reserved), None)
+        return (0, np.zeros(r, dtype=np.int64), 0, 0,
+                self.quotes.quote(batch.n, r, 0, step.context, 0, step.load, step.reserved), None)
 
 
 class FixedLengths(NoDrafts):
@@ -144,7 +137,7 @@ class FixedLengths(NoDrafts):
         accepted = self.draw(batch, rows, planned)
         if self.sampler.due(step.step_index):
             self.sampler.outcomes(rows.of(batch.rids), planned, accepted)
-        return Speculation(planned, accepted, planned * r, r, quote, None)
+        return planned, accepted, planned * r, r, quote, None
 
     def draw(self, batch: Batch, rows: Rows, planned: int) -> np.ndarray:
         """Drafts accepted out of `planned` per row: uniform draws below each request's acceptance."""
@@ -206,7 +199,7 @@ class DraftReader(FixedLengths):
         if mask is not None:
             lengths = np.where(drafted, lengths, 0)
         lengths, accepted, verified = self.settle(lengths, prefix, r)
-        return Speculation(lengths, accepted, verified, drafting, quote, decision)
+        return lengths, accepted, verified, drafting, quote, decision
 
     def view(self, c: np.ndarray, ids: np.ndarray, quote: StepQuote, drafted: np.ndarray, drafting: int,
              prefix: np.ndarray, step: StepInputs) -> StepView:

@@ -52,10 +52,11 @@ class BatchState:
         """KV tokens the rows (default: every row) reserve: prompt (computed or not) + generated + the draft block."""
         return self.batch.footprints(self.block_size, slice(None) if rows is None else rows.index)
 
-    def add(self, block: np.ndarray, acceptance: np.ndarray, kv_tokens: int) -> None:
-        """Rows admitted now (columns × k ints, k × γ acceptance), holding `kv_tokens` of KV (prompt + generated)."""
+    def add(self, block: np.ndarray, acceptance: np.ndarray, kv_tokens: int, prefilling: int) -> None:
+        """Rows admitted now (columns × k ints, k × γ acceptance), holding `kv_tokens` of KV (prompt + generated),
+        `prefilling` of them with prompt tokens to compute."""
         self.batch.append(block, acceptance)
-        self.prefilling += int(np.count_nonzero(block[PREFILL_LEFT]))
+        self.prefilling += prefilling
         self.footprint += kv_tokens + self.block_size * block.shape[1]
 
     def remove(self, index: np.ndarray, log: RequestLog, finished: bool = False) -> np.ndarray:
@@ -73,7 +74,7 @@ class BatchState:
         self.footprint -= int(np.add.reduce(kept)) + self.block_size * index.size
         if self.prefilling:
             self.prefilling -= int(np.count_nonzero(gone[PREFILL_LEFT]))
-        self.batch.drop(np.sort(index) if index.size > 1 else index)
+        self.batch.drop(index if finished or index.size == 1 else np.sort(index))  # finished rows come ascending
         return gone[RID]
 
     def finished_rows(self) -> np.ndarray:
