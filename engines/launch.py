@@ -137,6 +137,38 @@ def shell_line(args: list[str]) -> str:
     return " ".join(out)
 
 
+class ScriptLaunch:
+    """An engine started by one launch line per pool (`args(deployment, role)`): its script `launch-<engine>.sh`
+    and the notes on how it runs the planned policy. The engine says what it makes of the confidence-scheduled
+    policies and of a length schedule (`confidence_note`, `schedule_note`); the rest reads the same for every
+    engine that takes a script."""
+
+    def __init__(self, engine: str, args: Callable[[Deployment, str], list[str]],
+                 confidence_note: Callable[[Deployment], str], schedule_note: Callable[[Deployment], str]) -> None:
+        self.engine, self.args = engine, args
+        self.confidence_note, self.schedule_note = confidence_note, schedule_note
+
+    def notes(self, deployment: Deployment) -> list[str]:
+        policy, family = deployment.policy, deployment.family
+        notes: list[str] = []
+        if family != "none" and policy in CONFIDENCE_SCHEDULED:
+            notes.append(self.confidence_note(deployment))
+        elif family != "none" and policy == SCHEDULE_POLICY:
+            notes.append(self.schedule_note(deployment))
+        else:
+            notes += fixed_length_note(policy, family, deployment.length, "vLLM or SGLang")
+        if family == "mtp":
+            notes.append("MTP needs a checkpoint with MTP layers (vLLM method 'mtp', SGLang NEXTN); for a model "
+                         "without them use an EAGLE-3 head of one layer (the drafter profile priced here).")
+        return notes
+
+    def script(self, deployment: Deployment) -> str:
+        return launch_script(deployment, self.engine, self.args, self.notes(deployment))
+
+    def files(self, deployment: Deployment) -> dict[str, str]:
+        return {f"launch-{self.engine}.sh": self.script(deployment)}
+
+
 def fixed_length_note(policy: str, family: str, length: int, engine_label: str) -> list[str]:
     """A policy no engine flag runs (threshold, goodput, oracle): served at a fixed length, said so."""
     if family == "none" or policy in FIXED_LENGTH:

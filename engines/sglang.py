@@ -44,14 +44,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from specplan.engines.eager import PUBLIC_EAGER_COST
-from specplan.engines.launch import (
-    CONFIDENCE_SCHEDULED,
-    NEEDS_DRAFT_MODEL,
-    SCHEDULE_POLICY,
-    Deployment,
-    fixed_length_note,
-    launch_script,
-)
+from specplan.engines.launch import NEEDS_DRAFT_MODEL, Deployment, ScriptLaunch
 from specplan.engines.modes import AllToAllRule, RankVote
 from specplan.engines.sglang_caps import SGLangCaps
 from specplan.engines.traits import (
@@ -119,31 +112,19 @@ def speculative_args(deployment: Deployment) -> list[str]:
     return out
 
 
-class Launch:
-    """`python -m sglang.launch_server` lines, with notes on how SGLang runs the planned policy."""
+def confidence_note(deployment: Deployment) -> str:
+    return (f"DSpark: SGLang's DSPARK algorithm (sgl-project/sglang #30261) drafts blocks of {deployment.length} "
+            "and verifies them whole unless its own confidence scheduler is configured, which this line does not "
+            f"do; the plan's figures assume {deployment.policy}.")
 
-    def notes(self, deployment: Deployment) -> list[str]:
-        policy, family, length = deployment.policy, deployment.family, deployment.length
-        notes: list[str] = []
-        if family != "none" and policy in CONFIDENCE_SCHEDULED:
-            notes.append(f"DSpark: SGLang's DSPARK algorithm (sgl-project/sglang #30261) drafts blocks of {length} "
-                         "and verifies them whole unless its own confidence scheduler is configured, which this line "
-                         f"does not do; the plan's figures assume {policy}.")
-        elif family != "none" and policy == SCHEDULE_POLICY:
-            notes.append(f"SGLang has no per-batch-size length table: this serves the schedule's first length "
-                         f"({length}); the plan's figures assume the schedule (vLLM and TensorRT-LLM run it).")
-        else:
-            notes += fixed_length_note(policy, family, length, "vLLM or SGLang")
-        if family == "mtp":
-            notes.append("MTP needs a checkpoint with MTP layers (vLLM method 'mtp', SGLang NEXTN); for a model "
-                         "without them use an EAGLE-3 head of one layer (the drafter profile priced here).")
-        return notes
 
-    def script(self, deployment: Deployment) -> str:
-        return launch_script(deployment, "sglang", args, self.notes(deployment))
+def schedule_note(deployment: Deployment) -> str:
+    return (f"SGLang has no per-batch-size length table: this serves the schedule's first length "
+            f"({deployment.length}); the plan's figures assume the schedule (vLLM and TensorRT-LLM run it).")
 
-    def files(self, deployment: Deployment) -> dict[str, str]:
-        return {"launch-sglang.sh": self.script(deployment)}
+
+# `python -m sglang.launch_server` lines, with notes on how SGLang runs the planned policy
+LAUNCH = ScriptLaunch("sglang", args, confidence_note, schedule_note)
 
 
 V0_5_14 = EngineTraits(
@@ -164,7 +145,7 @@ V0_5_14 = EngineTraits(
                        latency_name="e2e_latency", extras=True, warmup_at_once=True,
                        warmup_output_cap=WARMUP_OUTPUT_TOKENS,
                        source="python/sglang/bench_serving.py calculate_metrics"),
-    launch=Launch(),
+    launch=LAUNCH,
     execution=RankVote(
         source="sglang scheduler_components/dp_attn.py (prepare_mlp_sync_batch: can_run_decode_cuda_graph "
                "min-reduced, is_extend_in_batch max-reduced over the DP ranks); cuda_graph_runner can_run "

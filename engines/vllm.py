@@ -43,10 +43,8 @@ from specplan.engines.eager import PUBLIC_EAGER_COST
 from specplan.engines.launch import (
     CONFIDENCE_SCHEDULED,
     NEEDS_DRAFT_MODEL,
-    SCHEDULE_POLICY,
     Deployment,
-    fixed_length_note,
-    launch_script,
+    ScriptLaunch,
 )
 from specplan.engines.modes import AllToAllRule, TokenDispatch
 from specplan.engines.traits import BenchClient, EngineTraits, GraphRule, HostCycle, Scheduler
@@ -102,33 +100,21 @@ def batch_size_ranges(schedule: dict[int, int], max_batch: int) -> list[list[int
     return ranges
 
 
-class Launch:
-    """`vllm serve` lines, with notes on how vLLM runs the planned policy."""
+def confidence_note(deployment: Deployment) -> str:
+    policy = deployment.policy
+    plans = "" if policy == "dspark-async" else (f" (specplan planned {policy}; vLLM's scheduler plans as "
+                                                  "dspark-async does)")
+    return ("DSpark: method 'dspark' since vLLM 0.25 (PR #46995); enable_adaptive_verification runs its "
+            "confidence-scheduled verification" + plans + " (PR #47808, merged after v0.26.0: use a "
+            "later release or a main build; it needs CUDA graphs, not --enforce-eager).")
 
-    def notes(self, deployment: Deployment) -> list[str]:
-        policy, family, length = deployment.policy, deployment.family, deployment.length
-        notes: list[str] = []
-        if family != "none" and policy in CONFIDENCE_SCHEDULED:
-            plans = "" if policy == "dspark-async" else (f" (specplan planned {policy}; vLLM's scheduler plans as "
-                                                          "dspark-async does)")
-            notes.append("DSpark: method 'dspark' since vLLM 0.25 (PR #46995); enable_adaptive_verification runs its "
-                         "confidence-scheduled verification" + plans + " (PR #47808, merged after v0.26.0: use a "
-                         "later release or a main build; it needs CUDA graphs, not --enforce-eager).")
-        elif family != "none" and policy == SCHEDULE_POLICY:
-            notes.append("the length schedule runs as num_speculative_tokens_per_batch_size (vLLM >= 0.24, "
-                         "PR #32374).")
-        else:
-            notes += fixed_length_note(policy, family, length, "vLLM or SGLang")
-        if family == "mtp":
-            notes.append("MTP needs a checkpoint with MTP layers (vLLM method 'mtp', SGLang NEXTN); for a model "
-                         "without them use an EAGLE-3 head of one layer (the drafter profile priced here).")
-        return notes
 
-    def script(self, deployment: Deployment) -> str:
-        return launch_script(deployment, "vllm", args, self.notes(deployment))
+def schedule_note(deployment: Deployment) -> str:
+    return "the length schedule runs as num_speculative_tokens_per_batch_size (vLLM >= 0.24, PR #32374)."
 
-    def files(self, deployment: Deployment) -> dict[str, str]:
-        return {"launch-vllm.sh": self.script(deployment)}
+
+# `vllm serve` lines, with notes on how vLLM runs the planned policy
+LAUNCH = ScriptLaunch("vllm", args, confidence_note, schedule_note)
 
 
 V0_24 = EngineTraits(
@@ -143,7 +129,7 @@ V0_24 = EngineTraits(
     client=BenchClient(prefix="vllm_bench_serve", itl_per_token=False, itl_percentiles=(99,), latency_name="e2el",
                        extras=False, warmup_at_once=False, warmup_output_cap=None,
                        source="vllm/benchmarks/serve.py calculate_metrics"),
-    launch=Launch(),
+    launch=LAUNCH,
     execution=TokenDispatch(
         source="vllm/v1/cudagraph_dispatcher.py dispatch (NONE past max_cudagraph_capture_size, FULL for a uniform "
                "decode batch, PIECEWISE otherwise); vllm/v1/worker/dp_utils.py coordinate_batch_across_dp (the "
