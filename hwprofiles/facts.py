@@ -15,6 +15,10 @@ header once and hand them over:
                              (`auto`: the profile's engine; no version: the profile's, else the newest)
     cap_facts(profile, ...)  the deployment's CapFacts for an engine's caps (specplan.engines.caps), None
                              where the profile names no model or no GPU
+    memory_model(profile)    MemoryModel: the KV tokens one replica holds at the memory fraction its
+                             header states (`kv_capacity_tokens`), re-sized at another fraction through
+                             the `kv_memory` line (GPU memory and what is not KV); None without the first,
+                             no re-sizing without the second
 
 The family decides which public kernel count prices an eager step
 (specplan.engines.eager): `deepseek-v4` (a DeepSeek-V4 attention module),
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specplan.engines import NO_ENGINE, CapFacts, EngineTraits, backend_traits, engine_traits
+from specplan.engines.caps import rescale_kv_tokens
 from specplan.engines.steps import AllToAllBackend, ModelFamily
 from specplan.hwprofiles.profile import StepProfile
 
@@ -132,3 +137,40 @@ def cap_facts(profile: StepProfile, ranks: int, query_tokens: int, all_to_all: A
     return CapFacts(gpu_memory_gib=device.memory_gib, tp=device.tp * device.dp, dp=ranks, model=model.family,
                     query_tokens=query_tokens, all_to_all=all_to_all, a100=device.a100, kv_pool_tokens=kv_pool_tokens,
                     overrides=overrides)
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """A profile's memory model: one replica's KV tokens at `fraction` of GPU memory and, where the header
+    gives its `kv_memory` line, one GPU's memory and the GiB of it that are not KV (weights, activations,
+    overheads), which re-size the pool at another fraction."""
+
+    tokens: int
+    fraction: float
+    gpu_gib: float | None = None
+    not_kv_gib: float | None = None
+
+    @property
+    def resizable(self) -> bool:
+        return self.gpu_gib is not None and self.not_kv_gib is not None
+
+    def tokens_at(self, fraction: float) -> int:
+        """The replica's KV tokens at memory fraction `fraction` (the stated figure where the header gives no
+        breakdown); SpecplanError where the weights leave no pool."""
+        if self.gpu_gib is None or self.not_kv_gib is None or fraction == self.fraction:
+            return self.tokens
+        return rescale_kv_tokens(self.tokens, self.fraction, fraction, self.gpu_gib, self.not_kv_gib)
+
+
+def memory_model(profile: StepProfile) -> MemoryModel | None:
+    """The `kv_capacity_tokens` line ('10710487 (the package's memory model at 0.9 of GPU memory)') and the
+    `kv_memory` line ('180.000 GiB per GPU, 25.607 GiB of it not KV at memory fraction 0.9 ...'), None
+    without the first."""
+    provenance = provenance_of(profile)
+    stated = re.match(r"\s*(\d+)", str(provenance.get("kv_capacity_tokens", "")))
+    if not stated:
+        return None
+    at = re.search(r"at ([\d.]+) of GPU memory", str(provenance["kv_capacity_tokens"]))
+    split = re.match(r"\s*([\d.]+) GiB per GPU, ([\d.]+) GiB of it not KV", str(provenance.get("kv_memory", "")))
+    return MemoryModel(int(stated.group(1)), float(at.group(1)) if at else 0.9,
+                       float(split.group(1)) if split else None, float(split.group(2)) if split else None)

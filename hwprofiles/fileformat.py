@@ -51,6 +51,8 @@ REQUIRED_PROVENANCE = ("device", "model", "source", "statistic")
 READ_PROVENANCE = {
     "kv_capacity_tokens": "the KV tokens one replica holds (its leading integer): engine.kv_capacity_tokens's "
                           "default and upper bound",
+    "kv_memory": "one GPU's memory and the GiB of it that are not KV ('180.000 GiB per GPU, 25.607 GiB of it not KV "
+                 "at memory fraction 0.9 ...'): re-sizes kv_capacity_tokens at the serving engine's memory fraction",
     "source": "an AIConfigurator-derived file (source starting 'NVIDIA AIConfigurator') lets engine.host and "
               "engine.budget resolve `auto` from its backend",
     "backend": "the engine the tables were measured under ('vllm 0.24.0'): sets the host time of speculating "

@@ -65,6 +65,34 @@ class CompiledTarget:
     num_layers: int
     kv_capacity_tokens: int
     model_summary: str
+    kv_memory: KvMemory | None   # None where the engine sizes its pool as a fraction of free memory (TRT-LLM)
+
+
+@dataclass(frozen=True)
+class KvMemory:
+    """The package's memory model of one GPU at the build's memory fraction: what it holds besides the KV
+    pool (weights, activations, runtime and communication overheads, GiB), so the pool can be re-sized at
+    another fraction (specplan.hwprofiles.facts.memory_model)."""
+
+    gpu_gib: float
+    fraction: float
+    weights_gib: float
+    activations_gib: float
+    runtime_gib: float
+    communication_gib: float
+
+    @property
+    def fixed_gib(self) -> float:
+        return self.weights_gib + self.activations_gib + self.runtime_gib + self.communication_gib
+
+    def line(self) -> str:
+        """The header's `kv_memory` line (its two leading figures are what the reader parses)."""
+        return (f"{self.gpu_gib:.3f} GiB per GPU, {self.fixed_gib:.3f} GiB of it not KV at memory fraction "
+                f"{self.fraction:g} (weights {self.weights_gib:.3f}, activations {self.activations_gib:.3f}, runtime "
+                f"{self.runtime_gib:.3f}, communication {self.communication_gib:.3f} GiB): the KV pool is the rest "
+                "of the engine's memory fraction, so kv_capacity_tokens scales by (f x GPU - not KV) / "
+                f"({self.fraction:g} x GPU - not KV) at fraction f (the package's memory model, "
+                "sdk.memory.estimate_kv_cache)")
 
 
 def check_model(model: str) -> None:
@@ -90,11 +118,11 @@ def compile_target(target: AicTarget, max_tokens: int, query_tokens: int, memory
     """Build the target's operator list and KV capacity; every failure is a one-line ProfileError."""
     check_model(target.model)
     model, spec = engine_spec(target)
-    capacity = kv_capacity_tokens(target, max_tokens, query_tokens, memory_fraction, moe_quant_mode(target))
+    capacity, memory = kv_capacity_tokens(target, max_tokens, query_tokens, memory_fraction, moe_quant_mode(target))
     return CompiledTarget(
         target=target, ops=tuple(spec["generation_ops"]), engine=spec["engine"],
         spec_schema=int(spec["schema_version"]), num_layers=int(model._num_layers),
-        kv_capacity_tokens=capacity, model_summary=summarize_model(model, spec["generation_ops"]),
+        kv_capacity_tokens=capacity, model_summary=summarize_model(model, spec["generation_ops"]), kv_memory=memory,
     )
 
 
@@ -144,8 +172,9 @@ def moe_quant_mode(target: AicTarget) -> str | None:
 
 
 def kv_capacity_tokens(target: AicTarget, max_tokens: int, query_tokens: int, memory_fraction: float,
-                       moe_quant: str | None = None) -> int:
-    """KV-cache tokens one replica holds, by the package's memory model (weights, activations, overheads)."""
+                       moe_quant: str | None = None) -> tuple[int, KvMemory | None]:
+    """KV-cache tokens one replica holds, by the package's memory model (weights, activations, overheads), and
+    that model's figures for one GPU."""
     # aiconfigurator-core is the optional 'aic' extra
     from aiconfigurator_core.sdk.memory import estimate_kv_cache
 
@@ -160,7 +189,18 @@ def kv_capacity_tokens(target: AicTarget, max_tokens: int, query_tokens: int, me
     tokens = int(estimate["total_kv_size_tokens"]) * target.dp
     if tokens <= 0:
         raise ProfileError(f"{target.model} does not fit on {where(target)}: no memory left for a KV cache")
-    return tokens
+    of_total = MEMORY_FRACTION_KIND.get(target.backend, "of_total") == "of_total"
+    return tokens, kv_memory(estimate, memory_fraction) if of_total else None
+
+
+def kv_memory(estimate: dict[str, Any], fraction: float) -> KvMemory:
+    """The estimate's per-GPU breakdown in GiB."""
+    parts = estimate["memory_breakdown"]
+    gib = 1024.0**3
+    return KvMemory(gpu_gib=estimate["total_gpu_capacity_bytes"] / gib, fraction=fraction,
+                    weights_gib=parts["weights_bytes"] / gib, activations_gib=parts["activations_bytes"] / gib,
+                    runtime_gib=parts["runtime_overhead_bytes"] / gib,
+                    communication_gib=parts["comm_overhead_bytes"] / gib)
 
 
 def summarize_model(model: Any, ops: list[dict[str, Any]]) -> str:

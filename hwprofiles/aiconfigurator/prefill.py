@@ -231,6 +231,7 @@ def prefill_provenance(compiled: CompiledTarget, tokens: np.ndarray, plain: np.n
                           "interpolated, beyond its largest sample (isl 16,384, batch 256) extrapolated by the "
                           "estimator",
         "kv_capacity_tokens": f"{compiled.kv_capacity_tokens} (the package's memory model at 0.9 of GPU memory)",
+        **({"kv_memory": compiled.kv_memory.line()} if compiled.kv_memory else {}),
         "token_grid": f"{tokens.size} token counts: every m the GEMM tables sample up to {int(tokens[-1])}, "
                       f"{PREFILL_QUERY_STEP} x 2^k, and refinement until linear lookup matches the non-attention "
                       f"time at every integer T within {GRID_TOLERANCE:.1%} (max {grid_error:.2%})",

@@ -133,6 +133,7 @@ def identity(priced: Priced) -> dict[str, str]:
         "approximations": APPROXIMATIONS + (DSV4_APPROXIMATIONS if is_dsv4(priced) else ""),
         "kv_capacity_tokens": f"{compiled.kv_capacity_tokens} (the package's memory model at "
                               f"{layout.memory_fraction} of GPU memory)",
+        **({"kv_memory": compiled.kv_memory.line()} if compiled.kv_memory else {}),
         **moe_communication(compiled),
         **attention_data(target, list(compiled.ops), "generation"),
         **({"moe_backend": f"{target.moe_backend}: the engine's MoE backend; the database has no table of it for "
