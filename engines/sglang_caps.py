@@ -115,8 +115,7 @@ class SGLangCaps:
         max_bs = self.settings(facts)[1]
         graph = CapValue("cuda_graph_max_bs", max_bs, "requests (rank)", min(max_bs, slots or max_bs), "graph",
                          MEMORY)
-        caps = [*running, *kv_pool_cap(facts, "the profile's memory model (at 0.9 of GPU memory, not re-sized to "
-                                                  "mem_fraction_static)"),
+        caps = [*running, *kv_pool_cap(facts, "the profile's memory model at mem_fraction_static"),
                 *self.swa_cap(facts), *self.all_to_all_caps(facts), graph]
         return CapReport(tuple(caps))
 

@@ -112,7 +112,7 @@ preemptions | preemptions | requests preempted (and recomputed) when decoding ou
 replicas | replicas | decode replicas of the cluster
 gpus | GPUs | every GPU of the cluster (decode, and a prefill pool's)
 kv_capacity_tokens | tokens | the KV capacity one replica ran with (engine.kv_capacity_tokens, resolved)
-kv_capacity_source | — | where it came from: profile memory model (the default where the scenario gives none) or scenario
+kv_capacity_source | — | where it came from: profile memory model (at the engine's memory fraction, engine_mem_fraction_static: the default where the scenario gives none) or scenario
 window_s | s | length of the measurement window (end − warmup_s)
 simulated_s* | s | simulated time at the end of the run
 wall_s* | s | wall-clock seconds the simulation took

@@ -64,7 +64,7 @@ from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.engine.graphs import CaptureSizes, capture_sizes
 from specplan.simulator.engine.host import spec_cycle_ms, spec_step_fraction
 from specplan.simulator.scenario import ChunkedPrefill, Engine, Scenario
-from specplan.simulator.scenario.load import profile_kv_capacity
+from specplan.simulator.scenario.memory import engine_kv_pool, launch_knobs
 from specplan.simulator.scenario.spec import CudaGraph
 
 
@@ -239,33 +239,19 @@ def all_to_all_tokens(engine: Engine, serving: EngineTraits, profile: StepProfil
 def deployment_facts(engine: Engine, serving: EngineTraits, profile: StepProfile, block_size: int,
                      max_step_tokens: int, dp: RankLimits | None) -> CapFacts | None:
     """The deployment's facts for the engine's caps, with the limits the scenario sets under the engine's own
-    knob names (so the caps report what the run runs under)."""
+    knob names (so the caps report what the run runs under) and one rank's KV pool at the engine's memory
+    fraction (the profile's memory model, else the scenario's KV: the simulator's own KV rule runs on
+    engine.kv_capacity_tokens either way)."""
     if serving.caps is None:
         return None
     ranks = 1 if dp is None else dp.ranks
     kv = resolved(engine.kv_capacity_tokens, "engine.kv_capacity_tokens")
     slots = engine.max_batch_requests if dp is None else dp.requests
     step_tokens = max_step_tokens if dp is None else dp.step_tokens
-    a2a = engine.all_to_all
-    backend = "none" if a2a is None else a2a.backend
-    given: dict[str, float | None] = {
-        "max_running_requests": engine.max_batch_requests, "max_num_seqs": slots,
-        "max_num_batched_tokens": step_tokens,
-        "chunked_prefill_size": engine.prefill.chunk_tokens if isinstance(engine.prefill, ChunkedPrefill) else None,
-        "cuda_graph_max_bs": None if engine.cuda_graph is None else engine.cuda_graph.max_capture_size,
-        "max_cudagraph_capture_size": None if engine.cuda_graph is None else engine.cuda_graph.max_capture_size,
-        f"{backend}_tokens_per_rank": step_tokens if dp is not None and backend != "none" else None,
-        "swa_full_tokens_ratio": engine.swa_full_tokens_ratio,
-    }
-    overrides = {k: float(v) for k, v in given.items() if v is not None and k in serving.caps.knobs}
-    return cap_facts(profile, ranks, 1 + block_size, backend, engine_pool(profile, kv, ranks), overrides)
-
-
-def engine_pool(profile: StepProfile, kv_tokens: int, ranks: int) -> int:
-    """One rank's KV pool as the engine sizes it from GPU memory: the profile's memory model (at 0.9 of GPU
-    memory) where it states one, else the scenario's KV (the engine's caps read it; the simulator's own KV rule
-    runs on engine.kv_capacity_tokens either way)."""
-    return (profile_kv_capacity(profile) or kv_tokens) // ranks
+    backend = "none" if engine.all_to_all is None else engine.all_to_all.backend
+    overrides = launch_knobs(engine, serving.caps.knobs, slots, step_tokens, dp is not None)
+    pool = engine_kv_pool(engine, serving, profile, block_size) or kv
+    return cap_facts(profile, ranks, 1 + block_size, backend, pool // ranks, overrides)
 
 
 def swa_limited(engine: Engine, dp: RankLimits | None, caps: CapReport | None) -> tuple[RankLimits | None, int]:

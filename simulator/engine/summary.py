@@ -51,13 +51,14 @@ import pandas as pd
 from specplan.engines.caps import CapFacts, Caps
 from specplan.engines.modes import MODES
 from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.facts import serving_engine
 from specplan.hwprofiles.profile import StepProfile
 from specplan.policies.registry import policy_class
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.records import ChunkLog
 from specplan.simulator.engine.request_log import REJECT_REASONS
 from specplan.simulator.scenario import Scenario
-from specplan.simulator.scenario.load import profile_kv_capacity
+from specplan.simulator.scenario.memory import engine_kv_pool
 
 
 @dataclass(frozen=True)
@@ -121,11 +122,14 @@ def summarize(scenario: Scenario, requests: pd.DataFrame, steps: pd.DataFrame, e
 
 
 def kv_fields(scenario: Scenario, profile: StepProfile | None) -> dict[str, Any]:
-    """The KV capacity one replica ran with, and where it came from: the profile's memory model (the
-    default where the scenario gives none) or the scenario."""
+    """The KV capacity one replica ran with, and where it came from: the profile's memory model at the engine's
+    memory fraction (the default where the scenario gives none) or the scenario."""
     kv_tokens = scenario.engine.kv_capacity_tokens
-    stated = profile_kv_capacity(profile or load_profile(scenario.hardware.profile))
-    source = "profile memory model" if stated is not None and kv_tokens == stated else "scenario"
+    profile = profile or load_profile(scenario.hardware.profile)
+    block = scenario.drafter.block_size if scenario.drafter.speculates else 0
+    serving = serving_engine(scenario.engine.name, scenario.engine.version, profile)
+    pool = engine_kv_pool(scenario.engine, serving, profile, block)
+    source = "profile memory model" if pool is not None and kv_tokens == pool else "scenario"
     return {"kv_capacity_tokens": kv_tokens, "kv_capacity_source": source}
 
 

@@ -19,9 +19,11 @@ profile file or an unknown policy before anything runs, and refuses a
 horizon too large to run (`specplan.simulator.scenario.size`). A profile with a
 memory model (a `kv_capacity_tokens` line in its provenance: the measured
 built-ins have one) sets `engine.kv_capacity_tokens` where the scenario is
-silent, and bounds it where it is not: a scenario asking one replica to hold
-more KV tokens than its GPUs can (an H100 scenario that kept an H200's 880k
-tokens) is refused with both numbers. Without a memory model the key is
+silent, at the serving engine's memory fraction (`engine.memory_fraction`,
+else the engine's own rule: specplan.simulator.scenario.memory), and bounds
+it where it is not: a scenario asking one replica to hold more KV tokens
+than its GPUs can (an H100 scenario that kept an H200's 880k tokens) is
+refused with both numbers. Without a memory model the key is
 required. `engine.max_batch_requests: auto` takes the serving engine's own
 request slots for the deployment (specplan.engines.caps: SGLang's DeepSeek-V4
 256 server-wide, vLLM's max_num_seqs per DP rank, ...).
@@ -37,12 +39,14 @@ from typing import Any
 
 import yaml
 
+from specplan.engines import EngineTraits
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.facts import cap_facts, serving_engine
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.schema import Context, build, to_plain
 from specplan.simulator.scenario.drafter_profile import check_drafter_profile, check_search_drafters
+from specplan.simulator.scenario.memory import engine_kv_pool
 from specplan.simulator.scenario.merge import deep_merge, excluded_by
 from specplan.simulator.scenario.policy import policy_params
 from specplan.simulator.scenario.size import check_run_size
@@ -159,7 +163,7 @@ def with_step_budget(scenario: Scenario) -> Scenario:
     if budget < block + 1:
         raise ScenarioError("engine.max_step_tokens", f"{budget} tokens cannot hold one request's anchor and "
                             f"draft block ({block + 1} tokens)")
-    kv_tokens = kv_capacity(scenario.engine.kv_capacity_tokens, profile)
+    kv_tokens = kv_capacity(scenario, profile, block)
     dp = scenario.engine.dp_attention
     per_rank = (dp.max_step_tokens or budget // dp.ranks) if dp is not None else budget
     if per_rank < block + 1:
@@ -176,14 +180,12 @@ def request_slots(scenario: Scenario, profile: StepProfile, kv_tokens: int, bloc
     engine = scenario.engine
     if engine.max_batch_requests != "auto":
         return engine.max_batch_requests
-    try:
-        traits = serving_engine(engine.name, engine.version, profile)
-    except SpecplanError as exc:
-        raise ScenarioError("engine.name", str(exc)) from None
+    traits = scenario_engine(scenario, profile)
     dp = engine.dp_attention
     ranks = 1 if dp is None else dp.ranks
     backend = "none" if engine.all_to_all is None else engine.all_to_all.backend
-    facts = cap_facts(profile, ranks, 1 + block, backend, (profile_kv_capacity(profile) or kv_tokens) // ranks, {})
+    pool = engine_kv_pool(engine, traits, profile, block) or kv_tokens
+    facts = cap_facts(profile, ranks, 1 + block, backend, pool // ranks, {})
     if traits.caps is None:
         whose = (f"no serving engine is known for profile {profile.name} (set engine.name)" if traits.name == "none"
                  else f"{traits.label} has no caps in the traits table (vllm and sglang have)")
@@ -195,21 +197,35 @@ def request_slots(scenario: Scenario, profile: StepProfile, kv_tokens: int, bloc
     return slots * ranks
 
 
-def kv_capacity(kv_tokens: int | None, profile: StepProfile) -> int:
-    """engine.kv_capacity_tokens resolved: the profile's memory model where the scenario is silent (required
-    where the profile states none), and never more than that memory model holds."""
+def scenario_engine(scenario: Scenario, profile: StepProfile) -> EngineTraits:
+    """The serving engine's row for the scenario's `engine.name` / `engine.version` (a ScenarioError names it)."""
+    try:
+        return serving_engine(scenario.engine.name, scenario.engine.version, profile)
+    except SpecplanError as exc:
+        raise ScenarioError("engine.name", str(exc)) from None
+
+
+def kv_capacity(scenario: Scenario, profile: StepProfile, block: int) -> int:
+    """engine.kv_capacity_tokens resolved: the profile's memory model at the engine's memory fraction where the
+    scenario is silent (required where the profile states none), and never more than that memory model holds
+    at the larger of that fraction and the one its header states."""
+    engine = scenario.engine
     stated = profile_kv_capacity(profile)
-    if kv_tokens is None:
-        if stated is None:
+    if stated is None:
+        if engine.kv_capacity_tokens is None:
             raise ScenarioError("engine.kv_capacity_tokens", f"required: profile {profile.name} states no memory "
                                 "model (no kv_capacity_tokens line in its header); give the KV tokens one "
                                 "replica holds")
-        return stated
-    if stated is not None and kv_tokens > stated:
-        raise ScenarioError("engine.kv_capacity_tokens", f"{kv_tokens:,} KV tokens is more than profile "
-                            f"{profile.name}'s memory model holds per replica ({stated:,} tokens: "
-                            f"{profile.provenance['kv_capacity_tokens']}); set it to at most {stated:,}")
-    return kv_tokens
+        return engine.kv_capacity_tokens
+    pool = engine_kv_pool(engine, scenario_engine(scenario, profile), profile, block) or stated
+    if engine.kv_capacity_tokens is None:
+        return pool
+    most = max(pool, stated)
+    if engine.kv_capacity_tokens > most:
+        raise ScenarioError("engine.kv_capacity_tokens", f"{engine.kv_capacity_tokens:,} KV tokens is more than "
+                            f"profile {profile.name}'s memory model holds per replica ({most:,} tokens: "
+                            f"{profile.provenance['kv_capacity_tokens']}); set it to at most {most:,}")
+    return engine.kv_capacity_tokens
 
 
 def profile_kv_capacity(profile: StepProfile) -> int | None:

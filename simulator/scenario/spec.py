@@ -231,8 +231,14 @@ class Engine:
                               "it); default: the profile's backend version, else the engine's newest row",
                               example="0.5.14")
     kv_capacity_tokens: int | None = num(None, ge=1, doc="KV tokens one replica holds (a request reserves prompt + "
-                                         "output + block); default: the profile's memory model, required "
-                                         "without one")
+                                         "output + block); default: the profile's memory model at the engine's "
+                                         "memory fraction (memory_fraction), required without one")
+    memory_fraction: float | None = num(None, gt=0, le=1, doc="the share of each GPU's memory the engine gives "
+                                        "weights and the KV pool (SGLang --mem-fraction-static, vLLM "
+                                        "--gpu-memory-utilization); default: the engine's own rule (SGLang's "
+                                        "reserve rule for the GPU, parallelism, chunk and graphs; vLLM 0.9). It "
+                                        "sizes the default kv_capacity_tokens through the profile's memory model",
+                                        unit="share of GPU memory", example=0.85)
     prefill: Prefill = num(NO_PREFILL_STAGE, doc="prefill on separate workers at a fixed rate (`disaggregated`) "
                            "or prompt chunks inside the decode steps (`chunked`); default: prefill costs nothing")
     scheduling_overhead_ms: float = num(0.0, ge=0, doc="paid per step by policies that decide from the current "
