@@ -41,7 +41,7 @@ import yaml
 
 from specplan.engines import EngineTraits
 from specplan.hwprofiles import load_profile
-from specplan.hwprofiles.facts import cap_facts, serving_engine
+from specplan.hwprofiles.facts import cap_facts, memory_model, serving_engine
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.schema import Context, build, to_plain
@@ -229,10 +229,9 @@ def kv_capacity(scenario: Scenario, profile: StepProfile, block: int) -> int:
 
 
 def profile_kv_capacity(profile: StepProfile) -> int | None:
-    """The leading integer of the profile's `kv_capacity_tokens` provenance line, None without one."""
-    text = str(profile.provenance.get("kv_capacity_tokens", ""))
-    match = re.match(r"\s*(\d+)", text)
-    return int(match.group(1)) if match else None
+    """The KV tokens the profile's memory model states (its `kv_capacity_tokens` line), None without one."""
+    model = memory_model(profile)
+    return None if model is None else model.tokens
 
 
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where PyYAML has it: 10x faster
