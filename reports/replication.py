@@ -86,12 +86,12 @@ def statistics_line(words: str, s: dict[str, Any]) -> str:
 
 
 def group_lines(stats: dict[str, Any]) -> list[str]:
-    """A table: per engine and GPU, figures and median / max |error| of each mode."""
+    """A table: per engine, GPU and layout, figures and median / max |error| of each mode."""
     modes = list(stats)
     groups = list(stats[modes[0]].get("by_group", {})) if modes else []
     if not groups:
         return []
-    head = ["engine/GPU", "figures", *[f"{m} median / max" for m in modes], "speed-ups in sign", "sign cases"]
+    head = ["engine/GPU/layout", "figures", *[f"{m} median / max" for m in modes], "speed-ups in sign", "sign cases"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for group in [*groups, "all"]:
         parts = [stats[m] if group == "all" else stats[m]["by_group"][group] for m in modes]

@@ -48,7 +48,7 @@ def test_uncalibrated_errors_are_the_missing_host_time(tmp_path):
 def test_calibration_recovers_the_host_time_and_the_split_predicts(tmp_path):
     result = replicate([read_case(TINY)], ReplicationAsk(calibrate=True, host_grid=(0.0, 0.2, 0.4),
                                                          scale_grid=(1.0, 1.1)), RunOptions(out_dir=tmp_path))
-    assert result.params["calibrated"]["synthetic/cpu"].host_ms == 0.2
+    assert result.params["calibrated"]["synthetic/cpu/tp"].host_ms == 0.2
     for mode in ("calibrated", "split"):
         stats = error_statistics(result.rows, mode)
         assert stats["figures"] == 4 and stats["max_abs_error"] < 1e-5  # published values carry 6 digits
@@ -272,3 +272,12 @@ def test_statistics_per_kind_of_cell_and_gpu():
     by_kind = kind_statistics(rows, "predicted")
     assert by_kind["balanced"]["figures"] == 2 and by_kind["balanced"]["median_abs_error"] == pytest.approx(0.20)
     assert by_kind["balanced"]["by_gpu"]["Y"]["max_abs_error"] == pytest.approx(0.30)  # its TTFT row is in no statistic
+
+
+def test_data_parallel_and_tensor_parallel_cells_of_one_gpu_are_calibrated_apart():
+    """The same engine on the same GPUs runs another step under DP attention: its own group, its own fit."""
+    balanced = read_case(PUBLISHED / "sglang-cookbook-v4-flash-b200-fp4-balanced")
+    low_latency = read_case(PUBLISHED / "sglang-cookbook-v4-flash-b200-fp4-low-latency")
+    pr_case = read_case(PUBLISHED / "sglang-29538-v4-flash-dspark-b200")
+    assert balanced.group == "sglang/B200/dp-attention"
+    assert low_latency.group == pr_case.group == "sglang/B200/tp"

@@ -39,7 +39,7 @@ def replication_page(args: argparse.Namespace) -> str:
 
 
 def standing(level: int) -> str:
-    """The suite's figures as they stand: the count, the goals, the errors per engine and GPU and per kind of
+    """The suite's figures as they stand: the count, the goals, the errors per engine, GPU and layout and per kind of
     cell (the results page, and the block of docs/guides/replication.md between its markers)."""
     record = json.loads((REPLICATION / "replication.json").read_text())
     report = (REPLICATION / "replication.md").read_text()
@@ -50,7 +50,7 @@ def standing(level: int) -> str:
         f"**{counts}.** Statistics are over the throughput, TPOT and speed-up figures; TTFT figures are "
         f"predicted and tabled, in no statistic ({ttft_text(rows)}).", "",
         f"{head} Goals", "", goals_table(record["goals"]),
-        f"{head} Median / max |error| per engine and GPU", "",
+        f"{head} Median / max |error| per engine, GPU and layout", "",
         "A fitted parameter at the edge of the calibration grid (host up to "
         f"{HOST_GRID_MS[-1]:g} ms, scale {SCALE_GRID[0]:g}–{SCALE_GRID[-1]:g}) is marked: the fit would have gone further.", "",
         groups_table(record),
@@ -107,7 +107,7 @@ def groups_table(record: dict) -> str:
         cells.append(signs_text(predicted))
         cells.append(params_text(record.get("params", {}).get("calibrated", {}).get(group)) if group else "")
         rows.append(cells)
-    return table(["engine/GPU", "figures", "predicted", "calibrated", "split", "speed-ups / signs right",
+    return table(["engine/GPU/layout", "figures", "predicted", "calibrated", "split", "speed-ups / signs right",
                   "fitted (host ms, scale)"], rows)
 
 
@@ -129,7 +129,7 @@ def params_text(params: dict | None) -> str:
     if not params or params.get("host_ms") is None:
         return "nothing fitted"
     host, scale = params["host_ms"], params["verify_scale"]
-    edges = [name for name, value, ends in (("host", host, HOST_GRID_MS[-1:]), ("scale", scale, SCALE_GRID[::5]))
+    edges = [name for name, value, ends in (("host", host, HOST_GRID_MS[-1:]), ("scale", scale, (SCALE_GRID[0], SCALE_GRID[-1])))
              if value in ends]
     mark = f" ({' and '.join(edges)} at the grid's edge)" if edges else ""
     return f"{host:g}, {scale:g}{mark}"

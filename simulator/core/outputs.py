@@ -480,7 +480,7 @@ session_output_tokens_per_s_mean | tokens/s | on agent sessions: a session's out
 REPLICATION = table("""
 source | — | the case folder under benchmarks/published
 reference | — | the public source (repository and PR or issue)
-group | — | engine/GPU group (calibration fits per group)
+group | — | engine/GPU/layout group (layout: tp or dp-attention; calibration fits per group)
 kind | — | the kind of cell: a cookbook recipe's strategy (low-latency, balanced, high-throughput), or PR case
 gpu | — | the GPU the figure was measured on
 workload | — | the benchmarked workload

@@ -5,7 +5,7 @@
 
 `published.py` reads a case (source.yaml, scenario.yaml, published.csv),
 `length_rules.py` its length rule, `case_runner.py` runs its figures,
-`calibrate.py` fits host time and a level per engine and GPU, `stats.py`
+`calibrate.py` fits host time and a level per engine, GPU and layout, `stats.py`
 gives the errors, `version_spread.py` pairs stale and newest figures, and
 `replicate.py` runs it all and writes replication.csv, version_spread.csv
 and replication.json (the report and figure are the reports layer's).

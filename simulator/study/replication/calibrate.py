@@ -1,9 +1,10 @@
-"""Calibration of the replication suite: per engine and GPU, the host time and the step's level that fit its figures.
+"""Calibration of the replication suite: per engine, GPU and layout, the host time and the step's level that fit.
 
 Place in the data flow: `replicate.py` predicts every figure with nothing
 fitted; with `--calibrate` it hands the runnable figures here. Each group
-(engine and GPU, `Case.group`) is simulated at every point of a grid of
-two parameters, shared by every case of the group:
+(engine, GPU and the step's layout, tensor-parallel or data-parallel
+attention: `Case.group`) is simulated at every point of a grid of two
+parameters, shared by every case of the group:
 
     host_ms       engine.host_overhead_ms: what the engine's host adds to every step
                   (scheduling, sampling, launches a CUDA graph does not hide); the
@@ -11,6 +12,14 @@ two parameters, shared by every case of the group:
                   GB300), so it is fitted per engine and GPU, not per engine
     verify_scale  a factor on the target's step times (the profile's table): the level
                   of the database's kernel sum against the engine as it ran
+
+Why by layout as well as by engine and GPU: a data-parallel-attention cell
+runs another step than a tensor-parallel one on the same GPUs (per-rank
+attention, an all-to-all, SGLang's min-reduced modes); fitted together, the
+tensor-parallel cells near their figures pulled the level of the
+data-parallel ones, which miss about 2x, to a compromise that fitted
+neither. The scale grid runs to 3 for the same reason: with one level per
+engine and GPU the data-parallel fits sat at 2, the grid's former edge.
 
 Why these two and not a factor per part family: the step's parts (attention,
 the MoE block, the shared expert, mHC and norms) scale together under
@@ -46,7 +55,7 @@ from specplan.simulator.study.replication.case_runner import CaseRunner, Params,
 from specplan.simulator.study.replication.published import GOAL_METRICS, Case, Figure
 
 HOST_GRID_MS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
-SCALE_GRID = (0.7, 0.85, 1.0, 1.2, 1.5, 2.0)
+SCALE_GRID = (0.7, 0.85, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0)
 FIT_MODES = ("calibrated", "split_a", "split_b")   # the fits every group gets
 
 FigureKey = tuple[str, int]     # (case name, the figure's line in published.csv)

@@ -143,11 +143,17 @@ class Case:
 
     @property
     def group(self) -> str:
-        """The calibration group: engine and GPU (parameters are shared within it)."""
+        """The calibration group: engine, GPU and the step's layout (parameters are shared within it).
+
+        The layout is `dp-attention` where the case runs data-parallel attention (`parallelism.dp` > 1:
+        an all-to-all behind per-rank attention, SGLang's min-reduced modes) and `tp` otherwise: the two
+        run different steps on the same GPUs, so one level cannot serve both."""
         if "group" in self.source:
             return str(self.source["group"])
         engine, gpus = self.source.get("engine", {}), self.source.get("gpus", {})
-        return f"{engine.get('name', '?')}/{gpus.get('type', '?')}"
+        parallel = self.source.get("parallelism", {})
+        layout = "dp-attention" if isinstance(parallel, dict) and int(parallel.get("dp", 1) or 1) > 1 else "tp"
+        return f"{engine.get('name', '?')}/{gpus.get('type', '?')}/{layout}"
 
 
 def read_case(folder: str | Path) -> Case:

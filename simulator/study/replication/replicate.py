@@ -90,7 +90,7 @@ Entry = tuple[Case, Figure, CaseRunner]
 @dataclass(frozen=True)
 class ReplicationAsk:
     """What a replication computes beyond the predictions: with `calibrate`, the calibrated and split errors
-    (host time × level per engine and GPU, over these grids)."""
+    (host time × level per engine, GPU and layout, over these grids)."""
 
     calibrate: bool = False
     host_grid: tuple[float, ...] = HOST_GRID_MS

@@ -1,4 +1,4 @@
-"""The replication's statistics: |error| per mode, overall, per engine and GPU, per basis, per kind of cell, the goals.
+"""The replication's statistics: |error| per mode, overall, per engine, GPU and layout, per basis, per kind of cell, the goals.
 
 Place in the data flow: `replicate.py` fills one row per published figure
 (its status and, per mode, the predicted value and signed error); this
@@ -66,7 +66,7 @@ def speedup_signs(rows: pd.DataFrame, mode: str) -> str:
 
 
 def statistics(rows: pd.DataFrame, bases: tuple[str, ...]) -> dict[str, Any]:
-    """Per mode: over every figure, per basis (`by_basis`), per engine and GPU (`by_group`) and per kind of
+    """Per mode: over every figure, per basis (`by_basis`), per engine, GPU and layout (`by_group`) and per kind of
     cell, over its GPUs and per GPU (`by_kind`)."""
     out = {mode: error_statistics(rows, mode) for mode in MODES if f"{mode}_error" in rows}
     groups = sorted(rows.loc[rows["status"] == "ok", "group"].unique()) if "group" in rows else []

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dir", help="a case folder, or a folder of case folders (benchmarks/published)")
     p.add_argument("--out", help="results folder (default: DIR/results)")
     p.add_argument("--calibrate", action="store_true",
-                   help="also fit host time and a verify-time factor per engine and GPU (calibrated, split)")
+                   help="also fit host time and a verify-time factor per engine, GPU and layout (calibrated, split)")
     p.add_argument("--workers", type=whole_number, default=1,
                    help="processes the calibration's grid points run on (default 1; the cores you can spare)")
     p.add_argument("--quiet", action="store_true", help="print only the statistics")
