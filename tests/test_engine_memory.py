@@ -97,3 +97,13 @@ def _serving(scenario, profile):
 def _serving_none():
     from specplan.engines import NO_ENGINE
     return NO_ENGINE
+
+
+def test_a_run_prints_the_pool_and_the_fraction_it_ran_with(cli, tmp_path):
+    status, out, _ = cli("run", BALANCED, "--out", tmp_path, *[a for kv in (*SILENT, "horizon.duration_s=2",
+                         "horizon.warmup_s=0.5", "workload.arrivals.num_prompts=4",
+                         "workload.arrivals.max_concurrency=2", "workload.arrivals.warmup_requests=0")
+                                                            for a in ("--set", kv)])
+    assert status == 0
+    line = next(line for line in out.splitlines() if "KV pool" in line)
+    assert "at the engine's memory fraction 0.806" in line and "tokens per replica" in line

@@ -90,7 +90,8 @@ def warn_drafter_profile(scenario: Scenario) -> None:
 
 
 def engine_lines(summary: dict[str, Any]) -> list[str]:
-    """How the steps ran (share per mode, then per reason) and the engine's cap that binds, where known."""
+    """How the steps ran (share per mode, then per reason), the engine's cap that binds and the KV pool its memory
+    fraction leaves, where known."""
     shares = {mode: summary.get(f"mode_step_share.{mode}") for mode in MODES}
     lines = []
     if any(isinstance(v, float) and v > 0 for k, v in shares.items() if k != "unmodelled"):
@@ -109,6 +110,11 @@ def engine_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"  {label:<50} {tightest}: "
                      f"{summary.get('engine_cap_tightest_requests_per_rank')} requests per rank ({state}: "
                      f"{demand:.1f} outstanding per rank)")
+    fraction = summary.get("engine_mem_fraction_static")
+    if summary.get("kv_capacity_source") == "profile memory model" and fraction is not None:
+        label = "KV pool (the profile's memory model)"
+        lines.append(f"  {label:<50} {summary['kv_capacity_tokens']:,} tokens per replica at the engine's memory "
+                     f"fraction {fraction:.3f}")
     return lines
 
 
