@@ -125,6 +125,28 @@ def test_the_theta_a_policy_maximised_is_tokens_over_the_charged_step(case):
         assert checked
 
 
+def test_a_decode_step_past_the_capture_list_pays_the_eager_surcharge_with_a_prompt_chunk_in_it():
+    """Request-axis graphs (SGLang's list to 12) and chunks mixed into decode steps: a step of more than 12
+    decoding requests runs eager and pays the surcharge whether or not it also computes a prompt chunk."""
+    scenario = make_scenario(
+        hardware={"profile": PROFILES["linear"]},
+        engine={"max_batch_requests": 24, "kv_capacity_tokens": 10**7, "max_step_tokens": 256,
+                "prefill": {"mode": "chunked", "chunk_tokens": 16},
+                "cuda_graph": {"engine": "sglang", "max_capture_size": 12}, "host": {"engine": "none"}},
+        policy={"name": "static", "params": {"length": 3}})
+    profile = load_profile(scenario.hardware.profile)
+    parts = assemble(scenario)
+    mixed_past = []
+
+    def check(core, plan):
+        assert plan.step_ms == pytest.approx(independent_step_ms(parts, core, plan, profile), rel=1e-9)
+        chunk = plan.prefill_take is not None and bool((plan.prefill_take > 0).any())
+        mixed_past.append(chunk and plan.decode_requests > 12)
+
+    drive(scenario, np.full(20, 30), np.full(20, 300), on_plan=check)
+    assert any(mixed_past)
+
+
 def test_a_context_profiles_quote_is_the_profile_at_the_steps_context():
     profile = load_profile("builtin:h100-llama2-7b")
     scenario = make_scenario(hardware={"profile": "builtin:h100-llama2-7b"},

@@ -132,7 +132,9 @@ class CaptureModes:
         return self.graph
 
     def charge(self, mode: StepMode, extending: bool) -> ModeCharge:
-        return self.overhead if mode.mode == "eager" and not extending else NO_CHARGE
+        """A decode step run eager pays the surcharge, prompt chunks in it or not (as past the list on the token
+        axis); a separate prefill batch runs at its kernels' time."""
+        return self.overhead if mode.mode == "eager" and mode is not self.prefill else NO_CHARGE
 
 
 class EngineModes:
