@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from specplan.engines.sglang import with_slots
 from specplan.hwprofiles import load_profile
@@ -26,7 +27,7 @@ from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.price import StepPricer
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.engine.step_modes import CaptureModes, EngineModes, Unmodelled
-from tests.conftest import make_scenario
+from tests.conftest import BASE, make_scenario, merged
 from tests.drive import drive
 
 LAUNCH_MS = 196 * 4 * 4.7 / 1000          # 3.6848 ms: every kernel of a 4-layer V4 step launched by the host
@@ -357,3 +358,14 @@ def test_a_plan_names_the_cap_that_binds_at_its_answer():
     assert cap_text(record) == "the engine's cap that binds: swa_pool (30 requests per rank; 36.7 outstanding per rank)"
     assert cap_record(Probe(replicas=1, meets_sla=True, tps_user=1.0, tps_user_ci95=0.0, throughput_per_gpu=1.0,
                             ttft_p99_s=1.0, backlog_growth=0.0, gpus=1, runs=({"policy": "none"},))) is None
+
+
+def test_a_surcharge_an_eager_step_would_not_pay_is_refused_in_one_line(tmp_path, cli):
+    """DeepSeek-V4 under SGLang prices an eager step by its launches: an assumed eager_overhead_ms would change
+    nothing, so `check` and `run` refuse it; a profile that names no model keeps it (the test above)."""
+    path = tmp_path / "v4.yaml"
+    raw = sglang(v4_profile(tmp_path), cuda_graph={"engine": "sglang", "eager_overhead_ms": 14.0})
+    path.write_text(yaml.safe_dump(merged(BASE, raw)))
+    status, out, err = cli("check", path)
+    assert status == 2 and not out and len(err.strip().splitlines()) == 1
+    assert "engine.cuda_graph.eager_overhead_ms" in err and "launches" in err

@@ -41,6 +41,8 @@ from specplan.engines.traits import GraphRule
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.scenario.spec import CudaGraph
 
+ASSUMED_EAGER_MS = 2.0   # engine.cuda_graph.eager_overhead_ms unset: ~400 kernel launches of ~5 µs (module docstring)
+
 
 class CaptureSizes:
     """A sorted list of captured sizes and the eager surcharge beyond the largest."""
@@ -87,7 +89,7 @@ def capture_sizes(graph: CudaGraph, rule: GraphRule, max_batch_requests: int, bl
         top = min(graph.max_capture_size or default_top, limit)
         raise ScenarioError("engine.cuda_graph.capture_sizes", f"no capture size fits: the largest allowed is {top} "
                             f"{rule.axis} ({rule.limit})")
-    return CaptureSizes(sizes, graph.eager_overhead_ms)
+    return CaptureSizes(sizes, ASSUMED_EAGER_MS if graph.eager_overhead_ms is None else graph.eager_overhead_ms)
 
 
 def padded_tokens(tokens: np.ndarray, requests: int, padded_requests: int) -> np.ndarray:

@@ -150,6 +150,11 @@ class EngineModes:
         self.layers, self.family = model.layers, model.family
         cost = config.serving.eager
         self.cost: EagerCost | None = cost if cost is not None and model.family in cost.kernels else None
+        graph = config.engine.cuda_graph
+        if self.cost is not None and graph is not None and graph.eager_overhead_ms is not None:
+            raise ScenarioError("engine.cuda_graph.eager_overhead_ms", f"{config.serving.label} prices an eager "
+                                f"{model.family} step by its kernel launches (public figures: "
+                                "specplan.engines.eager), so an assumed surcharge would not move it; remove the key")
         self.overhead_ms = config.graphs.eager_overhead_ms
         self.needs_moe_split = setup.all_to_all == "deepep" and setup.deepep_mode == "normal"
         self.beyond = None if self.axis == "requests" else StepMode(  # one all-to-all mode per deployment

@@ -145,10 +145,12 @@ class CudaGraph:
     max_capture_size: int | None = num(None, ge=1, doc="the largest captured size (vLLM "
                                        "max_cudagraph_capture_size, SGLang cuda_graph_max_bs)",
                                        unit="tokens (vllm) / requests (sglang)")
-    eager_overhead_ms: float = num(2.0, ge=0, doc="what an eager decode step (beyond the largest size) pays on top "
-                                   "of its kernels where no public kernel count prices it by its launches (an "
-                                   "engine without a mode rule, a profile naming no model, an MoE model such as "
-                                   "DeepSeek-V3; assumed: ~400 kernel launches of ~5 µs)")
+    eager_overhead_ms: float | None = num(None, ge=0, doc="what an eager decode step (beyond the largest size) pays "
+                                          "on top of its kernels where no public kernel count prices it by its "
+                                          "launches (an engine without a mode rule, a profile naming no model, an MoE "
+                                          "model such as DeepSeek-V3); default 2.0, assumed: ~400 kernel launches of "
+                                          "~5 µs. Refused where the engine prices an eager step by its launches "
+                                          "(DeepSeek-V4 under vLLM or SGLang), which it would not move", unit="ms")
 
 
 @dataclass(frozen=True)

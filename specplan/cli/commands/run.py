@@ -21,6 +21,7 @@ from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.jsonsafe import dumps
 from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.step_modes import step_modes
 from specplan.simulator.scenario import Scenario, load_scenario
 from specplan.simulator.scenario.drafter_profile import drafter_profile_warning
 from specplan.simulator.study.points import design_sweep
@@ -123,8 +124,9 @@ def check(args: argparse.Namespace) -> int:
     design = design_sweep(args.scenario, args.overrides)  # --seed is `run`'s: a sweep runs at sweep.seeds
     scenario = design.base if args.seed is None else load_scenario(args.scenario, args.overrides, args.seed)
     block = scenario.drafter.block_size if scenario.drafter.speculates else 0
-    try:  # the engine's settings resolve (CUDA-graph capture sizes within the step's budget, rank caps)
-        EngineConfig.from_scenario(scenario, load_profile(scenario.hardware.profile), block)
+    try:  # the engine's settings resolve (CUDA-graph capture sizes within the step's budget, rank caps), and the
+        # rule its steps run by (DeepEP's mode per deployment, no surcharge an eager step would not pay)
+        step_modes(EngineConfig.from_scenario(scenario, load_profile(scenario.hardware.profile), block))
     except ScenarioError as exc:
         raise SpecplanError(f"{args.scenario}: {exc}") from None
     warn_drafter_profile(scenario)
