@@ -56,7 +56,7 @@ import numpy as np
 
 
 class Price(Protocol):
-    """A step's price as policies read it (specplan.simulator.engine.price.StepQuote)."""
+    """A step's price as policies read it (specplan.simulator.engine.price.quote.StepQuote)."""
 
     def steps_per_s(self, tokens: np.ndarray) -> np.ndarray: ...
 

@@ -13,6 +13,8 @@ its core is assembled.
 
 from __future__ import annotations
 
+import ast
+
 import numpy as np
 import pytest
 
@@ -25,12 +27,14 @@ from specplan.simulator.engine.batch import RANK
 from specplan.simulator.engine.budget import Defer, RankCaps, Truncate
 from specplan.simulator.engine.caches import OneCache, RankCaches
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.price import StepPricer
+from specplan.simulator.engine.price.pricer import StepPricer
+from specplan.simulator.engine.price.terms import SpeculationTerm
 from specplan.simulator.engine.records import StepLog
 from specplan.simulator.engine.request_log import RequestLog
 from specplan.simulator.engine.simulation import simulate
 from tests.conftest import REPO, make_scenario
 from tests.drive import drive
+from tests.price_grid import dp_parts_profile, load, step_load
 
 LINEAR = {"kind": "linear", "base_ms": 10.0, "per_token_ms": 0.05}
 
@@ -40,6 +44,11 @@ def pricer(engine: dict, profile=LINEAR, block_size: int = 3) -> tuple[StepPrice
     loaded = load_profile(scenario.hardware.profile)
     config = EngineConfig.from_scenario(scenario, loaded, block_size)
     return StepPricer(loaded, lambda r, c, n, positions=None: 0.0, config, pays_scheduling=False), loaded
+
+
+def spec_fraction(priced: StepPricer) -> float:
+    """The share of a plain step a speculating step's host time adds (0: the engine's terms have none)."""
+    return next((term.fraction for term in priced.terms if isinstance(term, SpeculationTerm)), 0.0)
 
 
 def test_the_engines_default_capture_lists_are_their_sources():
@@ -113,18 +122,18 @@ def test_a_measured_builtin_pays_its_engines_host_time_on_speculating_steps_only
     engine = {"max_batch_requests": 8, "kv_capacity_tokens": 100_000}
     builtin = "builtin:h200-llama3.1-8b-vllm"
     vllm, profile = pricer(engine, builtin)
-    assert vllm.spec_fraction == pytest.approx(0.084)
+    assert spec_fraction(vllm) == pytest.approx(0.084)
     quote = vllm.quote(8, 8, 8, 8000, 3)
     plain = vllm.quote(8, 8, 0, 8000, 0)
     assert plain.host_ms == 0.0
     assert quote.host_ms == pytest.approx(0.084 * float(profile.step_ms(8, 8000)))
     assert quote.steps_per_s(np.array([32]))[0] == pytest.approx(1000.0 / quote.step_ms(32))
     sglang, _ = pricer({**engine, "host": {"engine": "sglang"}}, builtin)
-    assert sglang.spec_fraction == pytest.approx(0.049)
+    assert spec_fraction(sglang) == pytest.approx(0.049)
     off, _ = pricer({**engine, "host": {"engine": "none"}}, builtin)
-    assert off.spec_fraction == 0.0
+    assert spec_fraction(off) == 0.0
     inline, _ = pricer(engine)  # not a measured built-in: no engine's host time unless asked
-    assert inline.spec_fraction == 0.0
+    assert spec_fraction(inline) == 0.0
 
 
 def budget_story(rule: str):
@@ -275,7 +284,7 @@ def test_a_per_verified_token_term_is_priced_once_for_the_clock_and_every_policy
     """The worked example of CONTRIBUTING's "an engine term": the sampler's time per verified token.
 
     A step of B tokens costs sampling_ms_per_token · B more, in the quote the policy's Θ reads and in
-    what the clock charges, and the term lives in two source files: its key and the one price.
+    what the clock charges, and the term lives in two source files: its key and one term class of the price.
     """
     plain, _ = pricer({"max_step_tokens": 512})
     sampled, _ = pricer({"max_step_tokens": 512, "sampling_ms_per_token": 0.01})
@@ -284,4 +293,36 @@ def test_a_per_verified_token_term_is_priced_once_for_the_clock_and_every_policy
         assert extra == pytest.approx(0.01 * tokens)
     lines = {path.relative_to(REPO).as_posix() for folder in ("simulator", "policies", "hwprofiles", "engines")
              for path in (REPO / folder).rglob("*.py") if "sampling_ms_per_token" in path.read_text()}
-    assert lines == {"simulator/scenario/spec.py", "simulator/engine/price.py"}
+    assert lines == {"simulator/scenario/spec.py", "simulator/engine/price/terms.py"}
+    terms = REPO / "simulator/engine/price/terms.py"
+    text = terms.read_text()
+    naming = [node.name for node in ast.walk(ast.parse(text)) if isinstance(node, ast.ClassDef)
+              and "sampling_ms_per_token" in (ast.get_source_segment(text, node) or "")]
+    assert naming == ["SamplerTerm"]
+
+
+@pytest.mark.parametrize("engine", [
+    {"max_step_tokens": 512},                                                                   # token-dense
+    {"max_step_tokens": 512, "cuda_graph": {"engine": "vllm", "max_capture_size": 64}},         # token-dense, graphs
+    {"max_step_tokens": 256, "cuda_graph": {"engine": "sglang", "max_capture_size": 12}},       # request-padded
+    {"max_step_tokens": 512, "dp_attention": {"ranks": 2},                                      # per rank
+     "prefill": {"mode": "chunked", "chunk_tokens": 600, "schedule": "separate"}},
+])
+def test_the_sampler_is_paid_per_verified_token_whichever_forward_prices_the_step(engine, tmp_path):
+    """Issue 46: the one term on every forward, a separate prefill batch on DP ranks included (it was dropped)."""
+    parts = {"hardware": {"profile": dp_parts_profile(tmp_path)}} if "dp_attention" in engine else {}
+    plain, sampled = (pricer_of(make_scenario(engine={"max_batch_requests": 16, **engine, **extra}, **parts))
+                      for extra in ({}, {"sampling_ms_per_token": 0.01}))
+    loads = [None] if "dp_attention" not in engine else [
+        step_load(load(2, [30, 10])), step_load(load(2, [0, 10], [300, 0], [90_000, 0]))]
+    for given in loads:
+        for tokens in (40, 121, 250):
+            with_sampler = sampled.quote(10, 10, 10, 0, 3, load=given).step_ms(tokens)
+            assert with_sampler - plain.quote(10, 10, 10, 0, 3, load=given).step_ms(tokens) == \
+                pytest.approx(0.01 * tokens)
+
+
+def pricer_of(scenario) -> StepPricer:
+    loaded = load_profile(scenario.hardware.profile)
+    return StepPricer(loaded, lambda r, c, n, positions=None: 0.0, EngineConfig.from_scenario(scenario, loaded, 3),
+                      pays_scheduling=False)

@@ -22,8 +22,9 @@ from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.phases import Mixed, Separate
-from specplan.simulator.engine.price import LoadQuote, StepPricer
-from specplan.simulator.engine.rank_load import StepLoad
+from specplan.simulator.engine.price.forwards import RankQuote
+from specplan.simulator.engine.price.pricer import StepPricer
+from specplan.simulator.engine.price.rank_load import StepLoad
 from specplan.simulator.engine.ranks import RankRouter
 from specplan.simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
@@ -110,7 +111,7 @@ def test_a_data_parallel_step_lasts_its_busiest_rank(tmp_path):
     pricer = dp_pricer(tmp_path)
     even = pricer.quote(40, 40, 0, 0, 0, load=load([20, 20]))
     skewed = pricer.quote(40, 40, 0, 0, 0, load=load([30, 10]))
-    assert isinstance(skewed, LoadQuote)
+    assert isinstance(skewed, RankQuote)
     # an even split is the file's step at B = 40; a 30/10 split is the MoE block at 40 + rank 0's own part at 2 × 30
     assert even.verify_ms(40) == pytest.approx(1 + 0.01 * 40 + 2 + 0.02 * 40)
     assert skewed.verify_ms(40) == pytest.approx(1 + 0.01 * 40 + 2 + 0.02 * 60)
@@ -125,6 +126,19 @@ def test_a_rank_that_prefills_holds_the_whole_step(tmp_path):
     pricer = dp_pricer(tmp_path, prefill={"mode": "chunked", "chunk_tokens": 600, "schedule": "separate"})
     quote = pricer.quote(11, 10, 0, 0, 0, load=load([0, 10], prefill=[300, 0], pairs=[300 * 300, 0]))
     assert quote.verify_ms(310) == pytest.approx(1 + 0.01 * 310 + 2 + 0.02 * 600)
+
+
+def test_a_step_with_a_prefill_batch_pays_the_sampler_per_verified_token(tmp_path):
+    """Issue 46: the same step with the sampler at 0.01 ms per token reads 18.1 + 3.1 = 21.2 ms at B = 310 (the
+    per-rank forward used to drop the term: 18.1 with and without it)."""
+    args = (11, 10, 0, 0, 0)
+    step = load([0, 10], prefill=[300, 0], pairs=[300 * 300, 0])
+    separate = {"mode": "chunked", "chunk_tokens": 600, "schedule": "separate"}
+    plain = dp_pricer(tmp_path, prefill=separate).quote(*args, load=step)
+    sampled = dp_pricer(tmp_path, prefill=separate, sampling_ms_per_token=0.01).quote(*args, load=step)
+    assert plain.step_ms(310) == pytest.approx(18.1)
+    assert sampled.step_ms(310) == pytest.approx(21.2)
+    assert sampled.steps_per_s(np.array([310]))[0] == pytest.approx(1000.0 / 21.2)
 
 
 def test_the_engines_dispatch_sends_requests_to_ranks():

@@ -24,7 +24,7 @@ from specplan.hwprofiles.facts import device_facts, model_facts
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.price import StepPricer
+from specplan.simulator.engine.price.pricer import StepPricer
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.engine.step_modes import CaptureModes, EngineModes, Unmodelled
 from tests.conftest import BASE, make_scenario, merged
@@ -164,7 +164,7 @@ def test_a_prefill_containing_step_pays_its_mode_not_the_decode_graphs_padding(t
     (no padding, no surcharge), launch-bound ones the host's launches."""
     parts = assemble(make_scenario(**dp2_scenario(tmp_path)))
     pricer = StepPricer(parts.profile, parts.drafter.draft_ms, parts.config, False)
-    from specplan.simulator.engine.rank_load import StepLoad
+    from specplan.simulator.engine.price.rank_load import StepLoad
     zero = np.zeros(2, dtype=np.int64)
     big = StepLoad(np.array([0, 3]), zero, zero.astype(float), np.array([4000, 0]), np.array([4000.0**2, 0.0]),
                    zero.astype(float))

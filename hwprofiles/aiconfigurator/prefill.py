@@ -23,7 +23,7 @@ ceil(T / dp) tokens and C / dp pairs (the decode built-ins' layout), its MoE blo
 rank's tokens as the estimator prices the context phase of an attention-DP target. An MoE model's
 file also carries the attention column and a parts table (the non-attention parts at T), so the
 engine can price each rank's own part apart from the MoE block every rank meets
-(specplan.simulator.engine.rank_split).
+(specplan.simulator.engine.price.rank_split).
 """
 
 from __future__ import annotations

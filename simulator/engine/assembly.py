@@ -31,10 +31,10 @@ from specplan.simulator.engine.caches import kv_caches
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.decode import DecodeCore, Rules
 from specplan.simulator.engine.draft_record import draft_tally
-from specplan.simulator.engine.forward import context_rule, load_rule
 from specplan.simulator.engine.kv_tiers import ReplicaTiers
 from specplan.simulator.engine.phases import prefill_phases
-from specplan.simulator.engine.price import StepPricer, quote_book
+from specplan.simulator.engine.price.context import context_rule, load_rule
+from specplan.simulator.engine.price.pricer import StepPricer, quote_book
 from specplan.simulator.engine.prompts import prompts
 from specplan.simulator.engine.recorders import (
     ChunkEmission,

@@ -61,8 +61,8 @@ from specplan.engines import NO_ENGINE, CapFacts, CapReport, EngineTraits, engin
 from specplan.engines.traits import GraphRule
 from specplan.hwprofiles.facts import ModelFacts, cap_facts, model_facts, serving_engine
 from specplan.hwprofiles.profile import StepProfile
-from specplan.simulator.engine.graphs import CaptureSizes, capture_sizes
 from specplan.simulator.engine.host import spec_cycle_ms, spec_step_fraction
+from specplan.simulator.engine.price.graphs import CaptureSizes, capture_sizes
 from specplan.simulator.scenario import ChunkedPrefill, Engine, Scenario
 from specplan.simulator.scenario.memory import engine_kv_pool, launch_knobs
 from specplan.simulator.scenario.spec import CudaGraph

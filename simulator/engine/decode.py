@@ -62,8 +62,8 @@ from specplan.simulator.engine.batch import RID
 from specplan.simulator.engine.budget import TokenBudget
 from specplan.simulator.engine.caches import KvCaches
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.forward import ContextRule, LoadRule
 from specplan.simulator.engine.phases import PrefillPhases
+from specplan.simulator.engine.price.context import ContextRule, LoadRule
 from specplan.simulator.engine.prompts import Prompts
 from specplan.simulator.engine.recorders import Emission, Recorders
 from specplan.simulator.engine.speculator import Speculator, StepInputs

@@ -13,7 +13,7 @@ scheduler does:
                to compute runs a prefill (extend) batch of chunks FIFO up to its chunk, and
                its decoding rows wait for the next step (`held`); the other ranks decode.
                Under data-parallel attention every rank's forward meets the others' in the
-               MoE all-to-all, so the step lasts its busiest rank (specplan.simulator.engine.price)
+               MoE all-to-all, so the step lasts its busiest rank (specplan.simulator.engine.price.rank_forward)
 
     phases.decoding(batch) -> (decode mask, held)        the rows that decode; decoding rows that wait
     phases.chunks(batch, rows, per_request) -> take      prompt tokens per batch row this step
@@ -34,7 +34,7 @@ import numpy as np
 
 from specplan.simulator.engine.batch import PREFILL_LEFT, RANK, Batch, Rows
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.rank_load import StepLoad
+from specplan.simulator.engine.price.rank_load import StepLoad
 from specplan.simulator.engine.ranks import rank_cumsum
 
 

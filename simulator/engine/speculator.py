@@ -32,8 +32,9 @@ from specplan.simulator.core.streams import stream
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.batch import Batch, Rows
 from specplan.simulator.engine.budget import TokenBudget
-from specplan.simulator.engine.price import QuoteBook, StepQuote
-from specplan.simulator.engine.rank_load import StepLoad
+from specplan.simulator.engine.price.pricer import QuoteBook
+from specplan.simulator.engine.price.quote import StepQuote
+from specplan.simulator.engine.price.rank_load import StepLoad
 from specplan.simulator.engine.recorders import DraftSampler
 
 # A step's drafts as settled: (lengths ℓ per row or one for all, accepted drafts per row, Σℓ, drafting requests,

@@ -33,8 +33,8 @@ import simpy
 
 from specplan.engines import StepMode
 from specplan.policies.base import Decision, ThetaChoice
-from specplan.simulator.engine.price import StepQuote
-from specplan.simulator.engine.rank_load import StepLoad
+from specplan.simulator.engine.price.quote import StepQuote
+from specplan.simulator.engine.price.rank_load import StepLoad
 from specplan.simulator.engine.step_modes import UNMODELLED
 
 

@@ -1,7 +1,7 @@
 """How each step runs, as its engine decides it (a CUDA graph, a piecewise graph or eager), and what that adds.
 
 Place in the data flow: one rule object per engine, chosen when its core is
-assembled (`step_modes`), asked by the step price (specplan.simulator.engine.price)
+assembled (`step_modes`), asked by the step price (specplan.simulator.engine.price.pricer)
 each time it quotes a step: `decide` gives the step's `StepMode`
 (specplan.engines.modes: the mode, its reason code, the all-to-all mode) and
 `charge` what that mode adds to the step's kernels (`ModeCharge`). The quote
@@ -53,7 +53,7 @@ from specplan.engines.modes import AllToAllRule
 from specplan.hwprofiles.facts import ModelFacts
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.rank_load import StepLoad
+from specplan.simulator.engine.price.rank_load import StepLoad
 
 UNMODELLED = StepMode("unmodelled", "no_graph_model", None, "none")
 NO_LIMIT = 1 << 62

@@ -135,7 +135,7 @@ NO_PREFILL_STAGE = DisaggregatedPrefill(tokens_per_s=1e12)   # the default: pref
 
 @dataclass(frozen=True)
 class CudaGraph:
-    """Decode steps replay CUDA graphs captured at fixed sizes (specplan.simulator.engine.graphs)."""
+    """Decode steps replay CUDA graphs captured at fixed sizes (specplan.simulator.engine.price.graphs)."""
 
     engine: Literal["auto", "vllm", "sglang", "trtllm"] = num(
         "auto", doc="whose capture rule (specplan.engines): vllm pads a step's tokens, sglang and trtllm its "

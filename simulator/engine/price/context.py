@@ -20,7 +20,7 @@ import numpy as np
 from specplan.simulator.engine.batch import Batch, Rows, attention_context
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.phases import step_load
-from specplan.simulator.engine.rank_load import StepLoad
+from specplan.simulator.engine.price.rank_load import StepLoad
 
 
 class ContextRule(Protocol):

@@ -15,7 +15,7 @@ over its ranks (the importer's layout), so
     own(B, C)  = step(B, C) − shared(B): a rank holding b tokens over c of KV costs own(ranks·b, ranks·c)
 
 and a step whose ranks hold b_r tokens over c_r of KV costs
-shared(Σ b_r) + max_r own(ranks·b_r, ranks·c_r) (specplan.simulator.engine.price).
+shared(Σ b_r) + max_r own(ranks·b_r, ranks·c_r) (specplan.simulator.engine.price.forwards).
 A prefill profile of the same topology splits the same way (its parts table
 holds its MoE parts). Only a profile with a parts table holding an MoE part
 can be split (`divides`; the measured MoE built-ins have one): any other

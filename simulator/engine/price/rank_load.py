@@ -2,7 +2,7 @@
 
 Built by the decode core each step (specplan.simulator.engine.phases.step_load)
 when the engine prices ranks or separate prefill batches, read by the step
-price (specplan.simulator.engine.price, rank_price) and the summary's counters.
+price (specplan.simulator.engine.price.forwards, rank_forward) and the summary's counters.
 """
 
 from __future__ import annotations

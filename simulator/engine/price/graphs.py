@@ -27,7 +27,7 @@ num_speculative_tokens for full graphs of uniform decode batches (give
 `capture_sizes` to model it).
 
 `CaptureSizes` turns a list into the index maps the step pricer
-(specplan.simulator.engine.price) applies once to its dense verify table
+(specplan.simulator.engine.price.forwards) applies once to its dense verify table
 (token axis) or per quote (request axis).
 """
 

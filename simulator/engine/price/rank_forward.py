@@ -1,52 +1,44 @@
 """The forward of a step whose attention ranks hold different work: it lasts as long as its busiest rank.
 
-Place in the data flow: the step price (specplan.simulator.engine.price)
+Place in the data flow: the per-rank forward (specplan.simulator.engine.price.forwards.PerRank)
 builds a `RankForward` when a step's load (`rank_load.StepLoad`) differs by rank
-or carries a separate prefill batch; its `ms(B)` is the quote's verify time
-at B tokens, for the policy's Θ and the clock alike. With `ranks` attention
+or carries a separate prefill batch; the quote it makes reads it at every B,
+for the policy's Θ and the clock alike. With `ranks` attention
 ranks, rank r decoding a_r rows (+ f_r prompt tokens of a mixed step) over
 c_r tokens of KV, or prefilling p_r prompt tokens of q_r attention pairs:
 
-    decode-only step   base(B) + max_r own(ranks·b_r(B), ranks·c_r) − own(B, Σ c_r)
-                       base: the balanced quote at B (its CUDA-graph padding included), so the
-                       busiest rank adds what its own part costs over an even split
+    decode-only step   balanced(B) + max_r own(ranks·b_r(B), ranks·c_r) − own(B, Σ c_r)
+                       balanced: the balanced quote at B (its CUDA-graph padding and its terms
+                       included), so the busiest rank adds what its own part costs over an even split
     with a prefill     shared_p(B) + max(max_r own(ranks·b_r(B), ranks·c_r),
                                          max_r own_p(ranks·p_r, ranks·q_r))
                        shared_p, own_p: the prefill profile's split (the context phase's MoE block
                        over every rank's tokens; without a prefill profile the decode profile's, at
                        the chunk's tokens and KV); no CUDA graph (SGLang runs a step with an extend
                        batch on any rank eagerly: can_cuda_graph is all-reduced), no padding; the
-                       quote then prices it in its mode (price.LoadQuote: at least its launches)
+                       quote then adds the step's terms to it (its mode: at least its launches; the
+                       sampler per verified token)
 
     b_r(B) = a_r + f_r + (B − Σ a − Σ f − Σ p) · a_r / Σ a      the drafts spread over the ranks by
                                                                 their decoding rows (exact for fixed ℓ)
 
-(specplan.simulator.engine.rank_split: shared and own.) A rank with nothing
+(specplan.simulator.engine.price.rank_split: shared and own.) A rank with nothing
 to run runs an idle batch and costs nothing here.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import numpy as np
 
-from specplan.simulator.engine.rank_load import StepLoad
-from specplan.simulator.engine.rank_split import RankSplit
-
-
-class BaseForward(Protocol):
-    """What a RankForward needs of the balanced quote: its verify time at an array of B."""
-
-    def verify_at(self, tokens: np.ndarray) -> np.ndarray: ...
+from specplan.simulator.engine.price.rank_load import StepLoad
+from specplan.simulator.engine.price.rank_split import RankSplit
 
 
 class RankForward:
     """The forward time of one step at each B (see the module docstring)."""
 
-    def __init__(self, load: StepLoad, ranks: int, decode: RankSplit, prefill: RankSplit | None,
-                 base: BaseForward) -> None:
-        self.load, self.ranks, self.decode, self.base = load, ranks, decode, base
+    def __init__(self, load: StepLoad, ranks: int, decode: RankSplit, prefill: RankSplit | None) -> None:
+        self.load, self.ranks, self.decode = load, ranks, decode
         self.phase = decode if prefill is None else prefill
         self.fixed_tokens = int(load.anchors.sum() + load.fixed.sum() + load.prefill.sum())
         self.running = ((load.anchors + load.fixed) > 0).nonzero()[0]
@@ -74,13 +66,21 @@ class RankForward:
             out[i] = self.decode.own_at(index, ranks * float(load.context[r]))
         return out
 
-    def ms(self, tokens: np.ndarray) -> np.ndarray:
-        """The forward at each B of an integer array."""
-        busiest = self.decode_ranks_ms(tokens).max(axis=0, initial=0.0)
-        if self.prefill_own.size == 0:
-            even = self.decode.own_at(tokens, float(self.load.context.sum()))
-            return self.base.verify_at(tokens) + busiest - even
-        return self.phase.shared_at(tokens) + np.maximum(busiest, self.prefill_own.max())
+    @property
+    def prefilling(self) -> bool:
+        return bool(self.prefill_own.size)
+
+    def busiest_ms(self, tokens: np.ndarray) -> np.ndarray:
+        """The busiest decoding rank's own part at each B of an integer array."""
+        return self.decode_ranks_ms(tokens).max(axis=0, initial=0.0)
+
+    def even_ms(self, tokens: np.ndarray) -> np.ndarray:
+        """The decoding ranks' own part spread evenly, at each B: what the balanced quote holds of them."""
+        return self.decode.own_at(tokens, float(self.load.context.sum()))
+
+    def prefill_ms(self, tokens: np.ndarray) -> np.ndarray:
+        """A step with a prefill batch at each B: the phase's MoE block and the busiest rank's own part."""
+        return self.phase.shared_at(tokens) + np.maximum(self.busiest_ms(tokens), self.prefill_own.max())
 
     def excess_ms(self, tokens: int) -> float:
         """How much the busiest rank's own part exceeds the mean over the ranks that run, at B."""
