@@ -78,7 +78,7 @@ PUBLIC = (
                  "sgl-project/sglang PR #24047 (SM120 support for DeepSeek-V4), 'Step 9: CUDA Graph Compatibility'"),
     PublicFigure("what an eager step pays on top of its graph",
                  "2.0 ms: ~400 launches x ~5 µs (assumed, not measured)",
-                 "specplan today: engine.cuda_graph.eager_overhead_ms (simulator/engine/graphs.py)"),
+                 "specplan today: engine.cuda_graph.eager_overhead_ms (simulator/engine/price/graphs.py)"),
 )
 
 

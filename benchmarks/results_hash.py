@@ -202,7 +202,7 @@ def engine_cases(trace: Path) -> dict[str, dict]:
                                           "dp_attention": {"ranks": 4, "balance": "fewest_requests"}}},
     }
     cases |= {name: deep_merge(ENGINE_BASE, change) for name, change in changes.items()}
-    cases["v4-busiest-rank"] = V4_DP  # a parts table: each DP step priced at its busiest rank (rank_split.py)
+    cases["v4-busiest-rank"] = V4_DP  # a parts table: each DP step priced at its busiest rank (price/rank_split.py)
     cases |= mode_cases()
     return {f"engine/{name}": raw for name, raw in cases.items()}
 
