@@ -6,10 +6,14 @@ and token spread 0.3, perfect confidences), 600 simulated seconds, in one
 process (one core). Two policies on the same workload: `static` length 3
 (fixed lengths: no confidences, no per-step decision) and `dspark-async`
 (confidences and a global search every step). Prints, per policy, the
-median of `--repeats` runs of each rate, and the median over runs of the
+median of `--repeats` runs of each rate, the median over runs of the
 tokens rate as a ratio to the machine's reference rate measured in the same
 process around each run (benchmarks/reference.py: simulated tokens per
-reference step).
+reference step), and the median over runs of the tokens rate as a share of
+a bare SimPy loop of the same workload run just before and just after it
+(`bare_loop`: per replica one process, each step one numpy draw of its
+requests' accepted drafts and one timeout of the step's price; issue 46's
+measure of what a step costs over the least a step can cost).
 
     .venv/bin/python benchmarks/sim_speed.py [--repeats 3] [--duration 600] [--policy static --policy dspark-async]
         [--output-median 300]   (longer outputs: fewer arrivals and retirements per step, the engine's step alone)
@@ -19,10 +23,13 @@ from __future__ import annotations
 
 import argparse
 import copy
+import math
 import statistics
 import time
 from pathlib import Path
 
+import numpy as np
+import simpy
 from reference import bracketed
 
 from specplan.simulator.engine.simulation import simulate
@@ -64,6 +71,37 @@ def rates(policy: str, duration_s: float, output_median: float) -> tuple[float, 
     return tokens / wall, len(result.steps) / wall, duration_s / wall
 
 
+def bare_loop(duration_s: float, output_median: float) -> float:
+    """Simulated output tokens per wall-second of the standard workload as a bare SimPy loop: each replica one
+    process whose step is one numpy draw (which of its 64 requests' 3 drafts are accepted) and one timeout of
+    the step's price; no requests, no admission, no records (`output_median` moves nothing: every row decodes)."""
+    engine, drafter = STANDARD["engine"], STANDARD["drafter"]
+    rows, block = engine["max_batch_requests"], drafter["block_size"]
+    acceptance = np.array(drafter["acceptance"]["per_position"]["chat"])
+    profile = STANDARD["hardware"]["profile"]
+    fixed_ms = profile["base_ms"] + drafter["latency"]["ms"] + engine["scheduling_overhead_ms"]
+    env, emitted = simpy.Environment(), [0]
+
+    def replica(rng: np.random.Generator):
+        while True:
+            accepted = int((rng.random((rows, block)) < acceptance).cumprod(axis=1).sum())
+            emitted[0] += rows + accepted
+            yield env.timeout((fixed_ms + profile["per_token_ms"] * rows * (1 + block)) / 1000.0)
+
+    for child in np.random.SeedSequence(STANDARD["seed"]).spawn(STANDARD["cluster"]["replicas"]):
+        env.process(replica(np.random.default_rng(child)))
+    start = time.perf_counter()
+    env.run(until=duration_s)
+    return emitted[0] / (time.perf_counter() - start)
+
+
+def of_bare_loop(measure, duration_s: float, output_median: float) -> tuple[tuple[float, float, float], float]:
+    """(what `measure` returned, the bare loop's tokens rate around it: geometric mean of one before and after)."""
+    before = bare_loop(duration_s, output_median)
+    value = measure()
+    return value, math.sqrt(before * bare_loop(duration_s, output_median))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
@@ -74,13 +112,16 @@ def main() -> None:
     print(f"workload: 8 replicas x 64 closed-loop users, MTP-style drafter γ = 3, outputs median "
           f"{args.output_median:g} tokens, {args.duration:g} simulated s; median of {args.repeats} runs")
     for policy in args.policy or list(POLICIES):
-        runs = [bracketed(lambda p=policy: rates(p, args.duration, args.output_median)) for _ in range(args.repeats)]
-        tokens, steps, sim = (statistics.median(r[i] for r, _ in runs) for i in range(3))
-        ratio = statistics.median(r[0] / reference for r, reference in runs)
+        runs = [bracketed(lambda p=policy: of_bare_loop(lambda: rates(p, args.duration, args.output_median),
+                                                        args.duration, args.output_median))
+                for _ in range(args.repeats)]
+        tokens, steps, sim = (statistics.median(measured[i] for (measured, _), _ in runs) for i in range(3))
+        ratio = statistics.median(measured[0] / reference for (measured, _), reference in runs)
         reference = statistics.median(reference for _, reference in runs)
+        bare = statistics.median(measured[0] / loop for (measured, loop), _ in runs)
         print(f"  {policy:<13} {tokens:>12,.0f} simulated output tokens/s  {steps:>9,.0f} engine steps/s  "
               f"{sim:>6.1f} simulated s/s  ({ratio:.1f} tokens per reference step; reference "
-              f"{reference:,.0f} steps/s)")
+              f"{reference:,.0f} steps/s; {bare:.3f} of a bare SimPy loop's tokens/s)")
 
 
 if __name__ == "__main__":
