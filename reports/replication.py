@@ -24,7 +24,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from specplan.simulator.study.replication.case_runner import AS_RUN, NEAREST, Params
-from specplan.simulator.study.replication.replicate import SENSITIVITIES, Replication
+from specplan.simulator.study.replication.replicate import SENSITIVITIES, Replication, missing_lines
 from specplan.simulator.study.replication.stats import MODES, goals, statistics
 from specplan.simulator.study.replication.version_spread import spread_statistics
 
@@ -201,8 +201,8 @@ def write_replication(result: Replication, out_dir: str | Path) -> str:
     rows = result.rows
     stats = statistics(rows, (AS_RUN, NEAREST))
     cases = [f"case {name}: {status}" for name, status in result.cases.items()]
-    text = "\n".join([*table_lines(rows), "", *cases, *status_lines(rows), "", *goal_lines(stats), "",
-                      *statistics_lines(stats), "", *group_lines(stats), "", *kind_lines(stats), "",
+    text = "\n".join([*missing_lines(result), "", *table_lines(rows), "", *cases, *status_lines(rows), "",
+                      *goal_lines(stats), "", *statistics_lines(stats), "", *group_lines(stats), "", *kind_lines(stats), "",
                       *sensitivity_lines(rows, result.assumed_al), "", *params_lines(result), "",
                       *spread_lines(result.spread)])
     (out / "replication.md").write_text("# Predictions against published measurements\n\n" + text + "\n")
@@ -215,10 +215,12 @@ def plot_replication(rows: pd.DataFrame, path: Path) -> Path:
     fig = Figure(figsize=(5.5, 5))
     ax = fig.subplots()
     mode = next((m for m in ("split", "calibrated", "predicted") if f"{m}_value" in rows), None)
-    drawn = rows[(rows["status"] == "ok") & (rows["metric"] != "speedup_sign")] if mode else rows.iloc[0:0]
+    value = f"{mode}_value"
+    drawn = rows[(rows["status"] == "ok") & (rows["metric"] != "speedup_sign")] if mode \
+        else pd.DataFrame(columns=["source", "published", value])  # nothing predicted: no column to group by
     for source, part in drawn.groupby("source"):
-        ax.scatter(part["published"], part[f"{mode}_value"], label=str(source), s=24)
-    values = np.concatenate([drawn["published"].to_numpy(float), drawn[f"{mode}_value"].to_numpy(float)]) \
+        ax.scatter(part["published"], part[value], label=str(source), s=24)
+    values = np.concatenate([drawn["published"].to_numpy(float), drawn[value].to_numpy(float)]) \
         if len(drawn) else np.array([1.0, 10.0])
     lo, hi = float(np.nanmin(values)) / 1.5, float(np.nanmax(values)) * 1.5
     ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8)

@@ -1,6 +1,6 @@
 """Results pages read from committed records of slow studies: the replication suite and the fidelity check.
 
-`specplan replicate benchmarks/published --calibrate` (about a quarter of
+`specplan replicate benchmarks/published --calibrate --allow-missing` (about a quarter of
 an hour) writes benchmarks/published/results/; `specplan fidelity
 scenarios/fidelity.yaml --runs 3` (about half an hour, on a quiet machine)
 writes validation/results/. These pages are regenerated from those records
@@ -27,7 +27,7 @@ FIDELITY = REPO / "validation" / "results"
 def replication_page(args: argparse.Namespace) -> str:
     report = (REPLICATION / "replication.md").read_text()
     return "\n".join([
-        "Made by `specplan replicate benchmarks/published --calibrate --workers 2` (committed in "
+        "Made by `specplan replicate benchmarks/published --calibrate --workers 2 --allow-missing` (committed in "
         "`benchmarks/published/results/`: replication.csv, .md, .json, .png); this page is read from that "
         "record. What the suite is, how it runs and what is responsible for its misses: "
         "[Replication and fidelity](../guides/replication.md). Every DeepSeek-V4-Pro end-to-end serving "

@@ -83,6 +83,15 @@ class Replication:
     assumed_al: dict[str, str] = field(default_factory=dict)  # case -> the acceptance it assumes
     spread: pd.DataFrame = field(default_factory=pd.DataFrame)  # stale vs newest published figures, apart
 
+    def not_predicted(self) -> dict[str, str]:
+        """Each case with a figure out of the statistics (or no figure at all), and why: the suite never shrinks
+        in silence (`missing_cases`)."""
+        return missing_cases(self.cases, self.rows)
+
+    def compared(self) -> int:
+        """How many figures were predicted (status ok): none means there was nothing to compare."""
+        return int((self.rows["status"] == "ok").sum()) if "status" in self.rows else 0
+
 
 Entry = tuple[Case, Figure, CaseRunner]
 
@@ -141,9 +150,33 @@ def write_records(result: Replication, out: Path) -> None:
     result.spread.to_csv(out / "version_spread.csv", index=False)
     stats = statistics(result.rows, (AS_RUN, NEAREST))
     params = {mode: {g: vars(p) for g, p in groups.items()} for mode, groups in result.params.items()}
-    doc = {"cases": result.cases, "statistics": stats, "goals": goals(stats), "params": params,
-           "version_spread": spread_statistics(result.spread) if not result.spread.empty else {}}
+    doc = {"cases": result.cases, "cases_not_predicted": result.not_predicted(), "statistics": stats,
+           "goals": goals(stats), "params": params, "version_spread": spread_statistics(result.spread) if not result.spread.empty else {}}
     (out / "replication.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def missing_cases(cases: dict[str, str], rows: pd.DataFrame) -> dict[str, str]:
+    """Case -> why it is (partly) not predicted: its own status where it cannot run, the distinct statuses of its
+    figures that were left out (with how many of how many), "no published figure" where it has none."""
+    out: dict[str, str] = {}
+    for name, status in cases.items():
+        part = rows[rows["source"] == name] if "source" in rows else pd.DataFrame(columns=["status"])
+        left = part[part["status"] != "ok"]
+        if not status.startswith("runs"):
+            out[name] = status
+        elif part.empty:
+            out[name] = "no published figure"
+        elif not left.empty:
+            reasons = "; ".join(dict.fromkeys(left["status"].astype(str)))
+            out[name] = f"{len(left)} of {len(part)} figures not predicted: {reasons}"
+    return out
+
+
+def missing_lines(result: Replication) -> list[str]:
+    """'N of M cases not predicted' and a line per such case with its reason (first in every report)."""
+    missing = result.not_predicted()
+    return [f"{len(missing)} of {len(result.cases)} cases not predicted",
+            *[f"  not predicted: {name}: {reason}" for name, reason in missing.items()]]
 
 
 def case_status(case: Case) -> str:
@@ -161,7 +194,7 @@ def statuses(cases: list[Case], out: Path, progress: Callable[[str], None]) -> t
     for case in cases:
         runner = CaseRunner(case, out)
         reason = availability(case)
-        progress(f"{case.name}: {reason or 'runs'}")
+        progress(f"{case.name}: {reason.split(':')[0] if reason else 'runs'}")  # the reason whole in the report
         for figure in case.figures:
             status = reason or figure_status(runner, figure)
             rows[id(figure)] = {**base_row(case, figure), "status": status or "ok"}
