@@ -67,7 +67,14 @@ from specplan.simulator.study.replication.case_runner import (
     signed_error,
 )
 from specplan.simulator.study.replication.published import RATIO_METRICS, Case, Figure, read_case
-from specplan.simulator.study.replication.stats import goals, statistics
+from specplan.simulator.study.replication.stats import (
+    goals,
+    responsibility,
+    statistics,
+    step_goal,
+    step_statistics,
+)
+from specplan.simulator.study.replication.step_cases import StepRunner, is_step
 from specplan.simulator.study.replication.version_spread import spread_rows, spread_statistics
 
 SENSITIVITIES = ("al_minus_10", "al_plus_10")
@@ -93,7 +100,8 @@ class Replication:
         return int((self.rows["status"] == "ok").sum()) if "status" in self.rows else 0
 
 
-Entry = tuple[Case, Figure, CaseRunner]
+Runner = CaseRunner | StepRunner
+Entry = tuple[Case, Figure, Runner]
 
 
 @dataclass(frozen=True)
@@ -121,8 +129,9 @@ def replicate(source: str | Path | Iterable[Case], ask: ReplicationAsk | None = 
         row.update(entry[2].modes(entry[1], Params()))
         add_sensitivity(row, entry)
     params: dict[str, dict[str, Params]] = {}
-    if ask.calibrate and runnable:
-        params = calibrations(runnable, rows, out, ask.host_grid, ask.scale_grid, progress, options.workers or 1)
+    serving = [entry for entry in runnable if not is_step(entry[0])]  # a step case is predicted only
+    if ask.calibrate and serving:
+        params = calibrations(serving, rows, out, ask.host_grid, ask.scale_grid, progress, options.workers or 1)
     result = Replication(pd.DataFrame(list(rows.values())), params, {case.name: case_status(case) for case in cases},
                          {case.name: assumed_al(case) for case in cases if "acceptance_assumption" in case.source},
                          spread_rows(cases))
@@ -150,8 +159,10 @@ def write_records(result: Replication, out: Path) -> None:
     result.spread.to_csv(out / "version_spread.csv", index=False)
     stats = statistics(result.rows, (AS_RUN, NEAREST))
     params = {mode: {g: vars(p) for g, p in groups.items()} for mode, groups in result.params.items()}
+    steps = step_statistics(result.rows)
     doc = {"cases": result.cases, "cases_not_predicted": result.not_predicted(), "statistics": stats,
-           "goals": goals(stats), "params": params, "version_spread": spread_statistics(result.spread) if not result.spread.empty else {}}
+           "goals": [*goals(stats), step_goal(steps)], "step_statistics": steps,
+           "responsibility": responsibility(result.rows), "params": params, "version_spread": spread_statistics(result.spread) if not result.spread.empty else {}}
     (out / "replication.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
@@ -192,7 +203,7 @@ def statuses(cases: list[Case], out: Path, progress: Callable[[str], None]) -> t
     rows: dict[int, dict[str, Any]] = {}
     runnable: list[Entry] = []
     for case in cases:
-        runner = CaseRunner(case, out)
+        runner = runner_for(case, out)
         reason = availability(case)
         progress(f"{case.name}: {reason.split(':')[0] if reason else 'runs'}")  # the reason whole in the report
         for figure in case.figures:
@@ -201,6 +212,11 @@ def statuses(cases: list[Case], out: Path, progress: Callable[[str], None]) -> t
             if status is None:
                 runnable.append((case, figure, runner))
     return rows, runnable
+
+
+def runner_for(case: Case, out: Path) -> Runner:
+    """A serving case's simulator, or a step case's step price (step_cases.py)."""
+    return StepRunner(case, out) if is_step(case) else CaseRunner(case, out)
 
 
 def assumed_al(case: Case) -> str:
