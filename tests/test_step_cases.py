@@ -114,3 +114,12 @@ def test_a_step_workload_without_its_lengths_is_one_line_and_exit_2(tmp_path, cl
     code, _out, err = cli("replicate", str(case), "--out", str(tmp_path / "out"))
     assert code == 2 and err.count("\n") == 1
     assert "workloads.in500-out5: output_len must be a whole number >= 1, got None" in err and "Traceback" not in err
+
+
+def test_only_step_runs_the_step_cases_alone(tmp_path, cli):
+    folder = tmp_path / "cases"
+    shutil.copytree(SERVING_TINY, folder / "replication-tiny")
+    shutil.copytree(STEP_TINY, folder / "replication-step-tiny")
+    code, out, _err = cli("replicate", str(folder), "--only", "step", "--out", str(tmp_path / "out"), "--quiet")
+    assert code == 0 and out.startswith("0 of 1 cases not predicted") and "7 of 7 step figures predicted" in out
+    assert "replication-tiny: runs" not in out and "5 of 5 figures predicted" not in out

@@ -3,7 +3,9 @@
 DIR is one case folder (source.yaml, scenario.yaml, published.csv) or a
 folder of them. `--calibrate` adds the calibrated and split errors
 (specplan.simulator.study.replication.replicate). Writes replication.csv, .md, .json
-and .png to --out and prints the table.
+and .png to --out and prints the table. `--only step` runs the step cases alone
+(a static batch priced by the step model, no simulation: seconds), `--only
+serving` the serving cases.
 
 The suite never shrinks in silence: the report opens with "N of M cases not
 predicted" and each such case's reason, and the command then exits with status
@@ -22,7 +24,12 @@ from specplan.cli.commands import help_of
 from specplan.reports.replication import write_replication
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.study.options import RunOptions
-from specplan.simulator.study.replication.replicate import Replication, ReplicationAsk, replicate
+from specplan.simulator.study.replication.replicate import (
+    Replication,
+    ReplicationAsk,
+    read_cases,
+    replicate,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also fit host time and a verify-time factor per engine, GPU and layout (calibrated, split)")
     p.add_argument("--workers", type=whole_number, default=1,
                    help="processes the calibration's grid points run on (default 1; the cores you can spare)")
+    p.add_argument("--only", choices=("step", "serving"),
+                   help="run only the step cases (a static batch priced by the step model: seconds) or only the "
+                        "serving cases")
     p.add_argument("--allow-missing", action="store_true",
                    help="exit 0 though some cases are not predicted (a missing built-in, a case marked not runnable); "
                         "without it such a record exits with status 1")
@@ -45,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else folder / "results"
     if args.workers < 1:
         raise SpecplanError(f"--workers must be at least 1, got {args.workers}")
-    result = replicate(folder, ReplicationAsk(calibrate=args.calibrate),
+    cases = [case for case in read_cases(folder) if args.only is None or case.kind == args.only]
+    if not cases:
+        raise SpecplanError(f"{folder}: no {args.only} case inside")
+    result = replicate(cases, ReplicationAsk(calibrate=args.calibrate),
                        RunOptions(out_dir=out, workers=args.workers, progress=not args.quiet))
     if not result.compared():
         raise SpecplanError(f"{folder}: nothing to compare: no figure of its {len(result.cases)} case(s) can be "
