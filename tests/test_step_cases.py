@@ -123,3 +123,18 @@ def test_only_step_runs_the_step_cases_alone(tmp_path, cli):
     code, out, _err = cli("replicate", str(folder), "--only", "step", "--out", str(tmp_path / "out"), "--quiet")
     assert code == 0 and out.startswith("0 of 1 cases not predicted") and "7 of 7 step figures predicted" in out
     assert "replication-tiny: runs" not in out and "5 of 5 figures predicted" not in out
+
+
+def test_a_step_case_on_another_count_of_gpus_is_not_the_nearest():
+    """TP4 and TP8 are both 'tp' on the same GPU: the count of GPUs tells the deployments apart."""
+    rows = frame([0.40], [0.02])
+    rows["gpu_count"] = [4, 8]
+    (cell,) = responsibility(rows)
+    assert cell["step_case"] is None and cell["responsible"].startswith("no step case")
+
+
+def test_a_sign_case_has_no_error_to_set_beside_its_step_case():
+    rows = frame([0.40], [0.02])
+    rows.loc[0, ["metric", "predicted_error"]] = ["speedup_sign", 0.0]
+    (cell,) = responsibility(rows)
+    assert cell["responsible"] == "no throughput or TPOT figure to compare (a sign or TTFT figure only)"

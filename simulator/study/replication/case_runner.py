@@ -200,6 +200,7 @@ def base_row(case: Case, figure: Figure) -> dict[str, Any]:
     return {"source": case.name, "reference": case.source.get("reference", ""), "group": case.group,
             "level": case.kind, "model": model_key(case),
             "kind": kind(case), "gpu": str((case.source.get("gpus") or {}).get("type", "?")),
+            "gpu_count": int((case.source.get("gpus") or {}).get("count", 1) or 1),
             "workload": figure.workload, "arm": figure.arm, "metric": figure.metric,
             "statistic": figure.statistic or "-", "length_rule": figure.length_rule or "-",
             "concurrency": figure.concurrency, "published": figure.published, "unit": figure.unit,

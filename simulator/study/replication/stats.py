@@ -5,7 +5,7 @@ below but the step ones) read only serving cases' rows (`serving_rows`); step
 cases' figures (a static batch priced by the step model, step_cases.py) have
 their own (`step_statistics`, goal: predicted median |error| <= 10%), and
 `responsibility` sets each serving cell beside its nearest step case (same
-model, engine, GPU and layout) to say which is responsible for its miss: the
+model, engine, GPU, layout and GPU count) to say which is responsible for its miss: the
 step price (its step case is off by more than RESPONSIBLE_AT) or the schedule
 (its step case is within it, the serving cell is not).
 
@@ -161,21 +161,23 @@ def step_goal(steps: dict[str, Any]) -> dict[str, Any]:
 
 def responsibility(rows: pd.DataFrame) -> list[dict[str, Any]]:
     """Per serving cell (case): its predicted median |error| over its throughput and TPOT figures, its nearest
-    step case (same model, engine, GPU and layout: the one with the most figures predicted) and that case's
-    median |error|, and which is responsible (`verdict`)."""
+    step case (same model, engine, GPU, layout and GPU count: the one with the most figures predicted) and that
+    case's median |error|, and which is responsible (`verdict`)."""
     if "model" not in rows:
         return []
+    same = ["group", "model", *(["gpu_count"] if "gpu_count" in rows else [])]
     serving, steps = serving_rows(rows), step_rows(rows)
     out = []
     for source, part in serving.groupby("source", sort=False):
         first = part.iloc[0]
         own = abs_errors(part[part["metric"].isin(GOAL_METRICS)])
-        match = steps[(steps["group"] == first["group"]) & (steps["model"] == first["model"])]
+        match = steps[(steps[same] == first[same]).all(axis=1)] if not steps.empty else steps
         nearest, step = nearest_step(match)
+        predicted = bool((part["status"] == "ok").any())
         out.append({"source": str(source), "group": str(first["group"]), "model": str(first["model"]),
                     "serving_median_abs_error": own["median_abs_error"], "step_case": nearest,
                     "step_figures": step["figures"], "step_median_abs_error": step["median_abs_error"],
-                    "responsible": verdict(own["median_abs_error"], nearest, step["median_abs_error"])})
+                    "responsible": verdict(own["median_abs_error"], nearest, step["median_abs_error"], predicted)})
     return out
 
 
@@ -188,10 +190,12 @@ def nearest_step(match: pd.DataFrame) -> tuple[str | None, dict[str, Any]]:
     return name, abs_errors(match[match["source"] == name])
 
 
-def verdict(serving: float | None, step_case: str | None, step: float | None) -> str:
-    """Which one is responsible for a serving cell's miss: the step price or the schedule (module docstring)."""
+def verdict(serving: float | None, step_case: str | None, step: float | None, predicted: bool = True) -> str:
+    """Which one is responsible for a serving cell's miss: the step price or the schedule (module docstring);
+    `predicted`: whether any of the serving cell's figures was predicted (a sign case's only figure is no error)."""
     if serving is None:
-        return "the serving cell is not predicted"
+        return ("no throughput or TPOT figure to compare (a sign or TTFT figure only)" if predicted
+                else "the serving cell is not predicted")
     if step_case is None:
         return "no step case of this model, engine, GPU and layout: cannot tell"
     if step is None:
