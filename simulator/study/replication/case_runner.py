@@ -27,7 +27,7 @@ import math
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -183,7 +183,15 @@ def preset_known(preset: str, family: str = "dspark") -> bool:
     return True
 
 
-def figure_status(runner: CaseRunner, figure: Figure) -> str | None:
+class FigureRunner(Protocol):
+    """What a figure's status reads of its runner: a serving case's CaseRunner or a step case's StepRunner."""
+
+    def workload(self, name: str) -> dict[str, Any]: ...
+
+    def scenario(self, figure: Figure, arm: str, params: Params, extra: tuple[str, ...] = ()) -> Any: ...
+
+
+def figure_status(runner: FigureRunner, figure: Figure) -> str | None:
     """Why this figure cannot be predicted (a workload marked unavailable, a scenario that does not load)."""
     reason = runner.workload(figure.workload).get("unavailable")
     if reason:
