@@ -24,8 +24,18 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from specplan.simulator.study.replication.case_runner import AS_RUN, NEAREST, Params
-from specplan.simulator.study.replication.replicate import SENSITIVITIES, Replication
-from specplan.simulator.study.replication.stats import MODES, goals, statistics
+from specplan.simulator.study.replication.replicate import SENSITIVITIES, Replication, missing_lines
+from specplan.simulator.study.replication.stats import (
+    MODES,
+    RESPONSIBLE_AT,
+    goals,
+    responsibility,
+    serving_rows,
+    statistics,
+    step_goal,
+    step_rows,
+    step_statistics,
+)
 from specplan.simulator.study.replication.version_spread import spread_statistics
 
 MODE_WORDS = {"predicted": "predicted (no parameter fitted)",
@@ -148,9 +158,10 @@ def pair(s: dict[str, Any]) -> str:
     return "—" if not s.get("figures") else f"{s['median_abs_error']:.1%} / {s['max_abs_error']:.1%}"
 
 
-def goal_lines(stats: dict[str, Any]) -> list[str]:
+def goal_lines(stats: dict[str, Any], rows: pd.DataFrame | None = None) -> list[str]:
     out = []
-    for g in goals(stats):
+    extra = [] if rows is None or step_rows(rows).empty else [step_goal(step_statistics(rows))]
+    for g in [*goals(stats), *extra]:
         value = g["value"] if isinstance(g["value"], str) or g["value"] is None else f"{g['value']:.1%}"
         verdict = "not evaluated" if g["met"] is None else ("met" if g["met"] else "MISSED")
         out.append(f"goal {g['goal']}: {value} ({verdict})")
@@ -173,14 +184,60 @@ def sensitivity_lines(rows: pd.DataFrame, sources: dict[str, str]) -> list[str]:
 
 
 def status_lines(rows: pd.DataFrame) -> list[str]:
-    """How many figures are in the error, and why the others are not (by the status's kind)."""
+    """How many serving figures, then step figures, are in the error, and why the others are not (by the status's
+    kind)."""
     if rows.empty:
         return ["no published figure"]
-    kinds = rows["status"].astype(str).str.split(":").str[0]
-    counts = kinds[kinds != "ok"].value_counts()
-    out = [f"{int((kinds == 'ok').sum())} of {len(rows)} figures predicted"]
-    out += [f"  left out ({n}): {kind}" for kind, n in counts.items()]
+    out = []
+    for words, part in (("figures", serving_rows(rows)), ("step figures", step_rows(rows))):
+        if part.empty:
+            continue
+        kinds = part["status"].astype(str).str.split(":").str[0]
+        counts = kinds[kinds != "ok"].value_counts()
+        out.append(f"{int((kinds == 'ok').sum())} of {len(part)} {words} predicted")
+        out += [f"  left out ({n}): {kind}" for kind, n in counts.items()]
     return out
+
+
+def step_lines(rows: pd.DataFrame) -> list[str]:
+    """The step cases' predicted |error| (no scheduler: each figure priced by the step model alone), overall, per
+    engine and GPU, per metric."""
+    steps = step_statistics(rows)
+    if not steps.get("published"):
+        return []
+    lines = ["## Step cases (a static batch priced by the step model, no scheduler; in no serving statistic)", "",
+             f"step cases: {steps['cases']} cases, {steps['figures']} of {steps['published']} figures predicted"
+             + (f", median |error| {steps['median_abs_error']:.1%}, max {steps['max_abs_error']:.1%}"
+                if steps["figures"] else ""), ""]
+    head = ["engine/GPU or metric", "figures", "median / max |error|"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key, part in [*steps["by_engine_gpu"].items(), *steps["by_metric"].items()]:
+        lines.append(f"| {key} | {part['figures']} | {pair(part)} |")
+    return lines
+
+
+def responsibility_lines(rows: pd.DataFrame) -> list[str]:
+    """Per serving cell, its error beside its nearest step case's, and which one is responsible."""
+    cells = responsibility(rows)
+    if not cells or step_rows(rows).empty:
+        return []
+    head = ["serving cell", "model, engine/GPU/layout", "serving median |error|", "nearest step case",
+            "step median |error|", "responsible"]
+    lines = ["## Each serving cell beside its nearest step case", "",
+             f"A miss (median |error| past {RESPONSIBLE_AT:.0%}) whose step case is right is the schedule's; one whose "
+             "step case is wrong is the step price's.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in cells:
+        lines.append("| " + " | ".join([
+            c["source"], f"{c['model']}, {c['group']}", percent(c["serving_median_abs_error"]),
+            c["step_case"] or "—", percent(c["step_median_abs_error"]) + (f" ({c['step_figures']} figures)"
+                                                                        if c["step_figures"] else ""),
+            c["responsible"]]) + " |")
+    return lines
+
+
+def percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"
 
 
 def params_lines(result: Replication) -> list[str]:
@@ -201,10 +258,10 @@ def write_replication(result: Replication, out_dir: str | Path) -> str:
     rows = result.rows
     stats = statistics(rows, (AS_RUN, NEAREST))
     cases = [f"case {name}: {status}" for name, status in result.cases.items()]
-    text = "\n".join([*table_lines(rows), "", *cases, *status_lines(rows), "", *goal_lines(stats), "",
-                      *statistics_lines(stats), "", *group_lines(stats), "", *kind_lines(stats), "",
-                      *sensitivity_lines(rows, result.assumed_al), "", *params_lines(result), "",
-                      *spread_lines(result.spread)])
+    text = "\n".join([*missing_lines(result), "", *table_lines(rows), "", *cases, *status_lines(rows), "",
+                      *goal_lines(stats, rows), "", *statistics_lines(stats), "", *group_lines(stats), "",
+                      *kind_lines(stats), "", *sensitivity_lines(rows, result.assumed_al), "", *params_lines(result), "",
+                      *step_lines(rows), "", *responsibility_lines(rows), "", *spread_lines(result.spread)])
     (out / "replication.md").write_text("# Predictions against published measurements\n\n" + text + "\n")
     plot_replication(rows, out / "replication.png")
     return text
@@ -215,10 +272,12 @@ def plot_replication(rows: pd.DataFrame, path: Path) -> Path:
     fig = Figure(figsize=(5.5, 5))
     ax = fig.subplots()
     mode = next((m for m in ("split", "calibrated", "predicted") if f"{m}_value" in rows), None)
-    drawn = rows[(rows["status"] == "ok") & (rows["metric"] != "speedup_sign")] if mode else rows.iloc[0:0]
+    value = f"{mode}_value"
+    drawn = rows[(rows["status"] == "ok") & (rows["metric"] != "speedup_sign")] if mode \
+        else pd.DataFrame(columns=["source", "published", value])  # nothing predicted: no column to group by
     for source, part in drawn.groupby("source"):
-        ax.scatter(part["published"], part[f"{mode}_value"], label=str(source), s=24)
-    values = np.concatenate([drawn["published"].to_numpy(float), drawn[f"{mode}_value"].to_numpy(float)]) \
+        ax.scatter(part["published"], part[value], label=str(source), s=24)
+    values = np.concatenate([drawn["published"].to_numpy(float), drawn[value].to_numpy(float)]) \
         if len(drawn) else np.array([1.0, 10.0])
     lo, hi = float(np.nanmin(values)) / 1.5, float(np.nanmax(values)) * 1.5
     ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8)

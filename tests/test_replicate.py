@@ -8,6 +8,7 @@ known amount and the calibration must recover 0.2 ms.
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pandas as pd
@@ -19,6 +20,7 @@ from specplan.simulator.study.replication.published import read_case
 from specplan.simulator.study.replication.replicate import (
     ReplicationAsk,
     case_status,
+    missing_cases,
     replicate,
     statuses,
 )
@@ -281,3 +283,57 @@ def test_data_parallel_and_tensor_parallel_cells_of_one_gpu_are_calibrated_apart
     pr_case = read_case(PUBLISHED / "sglang-29538-v4-flash-dspark-b200")
     assert balanced.group == "sglang/B200/dp-attention"
     assert low_latency.group == pr_case.group == "sglang/B200/tp"
+
+
+def with_missing_profile(tmp_path):
+    """A folder of two cases: the tiny one, and a copy whose built-in is not installed."""
+    folder = tmp_path / "cases"
+    shutil.copytree(TINY, folder / "a-runs")
+    shutil.copytree(TINY, folder / "b-missing")
+    source = folder / "b-missing" / "source.yaml"
+    source.write_text(source.read_text() + "requires: {profiles: [builtin:no-such-gpu-profile]}\n")
+    return folder
+
+
+def test_a_case_not_predicted_is_counted_first_and_fails_the_command(tmp_path, cli):
+    """The suite never shrinks in silence: 'N of M cases not predicted' opens the report with each reason, and the
+    command exits 1 in one line unless --allow-missing accepts the partial record."""
+    folder = with_missing_profile(tmp_path)
+    code, out, err = cli("replicate", str(folder), "--out", str(tmp_path / "out"), "--quiet")
+    assert code == 1 and "Traceback" not in err
+    assert err.count("\n") == 1 and "1 of 2 cases not predicted" in err and "--allow-missing" in err
+    report = (tmp_path / "out" / "replication.md").read_text().split("\n\n", 2)[1].splitlines()
+    assert report[0] == "1 of 2 cases not predicted"
+    assert report[1] == "  not predicted: b-missing: profile not available: builtin:no-such-gpu-profile"
+    record = json.loads((tmp_path / "out" / "replication.json").read_text())
+    assert record["cases_not_predicted"] == {"b-missing": "profile not available: builtin:no-such-gpu-profile"}
+    code, out, err = cli("replicate", str(folder), "--out", str(tmp_path / "out2"), "--allow-missing", "--quiet")
+    assert code == 0 and out.startswith("1 of 2 cases not predicted") and err == ""
+
+
+def test_a_case_with_a_figure_left_out_is_not_predicted():
+    rows = pd.DataFrame([{"source": "x", "status": "ok"}, {"source": "x", "status": "workload not available: no"},
+                         {"source": "y", "status": "ok"}])
+    cases = {"x": "runs", "y": "runs", "z": "runs", "w": "not runnable: why"}
+    assert missing_cases(cases, rows) == {"x": "1 of 2 figures not predicted: workload not available: no",
+                                          "z": "no published figure", "w": "not runnable: why"}
+
+
+def test_a_folder_with_nothing_to_compare_is_one_line_and_exit_2(tmp_path, cli):
+    """The InferenceX #3346 case: no figure, not runnable. It used to end in a traceback (KeyError: 'source')."""
+    case = PUBLISHED / "inferencex-3346-v41-flash-dspark5-b200"
+    code, out, err = cli("replicate", str(case), "--out", str(tmp_path / "out"), "--quiet")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert "nothing to compare: no figure of its 1 case(s) can be predicted" in err and "not runnable" in err
+
+
+def test_a_report_with_no_figure_draws_and_says_so(tmp_path):
+    """write_replication on a record with no rows (the API's answer for a folder with nothing to compare)."""
+    from specplan.reports.replication import write_replication
+
+    result = replicate([read_case(PUBLISHED / "inferencex-3346-v41-flash-dspark5-b200")], None,
+                       RunOptions(out_dir=tmp_path))
+    assert result.compared() == 0
+    text = write_replication(result, tmp_path)
+    assert text.startswith("1 of 1 cases not predicted\n  not predicted: inferencex-3346") and (
+        tmp_path / "replication.png").exists()

@@ -1,6 +1,6 @@
 """Results pages read from committed records of slow studies: the replication suite and the fidelity check.
 
-`specplan replicate benchmarks/published --calibrate` (about a quarter of
+`specplan replicate benchmarks/published --calibrate --allow-missing` (about a quarter of
 an hour) writes benchmarks/published/results/; `specplan fidelity
 scenarios/fidelity.yaml --runs 3` (about half an hour, on a quiet machine)
 writes validation/results/. These pages are regenerated from those records
@@ -27,7 +27,7 @@ FIDELITY = REPO / "validation" / "results"
 def replication_page(args: argparse.Namespace) -> str:
     report = (REPLICATION / "replication.md").read_text()
     return "\n".join([
-        "Made by `specplan replicate benchmarks/published --calibrate --workers 2` (committed in "
+        "Made by `specplan replicate benchmarks/published --calibrate --workers 2 --allow-missing` (committed in "
         "`benchmarks/published/results/`: replication.csv, .md, .json, .png); this page is read from that "
         "record. What the suite is, how it runs and what is responsible for its misses: "
         "[Replication and fidelity](../guides/replication.md). Every DeepSeek-V4-Pro end-to-end serving "
@@ -58,7 +58,30 @@ def standing(level: int) -> str:
         f"{head} What the assumed acceptance moves", "",
         "Where a case assumes its acceptance, every figure is predicted again with the accepted length 10% "
         "lower and 10% higher (`al_minus_10_change`, `al_plus_10_change`: the change against the prediction).",
-        "", acceptance_table(rows)])
+        "", acceptance_table(rows), *step_blocks(record, head)])
+
+
+def step_blocks(record: dict, head: str) -> list[str]:
+    """The step cases' errors and each serving cell beside its nearest step case (records written since step cases
+    exist; none before)."""
+    steps = record.get("step_statistics") or {}
+    if not steps.get("published"):
+        return []
+    rows = [[key, str(part["figures"]), error_text(part)]
+            for key, part in [*steps.get("by_engine_gpu", {}).items(), *steps.get("by_metric", {}).items()]]
+    cells = [[c["source"], c["group"], pct_or_dash(c["serving_median_abs_error"]), c["step_case"] or "–",
+              pct_or_dash(c["step_median_abs_error"]), c["responsible"]] for c in record.get("responsibility", [])]
+    return [f"{head} Step cases (predicted, no scheduler)", "",
+            f"{steps['figures']} of {steps['published']} step figures predicted over {steps['cases']} cases"
+            + (f", median |error| {pct(steps['median_abs_error'])}." if steps["figures"] else "."), "",
+            table(["engine/GPU or metric", "figures", "median / max |error|"], rows),
+            f"{head} Each serving cell beside its nearest step case", "",
+            table(["serving cell", "engine/GPU/layout", "serving median |error|", "nearest step case",
+                   "step median |error|", "responsible"], cells)]
+
+
+def pct_or_dash(value: float | None) -> str:
+    return "–" if value is None else pct(value)
 
 
 def acceptance_table(rows: pd.DataFrame) -> str:
@@ -166,6 +189,7 @@ def signed(errors: pd.Series) -> str:
 
 
 def ttft_text(rows: pd.DataFrame) -> str:
+    rows = rows[rows["level"] != "step"] if "level" in rows else rows  # a step case's TTFT is in its own statistic
     ttft = rows[(rows["status"] == "ok") & rows["metric"].str.contains("ttft")]["predicted_error"]
     return f"{ttft.size} TTFT figures, median |error| {pct(ttft.abs().median())}"
 

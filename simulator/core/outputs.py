@@ -481,14 +481,17 @@ REPLICATION = table("""
 source | — | the case folder under benchmarks/published
 reference | — | the public source (repository and PR or issue)
 group | — | engine/GPU/layout group (layout: tp or dp-attention; calibration fits per group)
-kind | — | the kind of cell: a cookbook recipe's strategy (low-latency, balanced, high-throughput), or PR case
+level | — | serving (a benchmark client's run, simulated) or step (a static batch, priced by the step model alone)
+model | — | the model the case ran, as step and serving cases are matched on it (e.g. deepseek-v4-flash)
+kind | — | the kind of cell: a cookbook recipe's strategy (low-latency, balanced, high-throughput), PR case, or step case
 gpu | — | the GPU the figure was measured on
+gpu_count | GPUs | how many of them the deployment ran on (step and serving cases are matched on it too)
 workload | — | the benchmarked workload
 arm | — | the compared arm (a speed-up is an arm ratio, dspark/none)
 metric | — | what was published (throughput, TPOT, TTFT, speed-up, sign), with its statistic (mean_, median_)
 statistic | — | the statistic over requests the metric compares (mean or P50; - for a figure over the run)
 length_rule | — | the lengths the benchmark client drew (uniform or fixed, source.yaml's length_rule; - where none)
-concurrency | requests | the client's concurrency
+concurrency | requests | the client's concurrency (a step case's batch size)
 published | the unit column's | the published figure
 unit | — | its unit as published
 line | — | the published.csv line

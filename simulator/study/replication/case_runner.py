@@ -27,7 +27,7 @@ import math
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -183,7 +183,15 @@ def preset_known(preset: str, family: str = "dspark") -> bool:
     return True
 
 
-def figure_status(runner: CaseRunner, figure: Figure) -> str | None:
+class FigureRunner(Protocol):
+    """What a figure's status reads of its runner: a serving case's CaseRunner or a step case's StepRunner."""
+
+    def workload(self, name: str) -> dict[str, Any]: ...
+
+    def scenario(self, figure: Figure, arm: str, params: Params, extra: tuple[str, ...] = ()) -> Any: ...
+
+
+def figure_status(runner: FigureRunner, figure: Figure) -> str | None:
     """Why this figure cannot be predicted (a workload marked unavailable, a scenario that does not load)."""
     reason = runner.workload(figure.workload).get("unavailable")
     if reason:
@@ -198,7 +206,9 @@ def figure_status(runner: CaseRunner, figure: Figure) -> str | None:
 
 def base_row(case: Case, figure: Figure) -> dict[str, Any]:
     return {"source": case.name, "reference": case.source.get("reference", ""), "group": case.group,
+            "level": case.kind, "model": model_key(case),
             "kind": kind(case), "gpu": str((case.source.get("gpus") or {}).get("type", "?")),
+            "gpu_count": int((case.source.get("gpus") or {}).get("count", 1) or 1),
             "workload": figure.workload, "arm": figure.arm, "metric": figure.metric,
             "statistic": figure.statistic or "-", "length_rule": figure.length_rule or "-",
             "concurrency": figure.concurrency, "published": figure.published, "unit": figure.unit,
@@ -206,8 +216,29 @@ def base_row(case: Case, figure: Figure) -> dict[str, Any]:
 
 
 def kind(case: Case) -> str:
-    """The kind of cell: a cookbook recipe's strategy (low-latency, balanced, high-throughput), else a PR case."""
+    """The kind of cell: a cookbook recipe's strategy (low-latency, balanced, high-throughput), a step case, else a
+    PR case."""
+    if case.kind == "step":
+        return STEP_CASE
     return str((case.source.get("recipe") or {}).get("strategy", PR_CASE))
+
+
+STEP_CASE = "step case"
+MODEL_SUFFIXES = ("-0731", "-fp8", "-nvfp4", "-dspark", "-instruct")
+
+
+def model_key(case: Case) -> str:
+    """The model a case ran, as step and serving cases are matched on it: source.yaml's `model` without its
+    organisation, notes, checkpoint date or precision ("deepseek-ai/DeepSeek-V4-Flash-0731 (FP4)" ->
+    "deepseek-v4-flash"; V4.1 stays apart)."""
+    name = str(case.source.get("model", "?")).split()[0].split("/")[-1].lower()
+    changed = True
+    while changed:
+        changed = False
+        for suffix in MODEL_SUFFIXES:
+            if name.endswith(suffix):
+                name, changed = name[: -len(suffix)], True
+    return name
 
 
 def in_unit(figure: Figure, value: float) -> float:

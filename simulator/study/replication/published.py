@@ -31,6 +31,15 @@ A case is a folder (benchmarks/published/NAME/):
                     workload,arm,metric,value,unit,concurrency[,num_prompts,note,statistic,length_rule]
     spread.csv      (with `spread`) the older run's figures, the same columns
 
+**Step cases** (`kind: step` in source.yaml; serving cases are `kind: serving`, the
+default): a static batch measured with no scheduler in between
+(`bench_one_batch_server`, `bench_one_batch`, `vllm bench latency`, an engine's
+per-step log lines). `concurrency` is the batch size; each workload states
+`input_len` and `output_len` (step_cases.py checks them); the metrics are the
+STEP_METRICS below, and an engine log line's figure gives the batch's KV tokens in
+the optional column `context_tokens`. They are predicted by the step price alone
+(step_price.py), never simulated.
+
 `arm` is an arm's name, or `A/B` for a ratio of two arms (a speed-up). A
 metric names what the engines' clients print, with its statistic (mean_ttft
 against median_ttft: the mean or the P50 over requests); METRICS maps it to
@@ -70,14 +79,24 @@ METRICS: dict[str, tuple[str, dict[str, float]]] = {
     "mean_itl": ("mean_itl_ms", TIME_MS), "median_itl": ("median_itl_ms", TIME_MS),
     "speedup_output_throughput": ("output_throughput_tok_s", {"x": 1.0}),
     "speedup_sign": ("output_throughput_tok_s", {"sign": 1.0}),
+    # a step case's figures (STEP_METRICS), priced by step_price.py: the key names the quantity, no summary reads it
+    "step_itl": ("step:itl_ms", TIME_MS),                       # bench_one_batch_server's (latency - TTFT) / output
+    "batch_ttft": ("step:prefill_ms", TIME_MS),                 # the batch's prefill, to its last first token
+    "batch_median_ttft": ("step:median_first_token_ms", TIME_MS),   # the median request's first token
+    "batch_latency": ("step:latency_ms", TIME_MS),              # prefill and every decode step of the batch
+    "batch_output_throughput": ("step:output_tok_s", {"tok/s": 1.0}),   # batch x output tokens / latency
+    "gen_throughput": ("step:gen_tok_s", {"tok/s": 1.0}),       # a log line: running requests / one decode step
 }
+STEP_METRICS = ("step_itl", "batch_ttft", "batch_median_ttft", "batch_latency", "batch_output_throughput",
+                "gen_throughput")
+CASE_KINDS = ("serving", "step")
 RATIO_METRICS = ("speedup_output_throughput", "speedup_sign")
 GOAL_METRICS = ("output_throughput", "total_throughput", "output_throughput_per_gpu", "total_throughput_per_gpu",
                 "mean_tpot", "median_tpot", "speedup_output_throughput")
 COLUMNS = ("workload", "arm", "metric", "value", "unit", "concurrency")
 SOURCE_KEYS = ("title", "repository", "reference", "url", "engine", "model", "gpus", "parallelism",
                "server_flags", "client_flags", "client", "arms", "workloads", "requires", "runnable", "reason",
-               "notes", "group", "recipe", "acceptance_assumption", "length_rule", "spread")
+               "notes", "group", "recipe", "acceptance_assumption", "length_rule", "spread", "kind")
 SPREAD_KEYS = ("engine_version", "reference", "url", "conditions")
 SPREAD_FILE = "spread.csv"
 # the statistic a latency metric's prefix names, as a source labels it (the column `statistic`)
@@ -117,6 +136,7 @@ class Figure:
     line: int
     statistic: str = ""     # mean or P50 for a latency, "" for a figure over the run
     length_rule: str = ""   # the lengths the client drew (uniform, fixed), where stated
+    context_tokens: int | None = None   # a step case's log line: the batch's KV tokens (#token)
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -136,6 +156,11 @@ class Case:
     @property
     def name(self) -> str:
         return self.folder.name
+
+    @property
+    def kind(self) -> str:
+        """`step` (a static batch, priced by the step model) or `serving` (a benchmark client, simulated)."""
+        return str(self.source.get("kind", "serving"))
 
     @property
     def client(self) -> str:
@@ -193,6 +218,8 @@ def read_source(path: Path) -> dict[str, Any]:
     if not isinstance(source, dict):
         raise SpecplanError(f"{path}: must be a YAML mapping")
     check_keys(source, SOURCE_KEYS, str(path))
+    if source.get("kind", "serving") not in CASE_KINDS:
+        raise SpecplanError(f"{path}: kind must be one of {', '.join(CASE_KINDS)}, got {source.get('kind')!r}")
     clients = [name for name in ENGINE_NAMES if engine_traits(name).client is not None]
     if source.get("client", "vllm") not in clients:
         raise SpecplanError(f"{path}: client must be one of {', '.join(clients)}, got {source.get('client')!r}")
@@ -204,7 +231,26 @@ def read_source(path: Path) -> dict[str, Any]:
         check_acceptance_assumption(source["acceptance_assumption"], f"{path}: acceptance_assumption")
     if "length_rule" in source:
         check_length_rule(source["length_rule"], f"{path}: length_rule")
+    if source.get("kind") == "step":
+        check_step_workloads(source.get("workloads") or {}, f"{path}: workloads")
     return source
+
+
+STEP_LENGTHS = ("input_len", "output_len")
+STEP_WORKLOAD_KEYS = (*STEP_LENGTHS, "overrides", "unavailable", "note")
+
+
+def check_step_workloads(workloads: Any, where: str) -> None:
+    """A step case's workloads: each a mapping with its batch's input_len and output_len (whole numbers >= 1)."""
+    if not isinstance(workloads, dict) or not workloads:
+        raise SpecplanError(f"{where} must map each workload to its input_len and output_len")
+    for name, spec in workloads.items():
+        if not isinstance(spec, dict):
+            raise SpecplanError(f"{where}.{name} must be a mapping ({', '.join(STEP_WORKLOAD_KEYS)})")
+        check_keys(spec, STEP_WORKLOAD_KEYS, f"{where}.{name}")
+        for key in STEP_LENGTHS:
+            if not whole(spec.get(key)):
+                raise SpecplanError(f"{where}.{name}: {key} must be a whole number >= 1, got {spec.get(key)!r}")
 
 
 def check_recipe(recipe: Any, server_flags: str, where: str) -> None:
@@ -301,6 +347,7 @@ def figure(row: dict[str, str], source: dict[str, Any], path: Path, line: int) -
         raise SpecplanError(f"{where}: unit '{unit}' is not one {metric} is published in "
                             f"(valid: {', '.join(METRICS[metric][1])})")
     check_arm(arm, metric, source, where)
+    check_level(metric, str(source.get("kind", "serving")), where)
     workload = row["workload"].strip()
     if workload not in source.get("workloads", {}):
         raise SpecplanError(f"{where}: unknown workload '{workload}' (source.yaml workloads: "
@@ -308,7 +355,27 @@ def figure(row: dict[str, str], source: dict[str, Any], path: Path, line: int) -
     value = number(row["value"], "value", where)
     return Figure(workload, arm, metric, value * METRICS[metric][1][unit], value, unit,
                   int(number(row["concurrency"], "concurrency", where)), prompts(row, where), line,
-                  statistic(row, metric, where), length_rule(row, source, where))
+                  statistic(row, metric, where), length_rule(row, source, where), context(row, metric, where))
+
+
+def check_level(metric: str, kind: str, where: str) -> None:
+    """A step case's figures are STEP_METRICS, a serving case's are not (one line naming the other kind's)."""
+    if (metric in STEP_METRICS) != (kind == "step"):
+        valid = STEP_METRICS if kind == "step" else tuple(m for m in METRICS if m not in STEP_METRICS)
+        raise SpecplanError(f"{where}: {metric} is not a {kind} case's figure (valid: {', '.join(valid)})")
+
+
+def context(row: dict[str, str], metric: str, where: str) -> int | None:
+    """A log line's KV tokens (`context_tokens`): required by gen_throughput, a whole number >= 1."""
+    text = (row.get("context_tokens") or "").strip()
+    if not text:
+        if metric == "gen_throughput":
+            raise SpecplanError(f"{where}: gen_throughput needs context_tokens (the log line's #token)")
+        return None
+    tokens = number(text, "context_tokens", where)
+    if tokens < 1 or tokens != int(tokens):
+        raise SpecplanError(f"{where}: context_tokens must be a whole number >= 1, got {text!r}")
+    return int(tokens)
 
 
 def statistic(row: dict[str, str], metric: str, where: str) -> str:

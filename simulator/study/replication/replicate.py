@@ -67,7 +67,14 @@ from specplan.simulator.study.replication.case_runner import (
     signed_error,
 )
 from specplan.simulator.study.replication.published import RATIO_METRICS, Case, Figure, read_case
-from specplan.simulator.study.replication.stats import goals, statistics
+from specplan.simulator.study.replication.stats import (
+    goals,
+    responsibility,
+    statistics,
+    step_goal,
+    step_statistics,
+)
+from specplan.simulator.study.replication.step_cases import StepRunner, is_step
 from specplan.simulator.study.replication.version_spread import spread_rows, spread_statistics
 
 SENSITIVITIES = ("al_minus_10", "al_plus_10")
@@ -83,8 +90,18 @@ class Replication:
     assumed_al: dict[str, str] = field(default_factory=dict)  # case -> the acceptance it assumes
     spread: pd.DataFrame = field(default_factory=pd.DataFrame)  # stale vs newest published figures, apart
 
+    def not_predicted(self) -> dict[str, str]:
+        """Each case with a figure out of the statistics (or no figure at all), and why: the suite never shrinks
+        in silence (`missing_cases`)."""
+        return missing_cases(self.cases, self.rows)
 
-Entry = tuple[Case, Figure, CaseRunner]
+    def compared(self) -> int:
+        """How many figures were predicted (status ok): none means there was nothing to compare."""
+        return int((self.rows["status"] == "ok").sum()) if "status" in self.rows else 0
+
+
+Runner = CaseRunner | StepRunner
+Entry = tuple[Case, Figure, Runner]
 
 
 @dataclass(frozen=True)
@@ -112,8 +129,9 @@ def replicate(source: str | Path | Iterable[Case], ask: ReplicationAsk | None = 
         row.update(entry[2].modes(entry[1], Params()))
         add_sensitivity(row, entry)
     params: dict[str, dict[str, Params]] = {}
-    if ask.calibrate and runnable:
-        params = calibrations(runnable, rows, out, ask.host_grid, ask.scale_grid, progress, options.workers or 1)
+    serving = [entry for entry in runnable if not is_step(entry[0])]  # a step case is predicted only
+    if ask.calibrate and serving:
+        params = calibrations(serving, rows, out, ask.host_grid, ask.scale_grid, progress, options.workers or 1)
     result = Replication(pd.DataFrame(list(rows.values())), params, {case.name: case_status(case) for case in cases},
                          {case.name: assumed_al(case) for case in cases if "acceptance_assumption" in case.source},
                          spread_rows(cases))
@@ -141,9 +159,35 @@ def write_records(result: Replication, out: Path) -> None:
     result.spread.to_csv(out / "version_spread.csv", index=False)
     stats = statistics(result.rows, (AS_RUN, NEAREST))
     params = {mode: {g: vars(p) for g, p in groups.items()} for mode, groups in result.params.items()}
-    doc = {"cases": result.cases, "statistics": stats, "goals": goals(stats), "params": params,
-           "version_spread": spread_statistics(result.spread) if not result.spread.empty else {}}
+    steps = step_statistics(result.rows)
+    doc = {"cases": result.cases, "cases_not_predicted": result.not_predicted(), "statistics": stats,
+           "goals": [*goals(stats), step_goal(steps)], "step_statistics": steps,
+           "responsibility": responsibility(result.rows), "params": params, "version_spread": spread_statistics(result.spread) if not result.spread.empty else {}}
     (out / "replication.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def missing_cases(cases: dict[str, str], rows: pd.DataFrame) -> dict[str, str]:
+    """Case -> why it is (partly) not predicted: its own status where it cannot run, the distinct statuses of its
+    figures that were left out (with how many of how many), "no published figure" where it has none."""
+    out: dict[str, str] = {}
+    for name, status in cases.items():
+        part = rows[rows["source"] == name] if "source" in rows else pd.DataFrame(columns=["status"])
+        left = part[part["status"] != "ok"]
+        if not status.startswith("runs"):
+            out[name] = status
+        elif part.empty:
+            out[name] = "no published figure"
+        elif not left.empty:
+            reasons = "; ".join(dict.fromkeys(left["status"].astype(str)))
+            out[name] = f"{len(left)} of {len(part)} figures not predicted: {reasons}"
+    return out
+
+
+def missing_lines(result: Replication) -> list[str]:
+    """'N of M cases not predicted' and a line per such case with its reason (first in every report)."""
+    missing = result.not_predicted()
+    return [f"{len(missing)} of {len(result.cases)} cases not predicted",
+            *[f"  not predicted: {name}: {reason}" for name, reason in missing.items()]]
 
 
 def case_status(case: Case) -> str:
@@ -159,15 +203,20 @@ def statuses(cases: list[Case], out: Path, progress: Callable[[str], None]) -> t
     rows: dict[int, dict[str, Any]] = {}
     runnable: list[Entry] = []
     for case in cases:
-        runner = CaseRunner(case, out)
+        runner = runner_for(case, out)
         reason = availability(case)
-        progress(f"{case.name}: {reason or 'runs'}")
+        progress(f"{case.name}: {reason.split(':')[0] if reason else 'runs'}")  # the reason whole in the report
         for figure in case.figures:
             status = reason or figure_status(runner, figure)
             rows[id(figure)] = {**base_row(case, figure), "status": status or "ok"}
             if status is None:
                 runnable.append((case, figure, runner))
     return rows, runnable
+
+
+def runner_for(case: Case, out: Path) -> Runner:
+    """A serving case's simulator, or a step case's step price (step_cases.py)."""
+    return StepRunner(case, out) if is_step(case) else CaseRunner(case, out)
 
 
 def assumed_al(case: Case) -> str:

@@ -3,12 +3,20 @@
 DIR is one case folder (source.yaml, scenario.yaml, published.csv) or a
 folder of them. `--calibrate` adds the calibrated and split errors
 (specplan.simulator.study.replication.replicate). Writes replication.csv, .md, .json
-and .png to --out and prints the table.
+and .png to --out and prints the table. `--only step` runs the step cases alone
+(a static batch priced by the step model, no simulation: seconds), `--only
+serving` the serving cases.
+
+The suite never shrinks in silence: the report opens with "N of M cases not
+predicted" and each such case's reason, and the command then exits with status
+1 (one line on stderr) unless `--allow-missing` accepts a partial record. A
+folder with no figure that can be predicted is one line and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from specplan.cli.args import whole_number
@@ -16,7 +24,12 @@ from specplan.cli.commands import help_of
 from specplan.reports.replication import write_replication
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.study.options import RunOptions
-from specplan.simulator.study.replication.replicate import ReplicationAsk, replicate
+from specplan.simulator.study.replication.replicate import (
+    Replication,
+    ReplicationAsk,
+    read_cases,
+    replicate,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also fit host time and a verify-time factor per engine, GPU and layout (calibrated, split)")
     p.add_argument("--workers", type=whole_number, default=1,
                    help="processes the calibration's grid points run on (default 1; the cores you can spare)")
+    p.add_argument("--only", choices=("step", "serving"),
+                   help="run only the step cases (a static batch priced by the step model: seconds) or only the "
+                        "serving cases")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="exit 0 though some cases are not predicted (a missing built-in, a case marked not runnable); "
+                        "without it such a record exits with status 1")
     p.add_argument("--quiet", action="store_true", help="print only the statistics")
     p.set_defaults(func=run)
 
@@ -36,10 +55,31 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else folder / "results"
     if args.workers < 1:
         raise SpecplanError(f"--workers must be at least 1, got {args.workers}")
-    result = replicate(folder, ReplicationAsk(calibrate=args.calibrate),
+    cases = [case for case in read_cases(folder) if args.only is None or case.kind == args.only]
+    if not cases:
+        raise SpecplanError(f"{folder}: no {args.only} case inside")
+    result = replicate(cases, ReplicationAsk(calibrate=args.calibrate),
                        RunOptions(out_dir=out, workers=args.workers, progress=not args.quiet))
+    if not result.compared():
+        raise SpecplanError(f"{folder}: nothing to compare: no figure of its {len(result.cases)} case(s) can be "
+                            f"predicted ({first_reason(result)})")
     text = write_replication(result, out)
     lines = text.splitlines()
     print("\n".join(lines if not args.quiet else [line for line in lines if not line.startswith("|")]))
     print(f"results in {out}/")
+    missing = result.not_predicted()
+    if missing and not args.allow_missing:
+        print(f"specplan: {len(missing)} of {len(result.cases)} cases not predicted (the first: {first_reason(result)}; "
+              f"each in {out / 'replication.md'}); --allow-missing accepts a partial record", file=sys.stderr)
+        return 1
     return 0
+
+
+def first_reason(result: Replication) -> str:
+    """The first case not predicted and its reason, cut to a readable length (the report has it whole)."""
+    name, reason = next(iter(result.not_predicted().items()), ("", "no case"))
+    reason = reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS].rstrip() + "..."
+    return f"{name}: {reason}" if name else reason
+
+
+REASON_CHARS = 120

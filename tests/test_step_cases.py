@@ -1,0 +1,140 @@
+"""Step cases: a static batch read, priced by the step model alone, kept apart from the serving statistics, and set
+beside each serving cell to say which is responsible for its miss.
+
+tests/data/replication-step-tiny is synthetic (not a measurement): every step of its engine costs
+10 ms + 0.05 ms per token of the forward, whatever the context, and prompts run in chunks of 1,000
+tokens. The figures below are worked out here from that, not read from the code under test.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+import pytest
+
+from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.replication.published import read_case
+from specplan.simulator.study.replication.replicate import replicate
+from specplan.simulator.study.replication.stats import responsibility, statistics, step_statistics
+from tests.conftest import REPO
+
+STEP_TINY = REPO / "tests" / "data" / "replication-step-tiny"
+SERVING_TINY = REPO / "tests" / "data" / "replication-tiny"
+
+
+def step_ms(batch: int) -> float:
+    return 10.0 + 0.05 * batch
+
+
+def test_a_step_case_is_read_and_predicted_by_the_step_price(tmp_path):
+    """Batch 4 of 500-token prompts, 5 output tokens: two 1,000-token prefill chunks, four decode steps of 4 rows."""
+    case = read_case(STEP_TINY)
+    assert case.kind == "step" and {f.metric for f in case.figures} >= {"step_itl", "batch_ttft", "gen_throughput"}
+    rows = replicate([case], None, RunOptions(out_dir=tmp_path)).rows
+    assert (rows["status"] == "ok").all() and (rows["level"] == "step").all()
+    got = {(r.metric, r.concurrency): r.predicted_value for r in rows.itertuples()}
+    prefill_4 = 2 * step_ms(1000)
+    assert got[("batch_ttft", 4)] == pytest.approx(prefill_4 / 1000)                 # published in seconds
+    assert got[("batch_ttft", 8)] == pytest.approx(4 * step_ms(1000))
+    assert got[("batch_median_ttft", 4)] == pytest.approx((step_ms(1000) + prefill_4) / 2)
+    assert got[("step_itl", 4)] == pytest.approx(4 * step_ms(4) / 5)                 # (latency - TTFT) / output
+    latency = prefill_4 + 4 * step_ms(4)
+    assert got[("batch_latency", 4)] == pytest.approx(latency)
+    assert got[("batch_output_throughput", 4)] == pytest.approx(4 * 5 / (latency / 1000))
+    assert got[("gen_throughput", 32)] == pytest.approx(32 / (step_ms(32) / 1000))   # a log line's N / one step
+    assert rows["predicted_error"].abs().max() < 1e-5                               # the published closed forms
+
+
+def test_a_step_case_is_never_calibrated_and_in_no_serving_statistic(tmp_path):
+    cases = [read_case(SERVING_TINY), read_case(STEP_TINY)]
+    rows = replicate(cases, None, RunOptions(out_dir=tmp_path)).rows
+    serving = rows[rows["level"] == "serving"]
+    assert statistics(rows, ("as run",)) == statistics(serving, ("as run",))
+    assert step_statistics(rows)["figures"] == 7 and step_statistics(serving)["figures"] == 0
+
+
+def frame(serving_errors: list[float], step_errors: list[float], step_group: str = "e/G/tp") -> pd.DataFrame:
+    rows = [{"source": "cell", "group": "e/G/tp", "model": "m", "level": "serving", "status": "ok",
+             "metric": "median_tpot", "predicted_error": e} for e in serving_errors]
+    rows += [{"source": "steps", "group": step_group, "model": "m", "level": "step", "status": "ok",
+              "metric": "step_itl", "predicted_error": e} for e in step_errors]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize(("serving", "step", "group", "words"), [
+    ([0.40, -0.50], [0.03, -0.05], "e/G/tp", "the schedule (its step case is within 15%: 4%)"),
+    ([0.40, -0.50], [0.30, 0.20], "e/G/tp", "the step price (its step case misses by 25%)"),
+    ([0.05], [0.02], "e/G/tp", "neither (both within 15%)"),
+    ([0.40], [0.02], "e/G/dp-attention", "no step case of this model, engine, GPU and layout: cannot tell"),
+], ids=["schedule", "step price", "neither", "no step case of its layout"])
+def test_the_responsible_one_is_the_step_price_or_the_schedule(serving, step, group, words):
+    (cell,) = responsibility(frame(serving, step, group))
+    assert cell["responsible"] == words
+    assert cell["serving_median_abs_error"] == pytest.approx(pd.Series(serving).abs().median())
+
+
+def test_the_report_sets_each_serving_cell_beside_its_nearest_step_case(tmp_path, cli):
+    folder = tmp_path / "cases"
+    shutil.copytree(SERVING_TINY, folder / "replication-tiny")
+    shutil.copytree(STEP_TINY, folder / "replication-step-tiny")
+    code, out, _err = cli("replicate", str(folder), "--out", str(tmp_path / "out"))
+    assert code == 0
+    assert "step cases: 1 cases, 7 of 7 figures predicted, median |error| 0.0%" in out
+    assert ("| replication-tiny | none, synthetic/cpu/tp | 1.5% | replication-step-tiny | 0.0% (7 figures) | "
+            "neither (both within 15%) |") in out
+    assert "5 of 5 figures predicted" in out and "7 of 7 step figures predicted" in out
+
+
+BAD = [
+    ("a step metric in a serving case", SERVING_TINY, "fixed-100-11,fast,step_itl,10,ms,1,",
+     "step_itl is not a serving case's figure"),
+    ("a serving metric in a step case", STEP_TINY, "in500-out5,base,median_tpot,10,ms,4,,",
+     "median_tpot is not a step case's figure (valid: step_itl, batch_ttft"),
+    ("a log line without its KV tokens", STEP_TINY, "in500-out5,base,gen_throughput,100,tok/s,4,,",
+     "gen_throughput needs context_tokens"),
+]
+
+
+@pytest.mark.parametrize(("label", "source", "row", "message"), BAD, ids=[b[0] for b in BAD])
+def test_a_figure_of_the_other_level_is_one_line_and_exit_2(tmp_path, cli, label, source, row, message):
+    case = tmp_path / "case"
+    shutil.copytree(source, case)
+    header = (source / "published.csv").read_text().splitlines()[0]
+    (case / "published.csv").write_text(f"{header}\n{row}\n")
+    code, _out, err = cli("replicate", str(case), "--out", str(tmp_path / "out"))
+    assert code == 2 and err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_a_step_workload_without_its_lengths_is_one_line_and_exit_2(tmp_path, cli):
+    case = tmp_path / "case"
+    shutil.copytree(STEP_TINY, case)
+    source = (case / "source.yaml").read_text().replace("{input_len: 500, output_len: 5}", "{input_len: 500}")
+    (case / "source.yaml").write_text(source)
+    code, _out, err = cli("replicate", str(case), "--out", str(tmp_path / "out"))
+    assert code == 2 and err.count("\n") == 1
+    assert "workloads.in500-out5: output_len must be a whole number >= 1, got None" in err and "Traceback" not in err
+
+
+def test_only_step_runs_the_step_cases_alone(tmp_path, cli):
+    folder = tmp_path / "cases"
+    shutil.copytree(SERVING_TINY, folder / "replication-tiny")
+    shutil.copytree(STEP_TINY, folder / "replication-step-tiny")
+    code, out, _err = cli("replicate", str(folder), "--only", "step", "--out", str(tmp_path / "out"), "--quiet")
+    assert code == 0 and out.startswith("0 of 1 cases not predicted") and "7 of 7 step figures predicted" in out
+    assert "replication-tiny: runs" not in out and "5 of 5 figures predicted" not in out
+
+
+def test_a_step_case_on_another_count_of_gpus_is_not_the_nearest():
+    """TP4 and TP8 are both 'tp' on the same GPU: the count of GPUs tells the deployments apart."""
+    rows = frame([0.40], [0.02])
+    rows["gpu_count"] = [4, 8]
+    (cell,) = responsibility(rows)
+    assert cell["step_case"] is None and cell["responsible"].startswith("no step case")
+
+
+def test_a_sign_case_has_no_error_to_set_beside_its_step_case():
+    rows = frame([0.40], [0.02])
+    rows.loc[0, ["metric", "predicted_error"]] = ["speedup_sign", 0.0]
+    (cell,) = responsibility(rows)
+    assert cell["responsible"] == "no throughput or TPOT figure to compare (a sign or TTFT figure only)"
