@@ -8,6 +8,8 @@
            prefill_profile: builtin:b200-llama3.1-8b-vllm-prefill}
       serving:                                    # aggregated, and disaggregated at prefill:decode ratios
         - {mode: aggregated, chunk_tokens: 2048}
+        - {mode: aggregated, label: HiCache, prefix_cache: {block_tokens: 64, layout: llama3-8b,
+           host: {ratio: 2, gbytes_per_s: 64}}}
         - {mode: disaggregated, prefill_per_decode: [0.25, 0.5], link: {gbps: 400, latency_ms: 0.5},
            model: llama3-8b, max_batch_tokens: 8192}
       variants:                                   # drafter / policy variants, merged as sweep.variants are
@@ -20,6 +22,16 @@ naming the key, for a bad space) and `search_points` expands it into
 `SearchPoint`s, each a labelled candidate deployment whose `mapping(n)`
 is a plain scenario mapping with n decode replicas (and, disaggregated,
 ceil(ratio · n) prefill replicas on the hardware entry's prefill profile).
+A point's mapping is the base scenario with the options' keys set on it,
+nothing they state dropped, so a point and a plain scenario written for the
+same deployment are the same simulation (one point key): an aggregated
+option keeps the base's chunked prefill at its own chunk, its prefix cache
+whole (host tier, layout, value bytes), the base's where it states none;
+the hardware option's prefill profile prices aggregated prefill batches
+(engine.prefill.profile) as well as a prefill pool, and its dp_attention
+is the point's (`own_prefill_profile`, `with_own_dp_attention`). Labels
+name what a serving option states, or its own label; two options whose
+deployments would share a label are refused.
 The planner (specplan.simulator.study) finds each point's fewest GPUs; this
 module prices none and simulates nothing. `usd_per_hour` and
 `usd_per_million_tokens` turn a point's GPU count and throughput into the
