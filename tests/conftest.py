@@ -50,6 +50,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                         'e.g. @pytest.mark.slow("starts a local Ray")')
 
 
+@pytest.fixture(autouse=True)
+def no_plain_progress(monkeypatch):
+    """In-process commands write no plain progress line (stderr is captured, not a terminal): a test that reads
+    stderr whole does not depend on how long the machine takes; the progress tests set their own period."""
+    monkeypatch.setattr("specplan.simulator.core.progress.PLAIN_PERIOD_S", float("inf"))
+
+
 @pytest.fixture
 def cli(capsys):
     """Run `specplan ARGS...` in-process; returns (status, stdout, stderr)."""

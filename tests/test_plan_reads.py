@@ -53,7 +53,7 @@ def test_the_table_shows_the_bound_that_sets_the_answer():
     plan = plan_of(probe(1, (60.0, 2.0), (9.0, 1.0)), probe(2, (90.0, 3.0), (3.2, 0.4)), replicas=2)
     header, row = plan_table(plan).splitlines()[1:3]
     assert "binding bound" in header and "tok/s/user p10" not in header
-    assert "ttft_p99_s<=5" in row and "3.2 ± 0.4" in row and "1: 9 ± 1" in row
+    assert "ttft_p99_s<=5" in row and "3.20 ± 0.40" in row and "1: 9.0 ± 1.0" in row
     # one fewer fell behind: the bound with the least slack at the answer
     plan = plan_of(probe(1, (33.0, 2.0), (4.0, 1.0), FALLS_BEHIND), probe(2, (32.0, 3.0), (0.2, 0.1)), replicas=2)
     row = plan_table(plan).splitlines()[2]

@@ -1,8 +1,10 @@
-"""The progress bar: drawn with an ETA on a terminal, silent otherwise."""
+"""Progress: a bar with an ETA on a terminal, plain lines every ten seconds elsewhere, silent for a short run."""
 
 from __future__ import annotations
 
 import io
+import re
+import time
 
 from specplan.cli.progress import simulate_with_progress
 from specplan.simulator.core.jsonsafe import clean
@@ -82,3 +84,36 @@ def test_a_single_run_with_a_bar_gives_the_same_results():
         summary = clean({k: v for k, v in with_bar.summary.items() if k != "wall_s"})
         assert summary == clean({k: v for k, v in plain.summary.items() if k != "wall_s"})
         assert with_bar.requests.equals(plain.requests)
+
+
+def test_a_stream_that_is_not_a_terminal_gets_plain_lines_every_period():
+    # issue 45, item 13: a 12-minute plan printed nothing to a log until it ended
+    out = io.StringIO()
+    with Progress(2, "plan", stream=out, period_s=0.02, detail=lambda: "3 probe runs simulated") as bar:
+        time.sleep(0.15)
+        bar.advance()
+        time.sleep(0.1)
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3 and "\r" not in out.getvalue() and "\x1b" not in out.getvalue()
+    assert lines[0].startswith("plan: 0/2 done; ") and lines[0].endswith(" elapsed; 3 probe runs simulated")
+    assert any(line.startswith("plan: 1/2 done; ") and "ETA" in line for line in lines)
+    assert lines[-1].startswith("plan: 1/2 done; ")  # the closing line: where it ended
+
+
+def test_a_plan_on_a_log_says_it_is_alive(tmp_path, monkeypatch):
+    from specplan.simulator.study.options import RunOptions
+    from specplan.simulator.study.plan.run import plan_capacity
+    from specplan.simulator.study.plan.target import Target
+
+    raw = tiny(workload={"arrivals": {"kind": "poisson", "rate_per_s": 4}, "prompt_tokens": {"kind": "fixed",
+               "value": 64}, "output_tokens": {"kind": "fixed", "value": 40}}, horizon={"duration_s": 20,
+               "warmup_s": 2})
+    del raw["sweep"], raw["sla"]
+    log = io.StringIO()
+    monkeypatch.setattr("sys.stderr", log)
+    monkeypatch.setattr("specplan.simulator.core.progress.PLAIN_PERIOD_S", 0.001)
+    plan_capacity(raw, Target("rate_per_s", 4.0, ("ttft_p99_s<=5",), seeds=1),
+                  RunOptions(workers=1, out_dir=tmp_path, max_replicas=2))
+    lines = log.getvalue().splitlines()
+    assert lines and all(line.startswith("plan: ") for line in lines)
+    assert re.fullmatch(r"plan: 1/1 done; \d+s elapsed; [1-9]\d* probe runs? simulated", lines[-1])

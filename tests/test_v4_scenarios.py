@@ -33,7 +33,7 @@ def summary_of(cli, tmp_path: Path, name: str, label: str | None, *sets: str) ->
 def test_the_v4_scenarios_check(cli, name):
     status, out, err = cli("check", REPO / "scenarios" / name)
     assert status == 0, err
-    assert "55 sweep points over 5 variant(s)" in out
+    assert "55 sweep points over 5 variants" in out
 
 
 def test_dspark_async_verifies_four_to_six_tokens_at_light_load(cli, tmp_path):

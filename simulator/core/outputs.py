@@ -408,6 +408,7 @@ key | — | the run's point key
 seed | — | the run's seed
 """)
 
+SLA_KEY = r"(ttft|itl|tpot|tps_user|session_wall|session_output_tokens_per_s)_[a-z0-9]+(_s|_ms)?"  # a bound's key
 PROBES = table("""
 label | — | the variant
 replicas | replicas | decode replicas of the probe
@@ -436,7 +437,8 @@ sessions_completed | sessions | on agent sessions: sessions the run played whole
 session_wall_p50_s | s | on agent sessions: the run's median session wall time
 session_wall_p90_s | s | on agent sessions: the run's 90th percentile session wall time
 session_output_tokens_per_s_mean | tokens/s | on agent sessions: a session's output tokens per second of wall time, the run's mean
-""")
+<sla key> | the key's unit | the run's value of each statistic the SLA names that the columns above do not hold (tpot_p50_ms, ttft_p90_s, ...)
+""", {"<sla key>": SLA_KEY})
 
 PLAN = table("""
 rank | — | the deployment's rank: SLA met first, cheapest $/hour first, then $ per million tokens
@@ -474,7 +476,7 @@ session_wall_p90_s | s | on agent sessions: 90th percentile session wall time at
 session_output_tokens_per_s_mean | tokens/s | on agent sessions: a session's output tokens per second of wall time at the answer, mean over seeds
 <sla key> | the key's unit | mean over seeds of each SLA key at the answer
 <sla key>_ci95 | the key's unit | half-width of its 95% interval over seeds
-""", {"<sla key>": r"(ttft|itl|tpot|tps_user|session_wall|session_output_tokens_per_s)_[a-z0-9]+(_s|_ms)?",
+""", {"<sla key>": SLA_KEY,
       "<sla key>_ci95": r"(ttft|itl|tpot|tps_user|session_wall|session_output_tokens_per_s)_[a-z0-9_]+_ci95"})
 
 REPLICATION = table("""

@@ -8,6 +8,8 @@
            prefill_profile: builtin:b200-llama3.1-8b-vllm-prefill}
       serving:                                    # aggregated, and disaggregated at prefill:decode ratios
         - {mode: aggregated, chunk_tokens: 2048}
+        - {mode: aggregated, label: HiCache, prefix_cache: {block_tokens: 64, layout: llama3-8b,
+           host: {ratio: 2, gbytes_per_s: 64}}}
         - {mode: disaggregated, prefill_per_decode: [0.25, 0.5], link: {gbps: 400, latency_ms: 0.5},
            model: llama3-8b, max_batch_tokens: 8192}
       variants:                                   # drafter / policy variants, merged as sweep.variants are
@@ -20,6 +22,16 @@ naming the key, for a bad space) and `search_points` expands it into
 `SearchPoint`s, each a labelled candidate deployment whose `mapping(n)`
 is a plain scenario mapping with n decode replicas (and, disaggregated,
 ceil(ratio · n) prefill replicas on the hardware entry's prefill profile).
+A point's mapping is the base scenario with the options' keys set on it,
+nothing they state dropped, so a point and a plain scenario written for the
+same deployment are the same simulation (one point key): an aggregated
+option keeps the base's chunked prefill at its own chunk, its prefix cache
+whole (host tier, layout, value bytes), the base's where it states none;
+the hardware option's prefill profile prices aggregated prefill batches
+(engine.prefill.profile) as well as a prefill pool, and its dp_attention
+is the point's (`own_prefill_profile`, `with_own_dp_attention`). Labels
+name what a serving option states, or its own label; two options whose
+deployments would share a label are refused.
 The planner (specplan.simulator.study) finds each point's fewest GPUs; this
 module prices none and simulates nothing. `usd_per_hour` and
 `usd_per_million_tokens` turn a point's GPU count and throughput into the
@@ -36,7 +48,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from specplan.hwprofiles import profile_file
 from specplan.simulator.core.errors import ScenarioError
-from specplan.simulator.core.schema import Tagged, num
+from specplan.simulator.core.schema import Tagged, Word, num, to_plain
 from specplan.simulator.scenario.deployment import KvLink, PrefixCacheSpec
 from specplan.simulator.scenario.merge import deep_merge, strip_study_blocks
 
@@ -53,9 +65,16 @@ class HardwareOption:
     gpus_per_replica: int = num(1, ge=1, doc="GPUs one decode replica occupies", unit="GPUs")
     gpu_hour_usd: float | None = num(None, gt=0, doc="price of one GPU-hour (give it on every option or none)",
                                      unit="USD per GPU-hour")
-    prefill_profile: str | None = num(None, doc="the prefill-step profile for disaggregated serving")
+    prefill_profile: str | None = num(None, doc="the prefill-step profile: a disaggregated point's prefill pool "
+                                      "runs on it, and an aggregated point's prefill batches are priced on it "
+                                      "(engine.prefill.profile) where a prefill replica is the decode replica's "
+                                      "shape (prefill_gpus_per_replica unset or equal)")
     prefill_gpus_per_replica: int | None = num(None, ge=1, doc="GPUs one prefill replica occupies (default: "
                                                "gpus_per_replica)", unit="GPUs")
+    dp_attention: dict[str, Any] | None = num(
+        None, doc="data-parallel attention on this GPU type at this parallelism: engine.dp_attention's keys "
+        "(ranks, balance, ...), set at this option's points (default: the base scenario's engine.dp_attention "
+        "where the option runs the base's decode profile, none otherwise)", example={"ranks": 8})
     drafter_latency: dict[str, str | dict[str, Any]] = num(
         {}, doc="drafting cost on this GPU type at this parallelism, per drafter family: a drafter profile "
         "(`builtin:NAME` or a CSV path) or a drafter.latency mapping; replaces the variant's drafter.latency",
@@ -74,11 +93,16 @@ class AggregatedServing:
 
     KIND: ClassVar[str] = "aggregated"
     TAG: ClassVar[str] = "mode"
-    chunk_tokens: int = num(2048, ge=1, doc="prompt tokens one decode step may carry")
-    prefix_cache: PrefixCacheSpec | None = num(None, doc="an LRU prefix cache per replica")
+    label: str | None = num(None, doc="the option's name in its deployments' labels (default: its mode, and its "
+                            "prefix cache and host tier where it has them)", example="aggregated + HiCache")
+    chunk_tokens: int | None = num(None, ge=1, doc="prompt tokens one decode step may carry (default: the base "
+                                   "scenario's engine.prefill.chunk_tokens, else 2048)")
+    prefix_cache: Annotated[PrefixCacheSpec | None, Word("none")] = num(
+        None, doc="an LRU prefix cache per replica, every key of engine.prefix_cache (host tier, layout, "
+        "kv_value_bytes included); default: the base scenario's engine.prefix_cache; none: no prefix cache")
 
     def labels(self) -> list[tuple[str, float | None]]:
-        return [("aggregated", None)]
+        return [(self.label or f"aggregated{cache_words(self.prefix_cache)}", None)]
 
 
 @dataclass(frozen=True)
@@ -95,9 +119,16 @@ class DisaggregatedServing:
     max_batch_tokens: int = num(8192, ge=1, doc="new prompt tokens one prefill step computes at most")
     router: Literal["round_robin", "least_loaded", "random", "cache_aware", "pull"] = num(
         "round_robin", doc="how a prompt picks its prefill replica")
-    prefix_cache: PrefixCacheSpec | None = num(None, doc="an LRU block cache per prefill replica")
+    prefix_cache: Annotated[PrefixCacheSpec | None, Word("none")] = num(
+        None, doc="an LRU block cache per prefill replica (default: the base scenario's cluster.prefill."
+        "prefix_cache; none: no cache)")
+    label: str | None = num(None, doc="the option's name in its deployments' labels, before each ratio (default: "
+                            "disaggregated, and its prefix cache where it has one)", example="PD")
 
     def validate(self, path: str) -> None:
+        if isinstance(self.prefix_cache, PrefixCacheSpec) and self.prefix_cache.host is not None:
+            raise ScenarioError(f"{path}.prefix_cache.host", "a host tier is modelled behind a decode replica's own "
+                                "cache (aggregated serving), not a prefill pool's")
         if not self.prefill_per_decode:
             raise ScenarioError(f"{path}.prefill_per_decode", "needs at least one prefill:decode ratio")
         if len(set(self.prefill_per_decode)) != len(self.prefill_per_decode):
@@ -106,7 +137,24 @@ class DisaggregatedServing:
             raise ScenarioError(path, "give exactly one of 'model' or 'kv_bytes_per_token' (KV bytes per token)")
 
     def labels(self) -> list[tuple[str, float | None]]:
-        return [(f"disaggregated {ratio:g}:1", ratio) for ratio in self.prefill_per_decode]
+        name = self.label or f"disaggregated{cache_words(self.prefix_cache)}"
+        return [(f"{name} {ratio:g}:1", ratio) for ratio in self.prefill_per_decode]
+
+
+def cache_words(cache: PrefixCacheSpec | str | None) -> str:
+    """What a serving option's label says of the prefix cache it states: nothing where it states none (the base
+    scenario's is kept)."""
+    if cache == "none":
+        return " + no prefix cache"
+    if not isinstance(cache, PrefixCacheSpec):
+        return ""
+    host = cache.host
+    if host is None:
+        return " + prefix cache"
+    size = (f"{host.capacity_tokens:,} tokens" if host.capacity_tokens is not None else
+            f"{host.capacity_gb:g} GB" if host.capacity_gb is not None else
+            f"{host.ratio:g}x" if host.ratio is not None else "")
+    return f" + prefix cache + host tier {size}".rstrip()
 
 
 Serving = Annotated[AggregatedServing | DisaggregatedServing, Tagged("mode")]
@@ -142,6 +190,19 @@ class SearchSpec:
                                         f"disaggregated serving needs a prefill profile for {option.label!r}")
         if len(set(self.block_sizes)) != len(self.block_sizes):
             raise ScenarioError(f"{path}.block_sizes", "block sizes must be distinct")
+        check_serving_labels(f"{path}.serving", self.serving)
+
+
+def check_serving_labels(path: str, serving: tuple[Serving, ...]) -> None:
+    """Two serving options whose deployments would carry the same label are refused: a label names one
+    deployment (two aggregated options that differ by their prefix cache, say, need their own labels)."""
+    seen: dict[str, int] = {}
+    for i, option in enumerate(serving):
+        for name, _ratio in option.labels():
+            if name in seen:
+                raise ScenarioError(f"{path}[{i}].label", f"its deployments would be labelled {name!r}, as "
+                                    f"search.serving[{seen[name]}]'s are: give each serving option its own label")
+            seen[name] = i
 
 
 def check_entries(path: str, labels: list[Any], what: str) -> None:
@@ -217,19 +278,71 @@ def point_builder(body: dict[str, Any], option: HardwareOption, serving: Any, ra
         cluster = raw.setdefault("cluster", {})
         cluster["replicas"] = decode_replicas
         engine = raw.setdefault("engine", {})
+        with_own_dp_attention(engine, option, body)
         if isinstance(serving, AggregatedServing):
             cluster.pop("prefill", None)
-            engine["prefill"] = {"mode": "chunked", "chunk_tokens": serving.chunk_tokens}
+            engine["prefill"] = aggregated_prefill(body, option, serving)
+            cache = serving_cache(serving.prefix_cache, engine.get("prefix_cache"))
             engine.pop("prefix_cache", None)
-            if serving.prefix_cache is not None:
-                engine["prefix_cache"] = cache_mapping(serving.prefix_cache)
+            if cache is not None:
+                engine["prefix_cache"] = cache
         else:
+            base_pool = body.get("cluster", {}).get("prefill")
+            base_cache = base_pool.get("prefix_cache") if isinstance(base_pool, dict) else None
             engine.pop("prefill", None)
             engine.pop("prefix_cache", None)
-            cluster["prefill"] = pool_mapping(option, serving, ratio, decode_replicas)
+            cluster["prefill"] = pool_mapping(option, serving, ratio, decode_replicas, base_cache)
         return raw
 
     return build
+
+
+def aggregated_prefill(body: dict[str, Any], option: HardwareOption, serving: AggregatedServing) -> dict[str, Any]:
+    """engine.prefill of an aggregated point: the base scenario's chunked prefill (its schedule kept), at the
+    option's chunk, its prefill batches priced on the hardware option's own prefill profile."""
+    base = body.get("engine", {}).get("prefill")
+    prefill = copy.deepcopy(base) if isinstance(base, dict) and base.get("mode") == "chunked" else {"mode": "chunked"}
+    prefill["chunk_tokens"] = serving.chunk_tokens or prefill.get("chunk_tokens", DEFAULT_CHUNK_TOKENS)
+    profile = own_prefill_profile(option, prefill.get("profile"), body.get("hardware", {}).get("profile"))
+    prefill.pop("profile", None)
+    if profile is not None:
+        prefill["profile"] = profile
+    return prefill
+
+
+DEFAULT_CHUNK_TOKENS = 2048
+
+
+def own_prefill_profile(option: HardwareOption, base_profile: Any, base_target: Any) -> Any:
+    """The profile an aggregated point prices its prefill batches on: the option's prefill_profile where a
+    prefill replica is the decode replica's shape; else the base scenario's where the option runs the base's
+    decode profile, or its own built-in in place of another target's (`B-prefill` becomes `T-prefill`) where
+    one ships; else none (the decode profile at the batch's tokens)."""
+    same_shape = option.prefill_gpus_per_replica in (None, option.gpus_per_replica)
+    if option.prefill_profile is not None and same_shape:
+        return option.prefill_profile
+    if base_profile is None or option.profile == base_target:
+        return copy.deepcopy(base_profile)
+    return own_builtin(base_profile, option.profile, base_target) if isinstance(base_profile, str) else None
+
+
+def with_own_dp_attention(engine: dict[str, Any], option: HardwareOption, body: dict[str, Any]) -> None:
+    """engine.dp_attention at an option's points: the option's own, else the base scenario's where the option runs
+    the base's decode profile (another GPU type or parallelism does not inherit the base's ranks)."""
+    if option.dp_attention is not None:
+        engine["dp_attention"] = copy.deepcopy(option.dp_attention)
+    elif option.profile != body.get("hardware", {}).get("profile"):
+        engine.pop("dp_attention", None)
+
+
+def serving_cache(stated: PrefixCacheSpec | str | None, base: Any) -> dict[str, Any] | None:
+    """A serving option's prefix cache as a scenario mapping, every key it states kept (its host tier, layout
+    and value bytes included); the base scenario's where it states none; no cache for `none`."""
+    if isinstance(stated, PrefixCacheSpec):
+        return cache_mapping(stated)
+    if stated == "none" or not isinstance(base, dict):
+        return None
+    return copy.deepcopy(base)
 
 
 def with_own_drafter(raw: dict[str, Any], option: HardwareOption, body: dict[str, Any]) -> None:
@@ -263,7 +376,7 @@ def own_builtin(drafter: str, target: Any, base_target: Any) -> str | None:
 
 
 def pool_mapping(option: HardwareOption, serving: DisaggregatedServing, ratio: float | None,
-                 decode_replicas: int) -> dict[str, Any]:
+                 decode_replicas: int, base_cache: Any = None) -> dict[str, Any]:
     assert ratio is not None and option.prefill_profile is not None
     pool: dict[str, Any] = {
         "replicas": max(1, math.ceil(ratio * decode_replicas)), "profile": option.prefill_profile,
@@ -272,16 +385,21 @@ def pool_mapping(option: HardwareOption, serving: DisaggregatedServing, ratio: f
         "max_batch_tokens": serving.max_batch_tokens, "router": serving.router,
     }
     pool.update({"model": serving.model} if serving.model else {"kv_bytes_per_token": serving.kv_bytes_per_token})
-    if serving.prefix_cache is not None:
-        pool["prefix_cache"] = cache_mapping(serving.prefix_cache)
+    cache = serving_cache(serving.prefix_cache, base_cache)
+    if cache is not None:
+        pool["prefix_cache"] = cache
     return pool
 
 
 def cache_mapping(cache: PrefixCacheSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {"block_tokens": cache.block_tokens}
-    if cache.capacity_tokens is not None:
-        out["capacity_tokens"] = cache.capacity_tokens
-    return out
+    """Every key a prefix cache states (its host tier's included), as a scenario mapping; unset keys left out."""
+    return drop_none(to_plain(cache))
+
+
+def drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: drop_none(v) for k, v in value.items() if v is not None}
+    return value
 
 
 def usd_per_hour(gpus: int, gpu_hour_usd: float | None) -> float | None:

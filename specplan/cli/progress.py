@@ -16,10 +16,11 @@ TICKS = 200
 
 
 def simulate_with_progress(scenario: Any, enabled: bool | None = None, itl: bool = True) -> Any:
-    """`simulate(scenario, itl)` with a progress bar (per mille of the horizon) on a terminal."""
+    """`simulate(scenario, itl)` with a progress bar (per mille of the horizon) on a terminal, plain lines every
+    ten seconds elsewhere (specplan.simulator.core.progress)."""
     sim = Simulation(scenario, itl)
     with Progress(1000, scenario.name, enabled=enabled) as bar:
-        if bar.enabled:
+        if bar.counting:
             sim.env.process(horizon_ticker(sim, bar))
         result = sim.run()
         bar.update(bar.total)

@@ -4,14 +4,14 @@
 probe run's summary, keep-up verdict and resolved scenario, stored by the
 planner as it runs). plan.json is the JSON contract (specplan.simulator.study.plan.plan_json);
 plan.md is the terminal table plus, per variant, every cluster size simulated
-with its statistic's interval and keep-up verdict (on agent sessions, its
-job-level figures too; probes.csv then adds `SESSION_COLUMNS`). A deployment search's files:
+with each statistic the SLA names (± its interval) and its keep-up verdict (on agent sessions, its
+job-level figures too; probes.csv then adds `SESSION_COLUMNS`). probes.csv ends with a column per
+statistic the SLA names (tpot_p50_ms, ttft_p90_s, ...) that its fixed columns do not hold. A deployment search's files:
 specplan.cli.search_files.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,14 @@ from specplan.simulator.study.plan.plan_json import (
 from specplan.simulator.study.plan.planner import CapacityPlan
 from specplan.simulator.study.plan.probe import Probe
 from specplan.simulator.study.plan.search import DeploymentPlan
-from specplan.simulator.study.plan.tables import gpus_text, plan_table, search_table, sessions_text
+from specplan.simulator.study.plan.tables import (
+    gpus_text,
+    plan_table,
+    search_table,
+    sessions_text,
+    stat_text,
+)
+from specplan.simulator.study.plan.target import Target
 
 PROBE_COLUMNS = ["label", "replicas", "replicas_simulated", "gpus", "gpus_decode", "gpus_prefill", "prefill_pool",
                  "prefill_busy_share", "prefix_cache_hit_rate", "seed", "tps_user",
@@ -44,6 +51,8 @@ PROBE_COLUMNS = ["label", "replicas", "replicas_simulated", "gpus", "gpus_decode
 def probe_rows(plan: CapacityPlan) -> pd.DataFrame:
     """One row per (variant, cluster size, seed) run, in search order of sizes."""
     column = tps_column(plan.target.statistic)
+    sla_keys = [k for k in dict.fromkeys(b.key for b in plan.target.bounds) if k not in PROBE_COLUMNS + list(
+        SESSION_COLUMNS)]  # each statistic the SLA names, as its own column
     rows: list[dict[str, Any]] = []
     for variant in plan.variants:
         for probe in variant.probes:
@@ -59,9 +68,10 @@ def probe_rows(plan: CapacityPlan) -> pd.DataFrame:
                              "keep_up_served_share": run.get("keep_up_served_share"),
                              "keep_up_served_share_ci95": run.get("keep_up_served_share_ci95"),
                              "meets_sla": probe.meets_sla, "chosen": probe.replicas == variant.replicas,
-                             "key": run.get("key"), **{k: run.get(k) for k in SESSION_COLUMNS}})
+                             "key": run.get("key"), **{k: run.get(k) for k in SESSION_COLUMNS},
+                             **{k: run.get(k) for k in sla_keys}})
     sessions = any(row["session_lanes"] is not None for row in rows)
-    return pd.DataFrame(rows, columns=PROBE_COLUMNS + (list(SESSION_COLUMNS) if sessions else []))
+    return pd.DataFrame(rows, columns=PROBE_COLUMNS + (list(SESSION_COLUMNS) if sessions else []) + sla_keys)
 
 
 def probe_lines(plan: CapacityPlan) -> list[str]:
@@ -77,8 +87,7 @@ def probe_lines(plan: CapacityPlan) -> list[str]:
             simulated = f" ({probe.simulated} simulated)" if probe.simulated < probe.replicas else ""
             record = session_record(probe)
             sessions = "; " + sessions_text(record, None) if record is not None else ""
-            lines.append(f"  - {probe.replicas} replica(s){simulated}: tokens/s/user {plan.target.statistic} "
-                         f"{probe.tps_user:.1f}{interval_text(probe)}, {verdict}; "
+            lines.append(f"  - {probe.replicas} replica(s){simulated}: {sla_text(probe, plan.target)}, {verdict}; "
                          f"{'meets' if probe.meets_sla else 'misses'} the SLA{mark}; "
                          f"{gpus_text(probe_pool(probe, variant.prefill_pool))}{sessions}")
         if variant.unmet:
@@ -86,12 +95,11 @@ def probe_lines(plan: CapacityPlan) -> list[str]:
     return lines
 
 
-def interval_text(probe: Probe) -> str:
-    """' (95% interval 63.1–65.0)' over seeds; nothing for one seed, which has no interval."""
-    if not math.isfinite(probe.tps_user_ci95):
-        return " (one seed: no interval)"
-    low, high = probe.interval()
-    return f" (95% interval {low:.1f}–{high:.1f})"
+def sla_text(probe: Probe, target: Target) -> str:
+    """'tpot_p50_ms 18.4 ± 0.6, ttft_p90_s 1.79 ± 0.21': each statistic the SLA names, its mean over seeds ± its
+    95% half-width ('(one seed: no interval)' after them for one seed)."""
+    shown = ", ".join(f"{key} {stat_text(probe, key)}" for key in dict.fromkeys(b.key for b in target.bounds))
+    return shown + (" (one seed: no interval)" if target.seeds < 2 else "")
 
 
 def write_plan_files(plan: CapacityPlan, out: Path) -> dict[str, Path]:

@@ -36,19 +36,22 @@ def plan_table(plan: CapacityPlan) -> str:
     head = (f"{t.demand_text()}; {t.sla_text()}"
             + (f"; GPU at ${price:g}/hour" if price is not None else "")
             + (f"; {t.seeds} seeds per probe, ± a 95% interval over seeds" if t.seeds > 1
-               else "; 1 seed per probe (no interval: give --seeds 2 or more for one)"))
+               else "; 1 seed per probe (no interval: give --seeds 2 or more for one)")
+            + ("" if price is not None else "; no GPU price given (--gpu-hour-usd): no cost columns"))
     head += f"\n  {plan.seeds_replay}" if plan.seeds_replay else ""
-    cols = ("variant", "replicas", "GPUs", "binding bound", "at the answer", "one fewer", "tok/s/GPU", "$/hour",
-            "savings")
+    priced = price is not None
+    cols = ("variant", "replicas", "GPUs", "binding bound", "at the answer", "one fewer", "tok/s/GPU",
+            *(("$/hour", "savings") if priced else ()))
     rows = [cols]
     first = plan.variants[0] if plan.variants else None
     for v in plan.variants:
         r = variant_row(v, t)
         bound = v.binding(t)
         key = bound.key if bound is not None else tps_column(t.statistic)
+        cost = (show(r["cost_per_hour"], "{:,.2f}"), savings(v, first)) if priced else ()
         rows.append((v.label, show(r["replicas"]), show(r["gpus"]), bound.text() if bound is not None else "—",
                      stat_text(v.shown, key), one_fewer_text(v.one_fewer, key), show(r["throughput_per_gpu"], "{:,.0f}"),
-                     show(r["cost_per_hour"], "{:,.2f}"), savings(v, first)))
+                     *cost))
     lines = [head, *aligned(rows, left=(0, 3))]
     sampled = sorted({p.simulated for v in plan.variants for p in v.probes if p.simulated < p.replicas})
     if sampled:
@@ -80,21 +83,23 @@ def search_table(plan: DeploymentPlan) -> str:
     """The ranked terminal table: deployment, GPUs per pool, cost, the SLA statistics, met or not."""
     t = plan.target
     keys = [b.key for b in t.bounds]
+    priced = any(p.info.gpu_hour_usd is not None for p in plan.deployments)
     head = f"{t.demand_text()}; {t.sla_text()}; {t.seeds} seed(s) per probe; {len(plan.deployments)} deployment(s)"
+    head += "" if priced else "; no GPU prices given (search.hardware[].gpu_hour_usd): ranked by GPUs"
     head += f"\n  {plan.seeds_replay}" if plan.seeds_replay else ""
     sessions = [k for k in ("session_wall_p90_s", "session_output_tokens_per_s_mean") if k not in keys
                 and any(k in deployment_row(p, 0, t) for p in plan.deployments)]
-    cols = ("#", "deployment", "GPUs", "prefill+decode", "prefill busy", "hit rate", "$/hour", "$/M tok", *keys,
-            *sessions, "SLA")
+    cols = ("#", "deployment", "GPUs", "prefill+decode", "prefill busy", "hit rate",
+            *(("$/hour", "$/M tok") if priced else ()), *keys, *sessions, "SLA")
     rows = [cols]
     for rank, p in enumerate(plan.ranked(), start=1):
         r = deployment_row(p, rank, t)
         pools = f"{r['gpus_prefill']}+{r['gpus_decode']}" if p.meets_sla else "—"
         stats = [show(r.get(k), "{:.3g}") for k in (*keys, *sessions)]
         verdict = "met" if p.meets_sla else f"not met (probed up to {r['largest_probed_replicas']} replicas)"
+        cost = (show(r["usd_per_hour"], "{:,.2f}"), show(r["usd_per_million_tokens"], "{:,.3f}")) if priced else ()
         rows.append((str(rank), p.info.label, show(r["gpus"]), pools, show(r["prefill_busy_share"], "{:.0%}"),
-                     show(r["prefix_cache_hit_rate"], "{:.1%}"), show(r["usd_per_hour"], "{:,.2f}"),
-                     show(r["usd_per_million_tokens"], "{:,.3f}"), *stats, verdict))
+                     show(r["prefix_cache_hit_rate"], "{:.1%}"), *cost, *stats, verdict))
     lines = [head, *aligned(rows, left=(1, len(cols) - 1))]
     lines += [f"  {p.info.label}: {unsure_text(p.sizing, t, 'decode replica')}"
               for p in plan.ranked() if p.sizing.replicas is not None and not p.sizing.sure(t)]
@@ -133,7 +138,7 @@ def session_figure(record: dict[str, Any], key: str) -> str:
     value, half = record[key], record[f"{key}_ci95"]
     if value is None:
         return "—"
-    return f"{value:,.{0 if value >= 100 else 1}f}" + (f" ± {half:.2g}" if half is not None else "")
+    return mean_pm(value, half, digits=0 if value >= 100 else 1)
 
 
 def cap_text(record: dict[str, Any]) -> str:
@@ -161,8 +166,21 @@ def stat_text(probe: Probe | None, key: str) -> str:
     mean, half = probe.stats.get(key) or (probe.mean(key), math.nan)
     if not math.isfinite(mean):
         return "—"
-    shown = f"{mean:.1f}" if abs(mean) >= 10 else f"{mean:.3g}"
-    return shown + (f" ± {half:.2g}" if math.isfinite(half) else "")
+    return mean_pm(mean, half)
+
+
+def mean_pm(mean: float, half: float | None, digits: int | None = None) -> str:
+    """'272 ± 360', '4.14 ± 0.61', '63.1 ± 2.0': a mean and its 95% half-width at one precision, the half-width's
+    two significant digits (the mean alone, at `digits` decimals or three significant digits, without one)."""
+    if half is None or not math.isfinite(half) or half <= 0:
+        if digits is not None:
+            return f"{mean:,.{digits}f}"
+        return f"{mean:.1f}" if abs(mean) >= 10 else f"{mean:.3g}"
+    decimals = min(MAX_DECIMALS, max(0, 1 - math.floor(math.log10(half))))
+    return f"{mean:,.{decimals}f} ± {half:,.{decimals}f}"
+
+
+MAX_DECIMALS = 6
 
 
 def one_fewer_text(probe: Probe | None, key: str) -> str:
@@ -182,7 +200,7 @@ def show(value: Any, template: str = "{}") -> str:
 
 
 def savings(variant: ReplicaSizing, first: ReplicaSizing | None) -> str:
-    """GPUs saved against the first variant, as a percentage of its GPUs."""
+    """Cost saved against the first variant, as a percentage of its cost (one GPU price: of its GPUs)."""
     if first is None or variant is first or variant.gpus is None or not first.gpus:
         return "—"
     return f"{100 * (first.gpus - variant.gpus) / first.gpus:+.0f}%"

@@ -37,7 +37,15 @@ from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import out_folder
 from specplan.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
-from specplan.simulator.scenario.study import STATISTICS, Bound, parse_bound, tps_column
+from specplan.simulator.scenario.study import (
+    LOWER_BOUNDED,
+    SESSION_KEYS,
+    STATISTICS,
+    UPPER_BOUNDED,
+    Bound,
+    parse_bound,
+    tps_column,
+)
 from specplan.simulator.study.launch import launch_script
 from specplan.simulator.study.options import (
     DEFAULT_MAX_REPLICAS,
@@ -72,11 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     demand.add_argument("--users", type=whole_number, help="demand: closed-loop users (think time kept)")
     demand.add_argument("--lanes", type=whole_number,
                         help="demand: agent session lanes played at once (sessions; default: the scenario's own)")
-    p.add_argument("--sla", action="append", default=[], metavar="KEY<=VALUE",
-                   help="an SLA bound on a summary.json key, repeatable: ttft_p50_s / ttft_p90_s / ttft_p99_s "
-                        "<= s, itl_mean_ms / itl_p50_ms / itl_p90_ms / itl_p99_ms <= ms, tps_user_p10 / _p50 / "
-                        "_p90 / _mean >= tokens/s; on agent sessions session_wall_mean_s / _p50_s / _p90_s <= s, "
-                        "session_output_tokens_per_s_mean / _p50 >= tokens/s (default: the scenario's sla.bounds)")
+    p.add_argument("--sla", action="append", default=[], metavar="KEY<=VALUE", help=sla_help())
     p.add_argument("--sla-tps", type=float, help="SLA: tokens/s/user the statistic must reach (the bound "
                                                  "tps_user_<statistic>>=VALUE)")
     p.add_argument("--statistic", choices=STATISTICS, default="p10",
@@ -113,6 +117,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
+
+
+def sla_help() -> str:
+    """--sla's help, from the keys a bound may name (UPPER_BOUNDED, LOWER_BOUNDED): every key, its direction."""
+    def keys(names: tuple[str, ...], session: bool) -> str:
+        return ", ".join(k for k in names if (k in SESSION_KEYS) == session)
+
+    return ("an SLA bound on a summary.json key, repeatable: KEY<=VALUE for " + keys(UPPER_BOUNDED, False)
+            + "; KEY>=VALUE for " + keys(LOWER_BOUNDED, False) + "; on agent sessions, <= for "
+            + keys(UPPER_BOUNDED, True) + ", >= for " + keys(LOWER_BOUNDED, True) + " (units: _s seconds, _ms "
+            "milliseconds, tps_user and tokens_per_s tokens/s; default: the scenario's sla.bounds)")
 
 
 def target_of(args: argparse.Namespace) -> Target:

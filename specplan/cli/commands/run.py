@@ -25,6 +25,7 @@ from specplan.simulator.engine.step_modes import step_modes
 from specplan.simulator.scenario import Scenario, load_scenario
 from specplan.simulator.scenario.drafter_profile import drafter_profile_warning
 from specplan.simulator.study.points import design_sweep
+from specplan.simulator.study.search_check import checked_points
 
 
 def add_scenario_args(p: argparse.ArgumentParser) -> None:
@@ -130,7 +131,29 @@ def check(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         raise SpecplanError(f"{args.scenario}: {exc}") from None
     warn_drafter_profile(scenario)
-    study = f", {len(design.points)} sweep points over {len(design.labels)} variant(s)" if scenario.sweep else ""
+    study = f", {counted(len(design.points), 'sweep point')} over {counted(len(design.labels), 'variant')}" \
+        if scenario.sweep else ""
     print(f"{args.scenario}: ok ({scenario.name}, policy {scenario.policy.name}, "
-          f"{scenario.cluster.replicas} replica(s){study})")
+          f"{scenario.cluster.replicas} replica(s){study}{searched(args.scenario, args.overrides, scenario)})")
     return 0
+
+
+def searched(path: str, overrides: list[str], scenario: Scenario) -> str:
+    """', search: 12 deployments (2 hardware options, 3 serving modes, 2 variants), each valid at one replica':
+    a search: block's space, every point validated as `plan` expands it (one line for a bad one)."""
+    search = scenario.search
+    if search is None:
+        return ""
+    points = checked_points(path, overrides)
+    parts = [counted(len(search.hardware), "hardware option"),
+             counted(sum(len(s.labels()) for s in search.serving), "serving mode"),
+             counted(len({p.variant for p in points}), "variant")]
+    if search.block_sizes:
+        parts.append("block sizes " + ", ".join(map(str, search.block_sizes)))
+    return (f", search: {counted(len(points), 'deployment')} ({', '.join(parts)}), each valid at one replica; "
+            "`specplan plan` sizes them")
+
+
+def counted(n: int, noun: str) -> str:
+    """'1 sweep point', '12 sweep points'."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
