@@ -329,6 +329,9 @@ class Scenario:
     search: SearchSpec | None = num(None, doc="a deployment space (GPUs, serving modes, variants) that makes "
                                     "`specplan plan` a search")
     source: str = field(default="<mapping>", compare=False, metadata={"internal": True})  # the file it came from
+    # what loading resolved from the profile that a user should read (DP ranks taken from its header, a memory
+    # model that disagrees with the engine's fraction): one line each, printed by `specplan run` and `check`
+    notes: tuple[str, ...] = field(default=(), compare=False, metadata={"internal": True})
 
     def validate(self, path: str) -> None:
         validate_policy(self.policy, self.drafter, "policy")
