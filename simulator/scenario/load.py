@@ -16,14 +16,19 @@ any depth (a second `engine:` block) is refused with both line numbers in
 that file or fragment, since YAML would keep the last silently. Loading also resolves the
 hardware profile and the policy name, so `specplan check` catches a missing
 profile file or an unknown policy before anything runs, and refuses a
-horizon too large to run (`specplan.simulator.scenario.size`). A profile with a
+horizon too large to run (`specplan.simulator.scenario.size`). A built-in
+measured with data-parallel attention (`parallelism: TP1 EP8 DP8`) sets
+`engine.dp_attention` to its ranks where the scenario is silent, and refuses a
+stated count that contradicts them. A profile with a
 memory model (a `kv_capacity_tokens` line in its provenance: the measured
 built-ins have one) sets `engine.kv_capacity_tokens` where the scenario is
 silent, at the serving engine's memory fraction (`engine.memory_fraction`,
-else the engine's own rule: specplan.simulator.scenario.memory), and bounds
-it where it is not: a scenario asking one replica to hold more KV tokens
-than its GPUs can (an H100 scenario that kept an H200's 880k tokens) is
-refused with both numbers. Without a memory model the key is
+else the engine's own rule) counted as that engine counts it
+(specplan.simulator.scenario.memory); a stated figure is kept, with a note
+past the engine's pool, and refused only past what the GPUs could hold at
+all (an H100 scenario that kept an H200's 880k tokens), with both numbers.
+What loading took from the profile is said in `Scenario.notes`, one line
+each, which `specplan run` and `check` print. Without a memory model the key is
 required. `engine.max_batch_requests: auto` takes the serving engine's own
 request slots for the deployment (specplan.engines.caps: SGLang's DeepSeek-V4
 256 server-wide, vLLM's max_num_seqs per DP rank, ...).
