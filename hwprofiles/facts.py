@@ -21,7 +21,7 @@ header once and hand them over:
                              less the weights, vLLM's less the profiled peak) through the `kv_memory` line
                              (GPU memory, what is not KV, the weights); None without the first, no
                              re-sizing without the second
-    attention_ranks(profile) (ranks, line) where the `parallelism:` (else `device:`) line says DP above 1
+    attention_ranks(profile) (ranks, line) where the `parallelism:` (else `device:`) line names a DP size
 
 The family decides which public kernel count prices an eager step
 (specplan.engines.eager): `deepseek-v4` (a DeepSeek-V4 attention module),
@@ -211,13 +211,12 @@ def memory_model(profile: StepProfile) -> MemoryModel | None:
 
 
 def attention_ranks(profile: StepProfile) -> tuple[int, str] | None:
-    """The attention ranks a profile was measured with, where its header says DP above 1: (ranks, the line that
-    says so: `parallelism:`, else `device:`); None otherwise."""
+    """The attention ranks a profile was measured with, where its header states them: (ranks, the line that says
+    so: `parallelism:`, else `device:`; `TP8 EP8 DP1` is one rank); None where neither line names a DP size."""
     provenance = provenance_of(profile)
     for key in ("parallelism", "device"):
         line = str(provenance.get(key, ""))
         match = re.search(r"\bDP(\d+)\b", line)
         if match:
-            ranks = int(match.group(1))
-            return (ranks, f"{key}: {line.strip()}") if ranks > 1 else None
+            return int(match.group(1)), f"{key}: {line.strip()}"
     return None

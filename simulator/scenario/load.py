@@ -79,21 +79,23 @@ def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -
 
 
 def with_profile_ranks(scenario: Scenario) -> Scenario:
-    """engine.dp_attention from the profile where its header says DP attention (`parallelism: TP1 EP8 DP8`): the
-    ranks it states where the scenario is silent (with a note), a stated count that contradicts them refused."""
+    """engine.dp_attention from a DP built-in's header (`parallelism: TP1 EP8 DP8`): its ranks where the scenario
+    is silent (with a note), a stated count that contradicts them refused. A header of one attention rank
+    (`TP1 EP1 DP1`) leaves the key to the scenario: DP ranks over a dense TP1 profile are a deployment users run
+    (issue 30's Llama-3.1-8B over 2 ranks)."""
     try:
         profile = load_profile(scenario.hardware.profile)
     except SpecplanError as exc:
         raise ScenarioError("hardware.profile", str(exc)) from None
     measured = attention_ranks(profile)
-    if measured is None:
+    if measured is None or measured[0] == 1:
         return scenario
     ranks, line = measured
     dp = scenario.engine.dp_attention
     if dp is not None and dp.ranks != ranks:
         raise ScenarioError("engine.dp_attention.ranks", f"{dp.ranks} contradicts profile {profile.name}, measured "
-                            f"with {ranks} attention ranks ({line}); set engine.dp_attention.ranks: {ranks} (or leave "
-                            f"engine.dp_attention out), or use a profile of DP{dp.ranks}")
+                            f"with {ranks} attention ranks ({line}); set engine.dp_attention.ranks: {ranks} (or "
+                            f"leave engine.dp_attention out), or use a profile of DP{dp.ranks}")
     if dp is not None:
         return scenario
     note = (f"engine.dp_attention: {ranks} ranks, from profile {profile.name}'s header ({line}); the scenario "
