@@ -12,6 +12,11 @@ runs eager: specplan.engines.modes).
     report = engine_traits("sglang", "0.5.15").caps.report(facts)
     report.binding(requests_per_rank=64)   # the cap that stops 64 requests per rank, or None
 
+Each engine's caps also carry its `MemoryRule`: what its memory fraction
+covers, and so the KV pool it leaves (SGLang: weights and KV; vLLM: its
+whole profiled peak), which specplan.simulator.scenario.memory applies to a
+profile's memory model.
+
 Units: tokens and requests per attention rank. `query_tokens` (1 + k) turns
 a per-rank token cap into requests: a decode step of R requests carries
 R x (1 + k) tokens.
