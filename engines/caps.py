@@ -12,6 +12,11 @@ runs eager: specplan.engines.modes).
     report = engine_traits("sglang", "0.5.15").caps.report(facts)
     report.binding(requests_per_rank=64)   # the cap that stops 64 requests per rank, or None
 
+Each engine's caps also carry its `MemoryRule`: what its memory fraction
+covers, and so the KV pool it leaves (SGLang: weights and KV; vLLM: its
+whole profiled peak), which specplan.simulator.scenario.memory applies to a
+profile's memory model.
+
 Units: tokens and requests per attention rank. `query_tokens` (1 + k) turns
 a per-rank token cap into requests: a decode step of R requests carries
 R x (1 + k) tokens.
@@ -19,7 +24,6 @@ R x (1 + k) tokens.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -111,6 +115,11 @@ class Caps(Protocol):
 
     def mem_fraction_static(self, facts: CapFacts) -> float: ...
 
+    @property
+    def memory_rule(self) -> MemoryRule:
+        """What the memory fraction covers (the KV pool it leaves)."""
+        ...
+
 
 def knob(facts: CapFacts, name: str, default: float, knobs: tuple[str, ...]) -> float:
     """A launch-line override of `name`, else its default; an override the engine does not have is refused."""
@@ -128,13 +137,23 @@ def kv_pool_cap(facts: CapFacts, source: str) -> list[CapValue]:
                      "admission", source)]
 
 
-def rescale_kv_tokens(tokens_at: int, fraction_at: float, fraction: float, gpu_memory_gib: float,
-                      weights_gib: float) -> int:
-    """A KV pool sized at memory fraction `fraction_at` re-sized at `fraction`: the pool is what the
-    fraction of the GPU leaves after the weights, so tokens scale by (f·M − W) / (f_at·M − W)."""
-    left_at = fraction_at * gpu_memory_gib - weights_gib
-    left = fraction * gpu_memory_gib - weights_gib
-    if left_at <= 0 or left <= 0:
-        raise SpecplanError(f"the weights ({weights_gib:g} GiB) leave no KV pool at memory fraction "
-                            f"{min(fraction, fraction_at):g} of {gpu_memory_gib:g} GiB")
-    return math.floor(tokens_at * left / left_at)
+@dataclass(frozen=True)
+class MemoryRule:
+    """What an engine's memory fraction f covers, and so the KV pool it leaves on one GPU (GiB).
+
+    `weights`: f x GPU = weights + KV pool, activations and graphs outside it (SGLang: model_runner
+    profile_max_num_token, rest = free after loading - free before x (1 - f));
+    `profiled_peak`: f x GPU = weights + the profiled activation peak + non-torch memory + KV pool
+    (vLLM: gpu_worker determine_available_memory, requested memory - non-KV memory).
+    """
+
+    kv_after: Literal["weights", "profiled_peak"]
+    source: str
+
+    def kv_gib(self, fraction: float, gpu_gib: float, weights_gib: float, not_kv_gib: float) -> float:
+        """One GPU's KV pool in GiB at memory fraction `fraction` (<= 0: the fraction leaves none)."""
+        return fraction * gpu_gib - (weights_gib if self.kv_after == "weights" else not_kv_gib)
+
+
+PROFILED_PEAK = MemoryRule("profiled_peak", "the fraction less everything that is not KV (weights, activations, "
+                           "runtime), as vLLM's profiling run counts it")

@@ -19,6 +19,9 @@ Sources (sgl-project/sglang, read in its stored main; the 0.5.12.post1 - 0.5.15 
                            per rank, and no graph is captured past the rank's request slots
     chunked_prefill_size   by GPU memory: 2048, 4096, 4096, 8192, 8192, 16384 in the same classes;
                            divided by dp under DP attention
+    KV pool                mem_fraction_static x GPU − weights (model_runner profile_max_num_token: the
+                           memory free after loading less the free memory before it x (1 − f)); activations
+                           and CUDA graphs live in the reserve outside the fraction
     mem_fraction_static    (GPU − reserved) / GPU, reserved MB = 512 + 1.5 x max(chunk, 2048) + TP/8 x 1024
                            + 2 x max_bs (decode graphs) [+ 3 x max_bs x dp, + 1.5 x max_bs x dp past
                            max_bs 300, under DP attention], at least 10 GiB on GPUs over 60 GiB, + 2 GiB
@@ -36,7 +39,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from specplan.engines.caps import GIB_MB, CapFacts, CapReport, CapValue, knob, kv_pool_cap
+from specplan.engines.caps import (
+    GIB_MB,
+    CapFacts,
+    CapReport,
+    CapValue,
+    MemoryRule,
+    knob,
+    kv_pool_cap,
+)
 
 KNOBS = ("max_running_requests", "cuda_graph_max_bs", "chunked_prefill_size", "deepep_tokens_per_rank",
          "megamoe_tokens_per_rank", "swa_full_tokens_ratio", "mem_fraction_static")
@@ -46,6 +57,10 @@ GPU_CLASSES = ((20, 2048, 8, 8), (35, 4096, 48, 160), (60, 4096, 32, 160), (90, 
 HOOK = "sglang arg_groups/deepseek_v4_hook.py apply_deepseek_v4_defaults"
 MEMORY = "sglang arg_groups handle_gpu_memory_settings"
 ENVIRON = "sglang environ.py"
+# --mem-fraction-static covers the weights and the KV pool; activations and CUDA graphs live outside it
+WEIGHTS_AND_KV = MemoryRule("weights", "sglang model_executor model_runner profile_max_num_token: the KV pool is "
+                            "the memory free after loading less the free memory before it x (1 - "
+                            "mem_fraction_static), i.e. f x GPU - weights")
 
 
 @dataclass(frozen=True)
@@ -60,6 +75,7 @@ class SGLangCaps:
     megamoe_tokens_per_rank: int = 1024
     request_pool: int = 4096
     knobs: tuple[str, ...] = KNOBS
+    memory_rule: MemoryRule = WEIGHTS_AND_KV
 
     def gpu_class(self, facts: CapFacts) -> tuple[int, int]:
         """(chunked_prefill_size, cuda_graph_max_bs) SGLang picks for this GPU and TP."""

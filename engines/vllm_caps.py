@@ -9,14 +9,24 @@ Sources (vllm-project/vllm):
                             verifies R x (1 + k) tokens, and vLLM cuts drafts at the budget's edge
     graph reach             max_cudagraph_capture_size = min(max_num_seqs x (1 + k) x 2, 512, the budget)
                             tokens (specplan.engines.vllm_capture): a uniform decode batch past it runs eager
-    gpu_memory_utilization  0.9 (vllm/config/cache.py)
+    gpu_memory_utilization  0.9 (vllm/config/cache.py); the KV pool is gpu_memory_utilization x GPU less the
+                            profiled peak: weights + activation peak + non-torch memory
+                            (vllm/v1/worker/gpu_worker.py determine_available_memory)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specplan.engines.caps import CapFacts, CapReport, CapValue, knob, kv_pool_cap
+from specplan.engines.caps import (
+    PROFILED_PEAK,
+    CapFacts,
+    CapReport,
+    CapValue,
+    MemoryRule,
+    knob,
+    kv_pool_cap,
+)
 from specplan.engines.vllm_capture import default_max_capture
 
 KNOBS = ("max_num_seqs", "max_num_batched_tokens", "max_cudagraph_capture_size", "gpu_memory_utilization")
@@ -30,6 +40,7 @@ class VLLMCaps:
     gpu_memory_utilization: float = 0.9
     large_gpu_gib: float = 70.0
     knobs: tuple[str, ...] = KNOBS
+    memory_rule: MemoryRule = PROFILED_PEAK
 
     def settings(self, facts: CapFacts) -> tuple[int, int]:
         """(max_num_seqs, max_num_batched_tokens) as launched: the overrides, else the GPU's defaults."""

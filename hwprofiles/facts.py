@@ -16,9 +16,12 @@ header once and hand them over:
     cap_facts(profile, ...)  the deployment's CapFacts for an engine's caps (specplan.engines.caps), None
                              where the profile names no model or no GPU
     memory_model(profile)    MemoryModel: the KV tokens one replica holds at the memory fraction its
-                             header states (`kv_capacity_tokens`), re-sized at another fraction through
-                             the `kv_memory` line (GPU memory and what is not KV); None without the first,
-                             no re-sizing without the second
+                             header states (`kv_capacity_tokens`), sized at another fraction under an
+                             engine's memory rule (specplan.engines.caps.MemoryRule: SGLang's fraction
+                             less the weights, vLLM's less the profiled peak) through the `kv_memory` line
+                             (GPU memory, what is not KV, the weights); None without the first, no
+                             re-sizing without the second
+    attention_ranks(profile) (ranks, line) where the `parallelism:` (else `device:`) line names a DP size
 
 The family decides which public kernel count prices an eager step
 (specplan.engines.eager): `deepseek-v4` (a DeepSeek-V4 attention module),
@@ -29,12 +32,13 @@ states for it (nvidia-smi's figure).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from specplan.engines import NO_ENGINE, CapFacts, EngineTraits, backend_traits, engine_traits
-from specplan.engines.caps import rescale_kv_tokens
+from specplan.engines.caps import PROFILED_PEAK, MemoryRule
 from specplan.engines.steps import AllToAllBackend, ModelFamily
 from specplan.hwprofiles.profile import StepProfile
 
@@ -142,35 +146,77 @@ def cap_facts(profile: StepProfile, ranks: int, query_tokens: int, all_to_all: A
 @dataclass(frozen=True)
 class MemoryModel:
     """A profile's memory model: one replica's KV tokens at `fraction` of GPU memory and, where the header
-    gives its `kv_memory` line, one GPU's memory and the GiB of it that are not KV (weights, activations,
-    overheads), which re-size the pool at another fraction."""
+    gives its `kv_memory` line, one GPU's memory, the GiB of it that are not KV (weights, activations,
+    overheads) and the weights alone, which size the pool at another fraction under an engine's rule."""
 
     tokens: int
     fraction: float
     gpu_gib: float | None = None
     not_kv_gib: float | None = None
+    weights_gib: float | None = None
 
     @property
     def resizable(self) -> bool:
-        return self.gpu_gib is not None and self.not_kv_gib is not None
+        return self.tokens_per_gib is not None
 
-    def tokens_at(self, fraction: float) -> int:
-        """The replica's KV tokens at memory fraction `fraction` (the stated figure where the header gives no
-        breakdown); SpecplanError where the weights leave no pool."""
-        if self.gpu_gib is None or self.not_kv_gib is None or fraction == self.fraction:
+    @property
+    def tokens_per_gib(self) -> float | None:
+        """The replica's KV tokens per GiB of pool on each GPU (what the stated pool holds at its fraction)."""
+        if self.gpu_gib is None or self.not_kv_gib is None:
+            return None
+        left = self.fraction * self.gpu_gib - self.not_kv_gib
+        return self.tokens / left if left > 0 and self.tokens > 0 else None
+
+    def tokens_at(self, fraction: float, rule: MemoryRule = PROFILED_PEAK) -> int | None:
+        """The replica's KV tokens at memory fraction `fraction` under the engine's `rule` (the stated figure
+        where the header gives no breakdown); None where the model leaves no pool at that fraction."""
+        per_gib = self.tokens_per_gib
+        if per_gib is None or self.gpu_gib is None or self.not_kv_gib is None:
             return self.tokens
-        return rescale_kv_tokens(self.tokens, self.fraction, fraction, self.gpu_gib, self.not_kv_gib)
+        if rule.kv_after == "profiled_peak" and fraction == self.fraction:
+            return self.tokens
+        left = rule.kv_gib(fraction, self.gpu_gib, self.weights, self.not_kv_gib)
+        return math.floor(per_gib * left) if left > 0 else None
+
+    @property
+    def weights(self) -> float:
+        """The weights per GPU in GiB (all that is not KV where the header does not split it)."""
+        return self.weights_gib if self.weights_gib is not None else float(self.not_kv_gib or 0.0)
+
+    @property
+    def most_tokens(self) -> int | None:
+        """The most KV tokens the replica's GPUs can hold at all: every GPU's whole memory less its weights
+        (None without a breakdown)."""
+        per_gib = self.tokens_per_gib
+        if per_gib is None or self.gpu_gib is None:
+            return None
+        return math.floor(per_gib * max(self.gpu_gib - self.weights, 0.0))
 
 
 def memory_model(profile: StepProfile) -> MemoryModel | None:
     """The `kv_capacity_tokens` line ('10710487 (the package's memory model at 0.9 of GPU memory)') and the
-    `kv_memory` line ('180.000 GiB per GPU, 25.607 GiB of it not KV at memory fraction 0.9 ...'), None
-    without the first."""
+    `kv_memory` line ('180.000 GiB per GPU, 25.607 GiB of it not KV at memory fraction 0.9 (weights 14.960,
+    ...)'), None without the first."""
     provenance = provenance_of(profile)
     stated = re.match(r"\s*(\d+)", str(provenance.get("kv_capacity_tokens", "")))
     if not stated:
         return None
     at = re.search(r"at ([\d.]+) of GPU memory", str(provenance["kv_capacity_tokens"]))
-    split = re.match(r"\s*([\d.]+) GiB per GPU, ([\d.]+) GiB of it not KV", str(provenance.get("kv_memory", "")))
+    line = str(provenance.get("kv_memory", ""))
+    split = re.match(r"\s*([\d.]+) GiB per GPU, ([\d.]+) GiB of it not KV", line)
+    weights = re.search(r"\(weights ([\d.]+)", line)
     return MemoryModel(int(stated.group(1)), float(at.group(1)) if at else 0.9,
-                       float(split.group(1)) if split else None, float(split.group(2)) if split else None)
+                       float(split.group(1)) if split else None, float(split.group(2)) if split else None,
+                       float(weights.group(1)) if weights else None)
+
+
+def attention_ranks(profile: StepProfile) -> tuple[int, str] | None:
+    """The attention ranks a profile was measured with, where its header states them: (ranks, the line that says
+    so: `parallelism:`, else `device:`; `TP8 EP8 DP1` is one rank); None where neither line names a DP size."""
+    provenance = provenance_of(profile)
+    for key in ("parallelism", "device"):
+        line = str(provenance.get(key, ""))
+        match = re.search(r"\bDP(\d+)\b", line)
+        if match:
+            return int(match.group(1)), f"{key}: {line.strip()}"
+    return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from specplan.engines import NO_ENGINE, ModeSetup, StepShape, engine_traits, step_mode
-from specplan.engines.caps import CapFacts, rescale_kv_tokens
+from specplan.engines.caps import CapFacts
 from specplan.engines.eager import (
     PUBLIC_EAGER_COST,
     eager_step_ms,
@@ -197,10 +197,12 @@ def test_vllm_lists_its_caps_and_the_graph_reach_in_requests():
     assert a100.binding(300).name == "max_num_seqs"
 
 
-def test_a_kv_pool_re_sized_at_another_memory_fraction():
-    assert rescale_kv_tokens(1000, 0.9, 0.8, gpu_memory_gib=100.0, weights_gib=40.0) == 800
-    with pytest.raises(SpecplanError, match="leave no KV pool"):
-        rescale_kv_tokens(1000, 0.9, 0.3, gpu_memory_gib=100.0, weights_gib=40.0)
+def test_each_engines_memory_fraction_covers_what_its_source_says():
+    """SGLang's --mem-fraction-static covers weights and KV; vLLM's gpu_memory_utilization its whole profiled peak."""
+    sglang, vllm = SGLANG.caps.memory_rule, VLLM.caps.memory_rule
+    assert sglang.kv_gib(0.8, gpu_gib=100.0, weights_gib=40.0, not_kv_gib=55.0) == pytest.approx(40.0)
+    assert vllm.kv_gib(0.8, gpu_gib=100.0, weights_gib=40.0, not_kv_gib=55.0) == pytest.approx(25.0)
+    assert vllm.kv_gib(0.5, gpu_gib=100.0, weights_gib=40.0, not_kv_gib=55.0) < 0
 
 
 # --- rows and bad input -----------------------------------------------------------------------------------

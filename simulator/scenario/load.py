@@ -16,14 +16,19 @@ any depth (a second `engine:` block) is refused with both line numbers in
 that file or fragment, since YAML would keep the last silently. Loading also resolves the
 hardware profile and the policy name, so `specplan check` catches a missing
 profile file or an unknown policy before anything runs, and refuses a
-horizon too large to run (`specplan.simulator.scenario.size`). A profile with a
+horizon too large to run (`specplan.simulator.scenario.size`). A built-in
+measured with data-parallel attention (`parallelism: TP1 EP8 DP8`) sets
+`engine.dp_attention` to its ranks where the scenario is silent, and refuses a
+stated count that contradicts them. A profile with a
 memory model (a `kv_capacity_tokens` line in its provenance: the measured
 built-ins have one) sets `engine.kv_capacity_tokens` where the scenario is
 silent, at the serving engine's memory fraction (`engine.memory_fraction`,
-else the engine's own rule: specplan.simulator.scenario.memory), and bounds
-it where it is not: a scenario asking one replica to hold more KV tokens
-than its GPUs can (an H100 scenario that kept an H200's 880k tokens) is
-refused with both numbers. Without a memory model the key is
+else the engine's own rule) counted as that engine counts it
+(specplan.simulator.scenario.memory); a stated figure is kept, with a note
+past the engine's pool, and refused only past what the GPUs could hold at
+all (an H100 scenario that kept an H200's 880k tokens), with both numbers.
+What loading took from the profile is said in `Scenario.notes`, one line
+each, which `specplan run` and `check` print. Without a memory model the key is
 required. `engine.max_batch_requests: auto` takes the serving engine's own
 request slots for the deployment (specplan.engines.caps: SGLang's DeepSeek-V4
 256 server-wide, vLLM's max_num_seqs per DP rank, ...).
@@ -41,26 +46,27 @@ import yaml
 
 from specplan.engines import EngineTraits
 from specplan.hwprofiles import load_profile
-from specplan.hwprofiles.facts import cap_facts, memory_model, serving_engine
+from specplan.hwprofiles.facts import attention_ranks, cap_facts, memory_model, serving_engine
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.schema import Context, build, to_plain
 from specplan.simulator.scenario.drafter_profile import check_drafter_profile, check_search_drafters
-from specplan.simulator.scenario.memory import engine_kv_pool
+from specplan.simulator.scenario.memory import engine_kv_pool, kv_pool
 from specplan.simulator.scenario.merge import deep_merge, excluded_by
 from specplan.simulator.scenario.policy import policy_params
 from specplan.simulator.scenario.size import check_run_size
-from specplan.simulator.scenario.spec import ChunkedPrefill, Scenario
+from specplan.simulator.scenario.spec import ChunkedPrefill, DpAttention, Scenario
 
 
 def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -> Scenario:
     """Validate a mapping (already parsed YAML) into a Scenario."""
     if not isinstance(raw, dict):
         raise ScenarioError("", f"a scenario must be a YAML mapping, got {type(raw).__name__}")
-    raw = {k: v for k, v in raw.items() if k != "source"}
+    raw = {k: v for k, v in raw.items() if k not in ("source", "notes")}
     scenario = build(Scenario, raw, "", Context(base_dir))
     scenario = _with_source(scenario, source)
     scenario = _with_profile_path(scenario, base_dir)
+    scenario = with_profile_ranks(scenario)
     scenario = _with_engine_prefill_profile(scenario, base_dir)
     scenario = with_policy_params(with_step_budget(scenario))
     check_run_size(scenario, load_profile(scenario.hardware.profile))
@@ -70,6 +76,32 @@ def scenario_from_mapping(raw: Any, base_dir: Path, source: str = "<mapping>") -
     if scenario.cluster.prefill is not None:
         scenario = _with_prefill_pool(scenario, base_dir)
     return scenario
+
+
+def with_profile_ranks(scenario: Scenario) -> Scenario:
+    """engine.dp_attention from a DP built-in's header (`parallelism: TP1 EP8 DP8`): its ranks where the scenario
+    is silent (with a note), a stated count that contradicts them refused. A header of one attention rank
+    (`TP1 EP1 DP1`) leaves the key to the scenario: DP ranks over a dense TP1 profile are a deployment users run
+    (issue 30's Llama-3.1-8B over 2 ranks)."""
+    try:
+        profile = load_profile(scenario.hardware.profile)
+    except SpecplanError as exc:
+        raise ScenarioError("hardware.profile", str(exc)) from None
+    measured = attention_ranks(profile)
+    if measured is None or measured[0] == 1:
+        return scenario
+    ranks, line = measured
+    dp = scenario.engine.dp_attention
+    if dp is not None and dp.ranks != ranks:
+        raise ScenarioError("engine.dp_attention.ranks", f"{dp.ranks} contradicts profile {profile.name}, measured "
+                            f"with {ranks} attention ranks ({line}); set engine.dp_attention.ranks: {ranks} (or "
+                            f"leave engine.dp_attention out), or use a profile of DP{dp.ranks}")
+    if dp is not None:
+        return scenario
+    note = (f"engine.dp_attention: {ranks} ranks, from profile {profile.name}'s header ({line}); the scenario "
+            "states none")
+    engine = dataclasses.replace(scenario.engine, dp_attention=DpAttention(ranks=ranks))
+    return dataclasses.replace(scenario, engine=engine, notes=(*scenario.notes, note))
 
 
 def with_policy_params(scenario: Scenario) -> Scenario:
@@ -163,7 +195,7 @@ def with_step_budget(scenario: Scenario) -> Scenario:
     if budget < block + 1:
         raise ScenarioError("engine.max_step_tokens", f"{budget} tokens cannot hold one request's anchor and "
                             f"draft block ({block + 1} tokens)")
-    kv_tokens = kv_capacity(scenario, profile, block)
+    kv_tokens, note = kv_capacity(scenario, profile, block)
     dp = scenario.engine.dp_attention
     per_rank = (dp.max_step_tokens or budget // dp.ranks) if dp is not None else budget
     if per_rank < block + 1:
@@ -171,7 +203,8 @@ def with_step_budget(scenario: Scenario) -> Scenario:
                             f"hold one request's anchor and draft block ({block + 1} tokens)")
     engine = dataclasses.replace(scenario.engine, max_step_tokens=budget, kv_capacity_tokens=kv_tokens,
                                  max_batch_requests=request_slots(scenario, profile, kv_tokens, block))
-    return dataclasses.replace(scenario, engine=engine)
+    notes = scenario.notes if note is None or note in scenario.notes else (*scenario.notes, note)
+    return dataclasses.replace(scenario, engine=engine, notes=notes)
 
 
 def request_slots(scenario: Scenario, profile: StepProfile, kv_tokens: int, block: int) -> int:
@@ -205,10 +238,11 @@ def scenario_engine(scenario: Scenario, profile: StepProfile) -> EngineTraits:
         raise ScenarioError("engine.name", str(exc)) from None
 
 
-def kv_capacity(scenario: Scenario, profile: StepProfile, block: int) -> int:
-    """engine.kv_capacity_tokens resolved: the profile's memory model at the engine's memory fraction where the
-    scenario is silent (required where the profile states none), and never more than that memory model holds
-    at the larger of that fraction and the one its header states."""
+def kv_capacity(scenario: Scenario, profile: StepProfile, block: int) -> tuple[int, str | None]:
+    """engine.kv_capacity_tokens resolved, with a note for the user where there is one: the profile's memory model
+    at the engine's memory fraction where the scenario is silent (required where the profile states none); a
+    given figure is kept, noted where it is more than the engine's pool and refused only where no GPU memory could
+    hold it (more than every GPU's whole memory less its weights)."""
     engine = scenario.engine
     stated = profile_kv_capacity(profile)
     if stated is None:
@@ -216,16 +250,24 @@ def kv_capacity(scenario: Scenario, profile: StepProfile, block: int) -> int:
             raise ScenarioError("engine.kv_capacity_tokens", f"required: profile {profile.name} states no memory "
                                 "model (no kv_capacity_tokens line in its header); give the KV tokens one "
                                 "replica holds")
-        return engine.kv_capacity_tokens
-    pool = engine_kv_pool(engine, scenario_engine(scenario, profile), profile, block) or stated
+        return engine.kv_capacity_tokens, None
+    pool = kv_pool(engine, scenario_engine(scenario, profile), profile, block)
+    assert pool is not None  # a profile that states a pool has a memory model
     if engine.kv_capacity_tokens is None:
-        return pool
-    most = max(pool, stated)
-    if engine.kv_capacity_tokens > most:
-        raise ScenarioError("engine.kv_capacity_tokens", f"{engine.kv_capacity_tokens:,} KV tokens is more than "
-                            f"profile {profile.name}'s memory model holds per replica ({most:,} tokens: "
-                            f"{profile.provenance['kv_capacity_tokens']}); set it to at most {most:,}")
-    return engine.kv_capacity_tokens
+        return pool.tokens, pool.note
+    model = memory_model(profile)
+    most = None if model is None else model.most_tokens
+    given = engine.kv_capacity_tokens
+    if most is not None and given > most:
+        raise ScenarioError("engine.kv_capacity_tokens", f"{given:,} KV tokens is more than profile "
+                            f"{profile.name}'s GPUs can hold at all ({most:,} tokens per replica: every GPU's "
+                            "whole memory less its weights, by its memory model); set it to at most "
+                            f"{most:,}")
+    if given > pool.tokens:
+        at = "" if pool.fraction is None else f" at the engine's memory fraction {pool.fraction:.3f}"
+        return given, (f"engine.kv_capacity_tokens {given:,} is more than the pool profile {profile.name}'s "
+                       f"memory model gives{at} ({pool.tokens:,} tokens per replica); the run uses {given:,}")
+    return given, None
 
 
 def profile_kv_capacity(profile: StepProfile) -> int | None:
@@ -375,6 +417,7 @@ def resolved_mapping(scenario: Scenario) -> dict:
     """The scenario with every default filled in and paths absolute, as plain data."""
     plain = to_plain(scenario)
     plain.pop("source", None)
+    plain.pop("notes", None)
     return plain
 
 

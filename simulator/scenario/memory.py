@@ -13,26 +13,33 @@ per rank, to the engine's caps; the summary says which it was.
                                        reserve rule for the GPU, TP, DP, chunk and graphs; vLLM 0.9);
                                        None where the engine's row has no caps or the profile names no
                                        model or GPU
-    engine_kv_pool(...)                one replica's KV tokens at that fraction: the profile's memory model
-                                       (`kv_capacity_tokens` at 0.9) re-sized through its `kv_memory` line,
-                                       pool(f) = pool(0.9) x (f x GPU - not KV) / (0.9 x GPU - not KV);
+    kv_pool(...) -> KvPool             one replica's KV pool at that fraction under the engine's memory rule
+                                       (specplan.engines.caps.MemoryRule): the profile's memory model gives
+                                       the KV tokens per GiB (its `kv_capacity_tokens` over the pool its
+                                       `kv_memory` line leaves at 0.9) and the GiB per GPU that are weights
+                                       and what is not KV; SGLang's pool is f x GPU - weights (activations
+                                       and graphs live outside --mem-fraction-static), vLLM's
+                                       f x GPU - (weights + activations + runtime), its profiled peak;
                                        the stated pool where the header gives no breakdown (or the engine's
-                                       fraction is unknown); None without a memory model
+                                       fraction is unknown), and where the model leaves no pool at the
+                                       fraction, with a note (a real launch line is never refused)
+    engine_kv_pool(...)                its tokens; None without a memory model
 
 A profile's memory model is the package's (AIConfigurator's estimate_kv_cache:
-weights, activations, runtime and communication overheads per GPU), so the
-pool moves with the fraction as the engine's does: SGLang's DeepSeek-V4-Flash
-on B200 with DP4 attention and DeepEP (the cookbook's balanced cell) runs at
-0.806, which leaves 83% of the pool at 0.9; on a B300 at low latency its
-fraction passes 0.9 and the pool is 9% larger.
+weights, activations, runtime and communication overheads per GPU). SGLang's
+DeepSeek-V4-Pro on 8 B200s with DP8 attention at the cookbook's 0.835 keeps
+30.4 GiB per GPU for KV (150.3 GiB less 119.9 GiB of weights), where the
+package's own count (less activations and runtime too) left none.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from specplan.engines import EngineTraits
-from specplan.hwprofiles.facts import cap_facts, memory_model
+from specplan.engines.caps import PROFILED_PEAK, MemoryRule
+from specplan.hwprofiles.facts import MemoryModel, cap_facts, memory_model
 from specplan.hwprofiles.profile import StepProfile
-from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.scenario.spec import ChunkedPrefill, Engine
 
 
@@ -65,15 +72,45 @@ def memory_fraction(engine: Engine, serving: EngineTraits, profile: StepProfile,
     return engine.memory_fraction if facts is None else serving.caps.mem_fraction_static(facts)
 
 
-def engine_kv_pool(engine: Engine, serving: EngineTraits, profile: StepProfile, block_size: int) -> int | None:
-    """One replica's KV tokens as the engine sizes them (module docstring); None without a memory model."""
+@dataclass(frozen=True)
+class KvPool:
+    """One replica's KV pool as the engine sizes it: its tokens, the memory fraction, the rule that turned one into
+    the other, and a note where the profile's memory model disagrees with the fraction (the run keeps the
+    fraction and the header's stated pool)."""
+
+    tokens: int
+    fraction: float | None
+    rule: MemoryRule
+    note: str | None = None
+
+
+def kv_pool(engine: Engine, serving: EngineTraits, profile: StepProfile, block_size: int) -> KvPool | None:
+    """One replica's KV pool as the engine sizes it (module docstring); None without a memory model."""
     model = memory_model(profile)
     if model is None:
         return None
     fraction = memory_fraction(engine, serving, profile, block_size)
+    rule = PROFILED_PEAK if serving.caps is None else serving.caps.memory_rule
     if fraction is None:
-        return model.tokens
-    try:
-        return model.tokens_at(fraction)
-    except SpecplanError as exc:
-        raise ScenarioError("engine.memory_fraction", f"{exc} (profile {profile.name})") from None
+        return KvPool(model.tokens, None, rule)
+    tokens = model.tokens_at(fraction, rule)
+    if tokens is not None:
+        return KvPool(tokens, fraction, rule)
+    return KvPool(model.tokens, fraction, rule, no_pool_note(model, fraction, rule, profile.name))
+
+
+def no_pool_note(model: MemoryModel, fraction: float, rule: MemoryRule, name: str) -> str:
+    """The one line a run prints where the memory model leaves no pool at a fraction the engine runs with."""
+    counted = "the weights" if rule.kv_after == "weights" else "what is not KV"
+    held = model.weights if rule.kv_after == "weights" else model.not_kv_gib or 0.0
+    gpu = model.gpu_gib or 0.0
+    return (f"profile {name}'s memory model puts {counted} ({held:.1f} GiB per GPU) past the memory fraction "
+            f"{fraction:g} of {gpu:g} GiB ({fraction * gpu:.1f} GiB); the run keeps the fraction and the header's "
+            f"pool ({model.tokens:,} tokens per replica): set engine.kv_capacity_tokens to the #tokens the "
+            "engine logs")
+
+
+def engine_kv_pool(engine: Engine, serving: EngineTraits, profile: StepProfile, block_size: int) -> int | None:
+    """One replica's KV tokens as the engine sizes them (module docstring); None without a memory model."""
+    pool = kv_pool(engine, serving, profile, block_size)
+    return None if pool is None else pool.tokens

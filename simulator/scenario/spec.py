@@ -235,11 +235,13 @@ class Engine:
     kv_capacity_tokens: int | None = num(None, ge=1, doc="KV tokens one replica holds (a request reserves prompt + "
                                          "output + block); default: the profile's memory model at the engine's "
                                          "memory fraction (memory_fraction), required without one")
-    memory_fraction: float | None = num(None, gt=0, le=1, doc="the share of each GPU's memory the engine gives "
-                                        "weights and the KV pool (SGLang --mem-fraction-static, vLLM "
-                                        "--gpu-memory-utilization); default: the engine's own rule (SGLang's "
-                                        "reserve rule for the GPU, parallelism, chunk and graphs; vLLM 0.9). It "
-                                        "sizes the default kv_capacity_tokens through the profile's memory model",
+    memory_fraction: float | None = num(None, gt=0, le=1, doc="the share of each GPU's memory the engine takes "
+                                        "(SGLang --mem-fraction-static: weights and the KV pool; vLLM "
+                                        "--gpu-memory-utilization: weights, activations and the KV pool); "
+                                        "default: the engine's own rule (SGLang's reserve rule for the GPU, "
+                                        "parallelism, chunk and graphs; vLLM 0.9). It sizes the default "
+                                        "kv_capacity_tokens through the profile's memory model as the engine "
+                                        "counts it; never refused",
                                         unit="share of GPU memory", example=0.85)
     prefill: Prefill = num(NO_PREFILL_STAGE, doc="prefill on separate workers at a fixed rate (`disaggregated`) "
                            "or prompt chunks inside the decode steps (`chunked`); default: prefill costs nothing")
@@ -264,7 +266,8 @@ class Engine:
     cuda_graph: CudaGraph | None = num(None, doc="decode steps replay CUDA graphs captured at fixed sizes (padded "
                                        "to the next one; eager beyond the largest)")
     dp_attention: DpAttention | None = num(None, doc="data-parallel attention over wide EP: each rank its own KV "
-                                           "cache, request slots and token cap")
+                                           "cache, request slots and token cap; default: the ranks a DP built-in's "
+                                           "header states (parallelism: ... DP8), none otherwise")
     swa_full_tokens_ratio: float | None = num(None, gt=0, le=1, doc="DeepSeek-V4 under SGLang: the sliding-"
                                               "window pool's share of the full KV pool (the profile's memory "
                                               "model, else kv_capacity_tokens), which caps a rank's running "
@@ -329,6 +332,9 @@ class Scenario:
     search: SearchSpec | None = num(None, doc="a deployment space (GPUs, serving modes, variants) that makes "
                                     "`specplan plan` a search")
     source: str = field(default="<mapping>", compare=False, metadata={"internal": True})  # the file it came from
+    # what loading resolved from the profile that a user should read (DP ranks taken from its header, a memory
+    # model that disagrees with the engine's fraction): one line each, printed by `specplan run` and `check`
+    notes: tuple[str, ...] = field(default=(), compare=False, metadata={"internal": True})
 
     def validate(self, path: str) -> None:
         validate_policy(self.policy, self.drafter, "policy")

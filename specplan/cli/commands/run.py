@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario, args.overrides, args.seed)
     warn_drafter_profile(scenario)
+    say_notes(scenario)
     out = out_folder(args.out, RUN_FILES, args.force)
     if args.split_replicas is not None:
         result = simulate_split(scenario, workers=args.split_replicas, itl=True)
@@ -89,6 +90,13 @@ def warn_drafter_profile(scenario: Scenario) -> None:
     warning = drafter_profile_warning(scenario)
     if warning is not None:
         print(f"specplan: warning: {warning}", file=sys.stderr)
+
+
+def say_notes(scenario: Scenario) -> None:
+    """What loading took from the profile (DP ranks from its header, a memory model that disagrees with the
+    engine's fraction), one line each on stderr."""
+    for note in scenario.notes:
+        print(f"specplan: note: {note}", file=sys.stderr)
 
 
 def engine_lines(summary: dict[str, Any]) -> list[str]:
@@ -131,6 +139,7 @@ def check(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         raise SpecplanError(f"{args.scenario}: {exc}") from None
     warn_drafter_profile(scenario)
+    say_notes(scenario)
     study = f", {counted(len(design.points), 'sweep point')} over {counted(len(design.labels), 'variant')}" \
         if scenario.sweep else ""
     print(f"{args.scenario}: ok ({scenario.name}, policy {scenario.policy.name}, "
