@@ -24,6 +24,7 @@ from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.step_modes import step_modes
 from specplan.simulator.scenario import Scenario, load_scenario
 from specplan.simulator.scenario.drafter_profile import drafter_profile_warning
+from specplan.simulator.scenario.trace_check import read_traces
 from specplan.simulator.study.points import design_sweep
 
 
@@ -130,7 +131,10 @@ def check(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         raise SpecplanError(f"{args.scenario}: {exc}") from None
     warn_drafter_profile(scenario)
+    read = read_traces([scenario, *(point.scenario for point in design.points)])  # run's readers, whole files
     study = f", {len(design.points)} sweep points over {len(design.labels)} variant(s)" if scenario.sweep else ""
     print(f"{args.scenario}: ok ({scenario.name}, policy {scenario.policy.name}, "
           f"{scenario.cluster.replicas} replica(s){study})")
+    for phrase in read:
+        print(f"  {phrase}")
     return 0

@@ -1,0 +1,87 @@
+"""What `specplan check` and `run` say beyond "ok" (issue 45, items 5, 6, 7 and 15).
+
+A user's `check` answered "ok" for a session trace with a broken JSON line
+that `run` refused; took `engine.version: 9.9.9` with no word of the row it
+used, called "banana" older than every row and refused a version under
+`name: auto`; and took `engine.name: vllm` over an SGLang-measured built-in
+in silence. Each now reads, refuses or says so in one line.
+"""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from tests.conftest import BASE, merged
+
+SESSION_BASE = merged(BASE, {
+    "horizon": {"duration_s": 60, "warmup_s": 0},
+    "hardware": {"profile": {"kind": "linear", "base_ms": 10.0, "per_token_ms": 0.0}},
+    "engine": {"max_batch_requests": 16, "max_step_tokens": 8192,
+               "prefill": {"mode": "chunked", "chunk_tokens": 4096},
+               "prefix_cache": {"block_tokens": 64, "capacity_tokens": 100_000}},
+    "drafter": {"family": "none", "block_size": 0}, "policy": {"name": "none"},
+})
+TURNS = [{"session": "s", "turn": 0, "new_tokens": 640, "output_tokens": 64},
+         {"session": "s", "turn": 1, "new_tokens": 128, "output_tokens": 32, "gap_s": 5.0}]
+FLASH = "builtin:b200-deepseek-v4-flash-tp8ep8-sglang"
+
+
+def scenario_file(tmp_path, mapping, name="scenario.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(mapping))
+    return path
+
+
+def sessions_file(tmp_path, broken: bool):
+    lines = [json.dumps(row) for row in TURNS]
+    if broken:
+        lines[1] = lines[1][:-1]  # the closing brace lost
+    path = tmp_path / "sessions.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def sessions_scenario(tmp_path, broken: bool):
+    arrivals = {"kind": "sessions", "lanes": 1, "path": str(sessions_file(tmp_path, broken)), "format": "plain"}
+    return scenario_file(tmp_path, merged(SESSION_BASE, {"workload": {"arrivals": arrivals}}))
+
+
+# ---- item 5: check reads the traces run reads ---------------------------------------------------------------------
+
+
+def test_check_refuses_a_broken_session_trace_line_as_run_does(cli, tmp_path):
+    scenario = sessions_scenario(tmp_path, broken=True)
+    checked = cli("check", scenario)
+    ran = cli("run", scenario, "--out", tmp_path / "out", "--quiet")
+    assert checked[0] == ran[0] == 2
+    assert checked[2] == ran[2] and checked[2].count("\n") == 1 and "Traceback" not in checked[2]
+    assert "sessions.jsonl:2: not JSON" in checked[2]
+
+
+def test_check_says_which_trace_it_read(cli, tmp_path):
+    status, out, _ = cli("check", sessions_scenario(tmp_path, broken=False))
+    assert status == 0 and "session trace " in out and "sessions.jsonl: 1 sessions read" in out
+
+
+def test_check_refuses_a_broken_request_trace_line_as_run_does(cli, tmp_path):
+    trace = tmp_path / "requests.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 100, "output_length": 20}\n'
+                     '{"timestamp": 10, "input_length": 100, "output_length": 20\n')
+    scenario = scenario_file(tmp_path, merged(BASE, {"workload": {"arrivals": {
+        "kind": "trace", "path": str(trace), "format": "mooncake"}}}))
+    checked = cli("check", scenario)
+    ran = cli("run", scenario, "--out", tmp_path / "out", "--quiet")
+    assert checked[0] == ran[0] == 2 and checked[2] == ran[2] and "requests.jsonl:2: malformed" in checked[2]
+
+
+def test_check_reads_the_trace_a_sweep_variant_names(cli, tmp_path):
+    good = sessions_scenario(tmp_path, broken=False)
+    raw = yaml.safe_load(good.read_text())
+    bad = tmp_path / "other" / "bad.jsonl"
+    bad.parent.mkdir()
+    bad.write_text("{not json\n")
+    raw["sweep"] = {"variants": [{"label": "own"}, {"label": "other", "workload": {"arrivals": {"path": str(bad)}}}]}
+    status, _, err = cli("check", scenario_file(tmp_path, raw, "swept.yaml"))
+    assert status == 2 and "bad.jsonl:1: not JSON" in err
