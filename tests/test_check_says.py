@@ -13,6 +13,10 @@ import json
 
 import yaml
 
+from specplan.engines import engine_traits
+from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.facts import serving_engine
+from specplan.simulator.scenario.load import scenario_from_mapping
 from tests.conftest import BASE, merged
 
 SESSION_BASE = merged(BASE, {
@@ -85,3 +89,75 @@ def test_check_reads_the_trace_a_sweep_variant_names(cli, tmp_path):
     raw["sweep"] = {"variants": [{"label": "own"}, {"label": "other", "workload": {"arrivals": {"path": str(bad)}}}]}
     status, _, err = cli("check", scenario_file(tmp_path, raw, "swept.yaml"))
     assert status == 2 and "bad.jsonl:1: not JSON" in err
+
+
+# ---- item 6: engine versions ---------------------------------------------------------------------------------------
+
+FLASH_SCENARIO = merged(BASE, {
+    "horizon": {"duration_s": 10, "warmup_s": 1},
+    "hardware": {"profile": FLASH, "gpus_per_replica": 8},
+    "engine": {"max_batch_requests": 32},
+    "drafter": {"family": "none", "block_size": 0}, "policy": {"name": "none"},
+    "workload": {"arrivals": {"kind": "poisson", "rate_per_s": 2}, "prompt_tokens": {"kind": "fixed", "value": 1000},
+                 "output_tokens": {"kind": "fixed", "value": 100}},
+})
+
+
+def flash(tmp_path, **engine):
+    return scenario_file(tmp_path, merged(FLASH_SCENARIO, {"engine": engine}))
+
+
+def test_a_version_newer_than_every_row_names_the_row_it_takes_in_check_and_run(cli, tmp_path):
+    newest = engine_traits("sglang").label
+    path = flash(tmp_path, version="9.9.9")
+    for said in (cli("check", path), cli("run", path, "--out", tmp_path / "out", "--quiet")):
+        status, _, err = said
+        assert status == 0
+        assert err.count("\n") == 1 and "engine.version 9.9.9: sglang 9.9.9 is newer than every row" in err
+        assert f"the newest, {newest}, is used" in err
+
+
+def test_a_version_between_rows_names_the_row_it_takes(cli, tmp_path):
+    status, _, err = cli("check", flash(tmp_path, version="0.5.13"))
+    assert status == 0 and "SGLang 0.5.12.post1's is used" in err
+
+
+def test_a_version_with_its_own_row_says_nothing(cli, tmp_path):
+    status, _, err = cli("check", flash(tmp_path, version="0.5.14"))
+    assert status == 0 and err == ""
+
+
+def test_an_unparseable_version_is_not_a_version(cli, tmp_path):
+    for engine in ({"version": "banana"}, {"name": "sglang", "version": "banana"}):
+        status, _, err = cli("check", flash(tmp_path, **engine))
+        assert status == 2 and err.count("\n") == 1 and "Traceback" not in err
+        assert "engine.version: sglang version 'banana' is not a version" in err and "older" not in err
+
+
+def test_auto_resolves_from_the_profile_before_the_version(tmp_path):
+    scenario = scenario_from_mapping(merged(FLASH_SCENARIO, {"engine": {"version": "0.5.12.post1"}}), tmp_path)
+    profile = load_profile(scenario.hardware.profile)
+    assert serving_engine(scenario.engine.name, scenario.engine.version, profile).label == "SGLang 0.5.12.post1"
+    assert serving_engine("auto", None, profile).label == "SGLang 0.5.14"  # the profile's own backend line
+
+
+def test_a_version_under_auto_on_a_profile_of_no_engine_is_refused(cli, tmp_path):
+    status, _, err = cli("check", scenario_file(tmp_path, merged(BASE, {"engine": {"version": "0.5.14"}})))
+    assert status == 2 and "engine.version: a version needs an engine: profile" in err and "set engine.name" in err
+
+
+# ---- item 7: an engine over another engine's kernels ---------------------------------------------------------------
+
+
+def test_another_engine_over_a_measured_built_in_is_said_in_one_line(cli, tmp_path):
+    path = flash(tmp_path, name="vllm")
+    for said in (cli("check", path), cli("run", path, "--out", tmp_path / "out", "--quiet")):
+        status, _, err = said
+        assert status == 0 and err.count("\n") == 1
+        assert "engine.name vllm: profile b200-deepseek-v4-flash-tp8ep8-sglang was measured under SGLang" in err
+        assert "its kernel times are SGLang 0.5.14's" in err and f"are {engine_traits('vllm').label}'s" in err
+
+
+def test_the_engine_a_built_in_was_measured_under_says_nothing(cli, tmp_path):
+    status, _, err = cli("check", flash(tmp_path, name="sglang"))
+    assert status == 0 and err == ""
