@@ -17,7 +17,9 @@ from specplan.engines import engine_traits
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.facts import serving_engine
 from specplan.simulator.scenario.load import scenario_from_mapping
-from tests.conftest import BASE, merged
+from specplan.simulator.study.caveats import steady_state_lines
+from specplan.simulator.study.points import read_source, validated
+from tests.conftest import BASE, REPO, merged
 
 SESSION_BASE = merged(BASE, {
     "horizon": {"duration_s": 60, "warmup_s": 0},
@@ -161,3 +163,38 @@ def test_another_engine_over_a_measured_built_in_is_said_in_one_line(cli, tmp_pa
 def test_the_engine_a_built_in_was_measured_under_says_nothing(cli, tmp_path):
     status, _, err = cli("check", flash(tmp_path, name="sglang"))
     assert status == 0 and err == ""
+
+
+# ---- item 15: agent sessions and steady state ----------------------------------------------------------------------
+
+
+def test_the_agentic_window_is_said_not_to_be_steady_state():
+    """AgentX-shaped sessions: a mean of 72 main-agent turns (lognormal median 45, sigma 0.966, at most 330) at
+    the 10 s idle-gap cap is 718 s of tool gaps alone, beyond the 600 s window."""
+    raw, folder, name = read_source(REPO / "scenarios" / "agentic.yaml")
+    (line,) = steady_state_lines(validated(raw, folder, name, ""))
+    assert line.startswith("steady state: not reached: a mean session runs 72 turns, 718 s of tool gaps alone, "
+                           "against the 600 s window")
+    assert "--set horizon.duration_s=" in line
+
+
+def test_short_sessions_in_a_long_window_are_said_to_be_of_every_age(tmp_path):
+    """Two turns with gaps of 0 and 5 s: 5 s of tool gaps against a 60 s window."""
+    scenario = scenario_from_mapping(yaml.safe_load(sessions_scenario(tmp_path, broken=False).read_text()), tmp_path)
+    (line,) = steady_state_lines(scenario)
+    assert line == ("steady state: a mean session runs 2 turns, 5 s of tool gaps alone, under a fifth of the 60 s "
+                    "window: lanes hold sessions of every age")
+
+
+def test_no_steady_state_line_without_sessions(tmp_path):
+    assert steady_state_lines(scenario_from_mapping(FLASH_SCENARIO, tmp_path)) == []
+
+
+def test_run_and_plan_of_sessions_print_the_steady_state_line(cli, tmp_path):
+    path = sessions_scenario(tmp_path, broken=False)
+    status, out, _ = cli("run", path, "--out", tmp_path / "out")
+    assert status == 0 and "  steady state: a mean session runs 2 turns" in out
+    status, out, _ = cli("plan", path, "--lanes", "1", "--sla", "ttft_p90_s<=5", "--seeds", "1", "--quiet",
+                         "--set", "horizon.duration_s=300")  # 60 s completes too few turns to judge keep-up
+    assert status == 0 and "\nsteady state: a mean session runs 2 turns, 5 s of tool gaps alone, under a fifth of " \
+                           "the 300 s window" in out

@@ -38,6 +38,7 @@ from specplan.cli.output import out_folder
 from specplan.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.scenario.study import STATISTICS, Bound, parse_bound, tps_column
+from specplan.simulator.study.caveats import source_caveats
 from specplan.simulator.study.launch import launch_script
 from specplan.simulator.study.options import (
     DEFAULT_MAX_REPLICAS,
@@ -143,7 +144,11 @@ def run(args: argparse.Namespace) -> int:
         if has_search(args.scenario, args.overrides):
             return run_search(args.scenario, target, options, args.json)
         plan = plan_capacity(args.scenario, target, options)
-    return report_plan(plan, out, args.json)
+    status = report_plan(plan, out, args.json)
+    if not args.json:  # how well public figures validate the deployment; steady state of agent sessions
+        for line in source_caveats(args.scenario, args.overrides):
+            print(line)
+    return status
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ from specplan.simulator.scenario import Scenario, load_scenario
 from specplan.simulator.scenario.drafter_profile import drafter_profile_warning
 from specplan.simulator.scenario.engine_notes import engine_notes
 from specplan.simulator.scenario.trace_check import read_traces
+from specplan.simulator.study.caveats import answer_caveats
 from specplan.simulator.study.points import design_sweep
 
 
@@ -81,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         print(summary_table(result.summary, f"{scenario.name} (seed {scenario.seed})"))
         for line in engine_lines(result.summary):
             print(line)
+        for line in answer_caveats(scenario, load_profile(scenario.hardware.profile)):
+            print(f"  {line}")
         print(f"  results in {out}/")
     return 0
 
