@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import csv
 
+import pytest
 import yaml
 
 from specplan.hwprofiles import load_profile
@@ -26,6 +27,7 @@ from specplan.simulator.study.replication_record import (
 )
 from tests.conftest import BASE, REPO, merged
 from tests.test_planner import KNOWN, RATE
+from tests.test_search_plan import SLA, space_scenario
 
 PUBLISHED = REPO / "benchmarks" / "published"
 V4_FLASH = merged(BASE, {
@@ -135,3 +137,17 @@ def test_run_and_plan_print_the_line_under_their_answer(cli, tmp_path):
     path.write_text(yaml.safe_dump(raw))
     status, out, _ = cli("plan", path, "--rate", RATE, "--sla", "tps_user_p50>=1", "--seeds", "1", "--quiet")
     assert status == 0 and "validation: profile linear(" in out and "no public figure covers this deployment" in out
+
+
+@pytest.mark.slow("a whole capacity plan: a deployment search")
+def test_a_search_prints_the_line_of_its_winner(cli, tmp_path):
+    raw = space_scenario()
+    raw["search"]["hardware"] = raw["search"]["hardware"][1:]        # the fast GPU alone
+    raw["search"]["serving"] = raw["search"]["serving"][:1]          # aggregated alone
+    raw["sla"] = {"bounds": [SLA]}
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    status, out, _ = cli("plan", path, "--rate", RATE, "--seeds", "1", "--max-replicas", "2", "--workers", "1",
+                         "--quiet")
+    assert status == 0 and "winner: fast / " in out
+    assert "validation: profile linear(" in out and "no public figure covers this deployment" in out

@@ -1,8 +1,9 @@
 """What a printed answer cannot show by itself: how well public figures validate it, and whether its window is
 steady state.
 
-`plan` and `run` print these lines under their answer (`answer_caveats`,
-`source_caveats` for a scenario file and its overrides):
+`plan` and `run` print these lines under their answer (`answer_caveats`;
+`source_caveats` for a scenario file and its overrides, `search_caveats`
+for a search's winning deployment):
 
 - validation (replication_record.validation_lines): the replication
   record's predicted error for the deployment's engine / GPU / layout, or
@@ -22,6 +23,7 @@ steady state.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Protocol
 
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.profile import StepProfile
@@ -39,6 +41,25 @@ def source_caveats(source: str | Path, overrides: tuple[str, ...] | list[str] = 
     """answer_caveats of a scenario file with its overrides (the base scenario a plan sizes)."""
     raw, folder, name = read_source(source, overrides)
     scenario = validated(raw, folder, name, "")
+    return answer_caveats(scenario, load_profile(scenario.hardware.profile))
+
+
+class SearchAnswer(Protocol):
+    """What search_caveats reads of a search's plan (plan.search.DeploymentPlan, not imported: it needs pandas,
+    which `check` and `run`, importing this module, do not)."""
+
+    @property
+    def winner(self) -> Any: ...
+
+    def point_scenario(self, point: Any, replicas: int, /) -> Scenario: ...
+
+
+def search_caveats(plan: SearchAnswer) -> list[str]:
+    """answer_caveats of a search's winner at its replicas (none when no deployment meets the SLA)."""
+    winner = plan.winner
+    if winner is None or winner.sizing.replicas is None:
+        return []
+    scenario = plan.point_scenario(winner, winner.sizing.replicas)
     return answer_caveats(scenario, load_profile(scenario.hardware.profile))
 
 

@@ -38,7 +38,7 @@ from specplan.cli.output import out_folder
 from specplan.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.scenario.study import STATISTICS, Bound, parse_bound, tps_column
-from specplan.simulator.study.caveats import source_caveats
+from specplan.simulator.study.caveats import search_caveats, source_caveats
 from specplan.simulator.study.launch import launch_script
 from specplan.simulator.study.options import (
     DEFAULT_MAX_REPLICAS,
@@ -241,6 +241,8 @@ def run_search(scenario: str, target: Target, options: RunOptions, as_json: bool
     if launch is not None:
         label, script = launch_script(launch)
         print(f"launch ({label}):\n" + script.split("\n", 2)[2].rstrip())
+    for line in search_caveats(plan):  # the winner's validation and steady state
+        print(line)
     if out is not None:
         print("files: " + ", ".join(str(path) for path in files.values()) + f", {out / 'probes'}/")
     return 0
