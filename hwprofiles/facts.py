@@ -40,6 +40,7 @@ from typing import Any
 from specplan.engines import NO_ENGINE, CapFacts, EngineTraits, backend_traits, engine_traits
 from specplan.engines.caps import PROFILED_PEAK, MemoryRule
 from specplan.engines.steps import AllToAllBackend, ModelFamily
+from specplan.errors import SpecplanError
 from specplan.hwprofiles.profile import StepProfile
 
 AIC_SOURCE = "NVIDIA AIConfigurator"
@@ -121,9 +122,16 @@ def profile_engine(profile: StepProfile) -> EngineTraits:
 
 
 def serving_engine(name: str, version: str | None, profile: StepProfile) -> EngineTraits:
-    """The serving engine's row: `name` at `version`, or the profile's engine for `auto`."""
+    """The serving engine's row: `name` at `version`, or for `auto` the profile's engine (at `version` where
+    one is given: auto resolves first, then the version)."""
     if name == "auto":
-        return profile_engine(profile)
+        read_for = profile_engine(profile)
+        if version is None:
+            return read_for
+        if read_for.name == "none":
+            raise SpecplanError(f"a version needs an engine: profile {profile.name} names none (no `backend:` line "
+                                "of a measured built-in); set engine.name (vllm, sglang or trtllm)")
+        return engine_traits(read_for.name, version)
     if version is None:
         read_for = profile_engine(profile)
         version = read_for.version if read_for.name == name else None

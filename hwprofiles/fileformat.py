@@ -35,6 +35,7 @@ over the same token counts as the main table; the table is optional.
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import math
 from pathlib import Path
@@ -71,14 +72,24 @@ def builtin_names() -> list[str]:
     return sorted(p.stem for p in DATA_DIR.glob("*.csv"))
 
 
+BUILTINS_TABLE = "docs/reference/profile-format.md#the-built-ins"  # where the manual lists every built-in
+
+
 def load_builtin(name: str) -> StepProfile:
-    """`builtin:NAME` → the shipped profile; an unknown name lists the valid ones."""
+    """`builtin:NAME` → the shipped profile; an unknown name is refused with the nearest names."""
     path = DATA_DIR / f"{name}.csv"
     if not name or "/" in name or not path.is_file():
-        raise ProfileError(
-            f"builtin:{name}: no such built-in profile (valid: {', '.join(builtin_names())})"
-        )
+        raise ProfileError(unknown_builtin(name))
     return read_profile_csv(path)
+
+
+def unknown_builtin(name: str) -> str:
+    """One line for a `builtin:NAME` that ships no file: the three nearest names (difflib) and where the manual
+    lists all of them (there are over a hundred: the whole list would be one line of thousands of characters)."""
+    names = builtin_names()
+    nearest = difflib.get_close_matches(name, names, n=3, cutoff=0.0) if name else names[:3]
+    return (f"builtin:{name}: no such built-in profile (nearest: {', '.join(nearest)}; all {len(names)}: "
+            f"{BUILTINS_TABLE}, or the files in {DATA_DIR})")
 
 
 def read_profile_csv(path: str | Path) -> StepProfile:

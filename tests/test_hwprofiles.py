@@ -112,8 +112,18 @@ def test_malformed_files_are_rejected_with_file_and_line(text: str, message: str
 def test_unreadable_file_and_unknown_builtin_are_clear(tmp_path: Path) -> None:
     with pytest.raises(SpecplanError, match=r"missing\.csv: cannot read profile"):
         load_profile(str(tmp_path / "missing.csv"))
-    with pytest.raises(SpecplanError, match=r"builtin:h300: no such built-in profile \(valid: .*synthetic-h200-llama3-8b"):
+    with pytest.raises(SpecplanError, match=r"builtin:h300: no such built-in profile \(nearest: "):
         load_profile("builtin:h300")
+
+
+def test_an_unknown_builtin_names_the_three_nearest_and_the_table_in_one_short_line(cli) -> None:
+    """Issue 45 item 8: the whole list of built-ins was one line of ~9,000 characters."""
+    status, _, err = cli("check", REPO / "scenarios" / "default.yaml", "--set",
+                         "hardware.profile=builtin:b200-deepseek-v4-flash-tp8-sglang")
+    assert status == 2 and err.count("\n") == 1 and len(err) < 500
+    nearest = err.split("(nearest: ", 1)[1].split(";", 1)[0].split(", ")
+    assert len(nearest) == 3 and "b200-deepseek-v4-flash-tp8ep8-sglang" in nearest
+    assert "docs/reference/profile-format.md#the-built-ins" in err
 
 
 # --- lookup ---------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ def test_the_wheel_holds_one_top_level_name_and_its_data(wheel: Path) -> None:
     assert {"specplan/hwprofiles/shapes/llama3-8b.yaml", "specplan/hwprofiles/public/kernels.csv",
             "specplan/validation/shapes/small-cpu.yaml"} <= set(names)
     assert "specplan/py.typed" in names
+    assert "specplan/simulator/study/replication_record.csv" in names  # the record beside a plan's answer
     assert not [n for n in names if n.startswith("specplan/validation/results/")]
     assert not [n for n in names if n.startswith(("specplan/tests/", "specplan/benchmarks/"))]
 
@@ -73,6 +74,8 @@ def test_installed_in_a_fresh_environment_it_adds_only_specplan(wheel: Path, tmp
     probe = ("import specplan, specplan.cli.main as cli\n"
              "from specplan.cli.commands.demo import default_scenario\n"
              f"assert specplan.__file__.startswith({str(site)!r}), specplan.__file__\n"
+             "from specplan.simulator.study.replication_record import read_record\n"
+             "assert read_record()['sglang/B200/tp'].figures > 0\n"
              "raise SystemExit(cli.main(['check', str(default_scenario())]))\n")
     done = subprocess.run([str(python), "-c", probe], cwd=tmp_path, env=environ, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

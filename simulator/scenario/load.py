@@ -175,7 +175,7 @@ def _with_source(scenario: Scenario, source: str) -> Scenario:
 
 
 def with_step_budget(scenario: Scenario) -> Scenario:
-    """The profile loads; `engine.max_step_tokens` resolved (default: the profile's largest B) and checked.
+    """The profile loads and the serving engine resolves; `engine.max_step_tokens` resolved (default: the profile's largest B) and checked.
 
     The default is filled in here, once, so the engine reads it and the
     resolved scenario written next to every result records it.
@@ -186,6 +186,7 @@ def with_step_budget(scenario: Scenario) -> Scenario:
         raise
     except SpecplanError as exc:
         raise ScenarioError("hardware.profile", str(exc)) from None
+    check_serving_engine(scenario, profile)
     budget = scenario.engine.max_step_tokens
     if budget is not None and budget > profile.max_tokens and profile.extrapolation == "none":
         raise ScenarioError("engine.max_step_tokens", f"{budget} tokens is beyond the profile's last measured "
@@ -228,6 +229,18 @@ def request_slots(scenario: Scenario, profile: StepProfile, kv_tokens: int, bloc
         raise ScenarioError("engine.max_batch_requests", f"auto: profile {profile.name} does not name its model "
                             "and GPUs, which the engine's default reads; give the requests one replica runs")
     return slots * ranks
+
+
+def check_serving_engine(scenario: Scenario, profile: StepProfile) -> None:
+    """`engine.name` and `engine.version` name a row: `auto` resolved from the profile first, then the version
+    (a ScenarioError at engine.version where one is given)."""
+    if scenario.engine.version is None:
+        scenario_engine(scenario, profile)
+        return
+    try:
+        serving_engine(scenario.engine.name, scenario.engine.version, profile)
+    except SpecplanError as exc:
+        raise ScenarioError("engine.version", str(exc)) from None
 
 
 def scenario_engine(scenario: Scenario, profile: StepProfile) -> EngineTraits:

@@ -230,7 +230,8 @@ class Engine:
                     "cycle, token budget, prefill schedule, DP dispatch); auto, the engine a measured built-in was "
                     "read for (its `backend:` provenance), none otherwise")
     version: str | None = num(None, doc="the engine's version (its traits-table row: the newest row at or below "
-                              "it); default: the profile's backend version, else the engine's newest row",
+                              "it, said in one line where it has none of its own; under `auto` the profile's "
+                              "engine first); default: the profile's backend version, else the engine's newest row",
                               example="0.5.14")
     kv_capacity_tokens: int | None = num(None, ge=1, doc="KV tokens one replica holds (a request reserves prompt + "
                                          "output + block); default: the profile's memory model at the engine's "
@@ -284,10 +285,11 @@ class Engine:
 
     def validate(self, path: str) -> None:
         if self.version is not None:
-            if self.name in ("auto", "none"):
-                raise ScenarioError(f"{path}.version", f"a version needs an engine: set {path}.name (vllm, sglang "
-                                    "or trtllm)")
-            check_version(self.name, self.version, f"{path}.version")
+            if self.name == "none":
+                raise ScenarioError(f"{path}.version", f"a version needs an engine: {path}.name is none; set it "
+                                    "(vllm, sglang or trtllm) or leave it auto on a measured built-in")
+            if self.name != "auto":  # auto resolves from the profile first (load.check_serving_engine)
+                check_version(self.name, self.version, f"{path}.version")
         if self.prefix_cache is not None and not isinstance(self.prefill, ChunkedPrefill):
             raise ScenarioError(f"{path}.prefix_cache", "a replica's prefix cache needs chunked prefill (aggregated "
                                 "serving); for disaggregated serving put it in cluster.prefill.prefix_cache")

@@ -46,6 +46,7 @@ from specplan.simulator.scenario.study import (
     parse_bound,
     tps_column,
 )
+from specplan.simulator.study.caveats import search_caveats, source_caveats
 from specplan.simulator.study.launch import launch_script
 from specplan.simulator.study.options import (
     DEFAULT_MAX_REPLICAS,
@@ -158,7 +159,11 @@ def run(args: argparse.Namespace) -> int:
         if has_search(args.scenario, args.overrides):
             return run_search(args.scenario, target, options, args.json)
         plan = plan_capacity(args.scenario, target, options)
-    return report_plan(plan, out, args.json)
+    status = report_plan(plan, out, args.json)
+    if not args.json:  # how well public figures validate the deployment; steady state of agent sessions
+        for line in source_caveats(args.scenario, args.overrides):
+            print(line)
+    return status
 
 
 @contextlib.contextmanager
@@ -251,6 +256,8 @@ def run_search(scenario: str, target: Target, options: RunOptions, as_json: bool
     if launch is not None:
         label, script = launch_script(launch)
         print(f"launch ({label}):\n" + script.split("\n", 2)[2].rstrip())
+    for line in search_caveats(plan):  # the winner's validation and steady state
+        print(line)
     if out is not None:
         print("files: " + ", ".join(str(path) for path in files.values()) + f", {out / 'probes'}/")
     return 0

@@ -24,6 +24,9 @@ from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.step_modes import step_modes
 from specplan.simulator.scenario import Scenario, load_scenario
 from specplan.simulator.scenario.drafter_profile import drafter_profile_warning
+from specplan.simulator.scenario.engine_notes import engine_notes
+from specplan.simulator.scenario.trace_check import read_traces
+from specplan.simulator.study.caveats import answer_caveats
 from specplan.simulator.study.points import design_sweep
 from specplan.simulator.study.search_check import checked_points
 
@@ -81,15 +84,21 @@ def run(args: argparse.Namespace) -> int:
         print(summary_table(result.summary, f"{scenario.name} (seed {scenario.seed})"))
         for line in engine_lines(result.summary):
             print(line)
+        for line in answer_caveats(scenario, load_profile(scenario.hardware.profile)):
+            print(f"  {line}")
         print(f"  results in {out}/")
     return 0
 
 
 def warn_drafter_profile(scenario: Scenario) -> None:
-    """A drafter profile of another deployment the scenario accepted (match_target: false), said on stderr."""
+    """A drafter profile of another deployment the scenario accepted (match_target: false), said on stderr; and
+    what the serving engine resolved to where that is worth a line (the row a version takes, kernel times of
+    another engine: scenario.engine_notes)."""
     warning = drafter_profile_warning(scenario)
     if warning is not None:
         print(f"specplan: warning: {warning}", file=sys.stderr)
+    for note in engine_notes(scenario, load_profile(scenario.hardware.profile)):
+        print(f"specplan: note: {note}", file=sys.stderr)
 
 
 def say_notes(scenario: Scenario) -> None:
@@ -140,10 +149,13 @@ def check(args: argparse.Namespace) -> int:
         raise SpecplanError(f"{args.scenario}: {exc}") from None
     warn_drafter_profile(scenario)
     say_notes(scenario)
+    read = read_traces([scenario, *(point.scenario for point in design.points)])  # run's readers, whole files
     study = f", {counted(len(design.points), 'sweep point')} over {counted(len(design.labels), 'variant')}" \
         if scenario.sweep else ""
     print(f"{args.scenario}: ok ({scenario.name}, policy {scenario.policy.name}, "
           f"{scenario.cluster.replicas} replica(s){study}{searched(args.scenario, args.overrides, scenario)})")
+    for phrase in read:
+        print(f"  {phrase}")
     return 0
 
 
