@@ -78,11 +78,11 @@ def read_runs(path: str | Path) -> list[MeasuredRun]:
                                 "file)") from None
         if not isinstance(record, dict):
             raise FitInputError(f"{path}:{number}: expected a JSON object per line")
-        runs.append(read_object(record, path, f"{path.name}:{number}"))
+        runs.append(read_object(record, f"{path}:{number}", f"{path.name}:{number}"))
     return runs
 
 
-def read_object(record: dict[str, Any], path: Path, name: str) -> MeasuredRun:
+def read_object(record: dict[str, Any], path: Path | str, name: str) -> MeasuredRun:
     """One result object: genai-perf / aiperf (metric dicts), vllm bench serve or sglang.bench_serving."""
     if isinstance(record.get("output_token_throughput"), dict):
         return read_perf_export(record, path, name)
@@ -94,7 +94,7 @@ def read_object(record: dict[str, Any], path: Path, name: str) -> MeasuredRun:
                         "(no output_throughput / output_token_throughput)")
 
 
-def number(record: dict[str, Any], key: str, path: Path, *, positive: bool = True) -> float:
+def number(record: dict[str, Any], key: str, path: Path | str, *, positive: bool = True) -> float:
     value = record.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or (positive and value <= 0):
@@ -102,7 +102,7 @@ def number(record: dict[str, Any], key: str, path: Path, *, positive: bool = Tru
     return float(value)
 
 
-def read_bench(record: dict[str, Any], path: Path, name: str, client: str) -> MeasuredRun:
+def read_bench(record: dict[str, Any], path: Path | str, name: str, client: str) -> MeasuredRun:
     """sglang.bench_serving's and vllm bench serve's result: the same keys for what the fit reads."""
     completed = int(number(record, "completed", path))
     concurrency = record.get("max_concurrency")
@@ -121,7 +121,7 @@ def read_bench(record: dict[str, Any], path: Path, name: str, client: str) -> Me
                        round(number(record, "total_output_tokens", path) / completed), figures)
 
 
-def stat(record: dict[str, Any], key: str, path: Path) -> float:
+def stat(record: dict[str, Any], key: str, path: Path | str) -> float:
     """A genai-perf / aiperf metric's mean (its `avg`)."""
     entry = record.get(key)
     if not isinstance(entry, dict):
@@ -129,7 +129,7 @@ def stat(record: dict[str, Any], key: str, path: Path) -> float:
     return number(entry, "avg", path)
 
 
-def read_perf_export(record: dict[str, Any], path: Path, name: str) -> MeasuredRun:
+def read_perf_export(record: dict[str, Any], path: Path | str, name: str) -> MeasuredRun:
     """aiperf's profile_export_aiperf.json or genai-perf's profile_export_genai_perf.json."""
     config = record.get("input_config")
     if not isinstance(config, dict):
@@ -170,6 +170,8 @@ def read_sglang_log(text: str, path: Path) -> list[MeasuredRun]:
     tokens: dict[int, list[float]] = {}
     seqs = prompt_tokens = 0.0
     for number_, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("#"):
+            continue  # a comment (a saved log's notes), not a server line
         decode, prefill = LOG_DECODE.search(line), LOG_PREFILL.search(line)
         if decode:
             fields = log_fields(decode.group(1))
@@ -179,7 +181,7 @@ def read_sglang_log(text: str, path: Path) -> list[MeasuredRun]:
                                     "throughput (token/s)")
             if running >= 1 and rate > 0:
                 levels.setdefault(int(running), []).append(rate)
-                tokens.setdefault(int(running), []).append(fields.get("#token", 0.0))
+                tokens.setdefault(int(running), []).append(fields.get("#token", fields.get("#full token", 0.0)))
         elif prefill:
             fields = log_fields(prefill.group(1))
             if "#new-seq" not in fields or "#new-token" not in fields:

@@ -38,9 +38,10 @@ def error_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Median |residual| and median |leave-one-run-out error| over the fit figures (TTFT apart)."""
     fit = [r for r in rows if r["metric"] in FIT_METRICS]
     ttft = [r for r in rows if r["metric"] == "mean_ttft_ms"]
+    loo = [abs(r["loo_error"]) for r in fit if math.isfinite(r["loo_error"])]
     out = {"median_abs_residual": median_abs([r["residual"] for r in fit]),
            "loo_median_abs_error": median_abs([r["loo_error"] for r in fit]),
-           "loo_max_abs_error": float(np.nanmax(np.abs([r["loo_error"] for r in fit]))) if fit else math.nan}
+           "loo_max_abs_error": max(loo) if loo else math.nan}
     if ttft:
         out["ttft_median_abs_residual"] = median_abs([r["residual"] for r in ttft])
     return out
