@@ -151,7 +151,8 @@ def linearise(sim: RunSimulator, runs: list[MeasuredRun], at: Point) -> Surrogat
             centre.append(c)
             d_host.append((time_like(metric, up_h[metric]) - c) / STEP_HOST_MS)
             d_scale.append((time_like(metric, up_s[metric]) - c) / STEP_SCALE)
-    return Surrogate(names, *(np.asarray(v, dtype=float) for v in (published, centre, d_host, d_scale)), at)
+    arrays = [np.asarray(v, dtype=float) for v in (published, centre, d_host, d_scale)]
+    return Surrogate(names, arrays[0], arrays[1], arrays[2], arrays[3], at)
 
 
 def solve(sur: Surrogate, rows: np.ndarray, fit_host: bool, host_fixed: float) -> Point:

@@ -136,7 +136,7 @@ def read_perf_export(record: dict[str, Any], path: Path | str, name: str) -> Mea
         raise FitInputError(f"{path}: input_config: missing (the export's command settings: its concurrency)")
     loadgen = config.get("loadgen")
     aiperf = isinstance(loadgen, dict)
-    settings = loadgen if aiperf else config
+    settings: dict[str, Any] = loadgen if isinstance(loadgen, dict) else config
     concurrency = settings.get("concurrency")
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise FitInputError(f"{path}: input_config{'.loadgen' if aiperf else ''}.concurrency: expected a whole "
