@@ -28,6 +28,7 @@ from specplan.simulator.scenario.calibration import (
 from specplan.simulator.study.fit.fitting import Point, RunSimulator
 from specplan.simulator.study.fit.runs import MeasuredRun
 from specplan.simulator.study.fit.writers import sglang_bench_serving_line, vllm_bench_serve_json
+from tests.conftest import REPO
 
 DEPLOYMENT = {"name": "llama-h200", "seed": 3, "horizon": {"requests": 40},
               "hardware": {"profile": "builtin:h200-llama3.1-8b-vllm"},
@@ -162,3 +163,18 @@ def test_a_malformed_calibration_file_is_one_line(tmp_path, deployment, cli):
 def test_a_dp_attention_deployment_is_its_own_layout(deployment):
     scenario = load_scenario(deployment, ["engine.dp_attention={ranks: 2}"])
     assert deployment_of(scenario).layout == "dp-attention"
+
+
+@pytest.mark.slow("runs a sweep")
+def test_a_sweep_takes_the_calibration_and_records_it(tmp_path, cli):
+    path = calibration_file(tmp_path)
+    plan = REPO / "scenarios" / "own-runs" / "plan.yaml"
+    status, out, err = cli("sweep", plan, "--calibration", path, "--out", tmp_path / "sweep", "--no-report",
+                           "--workers", "1", "--set", "horizon.duration_s=4", "--set", "horizon.warmup_s=1",
+                           "--set", "sweep.load={rate_per_s: [4]}")
+    assert status == 0, err
+    assert out.startswith("calibration: calibrated on 3 runs of vllm 0.24, H200")
+    record = json.loads((tmp_path / "sweep" / "calibration.json").read_text())
+    assert record["calibration"] == str(path) and "engine.host_overhead_ms=0.8" in record["overrides"]
+    points = pd.read_csv(tmp_path / "sweep" / "points.csv")
+    assert len(points) == 2
