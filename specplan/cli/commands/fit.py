@@ -29,10 +29,11 @@ from specplan.simulator.drafters.vllm_metrics import (
 )
 from specplan.simulator.scenario.calibration import deployment_of, replace_path, write_calibration
 from specplan.simulator.study.fit.fitting import RunSimulator, fit_runs
+from specplan.simulator.study.fit.launch_line import scenario_of_launch
 from specplan.simulator.study.fit.readers import read_runs
 from specplan.simulator.study.fit.report import calibration_of, report_text, run_rows, write_rows
 
-FIT_FILES = ("calibration.yaml", "fit_runs.csv", "fit.md")
+FIT_FILES = ("calibration.yaml", "fit_runs.csv", "fit.md", "deployment.yaml")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,9 +41,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN",
                    help="result files: sglang.bench_serving JSONL, vllm bench serve JSON, aiperf / genai-perf "
                         "profile exports, SGLang server logs ('Decode batch.' lines)")
-    p.add_argument("--scenario", required=True,
-                   help="the deployment as a scenario file (engine, version, parallelism, caps, graphs, "
-                        "speculation); its workload is replaced by each run's bench client")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--scenario",
+                       help="the deployment as a scenario file (engine, version, parallelism, caps, graphs, "
+                            "speculation); its workload is replaced by each run's bench client")
+    where.add_argument("--launch", metavar="LINE",
+                       help="the deployment as its launch line ('vllm serve MODEL ...' or 'python -m "
+                            "sglang.launch_server ...'), read into a scenario (written to OUT/deployment.yaml) "
+                            "with --profile")
+    p.add_argument("--profile", help="with --launch: the step-time profile of the GPUs it ran on (builtin:NAME or "
+                                     "a file): a launch line does not name its GPU")
+    p.add_argument("--engine-version", help="with --launch: the engine's version (default: the profile's)")
     add_override_args(p)
     p.add_argument("--metrics", nargs="+", metavar="SCRAPE", default=[],
                    help="vLLM /metrics scrapes taken around the runs: the drafter's acceptance is fitted from "
@@ -63,25 +72,41 @@ def run(args: argparse.Namespace) -> int:
     if twice:
         raise SpecplanError(f"two runs named {twice[0]}: give files of distinct names")
     overrides = list(args.overrides)
+    scenario = args.scenario or deployment_from_launch(args, out)
     if args.metrics:
         overrides.append(f"@{acceptance_fragment(args.metrics, out)}")
     say = (lambda _: None) if (args.quiet or args.json) else (lambda line: print(f"  {line}", file=sys.stderr))
-    sim = RunSimulator(args.scenario, overrides, out)
+    sim = RunSimulator(scenario, overrides, out)
     result = fit_runs(sim, runs, say, seed=sim.base.seed)
     rows = run_rows(runs, result)
     calibration = replace_path(calibration_of(result, runs, deployment_of(sim.base), sim.base.engine.host_overhead_ms,
                                               rows), str(out / "calibration.yaml"))
     write_calibration(calibration, out / "calibration.yaml")
     write_rows(rows, out / "fit_runs.csv")
-    (out / "fit.md").write_text(report_text(calibration, rows, args.scenario))
+    (out / "fit.md").write_text(report_text(calibration, rows, str(scenario)))
     if args.json:
         sys.stdout.write(json.dumps(clean({"calibration": str(out / "calibration.yaml"), "fit": calibration.fit,
                                            "terms": {k: t.as_dict() for k, t in calibration.terms.items()},
                                            "runs": rows}), indent=2) + "\n")
     elif not args.quiet:
-        print(report_text(calibration, rows, args.scenario).split("\n", 2)[2].strip())
+        print(report_text(calibration, rows, str(scenario)).split("\n", 2)[2].strip())
         print(f"files: {', '.join(str(out / name) for name in FIT_FILES)}")
     return 0
+
+
+def deployment_from_launch(args: argparse.Namespace, out: Path) -> Path:
+    """The launch line's scenario, written to OUT/deployment.yaml; what it read and left out said on stderr."""
+    if not args.profile:
+        raise SpecplanError("--launch needs --profile: the step-time profile of the GPUs the line ran on "
+                            "(a launch line does not name its GPU)")
+    raw, used, ignored = scenario_of_launch(args.launch, args.profile, args.engine_version)
+    path = out / "deployment.yaml"
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    if not (args.quiet or args.json):
+        print(f"deployment from the launch line: {path} (read {', '.join(used) or 'no flag'}"
+              f"{'; not modelled: ' + ', '.join(ignored) if ignored else ''})", file=sys.stderr)
+    return path
 
 
 def acceptance_fragment(paths: list[str], out: Path) -> Path:
