@@ -178,3 +178,34 @@ def test_a_sweep_takes_the_calibration_and_records_it(tmp_path, cli):
     assert record["calibration"] == str(path) and "engine.host_overhead_ms=0.8" in record["overrides"]
     points = pd.read_csv(tmp_path / "sweep" / "points.csv")
     assert len(points) == 2
+
+
+def test_a_server_log_alone_is_fitted_from_its_decode_levels(deployment, tmp_path, cli):
+    """An SGLang log's 'Decode batch' lines at three running counts, written from the deployment at known terms
+    (generation throughput = running x 1000 / TPOT), fit back to them."""
+    sim = RunSimulator(deployment, [], tmp_path)
+    lines = ["[2026-12-01 10:00:00 TP0] Prefill batch. #new-seq: 8, #new-token: 4096, #cached-token: 0, "
+             "token usage: 0.01, #running-req: 0, #queue-req: 0,"]
+    for c in (4, 16, 64):
+        figures = sim.figures(MeasuredRun(f"log@{c}", "sglang_log", c, 4 * c, 512, 256), TRUTH)
+        lines.append(f"[2026-12-01 10:00:0{c % 10} TP0] Decode batch. #running-req: {c}, #token: {c * 640}, token "
+                     f"usage: 0.02, cuda graph: True, gen throughput (token/s): {figures['decode_tok_s']:.4f}, "
+                     "#queue-req: 0,")
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(lines) + "\n")
+    status, _, err = cli("fit", log, "--scenario", deployment, "--out", tmp_path / "fit", "--quiet")
+    assert status == 0, err
+    calibration = read_calibration(tmp_path / "fit" / "calibration.yaml")
+    assert abs(calibration.term("host_cycle_ms").value / TRUTH.host_ms - 1) < 0.05
+    assert abs(calibration.term("verify_scale").value / TRUTH.scale - 1) < 0.05
+
+
+def test_metrics_scrapes_fit_the_drafters_acceptance_first(deployment, tmp_path, cli):
+    files = write_runs(deployment, tmp_path, concurrencies=(4, 16))
+    status, _, err = cli("fit", *files, "--scenario", deployment, "--metrics", REPO / "tests" / "data" /
+                         "vllm_before.prom", REPO / "tests" / "data" / "vllm_after.prom", "--set", "drafter.family=eagle3",
+                         "--set", "drafter.latency={kind: fixed, ms: 0.5}", "--set", "policy.name=static",
+                         "--out", tmp_path / "fit", "--quiet")
+    assert status == 0, err
+    drafter = yaml.safe_load((tmp_path / "fit" / "drafter.yaml").read_text())["drafter"]
+    assert drafter["block_size"] == 3 and drafter["acceptance"]["per_position"]["chat"] == [0.85, 0.7, 0.6]
