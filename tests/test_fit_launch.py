@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from specplan.engines.launch_line import LaunchLineError, scenario_of_launch
 from specplan.simulator.scenario import load_scenario, scenario_from_mapping
-from specplan.simulator.study.fit.launch_line import LaunchLineError, scenario_of_launch
 from tests.conftest import REPO
 
 VLLM = ("vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 1 --max-num-seqs 128 "

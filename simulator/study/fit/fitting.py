@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specplan.simulator.engine.bench_metrics import metric_key
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.scenario.calibration import scaled_profile
@@ -106,10 +107,9 @@ def run_overrides(run: MeasuredRun) -> list[str]:
 
 def run_figures(run: MeasuredRun, summary: dict) -> dict[str, float]:
     """The simulated run's figures in the published run's names and units."""
-    prefix = "sglang_bench_serving" if run.bench_client == "sglang" else "vllm_bench_serve"
-    tpot = float(summary[f"{prefix}.mean_tpot_ms"])
-    return {"output_throughput": float(summary[f"{prefix}.output_throughput_tok_s"]), "mean_tpot_ms": tpot,
-            "mean_ttft_ms": float(summary[f"{prefix}.mean_ttft_ms"]),
+    tpot = float(summary[metric_key(run.bench_client, "mean_tpot_ms")])
+    return {"output_throughput": float(summary[metric_key(run.bench_client, "output_throughput_tok_s")]),
+            "mean_tpot_ms": tpot, "mean_ttft_ms": float(summary[metric_key(run.bench_client, "mean_ttft_ms")]),
             "decode_tok_s": run.concurrency * 1000.0 / tpot if tpot > 0 else float("nan")}
 
 

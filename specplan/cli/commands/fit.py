@@ -19,6 +19,7 @@ import yaml
 from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import add_force_arg, out_folder
+from specplan.engines.launch_line import scenario_of_launch
 from specplan.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.drafters.vllm_metrics import (
@@ -29,7 +30,6 @@ from specplan.simulator.drafters.vllm_metrics import (
 )
 from specplan.simulator.scenario.calibration import deployment_of, replace_path, write_calibration
 from specplan.simulator.study.fit.fitting import RunSimulator, fit_runs
-from specplan.simulator.study.fit.launch_line import scenario_of_launch
 from specplan.simulator.study.fit.readers import read_runs
 from specplan.simulator.study.fit.report import calibration_of, report_text, run_rows, write_rows
 

@@ -1,5 +1,8 @@
 """A serving engine's launch line read into a deployment scenario: the inverse of the engines' launchers.
 
+Place: an engine habit (how its launch line spells a deployment), so it lives with the rows; `specplan fit
+--launch` calls it.
+
     scenario_of_launch("vllm serve MODEL --max-num-seqs 256 ...", profile="builtin:h200-llama3.1-8b-vllm")
         -> (a scenario mapping, the flags read, the flags not modelled)
 
