@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -209,3 +210,24 @@ def test_metrics_scrapes_fit_the_drafters_acceptance_first(deployment, tmp_path,
     assert status == 0, err
     drafter = yaml.safe_load((tmp_path / "fit" / "drafter.yaml").read_text())["drafter"]
     assert drafter["block_size"] == 3 and drafter["acceptance"]["per_position"]["chat"] == [0.85, 0.7, 0.6]
+
+
+def test_leaving_one_of_two_settings_out_fits_the_level_alone(deployment, tmp_path, monkeypatch):
+    """With two runs, the run left out leaves one setting: host time and the level cannot both be fitted on it
+    (one equation, two unknowns, any point of a valley fits), so the leave-one-out fit keeps the scenario's host
+    time and fits the scale; the full fit, on both settings, fits both."""
+    from specplan.simulator.study.fit import fitting
+    from specplan.simulator.study.fit.readers import read_runs
+
+    runs = [r for path in write_runs(deployment, tmp_path, concurrencies=(1, 32)) for r in read_runs(path)]
+    calls = []
+    real = fitting.solve
+
+    def spy(sur, rows, fit_host, host_fixed):
+        calls.append((len(set(np.asarray(sur.runs)[rows])), fit_host))
+        return real(sur, rows, fit_host, host_fixed)
+
+    monkeypatch.setattr(fitting, "solve", spy)
+    result = fitting.fit_runs(fitting.RunSimulator(deployment, [], tmp_path), runs)
+    assert calls[0] == (2, True) and calls[-2:] == [(1, False), (1, False)]
+    assert result.loo[runs[0].name] != result.fitted[runs[0].name]

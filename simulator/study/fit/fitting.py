@@ -14,7 +14,8 @@ affine in (host_ms, verify_scale) for the run's fixed batch. The fit:
 
 Intervals: the runs' own spread, a bootstrap over runs (resampled with replacement, each resample solved on
 the final surrogate; the 2.5-97.5% range). Leave one run out: each run's figures simulated at the point
-fitted on the others (on the final surrogate), so the error is out of sample for that run.
+fitted on the others (on the final surrogate; host time kept at the scenario's own where the others sit at
+one setting), so the error is out of sample for that run.
 
 What the runs do not constrain keeps its shipped value: with every run at one concurrency and one length
 the per-step host time and the kernels' level move every figure alike (one equation, two unknowns), so
@@ -207,7 +208,8 @@ def fit_runs(sim: RunSimulator, runs: list[MeasuredRun], progress: Callable[[str
     loo = {}
     for run in runs:
         rows = np.flatnonzero(names != run.name)
-        loo[run.name] = sim.figures(run, solve(sur, rows, fit_host, host0)) if len(rows) else {}
+        others = [r for r in runs if r.name != run.name]   # what the others constrain: host time too, or the level
+        loo[run.name] = sim.figures(run, solve(sur, rows, constrains_host(others), host0)) if len(rows) else {}
     gaps = [run.figures["mean_ttft_ms"] - fitted[run.name]["mean_ttft_ms"] for run in runs
             if "mean_ttft_ms" in run.figures]
     return FitResult(point, fit_host, spread(hosts, HOST_RESOLUTION_MS, 0.0) if fit_host else None,
