@@ -101,11 +101,12 @@ AIC_BUILTINS.update({
 #   the unsuffixed H200 / H100 names (h200-deepseek-v4-flash-tp4-sglang, its -mtp and -prefill, and V4-Pro on
 #   8 x H200, whose FP8 weights do not fit) are not written, nor the Flash Official cells' MXFP4-through-FlashInfer
 #   names (h200-deepseek-v4-flash-tp4-sglang-mxfp4, -mxfp4-dspark, -mxfp4-prefill: w4a16_mxfp4 is the only FP4
-#   MoE mode of either engine's H200 tables); H200 and H100 run the FP8 checkpoint (-fp8);
+#   MoE mode of either engine's H200 tables); H200 and H100 run the FP8 checkpoint (-fp8), the stated stand-in of
+#   the development set's H200 FP4 cells;
 # - NVFP4 experts of V4 geometry under SGLang 0.5.14 (its GB200 / GB300 NVFP4 MoE rows are of top-4, 8, 10 and 22
 #   routing, DeepSeek-V3's and Kimi's, none of top-6 over 256 experts), so gb200- and
-#   gb300-deepseek-v4-flash-tp4-sglang-nvfp4 (and their -mtp, -prefill) are not written; vLLM 0.24 has them on
-#   B200 (-nvfp4);
+#   gb300-deepseek-v4-flash-tp4-sglang-nvfp4 (and their -mtp, -prefill) are not written (their cells run on the
+#   MXFP4 x FP8 tp4 built-ins of the same GPU, a stated stand-in); vLLM 0.24 has them on B200 (-nvfp4);
 # - MegaMoE of V4 geometry at a database version aiconfigurator-core serves, and a public MegaMoE measurement
 #   at EP4 on B200 or B300 (public/kernels.csv has EP8 on B200 and EP4 on GB300 only):
 #   b200- and b300-deepseek-v4-flash-dp4ep4-sglang-megamoe are not written (GB300 EP4 is measured:
@@ -189,6 +190,9 @@ V4_SPECS = [  # (gpus, family, topologies, engine, precision suffix, forwards)
     # deepgemm_pr316)
     (("b200",), "flash", ("tp8",), "sglang", "", DSPARK),
     (("b200",), "flash", ("dp8ep8",), "sglang", "-megamoe", ("",)),
+    # the GB200 NVFP4 low-latency cell's stand-in (SGLang's FP4-expert tables of V4 geometry on GB200; its NVFP4
+    # rows are of other routings): TP4 with its MTP drafter
+    (("gb200",), "flash", ("tp4",), "sglang", "", MTP),
 ]
 SYSTEMS = {"b200": "b200_sxm", "b300": "b300_sxm", "h200": "h200_sxm", "h100": "h100_sxm", "gb200": "gb200",
            "gb300": "gb300"}
@@ -227,6 +231,7 @@ V4_PREFILL_SPECS = [  # (gpus, topologies, precision suffix)
     (("b200",), ("tp8ep8",), ""),
     (("gb300",), ("tp4ep4",), ""),
     (("b200",), ("tp8", "dp8ep8"), ""),     # issue 47: the Flash Official B200 cells
+    (("gb200",), ("tp4",), ""),             # issue 47: the GB200 NVFP4 cell's stand-in
 ]
 # DeepSeek-V4-Pro's prefill steps under SGLang: every topology a Pro decode built-in runs under SGLang but
 # B200 DP8 (at the prefill files' 16,384-token budget the package's memory model puts 212 GB of non-KV memory
