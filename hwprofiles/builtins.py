@@ -98,14 +98,20 @@ AIC_BUILTINS.update({
 # What the database lacks, so no built-in is written for it (never priced with other kernels):
 # - FP4 experts of V4 geometry on Hopper (H200, H100) under either engine: SGLang's Marlin / CUTLASS
 #   w4a16_mxfp4 and vLLM's Marlin MXFP4 rows exist only for other geometries (gpt-oss, 896-expert models), so
-#   the unsuffixed H200 / H100 names (h200-deepseek-v4-flash-tp4-sglang, its -mtp, and V4-Pro on 8 x H200,
-#   whose FP8 weights do not fit) are not written; H200 and H100 run the FP8 checkpoint (-fp8);
-# - NVFP4 experts of V4 geometry under SGLang 0.5.14 (its NVFP4 rows are DeepSeek-V3's and Kimi's), so
-#   gb200- and gb300-deepseek-v4-flash-tp4-sglang-nvfp4 are not written; vLLM 0.24 has them on B200 (-nvfp4);
+#   the unsuffixed H200 / H100 names (h200-deepseek-v4-flash-tp4-sglang, its -mtp and -prefill, and V4-Pro on
+#   8 x H200, whose FP8 weights do not fit) are not written, nor the Flash Official cells' MXFP4-through-FlashInfer
+#   names (h200-deepseek-v4-flash-tp4-sglang-mxfp4, -mxfp4-dspark, -mxfp4-prefill: w4a16_mxfp4 is the only FP4
+#   MoE mode of either engine's H200 tables); H200 and H100 run the FP8 checkpoint (-fp8), the stated stand-in of
+#   the development set's H200 FP4 cells;
+# - NVFP4 experts of V4 geometry under SGLang 0.5.14 (its GB200 / GB300 NVFP4 MoE rows are of top-4, 8, 10 and 22
+#   routing, DeepSeek-V3's and Kimi's, none of top-6 over 256 experts), so gb200- and
+#   gb300-deepseek-v4-flash-tp4-sglang-nvfp4 (and their -mtp, -prefill) are not written (their cells run on the
+#   MXFP4 x FP8 tp4 built-ins of the same GPU, a stated stand-in); vLLM 0.24 has them on B200 (-nvfp4);
 # - MegaMoE of V4 geometry at a database version aiconfigurator-core serves, and a public MegaMoE measurement
-#   at EP4 on B200 or B300: b200- and b300-deepseek-v4-flash-dp4ep4-sglang-megamoe are not written (GB300 EP4
-#   is measured: gb300-deepseek-v4-flash-dp4ep4-sglang-megamoe; B200 EP8 of V4-Pro geometry is measured by
-#   DeepGEMM #316 and vLLM #49636: b200-deepseek-v4-pro-dp8ep8-sglang-megamoe; B300 has no Pro measurement);
+#   at EP4 on B200 or B300 (public/kernels.csv has EP8 on B200 and EP4 on GB300 only):
+#   b200- and b300-deepseek-v4-flash-dp4ep4-sglang-megamoe are not written (GB300 EP4 is measured:
+#   gb300-deepseek-v4-flash-dp4ep4-sglang-megamoe; B200 EP8 is measured for both geometries by DeepGEMM #316 and
+#   moe_ep_benchmark / vLLM #49636: b200-deepseek-v4-flash-dp8ep8-sglang-megamoe and the Pro one; B300 has none);
 # - FP4 (W4A16 MXFP4, Marlin / CUTLASS) experts on H200 and H100: the databases' Hopper W4A16 MXFP4 rows
 #   (SGLang 0.5.14, vLLM 0.24.0) are of gpt-oss (32 or 128 experts, hidden 2880, top-4) and of one 896-expert
 #   model (hidden 3584, ffn 3072, top-16) only, none of V4-Flash (256 x 4096 x 2048, top-6) or V4-Pro (384 x
@@ -117,15 +123,19 @@ AIC_BUILTINS.update({
 #   shared experts and embeddings (~60 GB) beside 96 of the 384 routed experts (61 layers x 96 x 3 x 7168 x
 #   3072 x 4.25 bits = 206 GB): 269 GB of non-KV memory per GPU (the package's memory model) against 0.9 x
 #   298 GB = 268 GB, so no KV cache is left; TP4 and TP4 / EP4 fit (8.4 and 9.3 M KV tokens);
-# - DeepEP: the V4 operator list prices dispatch and combine with the database's own model (flavor
-#   CustomAllReduce) whatever all-to-all the engine runs; the dp4ep4 cells ran DeepEP (their header says so);
 # - Flash FP8 on 4 x H100 (the weights do not fit: the tp4 cells need 8 x H100, tp8ep8 / dp8ep8 here).
+#
+# DeepEP is not a gap: aiconfigurator-core ships SGLang 0.5.12's DeepEP tables (comm/sglang/0.5.12/
+# wideep_deepep_{ll,normal}_perf.parquet, EP8, V4-Flash's and V4-Pro's shapes among their rows), and every SGLang
+# data-parallel-attention built-in (dp4ep4, dp8ep8; not MegaMoE, which fuses its all-to-all) prices dispatch and
+# combine from them, EP8 carried to EP4 at equal off-rank traffic (aiconfigurator/deepep.py; each file's
+# moe_communication line).
 V4_FLASH, V4_PRO = "deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4-Pro"
 V4_FLASH_FP8, V4_PRO_FP8 = "sgl-project/DeepSeek-V4-Flash-FP8", "sgl-project/DeepSeek-V4-Pro-FP8"
 BACKENDS = {"vllm": "0.24.0", "sglang": "0.5.14"}
 TOPOLOGIES = {  # name -> (tp, ep, dp)
     "tp8ep8": (8, 8, 1), "dp8ep8": (1, 8, 8), "tp4ep4": (4, 4, 1), "tp4": (4, 1, 1), "dp4ep4": (1, 4, 4),
-    "tp1": (1, 1, 1),
+    "tp1": (1, 1, 1), "tp8": (8, 1, 1),
 }
 PRECISIONS = {  # suffix -> (checkpoint of each family, moe_quant, moe_backend)
     "": ({"flash": V4_FLASH, "pro": V4_PRO}, "", ""),
@@ -175,6 +185,14 @@ V4_SPECS = [  # (gpus, family, topologies, engine, precision suffix, forwards)
     (("b200",), "flash", ("tp4ep4",), "sglang", "", ("-mtp",)),
     (("gb300",), "pro", ("tp4", "tp4ep4"), "sglang", "", ALL),
     (("b200",), "pro", ("dp8ep8",), "sglang", "-megamoe", ("",)),
+    # issue 47: the Flash Official B200 cells (sgl-project/sglang #33109): TP8 without EP (low latency, DSpark) and
+    # MegaMoE on DP8 / EP8 (high throughput; its public measurements are EP8 on B200: moe_ep_benchmark_ep8_b200,
+    # deepgemm_pr316)
+    (("b200",), "flash", ("tp8",), "sglang", "", DSPARK),
+    (("b200",), "flash", ("dp8ep8",), "sglang", "-megamoe", ("",)),
+    # the GB200 NVFP4 low-latency cell's stand-in (SGLang's FP4-expert tables of V4 geometry on GB200; its NVFP4
+    # rows are of other routings): TP4 with its MTP drafter
+    (("gb200",), "flash", ("tp4",), "sglang", "", MTP),
 ]
 SYSTEMS = {"b200": "b200_sxm", "b300": "b300_sxm", "h200": "h200_sxm", "h100": "h100_sxm", "gb200": "gb200",
            "gb300": "gb300"}
@@ -212,6 +230,8 @@ V4_PREFILL_SPECS = [  # (gpus, topologies, precision suffix)
     (("b200", "b300", "gb200", "gb300"), ("dp4ep4",), ""),
     (("b200",), ("tp8ep8",), ""),
     (("gb300",), ("tp4ep4",), ""),
+    (("b200",), ("tp8", "dp8ep8"), ""),     # issue 47: the Flash Official B200 cells
+    (("gb200",), ("tp4",), ""),             # issue 47: the GB200 NVFP4 cell's stand-in
 ]
 # DeepSeek-V4-Pro's prefill steps under SGLang: every topology a Pro decode built-in runs under SGLang but
 # B200 DP8 (at the prefill files' 16,384-token budget the package's memory model puts 212 GB of non-KV memory

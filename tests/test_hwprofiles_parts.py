@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.aiconfigurator.deepep import DEEPEP_SOURCE
 from specplan.hwprofiles.aiconfigurator.parts import LeafCurves
 from specplan.hwprofiles.aiconfigurator.physical_rule import CLAMPED
 from specplan.hwprofiles.aiconfigurator.public import (
@@ -33,7 +34,8 @@ FLASH, FLASH_FP8 = "deepseek-ai/DeepSeek-V4-Flash", "sgl-project/DeepSeek-V4-Fla
 V4 = sorted(name for name in AIC_BUILTINS if "deepseek-v4" in name)
 # the database's own, a public measurement, or the physical rule's (physical_rule.py): the twin table, or the band
 TWINS = ("sglang 0.5.14 table", "vllm 0.24.0 table")
-SOURCES = {"silicon", "empirical", PUBLIC_SOURCE, CLAMPED, *TWINS, *(f"{t} clamped into the band" for t in TWINS)}
+SOURCES = {"silicon", "empirical", PUBLIC_SOURCE, CLAMPED, DEEPEP_SOURCE, *TWINS,
+           *(f"{t} clamped into the band" for t in TWINS)}
 
 
 def pricer(model: str, system: str, backend: str, q: int = 4, **parallel):

@@ -11,6 +11,7 @@ import csv
 
 import yaml
 
+from specplan.hwprofiles.aiconfigurator.public import load_scheduler_costs
 from tests.conftest import REPO
 
 PUBLIC = REPO / "hwprofiles" / "public"
@@ -55,11 +56,31 @@ def test_every_row_is_well_formed():
 
 def test_every_source_is_documented_and_used():
     table, documented = rows(), sources()
-    assert {r["source"] for r in table} == set(documented)
+    assert {r["source"] for r in table} | {c.source for c in load_scheduler_costs()} == set(documented)
     for name, entry in documented.items():
         missing = SOURCE_KEYS - set(entry)
         assert not missing, f"{name} lacks {sorted(missing)}"
         assert entry["url"].startswith("https://github.com/")
+
+
+def test_the_scheduler_costs_read_as_published():
+    """sglang PR #34338: the DP-attention sync at 4 DP ranks, 454.6 -> 172.0 us per scheduler step."""
+    costs = load_scheduler_costs()
+    at_dp4 = [c for c in costs if c.source == "sglang_pr34338" and c.dp_ranks == 4]
+    assert [(c.before_us, c.after_us) for c in at_dp4] == [(454.6, 172.0)]
+    assert all(c.after_us < c.before_us and c.statistic in STATISTICS for c in costs)
+
+
+def test_deepgemm_316_legacy_rows_are_its_speedups():
+    """Each derived legacy row is the Mega MoE row of the same PR times the printed speedup vs legacy."""
+    table = rows()
+    mega = {(r["model"], r["tokens_per_rank"]): float(r["latency_us"]) for r in table if r["source"] == "deepgemm_pr316"}
+    legacy = {(r["model"], r["tokens_per_rank"]): float(r["latency_us"]) for r in table
+              if r["source"] == "deepgemm_pr316_legacy"}
+    assert set(legacy) == set(mega)
+    assert legacy[("deepseek-v4-flash", "512")] == 253.4     # 146.5 us x 1.73
+    for key, value in legacy.items():
+        assert 1.4 < value / mega[key] < 2.0, key
 
 
 def test_derived_rows_say_how():

@@ -1,6 +1,6 @@
 """Building a verify-step (or drafter-forward) profile: compile, price the parts, apply the public rule, grid.
 
-    compile_target -> VerifyPricer.leaf_curves (every part at every B) -> apply_public_rule
+    compile_target -> VerifyPricer.leaf_curves (every part at every B) -> deepep_rule -> apply_public_rule
         -> apply_gemm_rule -> apply_physical_rule -> token grid of the charged step
         -> attention and indexer at every (B, C) -> StepProfile
 
@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from specplan.hwprofiles.aiconfigurator.compile import CompiledTarget, compile_target
+from specplan.hwprofiles.aiconfigurator.deepep import deepep_rule
 from specplan.hwprofiles.aiconfigurator.drafters import attention_window, drafter_ops
 from specplan.hwprofiles.aiconfigurator.operators import kind_of, walk
 from specplan.hwprofiles.aiconfigurator.package import quiet, require_aic
@@ -74,9 +75,9 @@ def price(target: AicTarget, layout: AicLayout, command: str, drafter: AicDrafte
     compiled = compile_target(target, layout.max_tokens, layout.query_tokens, layout.memory_fraction)
     ops = list(compiled.ops) if drafter is None else drafter_ops(compiled, drafter)
     pricer = VerifyPricer(compiled, ops, layout.query_tokens, 0 if drafter is None else attention_window(ops))
-    database_leaves = pricer.leaf_curves(layout.max_tokens)
+    deepep = deepep_rule(pricer.leaf_curves(layout.max_tokens), pricer.plain_ops, target, prefill=False)
     rows = load_measurements()
-    leaves, checks = apply_public_rule(database_leaves, profile_key(compiled, ops, layout.max_tokens), rows,
+    leaves, checks = apply_public_rule(deepep.leaves, profile_key(compiled, ops, layout.max_tokens), rows,
                                        moe_layers(ops))
     leaves, gemm_checks = apply_gemm_rule(leaves, gemm_leaves(pricer.plain_ops), target.system, target.dp, rows)
     leaves, physical = apply_physical_rule(leaves, pricer.plain_ops, compiled, layout.query_tokens)
@@ -85,7 +86,8 @@ def price(target: AicTarget, layout: AicLayout, command: str, drafter: AicDrafte
                            f"{target.system} at EP{target.ep} with data-parallel attention, and the database has "
                            "no MegaMoE table of this geometry (hwprofiles/public/kernels.csv)")
     tokens = replica_grid(gemm_sample_tokens(compiled, ops), layout.query_tokens, leaves.charged_ms(), target.dp)
-    return Priced(compiled, layout, drafter, pricer, leaves, tokens, checks, command, gemm_checks, physical)
+    return Priced(compiled, layout, drafter, pricer, leaves, tokens, checks, command, gemm_checks, physical,
+                  deepep.line)
 
 
 def build_profile(target: AicTarget, layout: AicLayout, name: str, command: str,

@@ -131,6 +131,13 @@ class LeafCurves:
         """The same curves with the leaves `columns` multiplied by `factor` (per B), their source set, `part`'s note."""
         return replace(self.rescaled(columns, factor, source), notes={**self.notes, part: note})
 
+    def with_ms(self, column: int, ms: np.ndarray, source: str) -> LeafCurves:
+        """The same curves with leaf `column` replaced by `ms` (per B) and its source set."""
+        out = self.ms.copy()
+        out[:, column] = ms
+        sources = tuple(source if i == column else s for i, s in enumerate(self.sources))
+        return replace(self, ms=out, sources=sources)
+
     def rescaled(self, columns: tuple[int, ...], factor: np.ndarray, source: str) -> LeafCurves:
         """The same curves with the leaves `columns` multiplied by `factor` (per B) and their source set."""
         ms = self.ms.copy()

@@ -39,6 +39,7 @@ from specplan.hwprofiles.aiconfigurator.compile import (
     engine_spec,
     moe_quant_mode,
 )
+from specplan.hwprofiles.aiconfigurator.deepep import deepep_rule
 from specplan.hwprofiles.aiconfigurator.operators import kind_of
 from specplan.hwprofiles.aiconfigurator.package import (
     one_line,
@@ -53,7 +54,7 @@ from specplan.hwprofiles.aiconfigurator.physical_rule import (
     physical_header,
     roofline_lines,
 )
-from specplan.hwprofiles.aiconfigurator.provenance import attention_data
+from specplan.hwprofiles.aiconfigurator.provenance import attention_data, moe_communication
 from specplan.hwprofiles.aiconfigurator.targets import DEVICE_NAMES, AicTarget, where
 from specplan.hwprofiles.aiconfigurator.tokengrid import (
     GRID_TOLERANCE,
@@ -146,7 +147,8 @@ def prefill_profile(target: AicTarget, name: str, max_tokens: int = PREFILL_MAX_
         ops = context_op_list(compiled)
         pricer = PrefillPricer(compiled, ops)
         plain_ops = [ops[i] for i in pricer.plain]
-        leaves, findings = apply_physical_rule(pricer.leaf_curves(max_tokens), plain_ops, compiled, 1, twin=False)
+        deepep = deepep_rule(pricer.leaf_curves(max_tokens), plain_ops, target, prefill=True)
+        leaves, findings = apply_physical_rule(deepep.leaves, plain_ops, compiled, 1, twin=False)
         plain = leaves.charged_ms()       # the replica at T: each rank at ceil(T / dp)
         tokens = replica_grid(gemm_sample_tokens(compiled, list(compiled.ops)), PREFILL_QUERY_STEP, plain, dp)
         rows = PREFILL_CONTEXT_ROWS
@@ -157,7 +159,7 @@ def prefill_profile(target: AicTarget, name: str, max_tokens: int = PREFILL_MAX_
         name=name, tokens=tokens, step_ms_table=plain[tokens - 1] + layout,
         context_tokens=np.array(rows, dtype=np.int64),
         provenance=prefill_provenance(compiled, tokens, plain, command, pricer.moe)
-        | attention_data(target, ops, "context") | checked,
+        | attention_data(target, ops, "context") | moe_communication(compiled, deepep.line) | checked,
         extra=extra,
     )
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from specplan.hwprofiles.aiconfigurator.compile import CompiledTarget
+from specplan.hwprofiles.aiconfigurator.deepep import RULE_START as DEEPEP_RULE_START
 from specplan.hwprofiles.aiconfigurator.operators import dsv4_body, kind_of, walk
 from specplan.hwprofiles.aiconfigurator.package import dsv4_module_models, package_version
 from specplan.hwprofiles.aiconfigurator.parts import (
@@ -61,6 +62,7 @@ class Priced:
     command: str
     gemm_checks: list[GemmCheck] = field(default_factory=list)
     physical: list[Finding] = field(default_factory=list)
+    deepep: str = ""                # the DeepEP rule's header line (deepep.py); empty where it does not apply
 
     @property
     def plain(self) -> np.ndarray:
@@ -134,7 +136,7 @@ def identity(priced: Priced) -> dict[str, str]:
         "kv_capacity_tokens": f"{compiled.kv_capacity_tokens} (the package's memory model at "
                               f"{layout.memory_fraction} of GPU memory)",
         **({"kv_memory": compiled.kv_memory.line()} if compiled.kv_memory else {}),
-        **moe_communication(compiled),
+        **moe_communication(compiled, priced.deepep),
         **attention_data(target, list(compiled.ops), "generation"),
         **({"moe_backend": f"{target.moe_backend}: the engine's MoE backend; the database has no table of it for "
                            f"this geometry, so its default MoE path at {engine['moe_dtype']} gives the block's shape "
@@ -168,15 +170,23 @@ def attention_data(target: AicTarget, ops: list[dict[str, Any]], phase: str) -> 
     return {"attention_data": text}
 
 
-def moe_communication(compiled: CompiledTarget) -> dict[str, str]:
-    """How the database prices the MoE's dispatch and combine for this target (none without a MoE)."""
+def moe_communication(compiled: CompiledTarget, deepep: str = "") -> dict[str, str]:
+    """How dispatch and combine are priced for this target (none without a MoE): DeepEP's tables or the database's model."""
     body = next((op["MoeDispatch"] for op in walk(list(compiled.ops)) if kind_of(op) == "MoeDispatch"), None)
     if body is None:
         return {}
+    if deepep.startswith(DEEPEP_RULE_START):
+        return {"moe_communication": deepep}
+    target = compiled.target
+    why = (deepep if deepep else
+           "the fused MegaMoE block carries its own all-to-all (public_rule)" if target.moe_backend else
+           "DeepEP's tables (aiconfigurator-core's comm/sglang wideep_deepep_{ll,normal}_perf, hwprofiles/"
+           "aiconfigurator/deepep.py) price SGLang's data-parallel attention over EP MoE only; this target's "
+           + ("attention is tensor-parallel (no all-to-all)" if target.dp != target.ep or target.dp == 1
+              else f"engine is {target.backend}"))
     return {"moe_communication": f"dispatch and combine by the database's {body['flavor']} model for "
                                  f"{body['backend']} (EP{body['moe_ep_size']}, attention DP{body['attention_dp_size']}, "
-                                 f"{body['comm_quant']} payload); the engine's own all-to-all kernel (DeepEP, NCCL EP) "
-                                 "has no table of this model in the database"}
+                                 f"{body['comm_quant']} payload): {why}"}
 
 
 def is_dsv4(priced: Priced) -> bool:

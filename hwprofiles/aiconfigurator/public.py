@@ -65,6 +65,7 @@ from specplan.hwprofiles.aiconfigurator.targets import AicTarget
 from specplan.hwprofiles.errors import ProfileError
 
 KERNELS_CSV = Path(__file__).resolve().parents[1] / "public" / "kernels.csv"
+SCHEDULER_CSV = Path(__file__).resolve().parents[1] / "public" / "scheduler.csv"
 TOLERANCE = 0.20
 PUBLIC_SOURCE = "public microbenchmark"
 ALL_TO_ALL_PARTS = ("moe_block", "dispatch", "combine")
@@ -128,6 +129,34 @@ def load_measurements(path: Path = KERNELS_CSV) -> list[Measurement]:
                 for r in rows]
     except (KeyError, ValueError) as exc:
         raise ProfileError(f"{path}: a row does not read as a public kernel measurement ({exc})") from None
+
+
+@dataclass(frozen=True)
+class SchedulerCost:
+    """One row of scheduler.csv: a published host cost of the engine's scheduler per step, before and after a change."""
+
+    source: str
+    engine: str
+    what: str
+    dp_ranks: int
+    attn_tp: int
+    before_us: float
+    after_us: float
+    statistic: str
+    note: str
+
+
+def load_scheduler_costs(path: Path = SCHEDULER_CSV) -> list[SchedulerCost]:
+    """The public scheduler-cost rows (none when the table is absent); a malformed row is a one-line error."""
+    if not path.is_file():
+        return []
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    try:
+        return [SchedulerCost(r["source"], r["engine"], r["what"], int(r["dp_ranks"]), int(r["attn_tp"]),
+                              float(r["before_us"]), float(r["after_us"]), r["statistic"], r["note"]) for r in rows]
+    except (KeyError, ValueError) as exc:
+        raise ProfileError(f"{path}: a row does not read as a public scheduler cost ({exc})") from None
 
 
 def table_stamp(path: Path = KERNELS_CSV) -> str:
