@@ -3,7 +3,8 @@
 Each probe runs `--seeds` seeds; the table shows the statistic's 95%
 interval for the answer and its one-fewer probe. `--out DIR` stores every
 probe run (DIR/probes/<key>.json, reused by a re-run) and writes plan.json,
-probes.csv and plan.md (the entry point writes them: specplan.simulator.study.plan.files).
+probes.csv, plan.md and the winner's launch lines (the variant meeting the SLA on the fewest GPUs, for the
+engine the plan priced; the entry point writes them: specplan.simulator.study.plan.files), which it also prints.
 The demand is one of `--rate`, `--rate-scale`, `--users` or `--lanes` (agent
 sessions; by default the scenario's own lanes, as a trace's default is its
 own rate). The flags spell a `Target` (specplan.simulator.study.plan.target) and `RunOptions`
@@ -170,6 +171,9 @@ def report_plan(plan: CapacityPlan, out: Path | None, as_json: bool) -> int:
         sys.stdout.write(json.dumps(clean(capacity_json(plan)), indent=2) + "\n")
     else:
         print(plan_table(plan))
+        if plan.launch is not None:
+            label, script = launch_script(plan.launch)
+            print(f"launch ({label}, {plan.launch_label}: the fewest GPUs):\n" + script.split("\n", 2)[2].rstrip())
         if out is not None:
             print("files: " + ", ".join(str(path) for path in files.values()) + f", {out / 'probes'}/")
     return 0
