@@ -117,6 +117,8 @@ class Deployment:
     host_tier: HostTierLaunch | None = None
     all_to_all: AllToAllLaunch | None = None
     swa_full_tokens_ratio: float | None = None
+    rank_requests: int | None = None   # one DP rank's request slots (vLLM max_num_seqs is per rank)
+    rank_chunk_tokens: int | None = None   # one DP rank's prompt chunk (vLLM max_num_batched_tokens is per rank)
 
     @property
     def disaggregated(self) -> bool:

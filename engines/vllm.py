@@ -73,9 +73,9 @@ def args(deployment: Deployment, role: str) -> list[str]:
         out += ["--all2all-backend", "deepep_high_throughput" if a2a.mode == "normal" else "deepep_low_latency"]
     if role != "prefill" and deployment.memory_fraction is not None:
         out += ["--gpu-memory-utilization", f"{deployment.memory_fraction:g}"]
-    out += ["--max-num-seqs", str(deployment.max_batch_requests)]
+    out += ["--max-num-seqs", str(deployment.rank_requests or deployment.max_batch_requests)]
     if deployment.chunk_tokens is not None and role == "aggregated":
-        out += ["--max-num-batched-tokens", str(deployment.chunk_tokens)]
+        out += ["--max-num-batched-tokens", str(deployment.rank_chunk_tokens or deployment.chunk_tokens)]
     if role != "prefill" and deployment.graph_max is not None:
         out += ["--compilation-config", json.dumps({"max_cudagraph_capture_size": deployment.graph_max})]
     out.append("--enable-prefix-caching" if deployment.prefix_cache else "--no-enable-prefix-caching")

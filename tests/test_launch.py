@@ -214,6 +214,8 @@ def test_every_planned_setting_reaches_the_vllm_line():
     line = vllm.args(launch_config(s, LLAMA), "aggregated")
     assert line[line.index("--gpu-memory-utilization") + 1] == "0.85"
     assert line[line.index("--data-parallel-size") + 1] == "2"
+    # vLLM's max_num_seqs and max_num_batched_tokens are one DP rank's: the replica's 16 and 2048 over 2 ranks
+    assert line[line.index("--max-num-seqs") + 1] == "8" and line[line.index("--max-num-batched-tokens") + 1] == "1024"
     assert line[line.index("--all2all-backend") + 1] == "deepep_low_latency"
     assert json.loads(line[line.index("--compilation-config") + 1]) == {"max_cudagraph_capture_size": 64}
     assert list(launch_files(launch_config(s, LLAMA))) == ["launch-vllm.sh"]

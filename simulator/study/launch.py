@@ -93,7 +93,18 @@ def launch_config(scenario: Scenario, provenance: dict[str, str],
         family=scenario.drafter.family, length=verified_length(scenario), policy=scenario.policy.name,
         schedule=schedule, engine=config.serving.name, memory_fraction=memory_fraction(scenario, config),
         graph_max=graph_max(config), host_tier=host_tier(scenario, config), all_to_all=all_to_all(scenario),
-        swa_full_tokens_ratio=scenario.engine.swa_full_tokens_ratio)
+        swa_full_tokens_ratio=scenario.engine.swa_full_tokens_ratio, **rank_limits(scenario))
+
+
+def rank_limits(scenario: Scenario) -> dict[str, int | None]:
+    """One DP rank's request slots and prompt chunk (`engine.dp_attention`, else the totals split evenly), as
+    vLLM's per-rank flags take them; None without DP attention."""
+    dp, engine = scenario.engine.dp_attention, scenario.engine
+    if dp is None or dp.ranks == 1:
+        return {"rank_requests": None, "rank_chunk_tokens": None}
+    chunk = getattr(engine.prefill, "chunk_tokens", None) if engine.prefill.KIND == "chunked" else None
+    return {"rank_requests": dp.max_batch_requests or max(1, engine.max_batch_requests // dp.ranks),
+            "rank_chunk_tokens": None if chunk is None else dp.chunk_tokens or max(1, chunk // dp.ranks)}
 
 
 def engine_config(scenario: Scenario) -> EngineConfig:
