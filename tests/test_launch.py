@@ -241,3 +241,15 @@ def test_plan_without_a_search_writes_and_prints_the_winners_script(tmp_path, cl
     assert "--mem-fraction-static 0.8" in script and not (tmp_path / "plan" / "launch-vllm.sh").exists()
     assert "python -m sglang.launch_server" in out and "vllm serve" not in out
     assert "launch-sglang.sh" in (tmp_path / "plan" / "plan.md").read_text()
+
+
+def test_an_engine_without_a_launch_script_is_said_in_one_line():
+    from specplan.simulator.study.launch import launch_text
+
+    s = scenario(engine={**BASE["engine"], "name": "trtllm"})
+    text = launch_text(launch_config(s, LLAMA))
+    assert text.startswith("launch (trtllm): no launch script for this engine") and "\n" not in text
+    tuned = scenario(engine={**BASE["engine"], "name": "trtllm"},
+                     policy={"name": "length-schedule", "params": {"schedule": {"4": 3, "16": 2}}})
+    assert "its files: trtllm.yaml" in launch_text(launch_config(tuned, LLAMA))
+    assert list(launch_files(launch_config(tuned, LLAMA))) == ["trtllm.yaml"]

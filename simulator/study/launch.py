@@ -48,7 +48,8 @@ from specplan.hwprofiles.kv_layout import kv_layout
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.scenario import Scenario
 
-__all__ = ["Deployment", "launch_config", "launch_files", "launch_script", "parallelism", "scenario_launch"]
+__all__ = ["Deployment", "launch_config", "launch_files", "launch_script", "launch_text", "parallelism",
+           "scenario_launch"]
 
 GIB = float(1 << 30)
 
@@ -186,3 +187,16 @@ def launch_script(deployment: Deployment, engine: str | None = None) -> tuple[st
         if script is not None:
             return traits.label, script
     raise ValueError(f"no launch script for {engine or deployment.engine}")
+
+
+def launch_text(deployment: Deployment, what: str = "") -> str:
+    """What a plan prints of its winner's launch: the priced engine's script less its header, or one line saying
+    the engine takes no script (TensorRT-LLM: its LLM-API options for a length schedule only)."""
+    for name in launchers(deployment):
+        traits = engine_traits(name)
+        script = None if traits.launch is None else traits.launch.script(deployment)
+        if script is not None:
+            return f"launch ({traits.label}{what}):\n" + script.split("\n", 2)[2].rstrip()
+    names = ", ".join(launch_files(deployment)) or "none"
+    return (f"launch ({deployment.engine}{what}): no launch script for this engine; its files: {names} (specplan "
+            "writes TensorRT-LLM's LLM-API options for a length schedule only)")

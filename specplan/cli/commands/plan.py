@@ -39,7 +39,7 @@ from specplan.cli.output import out_folder
 from specplan.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.scenario.study import STATISTICS, Bound, parse_bound, tps_column
-from specplan.simulator.study.launch import launch_script
+from specplan.simulator.study.launch import launch_text
 from specplan.simulator.study.options import (
     DEFAULT_MAX_REPLICAS,
     DEFAULT_REPLICA_SAMPLE,
@@ -172,8 +172,7 @@ def report_plan(plan: CapacityPlan, out: Path | None, as_json: bool) -> int:
     else:
         print(plan_table(plan))
         if plan.launch is not None:
-            label, script = launch_script(plan.launch)
-            print(f"launch ({label}, {plan.launch_label}: the fewest GPUs):\n" + script.split("\n", 2)[2].rstrip())
+            print(launch_text(plan.launch, f", {plan.launch_label}: the fewest GPUs"))
         if out is not None:
             print("files: " + ", ".join(str(path) for path in files.values()) + f", {out / 'probes'}/")
     return 0
@@ -238,8 +237,7 @@ def run_search(scenario: str, target: Target, options: RunOptions, as_json: bool
     print(search_table(plan))
     launch = plan.launch()
     if launch is not None:
-        label, script = launch_script(launch)
-        print(f"launch ({label}):\n" + script.split("\n", 2)[2].rstrip())
+        print(launch_text(launch))
     if out is not None:
         print("files: " + ", ".join(str(path) for path in files.values()) + f", {out / 'probes'}/")
     return 0
