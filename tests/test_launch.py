@@ -253,3 +253,20 @@ def test_an_engine_without_a_launch_script_is_said_in_one_line():
                      policy={"name": "length-schedule", "params": {"schedule": {"4": 3, "16": 2}}})
     assert "its files: trtllm.yaml" in launch_text(launch_config(tuned, LLAMA))
     assert list(launch_files(launch_config(tuned, LLAMA))) == ["trtllm.yaml"]
+
+
+def test_the_plans_winner_is_the_fewest_gpus_then_the_most_tokens_per_gpu():
+    import math
+
+    from specplan.simulator.study.plan.planner import fewest_gpus
+    from specplan.simulator.study.plan.probe import Probe
+    from specplan.simulator.study.plan.replica_search import ReplicaSizing
+
+    def sizing(label, gpus, per_gpu, met=True):
+        probe = Probe(replicas=2, meets_sla=met, tps_user=1.0, tps_user_ci95=math.nan, throughput_per_gpu=per_gpu,
+                      ttft_p99_s=0.1, backlog_growth=0.0, gpus=gpus)
+        return ReplicaSizing(label, 2 if met else None, gpus // 2, [probe])
+
+    assert fewest_gpus([sizing("none", 16, 44), sizing("MTP-1", 16, 49), sizing("DSpark-5", 16, 54)]) == 2
+    assert fewest_gpus([sizing("a", 16, 90), sizing("b", 8, 10)]) == 1
+    assert fewest_gpus([sizing("a", 8, 10, met=False)]) is None

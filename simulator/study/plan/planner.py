@@ -91,9 +91,11 @@ def size_capacity(source: Source, target: Target, options: RunOptions | None = N
 
 
 def fewest_gpus(sizings: list[ReplicaSizing]) -> int | None:
-    """The index of the variant meeting the SLA on the fewest GPUs (the first on a tie); None when none meets it."""
-    met = [(sizing.chosen.gpus, i) for i, sizing in enumerate(sizings) if sizing.chosen is not None]
-    return min(met)[1] if met else None
+    """The index of the variant meeting the SLA on the fewest GPUs (on a tie, the most output tokens/s per GPU,
+    then the first); None when none meets it."""
+    met = [(sizing.chosen.gpus, -sizing.chosen.throughput_per_gpu, i) for i, sizing in enumerate(sizings)
+           if sizing.chosen is not None]
+    return min(met)[2] if met else None
 
 
 def seeds_replay_of(source: Source, options: RunOptions) -> str:
