@@ -72,8 +72,32 @@ def parallelism(text: str | None) -> Parallelism:
 
 
 @dataclass(frozen=True)
+class HostTierLaunch:
+    """The host KV tier the plan priced (`engine.prefix_cache.host`): its tokens over the GPU prefix cache's
+    (`ratio`, per attention rank as per replica), its bytes per replica (`gib`: tokens x the layout's bytes per
+    token) and the host link the plan assumed (`gbytes_per_s` per attention rank: hardware, no flag)."""
+
+    ratio: float
+    gib: float
+    gbytes_per_s: float
+
+
+@dataclass(frozen=True)
+class AllToAllLaunch:
+    """The MoE all-to-all the plan priced (`engine.all_to_all`): backend and DeepEP mode."""
+
+    backend: str          # deepep | megamoe
+    mode: str             # auto | normal | low_latency
+
+
+@dataclass(frozen=True)
 class Deployment:
-    """Everything a launch line needs (read from a resolved scenario by specplan.simulator.study.launch)."""
+    """Everything a launch line needs (read from a resolved scenario by specplan.simulator.study.launch).
+
+    `engine`: the engine whose habits the plan priced (`engine.name` resolved: vllm, sglang, trtllm; none when
+    it priced no engine's); `memory_fraction`: the share of GPU memory the plan gave weights and KV
+    (summary's engine_mem_fraction_static); `graph_max`: the largest CUDA-graph size the plan captured per
+    attention rank (requests under SGLang, tokens under vLLM; None: graphs not modelled)."""
 
     model: str | None
     parallel: Parallelism
@@ -87,6 +111,14 @@ class Deployment:
     length: int
     policy: str
     schedule: dict[int, int] | None
+    engine: str = "none"
+    memory_fraction: float | None = None
+    graph_max: int | None = None
+    host_tier: HostTierLaunch | None = None
+    all_to_all: AllToAllLaunch | None = None
+    swa_full_tokens_ratio: float | None = None
+    rank_requests: int | None = None   # one DP rank's request slots (vLLM max_num_seqs is per rank)
+    rank_chunk_tokens: int | None = None   # one DP rank's prompt chunk (vLLM max_num_batched_tokens is per rank)
 
     @property
     def disaggregated(self) -> bool:
@@ -140,15 +172,19 @@ def shell_line(args: list[str]) -> str:
 class ScriptLaunch:
     """An engine started by one launch line per pool (`args(deployment, role)`): its script `launch-<engine>.sh`
     and the notes on how it runs the planned policy. The engine says what it makes of the confidence-scheduled
-    policies and of a length schedule (`confidence_note`, `schedule_note`); the rest reads the same for every
-    engine that takes a script."""
+    policies and of a length schedule (`confidence_note`, `schedule_note`) and what else of the plan its line
+    cannot carry (`limits`: one line each); the rest reads the same for every engine that takes a script."""
 
     def __init__(self, engine: str, args: Callable[[Deployment, str], list[str]],
-                 confidence_note: Callable[[Deployment], str], schedule_note: Callable[[Deployment], str]) -> None:
+                 confidence_note: Callable[[Deployment], str], schedule_note: Callable[[Deployment], str],
+                 limits: Callable[[Deployment], list[str]] = lambda deployment: []) -> None:
         self.engine, self.args = engine, args
-        self.confidence_note, self.schedule_note = confidence_note, schedule_note
+        self.confidence_note, self.schedule_note, self.limits = confidence_note, schedule_note, limits
 
     def notes(self, deployment: Deployment) -> list[str]:
+        return [*self.policy_notes(deployment), *self.limits(deployment), *priced_notes(deployment, self.engine)]
+
+    def policy_notes(self, deployment: Deployment) -> list[str]:
         policy, family = deployment.policy, deployment.family
         notes: list[str] = []
         if family != "none" and policy in CONFIDENCE_SCHEDULED:
@@ -167,6 +203,19 @@ class ScriptLaunch:
 
     def files(self, deployment: Deployment) -> dict[str, str]:
         return {f"launch-{self.engine}.sh": self.script(deployment)}
+
+
+def priced_notes(deployment: Deployment, engine: str) -> list[str]:
+    """Where the plan priced another engine's habits (or none), one line saying so; the host link the plan
+    assumed (no engine has a flag for it)."""
+    notes = []
+    if deployment.engine != engine:
+        priced = "no engine's habits" if deployment.engine == "none" else f"{deployment.engine}'s habits"
+        notes.append(f"the plan priced {priced}, not {engine}'s: these lines carry its limits, not its figures.")
+    if deployment.host_tier is not None:
+        notes.append(f"the host KV tier's link ({deployment.host_tier.gbytes_per_s:g} GB/s per attention rank) is "
+                     "the machine's, which no flag sets; the plan assumed it.")
+    return notes
 
 
 def fixed_length_note(policy: str, family: str, length: int, engine_label: str) -> list[str]:

@@ -21,7 +21,10 @@ Sources, per habit (every row below shares them unless it says otherwise):
     client     python/sglang/bench_serving.py (`calculate_metrics`, `adjust_itl`): each chunk's gap
                divided by its tokens, repeated once per token; ITL p95 and p99, max ITL and the
                achieved concurrency; --warmup-requests all at once, output capped at 32 tokens
-    launch     `python -m sglang.launch_server` flags as its argument parser spells them
+    launch     `python -m sglang.launch_server` flags as its argument parser spells them (server_args.py:
+               --mem-fraction-static, --cuda-graph-max-bs, --moe-a2a-backend, --deepep-mode,
+               --swa-full-tokens-ratio, --enable-hierarchical-cache, --hicache-ratio (host pool over the
+               device pool, per rank), --hicache-write-policy write_through, as the plan's tier writes)
     execution  scheduler_components/dp_attn.py: each DP rank votes whether it can replay its decode
                graph and the votes are min-reduced, so a rank with an extend (prefill) batch sends
                every rank eager; a decode step replays the graph of the busiest rank's batch; DeepSeek-V4
@@ -79,7 +82,9 @@ def with_slots(sizes: list[int], slots: int) -> list[int]:
 
 
 def args(deployment: Deployment, role: str) -> list[str]:
-    """`python -m sglang.launch_server` arguments for one replica of `role`."""
+    """`python -m sglang.launch_server` arguments for one replica of `role`: parallelism, the all-to-all, the
+    memory fraction, request slots, chunk, CUDA-graph batch, SWA pool, radix cache and HiCache, disaggregation
+    and speculation, each as the plan priced it (the prefill pool's line carries no decode-engine settings)."""
     par = deployment.parallel_of(role)
     out = ["python", "-m", "sglang.launch_server", "--model-path", deployment.model or "$MODEL",
            "--tp-size", str(par.tp)]
@@ -87,15 +92,35 @@ def args(deployment: Deployment, role: str) -> list[str]:
         out += ["--dp-size", str(par.dp), "--enable-dp-attention"]
     if par.ep > 1:
         out += ["--ep-size", str(par.ep)]
-    out += ["--max-running-requests", str(deployment.max_batch_requests)]
+    a2a = deployment.all_to_all
+    if a2a is not None:
+        out += ["--moe-a2a-backend", a2a.backend]
+        if a2a.mode != "auto":
+            out += ["--deepep-mode", a2a.mode]
+    if role != "prefill":
+        out += decode_engine_args(deployment)
     if deployment.chunk_tokens is not None and role == "aggregated":
         out += ["--chunked-prefill-size", str(deployment.chunk_tokens)]
     if not deployment.prefix_cache:
         out.append("--disable-radix-cache")
+    if deployment.host_tier is not None and role == "aggregated":
+        out += ["--enable-hierarchical-cache", "--hicache-ratio", f"{deployment.host_tier.ratio:.4g}",
+                "--hicache-write-policy", "write_through"]
     if role != "aggregated":
         out += ["--disaggregation-mode", role]
     if deployment.speculates and role != "prefill":
         out += speculative_args(deployment)
+    return out
+
+
+def decode_engine_args(deployment: Deployment) -> list[str]:
+    """The decode engine's memory fraction, request slots, CUDA-graph batch and SWA pool ratio as priced."""
+    out = [] if deployment.memory_fraction is None else ["--mem-fraction-static", f"{deployment.memory_fraction:g}"]
+    out += ["--max-running-requests", str(deployment.max_batch_requests)]
+    if deployment.graph_max is not None:
+        out += ["--cuda-graph-max-bs", str(deployment.graph_max)]
+    if deployment.swa_full_tokens_ratio is not None:
+        out += ["--swa-full-tokens-ratio", f"{deployment.swa_full_tokens_ratio:g}"]
     return out
 
 
@@ -113,9 +138,10 @@ def speculative_args(deployment: Deployment) -> list[str]:
 
 
 def confidence_note(deployment: Deployment) -> str:
-    return (f"DSpark: SGLang's DSPARK algorithm (sgl-project/sglang #30261) drafts blocks of {deployment.length} "
-            "and verifies them whole unless its own confidence scheduler is configured, which this line does not "
-            f"do; the plan's figures assume {deployment.policy}.")
+    return (f"SGLang cannot run {deployment.policy} (confidence-scheduled verification): this line serves the "
+            f"DSpark drafter (sgl-project/sglang #30261) verifying its whole block of {deployment.length} every "
+            f"step, the policy static with length {deployment.length}; the plan's figures assume "
+            f"{deployment.policy} (vLLM runs it: method dspark, enable_adaptive_verification).")
 
 
 def schedule_note(deployment: Deployment) -> str:

@@ -18,7 +18,10 @@ Sources, per habit (every row below shares them unless it says otherwise):
     client     vllm/benchmarks/serve.py (`calculate_metrics`): ITL one gap per streamed chunk,
                --metric-percentiles 99 by default, warm-ups (--num-warmups) at the benchmark's
                concurrency
-    launch     `vllm serve` flags as its argument parser spells them; --speculative-config JSON
+    launch     `vllm serve` flags as its argument parser spells them (vllm/engine/arg_utils.py):
+               --gpu-memory-utilization, --all2all-backend deepep_low_latency | deepep_high_throughput,
+               --compilation-config {max_cudagraph_capture_size}, --kv-offloading-backend native with
+               --kv-offloading-size (GiB, summed over TP ranks); --speculative-config JSON
                {method, model, num_speculative_tokens, enable_adaptive_verification,
                num_speculative_tokens_per_batch_size}
     execution  vllm/v1/cudagraph_dispatcher.py (FULL_AND_PIECEWISE): a uniform decode batch within the
@@ -56,17 +59,29 @@ NIXL = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
 
 
 def args(deployment: Deployment, role: str) -> list[str]:
-    """`vllm serve` arguments for one replica of `role` ('aggregated', 'prefill' or 'decode')."""
+    """`vllm serve` arguments for one replica of `role` ('aggregated', 'prefill' or 'decode'): parallelism, the
+    all-to-all, the memory fraction, request slots, token budget, CUDA-graph reach, prefix caching and CPU KV
+    offload, the KV connector and speculation, each as the plan priced it."""
     par = deployment.parallel_of(role)
     out = ["vllm", "serve", deployment.model or "$MODEL", "--tensor-parallel-size", str(par.tp)]
     if par.dp > 1:
         out += ["--data-parallel-size", str(par.dp)]
     if par.ep > 1:
         out.append("--enable-expert-parallel")
-    out += ["--max-num-seqs", str(deployment.max_batch_requests)]
+    a2a = deployment.all_to_all
+    if a2a is not None and a2a.backend == "deepep":
+        out += ["--all2all-backend", "deepep_high_throughput" if a2a.mode == "normal" else "deepep_low_latency"]
+    if role != "prefill" and deployment.memory_fraction is not None:
+        out += ["--gpu-memory-utilization", f"{deployment.memory_fraction:g}"]
+    out += ["--max-num-seqs", str(deployment.rank_requests or deployment.max_batch_requests)]
     if deployment.chunk_tokens is not None and role == "aggregated":
-        out += ["--max-num-batched-tokens", str(deployment.chunk_tokens)]
+        out += ["--max-num-batched-tokens", str(deployment.rank_chunk_tokens or deployment.chunk_tokens)]
+    if role != "prefill" and deployment.graph_max is not None:
+        out += ["--compilation-config", json.dumps({"max_cudagraph_capture_size": deployment.graph_max})]
     out.append("--enable-prefix-caching" if deployment.prefix_cache else "--no-enable-prefix-caching")
+    if deployment.host_tier is not None and role == "aggregated":
+        gib = deployment.host_tier.gib / par.dp
+        out += ["--kv-offloading-backend", "native", "--kv-offloading-size", f"{gib:.4g}"]
     if role != "aggregated":
         out += ["--kv-transfer-config", json.dumps(NIXL)]
     if deployment.speculates and role != "prefill":
@@ -113,8 +128,24 @@ def schedule_note(deployment: Deployment) -> str:
     return "the length schedule runs as num_speculative_tokens_per_batch_size (vLLM >= 0.24, PR #32374)."
 
 
+def limits(deployment: Deployment) -> list[str]:
+    """What of the plan this line cannot carry (one line each)."""
+    notes = []
+    a2a = deployment.all_to_all
+    if a2a is not None and a2a.backend == "megamoe":
+        notes.append("vLLM has no MegaMoE all-to-all: this line runs its default all-to-all; the plan's figures "
+                     "assume MegaMoE.")
+    if a2a is not None and a2a.backend == "deepep" and a2a.mode == "auto":
+        notes.append("vLLM runs one DeepEP mode per deployment (no auto): this line names low_latency; the plan "
+                     "priced SGLang's per-step auto.")
+    if deployment.host_tier is not None and deployment.parallel.dp > 1:
+        notes.append("--kv-offloading-size is each data-parallel engine's share of the replica's host tier "
+                     "(summed over its TP ranks).")
+    return notes
+
+
 # `vllm serve` lines, with notes on how vLLM runs the planned policy
-LAUNCH = ScriptLaunch("vllm", args, confidence_note, schedule_note)
+LAUNCH = ScriptLaunch("vllm", args, confidence_note, schedule_note, limits)
 
 
 V0_24 = EngineTraits(

@@ -152,7 +152,8 @@ def test_sticky_routing_over_replicas_reuses_as_much_as_one_replica_and_scatteri
     """Six sessions played once each on six lanes, caches too large to evict: a conversation that stays on its
     replica finds every prefix one replica would; round robin sends turns away from their prefix."""
     shape = {"sessions": 6, "turns_median": 5, "turns_sigma": 0, "first_prompt_median": 1000,
-             "shared_prefix_tokens": 200, "output_median": 4, "output_sigma": 0, "gap_median_s": 0.2}
+             "shared_prefix_tokens": 200, "output_median": 4, "output_sigma": 0, "gap_median_s": 0.2,
+             "subagent_prompt_median": 1000}   # subagents as small as the sessions (routing is tested, not the defaults)
     saved = {}
     big = {"prefix_cache": {"capacity_tokens": 10_000_000}, "kv_capacity_tokens": 10_000_000}
     for name, cluster in (("one", {"replicas": 1}), ("sticky", {"replicas": 3, "router": "session"}),

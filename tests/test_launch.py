@@ -15,11 +15,18 @@ import json
 import shlex
 import subprocess
 
+import pytest
 import yaml
 
 from specplan.engines import sglang, vllm
 from specplan.simulator.scenario import scenario_from_mapping
-from specplan.simulator.study.launch import launch_config, launch_files, launch_script, parallelism
+from specplan.simulator.study.launch import (
+    launch_config,
+    launch_files,
+    launch_script,
+    parallelism,
+    scenario_launch,
+)
 from tests.conftest import BASE, REPO
 
 LLAMA = {"model": "meta-llama/Meta-Llama-3.1-8B (32 layers, ...)", "parallelism": "TP1 EP1 DP1 (1 GPU)"}
@@ -81,7 +88,7 @@ def test_disaggregated_dspark_with_dp_attention_on_sglang():
     assert json.loads(decode[decode.index("--speculative-config") + 1]) == {
         "method": "dspark", "model": "$DRAFT_MODEL", "num_speculative_tokens": 3, "enable_adaptive_verification": True}
     script = script_of(launch, "sglang")
-    assert "verifies them whole" in script and "# prefill: 3 replica(s) x 8 GPU(s)" in script
+    assert "SGLang cannot run dspark-async" in script and "# prefill: 3 replica(s) x 8 GPU(s)" in script
     assert "PR #47808" in script_of(launch, "vllm") and "vLLM 0.25" in script_of(launch, "vllm")
 
 
@@ -137,3 +144,129 @@ def test_policies_no_engine_runs_say_what_the_line_serves():
 def test_parallelism_reads_the_provenance_line():
     assert parallelism("TP8 EP8 DP1 (8 GPUs)") == parallelism("TP8 EP8") and parallelism(None).tp == 1
     assert (parallelism("TP2 EP1 DP4").tp, parallelism("TP2 EP1 DP4").dp) == (2, 4)
+
+
+def agentic(overrides: tuple[str, ...] = ()):
+    from specplan.simulator.study.points import read_source, validated
+
+    raw, folder, name = read_source(str(REPO / "scenarios" / "agentic.yaml"), list(overrides))
+    return validated(raw, folder, name, "")
+
+
+def test_an_sglang_plan_with_a_host_tier_carries_hicache_and_the_memory_fraction():
+    """Issue 45 item 9: the SGLang line of a deployment with a host tier turns HiCache on at the planned ratio and
+    states the memory fraction the plan priced the pool at (the engine's own rule, as memory.py computes it)."""
+    from specplan.hwprofiles import load_profile
+    from specplan.simulator.engine.config import serving_traits
+    from specplan.simulator.scenario.memory import memory_fraction
+
+    s = agentic()
+    launch = scenario_launch(s)
+    line = sglang.args(launch, "aggregated")
+    profile = load_profile(s.hardware.profile)
+    priced = memory_fraction(s.engine, serving_traits(s.engine, profile), profile, s.drafter.block_size)
+    assert launch.engine == "sglang" and priced is not None
+    assert line[line.index("--mem-fraction-static") + 1] == f"{priced:g}"
+    assert "--enable-hierarchical-cache" in line and line[line.index("--hicache-ratio") + 1] == "8"
+    assert line[line.index("--hicache-write-policy") + 1] == "write_through"
+    assert line[line.index("--max-running-requests") + 1] == "32"
+    assert line[line.index("--chunked-prefill-size") + 1] == "8192"
+    assert int(line[line.index("--cuda-graph-max-bs") + 1]) == 32   # the capture list stops at the 32 slots
+    assert "--disable-radix-cache" not in line
+    assert "64 GB/s per attention rank" in launch_script(launch)[1]   # the link is the machine's: said, not a flag
+
+
+def test_a_host_tier_given_in_gb_is_the_same_ratio_to_sglang_and_gib_to_vllm():
+    s = agentic(("engine.prefix_cache.host={capacity_gb: 500, gbytes_per_s: 64}",))
+    launch = scenario_launch(s)
+    assert launch.host_tier.gib == pytest.approx(500e9 / (1 << 30))
+    line = vllm.args(launch, "aggregated")
+    assert line[line.index("--kv-offloading-size") + 1] == f"{500e9 / (1 << 30):.4g}"
+    assert line[line.index("--kv-offloading-backend") + 1] == "native"
+    ratio = float(sglang.args(launch, "aggregated")[sglang.args(launch, "aggregated").index("--hicache-ratio") + 1])
+    assert 0 < ratio < 8   # 500 GB is less than 8x this pool's GPU cache
+
+
+def test_an_sglang_deployment_prints_no_vllm_serve():
+    """Issue 45 item 9: the lines come from the engine the plan priced: SGLang's only, no `vllm serve`."""
+    launch = scenario_launch(agentic())
+    label, script = launch_script(launch)
+    assert label.startswith("SGLang") and "python -m sglang.launch_server" in script
+    assert list(launch_files(launch)) == ["launch-sglang.sh"]
+    assert not any("vllm serve" in text for text in launch_files(launch).values())
+
+
+def test_sglang_says_in_one_line_it_cannot_run_the_async_policy_and_what_it_serves():
+    dspark = scenario_from_mapping({**copy.deepcopy(BASE), "engine": {**BASE["engine"], "name": "sglang"},
+                                    "drafter": {**BASE["drafter"], "family": "dspark", "block_size": 3,
+                                                "confidence": {"kind": "perfect"}},
+                                    "policy": {"name": "dspark-async"}}, REPO)
+    script = launch_script(launch_config(dspark, LLAMA))[1]
+    said = [line for line in script.splitlines() if "cannot run" in line]
+    assert len(said) == 1 and "dspark-async" in said[0] and "static with length 3" in said[0]
+
+
+def test_every_planned_setting_reaches_the_vllm_line():
+    s = scenario(engine={**BASE["engine"], "name": "vllm", "memory_fraction": 0.85,
+                         "prefill": {"mode": "chunked", "chunk_tokens": 2048}, "cuda_graph": {"max_capture_size": 64},
+                         "dp_attention": {"ranks": 2},
+                         "all_to_all": {"backend": "deepep", "mode": "low_latency"}})
+    line = vllm.args(launch_config(s, LLAMA), "aggregated")
+    assert line[line.index("--gpu-memory-utilization") + 1] == "0.85"
+    assert line[line.index("--data-parallel-size") + 1] == "2"
+    # vLLM's max_num_seqs and max_num_batched_tokens are one DP rank's: the replica's 16 and 2048 over 2 ranks
+    assert line[line.index("--max-num-seqs") + 1] == "8" and line[line.index("--max-num-batched-tokens") + 1] == "1024"
+    assert line[line.index("--all2all-backend") + 1] == "deepep_low_latency"
+    assert json.loads(line[line.index("--compilation-config") + 1]) == {"max_cudagraph_capture_size": 64}
+    assert list(launch_files(launch_config(s, LLAMA))) == ["launch-vllm.sh"]
+
+
+def test_plan_without_a_search_writes_and_prints_the_winners_script(tmp_path, cli):
+    """Issue 45 item 9: `plan` (no search: block) writes the winning variant's launch script and prints it."""
+    from tests.test_sweep import BASE as SWEEP
+
+    raw = copy.deepcopy(SWEEP)
+    del raw["sla"]
+    raw["engine"] = {**raw["engine"], "name": "sglang", "memory_fraction": 0.8}
+    raw["horizon"] = {"duration_s": 30, "warmup_s": 1}
+    raw["sweep"] = {"variants": [{"label": "plain", "drafter": {"family": "none", "block_size": 0},
+                                  "policy": {"name": "none"}},
+                                 {"label": "MTP-1", "policy": {"name": "mtp-1"}}]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    status, out, _ = cli("plan", path, "--users", "4", "--sla", "tps_user_p10>=5", "--seeds", "1", "--quiet",
+                         "--out", tmp_path / "plan")
+    assert status == 0
+    script = (tmp_path / "plan" / "launch-sglang.sh").read_text()
+    assert "--mem-fraction-static 0.8" in script and not (tmp_path / "plan" / "launch-vllm.sh").exists()
+    assert "python -m sglang.launch_server" in out and "vllm serve" not in out
+    assert "launch-sglang.sh" in (tmp_path / "plan" / "plan.md").read_text()
+
+
+def test_an_engine_without_a_launch_script_is_said_in_one_line():
+    from specplan.simulator.study.launch import launch_text
+
+    s = scenario(engine={**BASE["engine"], "name": "trtllm"})
+    text = launch_text(launch_config(s, LLAMA))
+    assert text.startswith("launch (trtllm): no launch script for this engine") and "\n" not in text
+    tuned = scenario(engine={**BASE["engine"], "name": "trtllm"},
+                     policy={"name": "length-schedule", "params": {"schedule": {"4": 3, "16": 2}}})
+    assert "its files: trtllm.yaml" in launch_text(launch_config(tuned, LLAMA))
+    assert list(launch_files(launch_config(tuned, LLAMA))) == ["trtllm.yaml"]
+
+
+def test_the_plans_winner_is_the_fewest_gpus_then_the_most_tokens_per_gpu():
+    import math
+
+    from specplan.simulator.study.plan.planner import fewest_gpus
+    from specplan.simulator.study.plan.probe import Probe
+    from specplan.simulator.study.plan.replica_search import ReplicaSizing
+
+    def sizing(label, gpus, per_gpu, met=True):
+        probe = Probe(replicas=2, meets_sla=met, tps_user=1.0, tps_user_ci95=math.nan, throughput_per_gpu=per_gpu,
+                      ttft_p99_s=0.1, backlog_growth=0.0, gpus=gpus)
+        return ReplicaSizing(label, 2 if met else None, gpus // 2, [probe])
+
+    assert fewest_gpus([sizing("none", 16, 44), sizing("MTP-1", 16, 49), sizing("DSpark-5", 16, 54)]) == 2
+    assert fewest_gpus([sizing("a", 16, 90), sizing("b", 8, 10)]) == 1
+    assert fewest_gpus([sizing("a", 8, 10, met=False)]) is None

@@ -314,14 +314,33 @@ def test_generated_sessions_follow_their_shape_and_the_seed():
     again = generate_sessions(shape, np.random.default_rng(1))
     assert [t.root.turns()[-1].prompt_tokens for t in traces] == [t.root.turns()[-1].prompt_tokens for t in again]
     turns = np.array([len(t.root.turns()) for t in traces])
-    assert 30 <= np.median(turns) <= 65            # median 45 (log-space sigma 0.965 over 200 sessions)
+    assert 85 <= np.median(turns) <= 140           # median 112 (log-space sigma 1.0 over 200 sessions)
     with_sub = np.mean([any(isinstance(i, FanOut) for i in t.root.items) for t in traces])
     assert 0.35 <= with_sub <= 0.65
+    kept = shape.shared_prefix_tokens // shape.block_tokens
     for trace in traces[:20]:
         turns = trace.root.turns()
         for before, after in itertools.pairwise(turns):
+            assert after.prompt_tokens <= shape.compact_at_tokens
+            if after.prompt_tokens < before.prompt_tokens:   # compacted: only the shared prefix's blocks stay
+                assert after.blocks[:kept].tolist() == before.blocks[:kept].tolist()
+                assert not set(after.blocks[kept:].tolist()) & set(before.blocks.tolist())
+                continue
             assert after.prompt_tokens > before.prompt_tokens + before.output_tokens - 1
             assert after.blocks[: before.blocks.size].tolist() == before.blocks.tolist()
+
+
+def test_a_prompt_past_the_compaction_threshold_restarts_from_the_compacted_size():
+    from specplan.traces.agentic import compacted_prompts
+    from specplan.traces.spec import AgentxShape
+
+    shape = AgentxShape(compact_at_tokens=1000, compacted_tokens=400)
+    prompts, segments = compacted_prompts(900, np.array([0.0, 100, 50, 600, 600]), shape)
+    # grown 900, 1000, 1050, 1650, 2250: 1050 is 50 past the cap (401 + 49), 1650 is 650 past it (one period of
+    # 600 and 50: segment 2), 2250 is 1250 past it (two periods and 50: segment 3)
+    assert prompts.tolist() == [900, 1000, 450, 450, 450] and segments.tolist() == [0, 0, 1, 2, 3]
+    unbounded = compacted_prompts(900, np.array([0.0, 5000]), AgentxShape(compact_at_tokens=None))[0]
+    assert unbounded.tolist() == [900, 5900]
 
 
 def test_session_statistics_of_a_hand_made_trace(tmp_path):

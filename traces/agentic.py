@@ -86,17 +86,51 @@ def generate_session(name: str, shape: AgentxShape, rng: np.random.Generator) ->
 
 def conversation_turns(name: str, turns: int, first: int, gaps: tuple[float, float, float], shape: AgentxShape,
                        draw: Draw, counter: BlockCounter) -> list[Turn]:
-    """One conversation's turns: prompts growing by the previous answer and new tokens, blocks extending."""
+    """One conversation's turns: prompts growing by the previous answer and new tokens, blocks extending; a prompt
+    past `compact_at_tokens` is compacted (`compacted_prompts`) and its blocks start afresh after the shared
+    system and tool prefix."""
     new = draw(shape.new_tokens_median, shape.new_tokens_sigma, shape.new_tokens_max, turns)
     output = draw(shape.output_median, shape.output_sigma, shape.output_max, turns)
     gap = draw(gaps[0], gaps[1], gaps[2], turns, low=0) if gaps[0] > 0 else np.zeros(turns)
-    prompts = np.empty(turns, dtype=np.int64)
-    prompts[0] = first
-    if turns > 1:
-        prompts[1:] = first + np.cumsum(output[:-1] + new[1:]).astype(np.int64)
-    ids = counter.take(int(prompts[-1]) // shape.block_tokens)   # each turn's blocks: a view of its prefix
-    return [Turn(int(prompts[i]), int(output[i]), ids[: int(prompts[i]) // shape.block_tokens],
-                 0.0 if i == 0 else float(gap[i])) for i in range(turns)]
+    growth = np.zeros(turns)
+    growth[1:] = output[:-1] + new[1:]
+    prompts, segments = compacted_prompts(first, growth, shape)
+    blocks = segment_blocks(prompts, segments, shape, counter)
+    return [Turn(int(prompts[i]), int(output[i]), blocks[i], 0.0 if i == 0 else float(gap[i])) for i in range(turns)]
+
+
+def compacted_prompts(first: int, growth: np.ndarray, shape: AgentxShape) -> tuple[np.ndarray, np.ndarray]:
+    """(prompt tokens, compaction segment) per turn: the prompt grows by `growth`; once it passes
+    `compact_at_tokens` the agent compacts its context to `compacted_tokens` and grows from there, so a prompt
+    u tokens past the first reads compacted + (u − cap) mod (cap − compacted), segment 1 + (u − cap) div (cap −
+    compacted) (Claude Code's auto-compaction near its context window)."""
+    grown = first + np.cumsum(growth).astype(np.int64)
+    cap, floor = shape.compact_at_tokens, shape.compacted_tokens
+    if cap is None or cap <= floor:
+        return grown, np.zeros(len(grown), dtype=np.int64)
+    past = grown - cap
+    period = cap - floor
+    over = past > 0
+    segments = np.where(over, 1 + (past - 1) // period, 0)
+    prompts = np.where(over, floor + 1 + (past - 1) % period, grown)
+    return prompts.astype(np.int64), segments.astype(np.int64)
+
+
+def segment_blocks(prompts: np.ndarray, segments: np.ndarray, shape: AgentxShape,
+                   counter: BlockCounter) -> list[np.ndarray]:
+    """Each turn's block ids: a prefix of its segment's run; a compacted segment keeps the shared prefix's
+    blocks (the system prompt and tools) and takes fresh ids after them."""
+    size = shape.block_tokens
+    kept = shape.shared_prefix_tokens // size
+    runs: list[np.ndarray] = []
+    for segment in range(int(segments[-1]) + 1):
+        longest = int(prompts[segments == segment].max()) // size if np.any(segments == segment) else 0
+        if segment == 0:
+            runs.append(counter.take(longest))
+        else:
+            head = runs[0][: min(kept, longest)]
+            runs.append(np.concatenate([head, counter.take(longest - len(head))]))
+    return [runs[int(segments[i])][: int(prompts[i]) // size] for i in range(len(prompts))]
 
 
 def with_fanouts(name: str, main: list[Turn], shape: AgentxShape, rng: np.random.Generator, draw: Draw,

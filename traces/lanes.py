@@ -45,6 +45,7 @@ import numpy as np
 import simpy
 
 from specplan.traces.agentic import generate_sessions
+from specplan.traces.agentx_corpus import corpus_match_text
 from specplan.traces.errors import TraceError
 from specplan.traces.sessions import (
     Conversation,
@@ -250,7 +251,7 @@ def seeds_play(spec: SessionArrivals) -> str:
     if spec.generate is not None:
         return (f"each seed generates its own corpus of {spec.generate.sessions} sessions and draws its own session "
                 "order and lanes' start turns, so the interval covers the sessions too (variants at one seed play "
-                "the same corpus)")
+                f"the same corpus); {corpus_match_text(spec.generate)}")
     return (f"every seed plays the same sessions ({spec.path}), in its own order and from its own start turns, so "
             "the interval covers which sessions the lanes play and when, and the simulator's own draws, not the "
             "corpus")

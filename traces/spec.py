@@ -187,13 +187,13 @@ class AgentxShape:
     sigma) clipped at a cap; a session has subagents with probability `subagent_session_share`."""
 
     sessions: int = bounded(64, ge=1, doc="sessions generated (the lanes draw from them)", unit="sessions")
-    turns_median: float = bounded(45.0, ge=1, doc="main-agent turns per session, median", unit="turns")
-    turns_sigma: float = bounded(0.966, ge=0, doc="their log-space sigma", unit="log turns")
-    turns_max: int = bounded(330, ge=1, doc="turns per session at most", unit="turns")
-    first_prompt_median: float = bounded(24454.0, ge=1, doc="the first turn's prompt, median", unit="tokens")
-    first_prompt_sigma: float = bounded(1.841, ge=0, doc="its log-space sigma", unit="log tokens")
+    turns_median: float = bounded(112.0, ge=1, doc="main-agent turns per session, median", unit="turns")
+    turns_sigma: float = bounded(1.0, ge=0, doc="their log-space sigma", unit="log turns")
+    turns_max: int = bounded(2000, ge=1, doc="turns per session at most", unit="turns")
+    first_prompt_median: float = bounded(70000.0, ge=1, doc="the first turn's prompt, median", unit="tokens")
+    first_prompt_sigma: float = bounded(0.4, ge=0, doc="its log-space sigma", unit="log tokens")
     first_prompt_max: int = bounded(708000, ge=1, doc="the first prompt at most", unit="tokens")
-    new_tokens_median: float = bounded(352.0, ge=1, doc="tokens a turn adds to the previous prompt and answer, "
+    new_tokens_median: float = bounded(190.0, ge=1, doc="tokens a turn adds to the previous prompt and answer, "
                                        "median", unit="tokens")
     new_tokens_sigma: float = bounded(1.706, ge=0, doc="their log-space sigma", unit="log tokens")
     new_tokens_max: int = bounded(16690, ge=1, doc="tokens a turn adds at most", unit="tokens")
@@ -206,6 +206,10 @@ class AgentxShape:
     gap_max_s: float = bounded(3039.0, ge=0, doc="a tool gap at most")
     shared_prefix_tokens: int = bounded(14948, ge=0, doc="system prompt and tool definitions at the start of "
                                         "every first prompt", unit="tokens")
+    compact_at_tokens: int | None = bounded(1_000_000, ge=1, doc="a conversation's prompt past this is compacted "
+                                            "(Claude Code's auto-compaction); null: never", unit="tokens")
+    compacted_tokens: int = bounded(80000, ge=1, doc="a compacted prompt (the shared prefix and the summary)",
+                                    unit="tokens")
     subagent_session_share: float = bounded(0.29, ge=0, le=1, doc="share of sessions that spawn subagents")
     subagents_mean: float = bounded(7.7, ge=0, doc="subagents of such a session, mean (Poisson)",
                                     unit="subagents")
@@ -213,7 +217,7 @@ class AgentxShape:
                                        unit="subagents")
     subagent_turns_median: float = bounded(11.0, ge=1, doc="a subagent's turns, median", unit="turns")
     subagent_turns_sigma: float = bounded(1.31, ge=0, doc="their log-space sigma", unit="log turns")
-    subagent_prompt_median: float = bounded(10335.0, ge=1, doc="a subagent's first prompt, median",
+    subagent_prompt_median: float = bounded(48000.0, ge=1, doc="a subagent's first prompt, median",
                                             unit="tokens")
     subagent_prompt_sigma: float = bounded(0.128, ge=0, doc="its log-space sigma", unit="log tokens")
     subagent_gap_median_s: float = bounded(4.0, ge=0, doc="a subagent's tool gap, median")

@@ -1,4 +1,4 @@
-"""A capacity plan → its files: plan.json, probes.csv (one row per probe run) and plan.md.
+"""A capacity plan → its files: plan.json, probes.csv (one row per probe run), plan.md and launch-<engine>.sh.
 
 `specplan plan --out DIR` writes these beside `DIR/probes/<key>.json` (each
 probe run's summary, keep-up verdict and resolved scenario, stored by the
@@ -103,12 +103,20 @@ def sla_text(probe: Probe, target: Target) -> str:
 
 
 def write_plan_files(plan: CapacityPlan, out: Path) -> dict[str, Path]:
-    """plan.json, probes.csv and plan.md in `out`; returns them by name."""
+    """plan.json, probes.csv, plan.md and the winner's launch files (the variant meeting the SLA on the fewest
+    GPUs, as the engine the plan priced launches it: specplan.simulator.study.launch) in `out`; returns them by
+    name."""
     out.mkdir(parents=True, exist_ok=True)
     files = {"plan.json": out / "plan.json", "probes.csv": out / "probes.csv", "plan.md": out / "plan.md"}
     files["plan.json"].write_text(dumps(capacity_json(plan)))
     probe_rows(plan).to_csv(files["probes.csv"], index=False, float_format="%.9g")
+    launch = launch_files(plan.launch) if plan.launch is not None else {}
+    for name, script in launch.items():
+        files[name] = out / name
+        files[name].write_text(script)
     text = ["# specplan capacity plan", "", "```", plan_table(plan), "```", "",
+            *(line for name, script in launch.items()
+              for line in (f"## {name} ({plan.launch_label}: the fewest GPUs)", "", "```", script.rstrip(), "```", "")),
             "## Every probe", "", *probe_lines(plan), "",
             "Each probe is the whole cluster simulated once per seed; the interval is Student-t 95% over "
             "seeds. A cluster keeps up when its backlog of outstanding requests does not grow over the second "

@@ -35,6 +35,7 @@ from pathlib import Path
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import apply_variant, strip_study_blocks
+from specplan.simulator.study.launch import Deployment, scenario_launch
 from specplan.simulator.study.options import RunOptions, Source
 from specplan.simulator.study.plan.probe_store import ProbeStore
 from specplan.simulator.study.plan.replica_search import ReplicaSizing, size_replicas
@@ -56,6 +57,8 @@ class CapacityPlan:
     options: RunOptions
     seeds_replay: str = ""  # on a trace or sessions, what each seed replays of it (what the interval covers)
     files: dict[str, Path] = field(default_factory=dict)  # what the entry point wrote (options.out_dir)
+    launch: Deployment | None = None  # the winner's launch facts: the variant meeting the SLA on the fewest GPUs
+    launch_label: str = ""            # that variant's label
 
 
 def size_capacity(source: Source, target: Target, options: RunOptions | None = None) -> CapacityPlan:
@@ -77,7 +80,22 @@ def size_capacity(source: Source, target: Target, options: RunOptions | None = N
              for label, raw, where in variants]
     found: dict[int, ReplicaSizing] = {}
     run_sizings(calls, options, cores, "plan", "variant plan", found.__setitem__)
-    return CapacityPlan(target, [found[i] for i in range(len(calls))], options, seeds_replay_of(source, options))
+    sizings = [found[i] for i in range(len(calls))]
+    plan = CapacityPlan(target, sizings, options, seeds_replay_of(source, options))
+    winner = fewest_gpus(sizings)
+    if winner is not None:
+        _, raw, where = variants[winner]
+        plan.launch = scenario_launch(cluster_scenario(raw, int(sizings[winner].replicas or 1), folder, name, where))
+        plan.launch_label = sizings[winner].label
+    return plan
+
+
+def fewest_gpus(sizings: list[ReplicaSizing]) -> int | None:
+    """The index of the variant meeting the SLA on the fewest GPUs (on a tie, the most output tokens/s per GPU,
+    then the first); None when none meets it."""
+    met = [(sizing.chosen.gpus, -sizing.chosen.throughput_per_gpu, i) for i, sizing in enumerate(sizings)
+           if sizing.chosen is not None]
+    return min(met)[2] if met else None
 
 
 def seeds_replay_of(source: Source, options: RunOptions) -> str:

@@ -3,7 +3,8 @@
 Each probe runs `--seeds` seeds; the table shows the statistic's 95%
 interval for the answer and its one-fewer probe. `--out DIR` stores every
 probe run (DIR/probes/<key>.json, reused by a re-run) and writes plan.json,
-probes.csv and plan.md (the entry point writes them: specplan.simulator.study.plan.files).
+probes.csv, plan.md and the winner's launch lines (the variant meeting the SLA on the fewest GPUs, for the
+engine the plan priced; the entry point writes them: specplan.simulator.study.plan.files), which it also prints.
 The demand is one of `--rate`, `--rate-scale`, `--users` or `--lanes` (agent
 sessions; by default the scenario's own lanes, as a trace's default is its
 own rate). The flags spell a `Target` (specplan.simulator.study.plan.target) and `RunOptions`
@@ -53,7 +54,7 @@ from specplan.simulator.scenario.study import (
     tps_column,
 )
 from specplan.simulator.study.caveats import search_caveats, source_caveats
-from specplan.simulator.study.launch import launch_script
+from specplan.simulator.study.launch import launch_text
 from specplan.simulator.study.options import (
     DEFAULT_MAX_REPLICAS,
     DEFAULT_REPLICA_SAMPLE,
@@ -200,6 +201,8 @@ def report_plan(plan: CapacityPlan, out: Path | None, as_json: bool) -> int:
         sys.stdout.write(json.dumps(clean(capacity_json(plan)), indent=2) + "\n")
     else:
         print(plan_table(plan))
+        if plan.launch is not None:
+            print(launch_text(plan.launch, f", {plan.launch_label}: the fewest GPUs"))
         if out is not None:
             print("files: " + ", ".join(str(path) for path in files.values()) + f", {out / 'probes'}/")
     return 0
@@ -264,8 +267,7 @@ def run_search(scenario: str, target: Target, options: RunOptions, as_json: bool
     print(search_table(plan))
     launch = plan.launch()
     if launch is not None:
-        label, script = launch_script(launch)
-        print(f"launch ({label}):\n" + script.split("\n", 2)[2].rstrip())
+        print(launch_text(launch))
     for line in search_caveats(plan):  # the winner's validation and steady state
         print(line)
     if out is not None:
