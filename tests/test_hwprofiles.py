@@ -119,7 +119,7 @@ def test_unreadable_file_and_unknown_builtin_are_clear(tmp_path: Path) -> None:
 def test_an_unknown_builtin_names_the_three_nearest_and_the_table_in_one_short_line(cli) -> None:
     """Issue 45 item 8: the whole list of built-ins was one line of ~9,000 characters."""
     status, _, err = cli("check", REPO / "scenarios" / "default.yaml", "--set",
-                         "hardware.profile=builtin:b200-deepseek-v4-flash-tp8-sglang")
+                         "hardware.profile=builtin:b200-deepseek-v4-flash-tp8ep4-sglang")
     assert status == 2 and err.count("\n") == 1 and len(err) < 500
     nearest = err.split("(nearest: ", 1)[1].split(";", 1)[0].split(", ")
     assert len(nearest) == 3 and "b200-deepseek-v4-flash-tp8ep8-sglang" in nearest
