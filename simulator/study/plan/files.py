@@ -102,13 +102,19 @@ def sla_text(probe: Probe, target: Target) -> str:
     return shown + (" (one seed: no interval)" if target.seeds < 2 else "")
 
 
+def notes_lines(notes: tuple[str, ...]) -> list[str]:
+    """plan.md's Notes section: what loading took from the profiles and what a search's options did not
+    inherit, each once (none: no section)."""
+    return ["## Notes", "", *(f"- {note}" for note in notes), ""] if notes else []
+
+
 def write_plan_files(plan: CapacityPlan, out: Path) -> dict[str, Path]:
     """plan.json, probes.csv and plan.md in `out`; returns them by name."""
     out.mkdir(parents=True, exist_ok=True)
     files = {"plan.json": out / "plan.json", "probes.csv": out / "probes.csv", "plan.md": out / "plan.md"}
     files["plan.json"].write_text(dumps(capacity_json(plan)))
     probe_rows(plan).to_csv(files["probes.csv"], index=False, float_format="%.9g")
-    text = ["# specplan capacity plan", "", "```", plan_table(plan), "```", "",
+    text = ["# specplan capacity plan", "", "```", plan_table(plan), "```", "", *notes_lines(plan.notes),
             "## Every probe", "", *probe_lines(plan), "",
             "Each probe is the whole cluster simulated once per seed; the interval is Student-t 95% over "
             "seeds. A cluster keeps up when its backlog of outstanding requests does not grow over the second "
@@ -133,7 +139,7 @@ def write_search_files(plan: DeploymentPlan, out: Path) -> dict[str, Path]:
         files[name] = out / name
         files[name].write_text(text)
     md = ["# specplan deployment search", "", "```", search_table(plan), "```", "", "![cost against the SLA](plan.png)",
-          ""]
+          "", *notes_lines(plan.notes)]
     for name, text in texts.items():
         md += [f"## {name}", "", "```", text.rstrip(), "```", ""]
     md += ["Every deployment's fewest GPUs is confirmed by its own simulation and one fewer by a failed one; "

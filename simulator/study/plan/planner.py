@@ -29,6 +29,7 @@ as sweep points are, so a re-run reuses them.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,6 +57,7 @@ class CapacityPlan:
     options: RunOptions
     seeds_replay: str = ""  # on a trace or sessions, what each seed replays of it (what the interval covers)
     files: dict[str, Path] = field(default_factory=dict)  # what the entry point wrote (options.out_dir)
+    notes: tuple[str, ...] = ()  # what loading the variants took from their profiles (Scenario.notes), each once
 
 
 def size_capacity(source: Source, target: Target, options: RunOptions | None = None) -> CapacityPlan:
@@ -77,7 +79,14 @@ def size_capacity(source: Source, target: Target, options: RunOptions | None = N
              for label, raw, where in variants]
     found: dict[int, ReplicaSizing] = {}
     run_sizings(calls, options, cores, "plan", "variant plan", found.__setitem__)
-    return CapacityPlan(target, [found[i] for i in range(len(calls))], options, seeds_replay_of(source, options))
+    notes = distinct_notes(validated(raw, folder, name, where) for _label, raw, where in variants)
+    return CapacityPlan(target, [found[i] for i in range(len(calls))], options, seeds_replay_of(source, options),
+                        notes=notes)
+
+
+def distinct_notes(scenarios: Iterable[Scenario]) -> tuple[str, ...]:
+    """Each note of the scenarios once, in order (a plan's variants and probes share their profile's)."""
+    return tuple(dict.fromkeys(note for scenario in scenarios for note in scenario.notes))
 
 
 def seeds_replay_of(source: Source, options: RunOptions) -> str:
