@@ -87,6 +87,8 @@ def report_blocks(result: SweepResult) -> list[Block]:
     warning = policy_warning(result)
     if warning is not None:
         blocks.append(warning)
+    if result.design.notes:  # what loading took from the profiles, each once (the CLI prints them too)
+        blocks += [Heading("Notes"), Bullets(result.design.notes)]
     blocks += [Heading("Variants"), variants_table(result)]
     blocks.append(Folded("What was simulated: scenario, horizon, seeds, engine, workload, hardware profiles and "
                          "their provenance", (Bullets(tuple(simulated_items(result))),)))

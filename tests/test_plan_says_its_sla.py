@@ -118,4 +118,4 @@ def test_check_refuses_a_bad_search_point_in_one_line(cli, tmp_path):
     raw["search"]["hardware"][1]["dp_attention"] = {"ranks": 0}
     status, _, err = cli("check", write_yaml(tmp_path / "bad.yaml", raw))
     assert status == 2 and len(err.strip().splitlines()) == 1
-    assert "search point 'fast / aggregated / MTP-1'" in err and "engine.dp_attention.ranks" in err
+    assert "search point 'fast / aggregated / MTP-1'" in err and "search.hardware[1].dp_attention.ranks" in err

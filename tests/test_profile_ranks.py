@@ -29,8 +29,9 @@ def test_a_dp8_built_in_without_dp_attention_runs_its_eight_ranks_with_a_note():
 def test_the_silent_scenario_is_the_same_run_as_the_one_that_states_the_ranks():
     silent = simulate(load_scenario(SCENARIO, [*ON_DP8, *SMALL])).summary
     stated = simulate(load_scenario(SCENARIO, [*ON_DP8, *SMALL, "engine.dp_attention={ranks: 8}"])).summary
-    timing = {"wall_s"}
+    timing = {"wall_s", "notes"}  # the silent run's notes say where its ranks came from
     assert {k: v for k, v in silent.items() if k not in timing} == {k: v for k, v in stated.items() if k not in timing}
+    assert len(silent["notes"]) == 1 and "8 ranks" in silent["notes"][0] and stated["notes"] == []
     assert silent["dp_busiest_over_mean_tokens"] > 1.0   # ranks to balance: a one-rank run has none
 
 

@@ -126,7 +126,7 @@ def test_a_hardware_option_carries_its_data_parallel_attention() -> None:
 def test_a_bad_dp_attention_on_a_hardware_option_is_refused_in_one_line() -> None:
     raw = search_scenario()
     raw["search"]["hardware"][0]["dp_attention"] = {"ranks": 0}
-    with pytest.raises(Exception, match=r"engine\.dp_attention\.ranks") as err:
+    with pytest.raises(Exception, match=r"search\.hardware\[0\]\.dp_attention\.ranks: must be >= 1") as err:
         expanded(raw, TARGET, RunOptions())
     assert "\n" not in str(err.value)
 

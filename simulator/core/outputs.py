@@ -182,6 +182,7 @@ replicas_simulated | replicas | a sampled fleet: the replicas simulated for the 
 calibration | — | the calibration file `specplan run --calibration FILE` applied (written by `specplan fit`)
 calibration_deployment | — | the deployment that calibration was fitted for: engine and version, GPU, model, layout
 calibration_transfer | — | the facts the calibration was carried across by --calibration-transfer (fitted for -> used on), none when it matched
+notes | — | what loading the scenario took from its profile or kept against it, one line each (Scenario.notes: engine.dp_attention from a DP built-in's header, a memory model that leaves no pool at the engine's fraction, a stated engine.kv_capacity_tokens above the engine's pool); an empty list when none; run and check print them, plan and sweep print each once
 draft_record | — | what the drafts did, from every 8th step with drafts: per domain and position the request-steps that reached and accepted a draft, and the reliability bins of the confidences a policy saw (the report's acceptance and calibration figures read it); null without speculation
 """, {"mode_reason_step_share.<reason>": r"mode_reason_step_share\.[a-z0-9_]+",
       "mode_reason_time_share.<reason>": r"mode_reason_time_share\.[a-z0-9_]+",
@@ -567,7 +568,7 @@ OUTPUT_FILES: tuple[OutputFile, ...] = (
     OutputFile("steps.csv", "specplan run", "one row per engine step", STEPS),
     OutputFile("prefill_steps.csv", "specplan run with cluster.prefill", "one row per prefill step", PREFILL_STEPS),
     OutputFile("points.csv", "specplan sweep / demo", "one row per variant × load × seed: every summary.json "
-               "key but draft_record, and these", POINT_EXTRA, extends="summary.json"),
+               "key but draft_record and notes, and these", POINT_EXTRA, extends="summary.json"),
     OutputFile("frontier.csv", "specplan sweep / demo", "each variant's Pareto frontier of throughput per GPU "
                "against tokens/s/user", FRONTIER),
     OutputFile("comparisons.csv", "specplan sweep / demo", "one row per SLA level × variant", COMPARISONS),

@@ -35,6 +35,11 @@ cap when fewer requests per rank than the run's mean outstanding requests per
 rank, else none), the tightest cap and its requests per rank, the graph cap
 and the engine's memory fraction.
 
+`notes`: what loading the scenario took from its profile or kept against it
+(`Scenario.notes`: DP ranks from a header, a memory model that leaves no
+pool at the engine's fraction, a stated KV pool above the engine's), one
+line each, so a stored run says what `run` printed.
+
 `summarize` assembles the parts; each part takes only what it needs.
 """
 
@@ -113,6 +118,7 @@ def summarize(scenario: Scenario, requests: pd.DataFrame, steps: pd.DataFrame, e
         "window_s": window.seconds,
         "simulated_s": float(end_s),
         "wall_s": float(wall_s),
+        "notes": list(scenario.notes),
     }
     if pool is not None:
         summary.update(gpus_prefill=pool.gpus, gpus_decode=gpus_decode, gpus_total=gpus)

@@ -89,7 +89,7 @@ def check_search_drafters(raw: dict[str, Any], scenario: Any, base_dir: Path) ->
     """Every search candidate drafts on its own hardware option, or the option's drafter_latency key is named."""
     options = list(scenario.search.hardware)
     checked: set[tuple[int, str, str]] = set()
-    for point in search_points(raw, scenario.search):
+    for point in search_points(raw, scenario.search, base_dir):
         drafter = point.mapping(1).get("drafter", {})
         latency = drafter.get("latency", {})
         family = str(drafter.get("family", "none"))

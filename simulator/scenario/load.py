@@ -28,7 +28,8 @@ else the engine's own rule) counted as that engine counts it
 past the engine's pool, and refused only past what the GPUs could hold at
 all (an H100 scenario that kept an H200's 880k tokens), with both numbers.
 What loading took from the profile is said in `Scenario.notes`, one line
-each, which `specplan run` and `check` print. Without a memory model the key is
+each, which `specplan run` and `check` print, every summary.json keeps
+(`notes`), and `plan` and `sweep` print once each. Without a memory model the key is
 required. `engine.max_batch_requests: auto` takes the serving engine's own
 request slots for the deployment (specplan.engines.caps: SGLang's DeepSeek-V4
 256 server-wide, vLLM's max_num_seqs per DP rank, ...).

@@ -29,7 +29,13 @@ option keeps the base's chunked prefill at its own chunk, its prefix cache
 whole (host tier, layout, value bytes), the base's where it states none;
 the hardware option's prefill profile prices aggregated prefill batches
 (engine.prefill.profile) as well as a prefill pool, and its dp_attention
-is the point's (`own_prefill_profile`, `with_own_dp_attention`). Labels
+is the point's (`own_prefill_profile`, `with_own_dp_attention`). The
+base's engine settings of one deployment (engine.kv_capacity_tokens,
+memory_fraction, all_to_all) hold only at options that run the base's
+decode profile; another GPU type or parallelism takes its own profile's
+pool at its engine's own fraction, unless the option states its own
+(`option_engine`; `search_notes` says what an option did not inherit, and
+`SearchPoint.stated_paths` names the option's key in a refusal). Labels
 name what a serving option states, or its own label; two options whose
 deployments would share a label are refused.
 The planner (specplan.simulator.study) finds each point's fewest GPUs; this
@@ -44,10 +50,12 @@ import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from specplan.hwprofiles import profile_file
-from specplan.simulator.core.errors import ScenarioError
+from specplan.hwprofiles import load_profile, profile_file
+from specplan.hwprofiles.facts import memory_model
+from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.schema import Tagged, Word, num, to_plain
 from specplan.simulator.scenario.deployment import KvLink, PrefixCacheSpec
 from specplan.simulator.scenario.merge import deep_merge, strip_study_blocks
@@ -75,6 +83,20 @@ class HardwareOption:
         None, doc="data-parallel attention on this GPU type at this parallelism: engine.dp_attention's keys "
         "(ranks, balance, ...), set at this option's points (default: the base scenario's engine.dp_attention "
         "where the option runs the base's decode profile, none otherwise)", example={"ranks": 8})
+    kv_capacity_tokens: int | None = num(
+        None, ge=1, doc="KV tokens one decode replica of this option holds (engine.kv_capacity_tokens at its "
+        "points); default: the base scenario's where the option runs the base's decode profile at the base's "
+        "memory fraction, else this profile's memory model at the engine's memory fraction (the base's where the "
+        "profile has no memory model); more than this option's GPUs can hold at all is refused",
+        unit="tokens", example=30_000_000)
+    memory_fraction: float | None = num(
+        None, gt=0, le=1, doc="engine.memory_fraction at this option's points (SGLang --mem-fraction-static, vLLM "
+        "--gpu-memory-utilization); default: the base scenario's where the option runs the base's decode profile, "
+        "else the engine's own rule for this GPU and parallelism", unit="share of GPU memory", example=0.835)
+    all_to_all: dict[str, Any] | None = num(
+        None, doc="the MoE's all-to-all at this option's points: engine.all_to_all's keys (backend, mode, "
+        "tokens_per_rank); default: the base scenario's engine.all_to_all where the option runs the base's decode "
+        "profile, none otherwise", example={"backend": "deepep", "mode": "low_latency"})
     drafter_latency: dict[str, str | dict[str, Any]] = num(
         {}, doc="drafting cost on this GPU type at this parallelism, per drafter family: a drafter profile "
         "(`builtin:NAME` or a CSV path) or a drafter.latency mapping; replaces the variant's drafter.latency",
@@ -228,11 +250,29 @@ class SearchPoint:
     variant: str
     block_size: int | None
     build: Callable[[int], dict[str, Any]]
+    option_index: int = 0
+    runs_base_profile: bool = True
 
     def mapping(self, decode_replicas: int) -> dict[str, Any]:
         if decode_replicas < 1:
             raise ScenarioError("search", f"decode replicas must be >= 1, got {decode_replicas}")
         return self.build(decode_replicas)
+
+    def stated_paths(self) -> dict[str, str]:
+        """How a refusal at this point names an engine key its hardware option sets: by the option's key
+        (`search.hardware[i].kv_capacity_tokens` for the scenario path `engine.kv_capacity_tokens`)."""
+        where = f"search.hardware[{self.option_index}]"
+        option = self.hardware
+        paths = {f"engine.{key}": f"{where}.{key}" for key in ("kv_capacity_tokens", "memory_fraction")
+                 if getattr(option, key) is not None}
+        if not self.runs_base_profile:  # its KV pool is its own (or its profile's): the option names it
+            paths["engine.kv_capacity_tokens"] = f"{where}.kv_capacity_tokens"
+        for block in ("dp_attention", "all_to_all"):
+            stated = getattr(option, block)
+            if isinstance(stated, dict):
+                paths[f"engine.{block}"] = f"{where}.{block}"
+                paths.update({f"engine.{block}.{key}": f"{where}.{block}.{key}" for key in stated})
+        return paths
 
     def prefill_replicas(self, decode_replicas: int) -> int:
         return 0 if self.prefill_per_decode is None else max(1, math.ceil(self.prefill_per_decode * decode_replicas))
@@ -243,21 +283,112 @@ class SearchPoint:
                 + self.prefill_replicas(decode_replicas) * prefill_gpus)
 
 
-def search_points(raw: dict[str, Any], search: SearchSpec) -> list[SearchPoint]:
-    """Every point of the space, in the order hardware × serving × variants × block sizes."""
-    body = {k: v for k, v in strip_study_blocks(raw).items() if k != "search"}
+def search_points(raw: dict[str, Any], search: SearchSpec, base_dir: Path | None = None) -> list[SearchPoint]:
+    """Every point of the space, in the order hardware × serving × variants × block sizes (`base_dir`: the
+    folder a relative profile path is read from)."""
+    body = search_body(raw)
     variants = list(search.variants) or [{"label": str(body.get("policy", {}).get("name", "base"))}]
     points = []
-    for option in search.hardware:
+    for index, option in enumerate(search.hardware):
+        modelled = memory_modelled(option.profile, base_dir)
+        runs_base = runs_base_profile(option, body)
         for serving in search.serving:
             for serving_label, ratio in serving.labels():
                 for variant in variants:
                     for gamma in block_sizes_for(variant, body, search.block_sizes):
                         label = " / ".join(x for x in (option.label, serving_label, variant["label"],
                                                          None if gamma is None else f"γ={gamma}") if x)
-                        build = point_builder(body, option, serving, ratio, variant, gamma)
-                        points.append(SearchPoint(label, option, serving, ratio, variant["label"], gamma, build))
+                        build = point_builder(body, option, serving, ratio, variant, gamma, modelled)
+                        points.append(SearchPoint(label, option, serving, ratio, variant["label"], gamma, build,
+                                                  index, runs_base))
     return points
+
+
+def search_body(raw: dict[str, Any]) -> dict[str, Any]:
+    """The base scenario a search's points are built on: the scenario without its study blocks."""
+    return {k: v for k, v in strip_study_blocks(raw).items() if k != "search"}
+
+
+OPTION_ENGINE_KEYS = ("kv_capacity_tokens", "memory_fraction", "all_to_all")
+
+
+def runs_base_profile(option: HardwareOption, body: dict[str, Any]) -> bool:
+    """Whether the option runs the base scenario's own decode profile (the deployment its engine keys were
+    written for)."""
+    hardware = body.get("hardware")
+    return isinstance(hardware, dict) and option.profile == hardware.get("profile")
+
+
+def option_engine(option: HardwareOption, body: dict[str, Any], modelled: bool) -> dict[str, Any]:
+    """engine.kv_capacity_tokens, memory_fraction and all_to_all at an option's points (None: unset): the
+    option's own; else the base scenario's where the option runs the base's decode profile (its KV pool only at
+    the base's fraction), and the base's KV pool where the option's profile has no memory model to size one
+    (`modelled`); else unset: the profile's pool at the engine's own fraction, no all-to-all backend."""
+    base = base_engine(body)
+    same = runs_base_profile(option, body)
+    fraction = option.memory_fraction if option.memory_fraction is not None else (
+        base.get("memory_fraction") if same else None)
+    a2a = option.all_to_all if option.all_to_all is not None else (base.get("all_to_all") if same else None)
+    kv = option.kv_capacity_tokens
+    if kv is None and (not modelled or (same and option.memory_fraction is None)):
+        kv = base.get("kv_capacity_tokens")
+    return {"kv_capacity_tokens": kv, "memory_fraction": fraction, "all_to_all": copy.deepcopy(a2a)}
+
+
+def base_engine(body: dict[str, Any]) -> dict[str, Any]:
+    engine = body.get("engine")
+    return engine if isinstance(engine, dict) else {}
+
+
+def memory_modelled(profile: Any, base_dir: Path | None) -> bool:
+    """Whether a decode profile has a memory model (a `kv_capacity_tokens` line: the measured built-ins), so
+    that a point on it sizes its own KV pool; False for an inline profile or one that does not load (refused
+    where the point loads)."""
+    if not isinstance(profile, str):
+        return False
+    spec = profile
+    if not profile.startswith("builtin:") and base_dir is not None and not Path(profile).is_absolute():
+        spec = str(base_dir / profile)
+    try:
+        return memory_model(load_profile(spec)) is not None
+    except SpecplanError:
+        return False
+
+
+TAKEN_INSTEAD = {"kv_capacity_tokens": "KV pool: its profile's memory model at the engine's memory fraction",
+                 "memory_fraction": "memory fraction: the engine's own rule for this GPU and parallelism",
+                 "all_to_all": "all-to-all: none"}
+
+
+def search_notes(raw: dict[str, Any], search: SearchSpec, base_dir: Path | None = None) -> tuple[str, ...]:
+    """One line per hardware option that does not take an engine key the base scenario states (it runs another
+    deployment, or states its own memory fraction), and per option on another profile with no memory model,
+    which keeps the base's KV pool."""
+    body = search_body(raw)
+    base = base_engine(body)
+    notes = []
+    for i, option in enumerate(search.hardware):
+        modelled = memory_modelled(option.profile, base_dir)
+        taken = option_engine(option, body, modelled)
+        where = f"search.hardware[{i}] ({option.label})"
+        dropped = [k for k in OPTION_ENGINE_KEYS if base.get(k) is not None and taken[k] is None]
+        if dropped:
+            keys = ", ".join(f"engine.{k}" for k in dropped)
+            own = " / ".join(f"search.hardware[{i}].{k}" for k in dropped)
+            notes.append(f"{where}: the base scenario's {keys} {'is' if len(dropped) == 1 else 'are'} for its own "
+                         f"deployment ({profile_words(body.get('hardware', {}).get('profile'))}), not this "
+                         f"option's; its points take their own ({'; '.join(TAKEN_INSTEAD[k] for k in dropped)}): "
+                         f"set {own} to state this option's")
+        if not modelled and option.kv_capacity_tokens is None and base.get("kv_capacity_tokens") is not None \
+                and not runs_base_profile(option, body):
+            notes.append(f"{where}: {profile_words(option.profile)} has no memory model, so its points keep the "
+                         f"base scenario's engine.kv_capacity_tokens ({base['kv_capacity_tokens']:,}); set "
+                         f"search.hardware[{i}].kv_capacity_tokens to state this option's own")
+    return tuple(notes)
+
+
+def profile_words(profile: Any) -> str:
+    return f"profile {profile}" if isinstance(profile, str) else "an inline profile"
 
 
 def block_sizes_for(variant: dict[str, Any], body: dict[str, Any], sizes: tuple[int, ...]) -> list[int | None]:
@@ -268,9 +399,10 @@ def block_sizes_for(variant: dict[str, Any], body: dict[str, Any], sizes: tuple[
 
 
 def point_builder(body: dict[str, Any], option: HardwareOption, serving: Any, ratio: float | None,
-                  variant: dict[str, Any], gamma: int | None) -> Callable[[int], dict[str, Any]]:
+                  variant: dict[str, Any], gamma: int | None, modelled: bool) -> Callable[[int], dict[str, Any]]:
     def build(decode_replicas: int) -> dict[str, Any]:
         raw = deep_merge(body, {k: v for k, v in variant.items() if k != "label"})
+        own_engine = option_engine(option, raw, modelled)  # the base's (and the variant's) settings, before the swap
         raw["hardware"] = {"profile": copy.deepcopy(option.profile), "gpus_per_replica": option.gpus_per_replica}
         if gamma is not None:
             raw.setdefault("drafter", {})["block_size"] = gamma
@@ -279,6 +411,10 @@ def point_builder(body: dict[str, Any], option: HardwareOption, serving: Any, ra
         cluster["replicas"] = decode_replicas
         engine = raw.setdefault("engine", {})
         with_own_dp_attention(engine, option, body)
+        for key, value in own_engine.items():
+            engine.pop(key, None)
+            if value is not None:
+                engine[key] = copy.deepcopy(value)
         if isinstance(serving, AggregatedServing):
             cluster.pop("prefill", None)
             engine["prefill"] = aggregated_prefill(body, option, serving)

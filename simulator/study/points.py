@@ -73,6 +73,12 @@ class SweepDesign:
         return out
 
     @property
+    def notes(self) -> tuple[str, ...]:
+        """What loading took from the profiles (Scenario.notes) over the base and every point, each once."""
+        scenarios = [self.base, *(point.scenario for point in self.points)]
+        return tuple(dict.fromkeys(note for scenario in scenarios for note in scenario.notes))
+
+    @property
     def unique_points(self) -> list[Point]:
         """Points with distinct keys, first occurrence kept (order preserved)."""
         seen: dict[str, Point] = {}

@@ -23,7 +23,7 @@ def checked_points(source: str, overrides: list[str] | tuple[str, ...] = ()) -> 
     search = validated(raw, folder, name, "").search
     if search is None:
         raise SpecplanError(f"{name}: no search: block to check")
-    points = search_points(raw, search)
+    points = search_points(raw, search, folder)
     for point in points:
-        validated(point.mapping(1), folder, name, f"search point {point.label!r}")
+        validated(point.mapping(1), folder, name, f"search point {point.label!r}", point.stated_paths())
     return points

@@ -102,6 +102,12 @@ def sla_text(probe: Probe, target: Target) -> str:
     return shown + (" (one seed: no interval)" if target.seeds < 2 else "")
 
 
+def notes_lines(notes: tuple[str, ...]) -> list[str]:
+    """plan.md's Notes section: what loading took from the profiles and what a search's options did not
+    inherit, each once (none: no section)."""
+    return ["## Notes", "", *(f"- {note}" for note in notes), ""] if notes else []
+
+
 def write_plan_files(plan: CapacityPlan, out: Path) -> dict[str, Path]:
     """plan.json, probes.csv, plan.md and the winner's launch files (the variant meeting the SLA on the fewest
     GPUs, as the engine the plan priced launches it: specplan.simulator.study.launch) in `out`; returns them by
@@ -114,7 +120,7 @@ def write_plan_files(plan: CapacityPlan, out: Path) -> dict[str, Path]:
     for name, script in launch.items():
         files[name] = out / name
         files[name].write_text(script)
-    text = ["# specplan capacity plan", "", "```", plan_table(plan), "```", "",
+    text = ["# specplan capacity plan", "", "```", plan_table(plan), "```", "", *notes_lines(plan.notes),
             *(line for name, script in launch.items()
               for line in (f"## {name} ({plan.launch_label}: the fewest GPUs)", "", "```", script.rstrip(), "```", "")),
             "## Every probe", "", *probe_lines(plan), "",
@@ -141,7 +147,7 @@ def write_search_files(plan: DeploymentPlan, out: Path) -> dict[str, Path]:
         files[name] = out / name
         files[name].write_text(text)
     md = ["# specplan deployment search", "", "```", search_table(plan), "```", "", "![cost against the SLA](plan.png)",
-          ""]
+          "", *notes_lines(plan.notes)]
     for name, text in texts.items():
         md += [f"## {name}", "", "```", text.rstrip(), "```", ""]
     md += ["Every deployment's fewest GPUs is confirmed by its own simulation and one fewer by a failed one; "

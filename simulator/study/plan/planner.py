@@ -29,6 +29,7 @@ as sweep points are, so a re-run reuses them.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +60,7 @@ class CapacityPlan:
     files: dict[str, Path] = field(default_factory=dict)  # what the entry point wrote (options.out_dir)
     launch: Deployment | None = None  # the winner's launch facts: the variant meeting the SLA on the fewest GPUs
     launch_label: str = ""            # that variant's label
+    notes: tuple[str, ...] = ()  # what loading the variants took from their profiles (Scenario.notes), each once
 
 
 def size_capacity(source: Source, target: Target, options: RunOptions | None = None) -> CapacityPlan:
@@ -96,6 +98,14 @@ def fewest_gpus(sizings: list[ReplicaSizing]) -> int | None:
     met = [(sizing.chosen.gpus, -sizing.chosen.throughput_per_gpu, i) for i, sizing in enumerate(sizings)
            if sizing.chosen is not None]
     return min(met)[2] if met else None
+    notes = distinct_notes(validated(raw, folder, name, where) for _label, raw, where in variants)
+    return CapacityPlan(target, [found[i] for i in range(len(calls))], options, seeds_replay_of(source, options),
+                        notes=notes)
+
+
+def distinct_notes(scenarios: Iterable[Scenario]) -> tuple[str, ...]:
+    """Each note of the scenarios once, in order (a plan's variants and probes share their profile's)."""
+    return tuple(dict.fromkeys(note for scenario in scenarios for note in scenario.notes))
 
 
 def seeds_replay_of(source: Source, options: RunOptions) -> str:

@@ -44,13 +44,14 @@ from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import strip_study_blocks
 from specplan.simulator.scenario.search import (
     SearchPoint,
+    search_notes,
     search_points,
     usd_per_hour,
     usd_per_million_tokens,
 )
 from specplan.simulator.study.launch import Deployment, launch_config
 from specplan.simulator.study.options import RunOptions, Source
-from specplan.simulator.study.plan.planner import seeds_replay_of
+from specplan.simulator.study.plan.planner import distinct_notes, seeds_replay_of
 from specplan.simulator.study.plan.probe import Probe
 from specplan.simulator.study.plan.probe_store import ProbeStore, stored_summaries, write_fresh
 from specplan.simulator.study.plan.replica_search import ReplicaSizing, size_replicas
@@ -132,6 +133,7 @@ class DeploymentPlan:
     options: RunOptions
     seeds_replay: str = ""  # on a trace, what each seed replays of it (what the interval covers); else ""
     files: dict[str, Path] = field(default_factory=dict)  # what the entry point wrote (options.out_dir)
+    notes: tuple[str, ...] = ()  # what the options did not inherit and the points took from their profiles
 
     def point_scenario(self, p: DeploymentSizing, replicas: int) -> Scenario:
         """A point's scenario at `replicas` decode replicas and the demand (as its probes ran it)."""
@@ -162,9 +164,9 @@ def point_scenario(point: SearchPoint, replicas: int, target: Target, options: R
     """The point at `replicas` decode replicas, its workload at the target's demand, validated."""
     where = f"search point {point.label!r}"
     raw = point.mapping(replicas)
-    own = validated(raw, folder, name, where)
+    own = validated(raw, folder, name, where, point.stated_paths())
     return validated(loaded(raw, own, target.axis, target.value, name, where, options.load_names()),
-                     folder, name, where)
+                     folder, name, where, point.stated_paths())
 
 
 def size_deployment(raw: dict, folder: Path, name: str, index: int, target: Target, options: RunOptions,
@@ -183,7 +185,7 @@ def searched_points(raw: dict, folder: Path, name: str) -> list[SearchPoint]:
     search = validated(raw, folder, name, "").search
     if search is None:
         raise SpecplanError(f"{name}: a deployment search needs a search: block in the scenario (the space to search)")
-    return search_points(raw, search)
+    return search_points(raw, search, folder)
 
 
 def expanded(source: Source, target: Target, options: RunOptions) -> tuple[dict, Path, str, list[SearchPoint]]:
@@ -227,7 +229,18 @@ def size_search(source: Source, target: Target, options: RunOptions | None = Non
 
     run_sizings(calls, options, workers, "search", "search point", on_result)
     deployments = [DeploymentSizing(PointInfo.of(i, point), found[i]) for i, point in enumerate(points)]
-    return DeploymentPlan(target, deployments, name, raw, folder, options, seeds_replay_of(source, options))
+    return DeploymentPlan(target, deployments, name, raw, folder, options, seeds_replay_of(source, options),
+                          notes=plan_notes(raw, folder, name, points, target, options))
+
+
+def plan_notes(raw: dict, folder: Path, name: str, points: list[SearchPoint], target: Target,
+               options: RunOptions) -> tuple[str, ...]:
+    """The search's notes (engine keys an option did not inherit: search_notes), then each point's (what
+    loading took from its profile), each once."""
+    search = validated(raw, folder, name, "").search
+    assert search is not None  # searched_points refused a scenario without one
+    scenarios = (point_scenario(point, 1, target, options, folder, name) for point in points)
+    return search_notes(raw, search, folder) + distinct_notes(scenarios)
 
 
 def provenance_of(spec: str | InlineProfile) -> dict[str, str]:

@@ -125,8 +125,9 @@ def sweep_frames(design: SweepDesign, summaries: dict[str, dict[str, Any]], comp
 
 
 def scalars(summary: dict[str, Any]) -> dict[str, Any]:
-    """A summary's figures, one column each (the nested draft record is kept per label instead)."""
-    return {k: v for k, v in summary.items() if k != "draft_record"}
+    """A summary's figures, one column each (the nested draft record is kept per label instead, and the notes
+    are the sweep's: SweepDesign.notes)."""
+    return {k: v for k, v in summary.items() if k not in ("draft_record", "notes")}
 
 
 def label_drafts(design: SweepDesign, summaries: dict[str, dict[str, Any]]) -> dict[str, DraftRecord]:

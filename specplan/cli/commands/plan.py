@@ -19,7 +19,10 @@ points as Ray tasks; `--out DIR` adds plan.csv and the winner's launch lines
 (written by the entry point) and plan.png (specplan.reports.search_figure, this
 command). The SLA is every `--sla`
 bound together (`ttft_p99_s<=2`, `tps_user_p10>=30`, `itl_p99_ms<=80`),
-`--sla-tps` / `--ttft-s`, or the scenario's `sla.bounds`.
+`--sla-tps` / `--ttft-s`, or the scenario's `sla.bounds`. What loading took
+from the profiles (`Scenario.notes`) and what a search's options did not
+inherit from the base scenario are said once each on stderr (`say_notes`)
+and in plan.md.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import contextlib
 import json
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from specplan.cli.args import whole_number
@@ -197,6 +200,7 @@ def refused_cleanly(out: Path | None) -> Iterator[None]:
 def report_plan(plan: CapacityPlan, out: Path | None, as_json: bool) -> int:
     """Print a capacity plan (its entry point wrote its files with --out)."""
     files = plan.files
+    say_notes(plan.notes)
     if as_json:
         sys.stdout.write(json.dumps(clean(capacity_json(plan)), indent=2) + "\n")
     else:
@@ -206,6 +210,13 @@ def report_plan(plan: CapacityPlan, out: Path | None, as_json: bool) -> int:
         if out is not None:
             print("files: " + ", ".join(str(path) for path in files.values()) + f", {out / 'probes'}/")
     return 0
+
+
+def say_notes(notes: Iterable[str]) -> None:
+    """What loading took from the profiles (Scenario.notes) and what a search's options did not inherit, each
+    once on stderr, as `run` says a scenario's."""
+    for note in notes:
+        print(f"specplan: note: {note}", file=sys.stderr)
 
 
 DEMANDS = (("rate_per_s", "rate"), ("rate_scale", "rate_scale"), ("users", "users"), ("lanes", "lanes"))
@@ -254,6 +265,7 @@ def has_search(scenario: str, overrides: list[str]) -> bool:
 def run_search(scenario: str, target: Target, options: RunOptions, as_json: bool) -> int:
     """The scenario's search: block: every deployment planned, ranked; files and launch lines with --out."""
     plan = plan_search(scenario, target, options)
+    say_notes(plan.notes)
     out = options.out_path
     files = dict(plan.files)
     if out is not None:

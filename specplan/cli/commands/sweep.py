@@ -1,4 +1,8 @@
-"""`specplan sweep`: run (or resume) a scenario's sweep and write its CSVs and report."""
+"""`specplan sweep`: run (or resume) a scenario's sweep and write its CSVs and report.
+
+What loading took from the profiles (`Scenario.notes`) is said once per distinct note on stderr (not
+once per point) and in the report's Notes section.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from specplan.cli.calibration import (
     write_calibration_record,
 )
 from specplan.cli.commands import help_of
+from specplan.cli.commands.plan import say_notes
 from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import out_folder
 from specplan.simulator.core.errors import SpecplanError
@@ -70,6 +75,8 @@ def sweep_and_report(scenario: str | Path, args: argparse.Namespace, overrides: 
                                                   address=args.address,
                                                   progress=False if (args.quiet or args.json) else None,
                                                   overrides=tuple(overrides)))
+    if not args.quiet:
+        say_notes(result.design.notes)
     report = None
     if args.report:
         # the report's figures (matplotlib): imported only where one is written
