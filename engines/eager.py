@@ -1,4 +1,4 @@
-"""What a step costs outside a CUDA graph: the larger of its kernels' time and the host's time to launch them.
+"""What a step costs outside a CUDA graph: the larger of its kernels' time and the host's time to run them.
 
 Place in the data flow: an engine's row carries an `EagerCost` (the host's
 cost per kernel launch and the kernels each model family launches per layer,
@@ -9,6 +9,13 @@ by its `StepMode` (specplan.engines.modes):
     piecewise  max(kernel_ms, (a · L + L + 1) · t)           attention's a kernels per layer eager, L + 1 graph pieces
     eager      max(kernel_ms, k · L · t) + s · t             k kernels per layer, L layers, t per launch;
                                                              s host syncs (DeepEP normal: one per MoE layer)
+
+t is what one kernel of an eager step costs the host. Where a family's steps wait on
+the host inside every layer (DeepSeek-V4: routing metadata, top-k, DeepEP normal's
+received counts, `.item()` in the indexer and the MoE), the host cannot run ahead of
+the GPU and an op's whole eager dispatch is exposed: t is then the family's measured
+eager cost per kernel (`KernelCount.eager_op_us`, from a public eager/graph pair), not
+the launcher's microbenchmark. Elsewhere t is the launcher's (`per_launch_us`).
 
 A DeepEP normal-mode step's kernels differ too: its MoE block costs the
 graph step's x `AllToAllRule.normal_over_low_latency` where no normal-mode
@@ -27,6 +34,13 @@ Figures, never fitted to an end-to-end run (benchmarks/eager_graph.py prints the
                     kernels, the eager part of a piecewise step: 8.7 per layer (374 launches per
                     token of sparse attention, slicing, index scoring and its GEMM over 43 layers,
                     Avarok-Cybersecurity/atlas PR #1147, another engine's V4.1-Flash)
+    V4 eager op     28.5 us a kernel: sgl-project/sglang PR #24047 (V4-Flash, 8 x RTX PRO 6000, TP8, batch 1):
+                    TPOT ~240 ms with --disable-cuda-graph, 97.5 ms with graphs; the eager step is
+                    launch-bound (240 > 97.5), so 240 ms / (196 x 43 = 8,428 kernels) = 28.5 us; its
+                    eager path synced with the host (.item(), .unique(), .nonzero() in the MoE and
+                    attention, removed for capture). Bracket: 16.9 us if launches added to the kernels
+                    instead ((240 - 97.5) / 8,428). Checked on #49369's sign (docs/guides/replication.md),
+                    not fitted to it
     dense           10 per layer, a structural count (vLLM's LlamaDecoderLayer: two fused add +
                     RMSNorm, QKV, rotary, KV-cache write, attention, O, gate-up, SiLU-and-mul, down),
                     attention's 2 of them; not a measurement: benchmarks/profile_gpu.py's launch
@@ -53,6 +67,12 @@ class KernelCount:
     high_per_layer: float
     attention_per_layer: float | None
     source: str
+    eager_op_us: float | None = None     # what one kernel of an eager step costs where the step syncs with the
+    eager_op_source: str = ""            # host (None: the launcher's per_launch_us); module docstring
+
+    def op_us(self, cost: EagerCost) -> float:
+        """The host's cost per kernel of an eager (or piecewise) step of this family."""
+        return cost.per_launch_us if self.eager_op_us is None else self.eager_op_us
 
 
 @dataclass(frozen=True)
@@ -77,7 +97,7 @@ def launch_bound_ms(cost: EagerCost, model: ModelFamily, layers: int,
     """The host's time to launch one step's kernels: every kernel (eager) or attention's plus one graph
     replay per piece (piecewise). `per_launch_us` overrides the taken figure (a bracket's end)."""
     count = cost.count(model)
-    us = cost.per_launch_us if per_launch_us is None else per_launch_us
+    us = count.op_us(cost) if per_launch_us is None else per_launch_us
     if scope == "all":
         return count.per_layer * layers * us / 1000.0
     if count.attention_per_layer is None:
@@ -105,7 +125,7 @@ def mode_step_ms(mode: StepMode, kernel_ms: float, cost: EagerCost, rule: AllToA
     if mode.mode == "piecewise":
         return max(kernel_ms, launch_bound_ms(cost, model, layers, "attention"))
     syncs = rule.normal_syncs_per_layer * layers if mode.all_to_all == "normal" else 0
-    return eager_step_ms(kernel_ms, launch_bound_ms(cost, model, layers), syncs, cost.per_launch_us)
+    return eager_step_ms(kernel_ms, launch_bound_ms(cost, model, layers), syncs, cost.count(model).op_us(cost))
 
 
 PUBLIC_EAGER_COST = EagerCost(
@@ -117,7 +137,10 @@ PUBLIC_EAGER_COST = EagerCost(
             per_layer=196.0, low_per_layer=69.0, high_per_layer=291.0, attention_per_layer=8.7,
             source="gty111/gLLM PR #264 (V4-Flash TP4 decode step: 12,508 kernels, 8,412 after fusion, 43 layers); "
                    "low: lightseekorg/tokenspeed PR #1686 (~2,960 per V4.1-Flash DSpark step); attention: "
-                   "Avarok-Cybersecurity/atlas PR #1147 (374 attention launches per token)"),
+                   "Avarok-Cybersecurity/atlas PR #1147 (374 attention launches per token)",
+            eager_op_us=28.5,
+            eager_op_source="sgl-project/sglang PR #24047 (V4-Flash TP8, batch 1: TPOT ~240 ms eager, 97.5 ms with "
+                            "CUDA graphs; 240 ms / 8,428 kernels; bracket 16.9 us: (240 - 97.5) / 8,428)"),
         "dense": KernelCount(
             per_layer=10.0, low_per_layer=10.0, high_per_layer=10.0, attention_per_layer=2.0,
             source="structural count of vLLM's LlamaDecoderLayer ops (not measured)"),

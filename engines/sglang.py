@@ -32,6 +32,8 @@ Sources, per habit (every row below shares them unless it says otherwise):
     all-to-all DeepEPMode.resolve: auto is normal when any rank extends, low-latency otherwise
     caps       specplan.engines.sglang_caps (max_running_requests, SWA pool, cuda_graph_max_bs, DeepEP
                and MegaMoE tokens per rank, mem_fraction_static)
+    DP ranks   specplan.engines.dp_scheduler: the prefill delayer (off unless --enable-prefill-delayer),
+               DPBudget's refresh interval, decode beside another rank's extend, mixed chunk
     kv offload HiCache's host pool: --hicache-ratio × the device pool, 2 by default (docs.sglang.io,
                HiCache best practices; --hicache-size in GB overrides it)
 
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from specplan.engines.dp_scheduler import SGLANG_DP_SCHEDULER
 from specplan.engines.eager import PUBLIC_EAGER_COST
 from specplan.engines.launch import NEEDS_DRAFT_MODEL, Deployment, ScriptLaunch
 from specplan.engines.modes import AllToAllRule, RankVote
@@ -185,6 +188,7 @@ V0_5_14 = EngineTraits(
     caps=SGLangCaps(),
     kv_offload=KvOffload(host_ratio=2.0, source="--hicache-ratio, default 2 (host pool over the device pool; "
                          "docs.sglang.io HiCache best practices)"),
+    dp_scheduler=SGLANG_DP_SCHEDULER,
 )
 V0_5_12 = replace(V0_5_14, version="0.5.12.post1", label="SGLang 0.5.12.post1")
 V0_5_15 = replace(V0_5_14, version="0.5.15", label="SGLang 0.5.15")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from specplan.engines.caps import Caps
+from specplan.engines.dp_scheduler import DpScheduler
 from specplan.engines.eager import EagerCost
 from specplan.engines.launch import Deployment
 from specplan.engines.modes import AllToAllRule, ExecutionRule
@@ -117,7 +118,9 @@ class EngineTraits:
     `all_to_all`: which all-to-all kernels a step runs and what normal mode costs; `eager`:
     the host's launch cost and kernels per layer (specplan.engines.eager); `caps`: the
     engine's own limits (specplan.engines.caps); `kv_offload`: its host KV tier's default size
-    (`engine.prefix_cache.host.ratio` when the scenario gives none). None where no public rule is pinned.
+    (`engine.prefix_cache.host.ratio` when the scenario gives none); `dp_scheduler`: how its scheduler runs
+    data-parallel attention ranks together (specplan.engines.dp_scheduler: the prefill delayer). None where
+    no public rule is pinned.
     """
 
     name: str
@@ -133,3 +136,4 @@ class EngineTraits:
     eager: EagerCost | None = None
     caps: Caps | None = None
     kv_offload: KvOffload | None = None
+    dp_scheduler: DpScheduler | None = None

@@ -126,9 +126,9 @@ def test_deepep_auto_is_normal_when_a_rank_extends_and_low_latency_otherwise():
 
 def test_an_eager_step_costs_the_larger_of_its_kernels_and_its_launches():
     launches = launch_bound_ms(PUBLIC_EAGER_COST, "deepseek-v4", 43)
-    assert launches == pytest.approx(196 * 43 * 4.7 / 1000)                      # 39.6 ms
+    assert launches == pytest.approx(196 * 43 * 28.5 / 1000)                     # 240.2 ms: V4's eager op cost
     assert eager_step_ms(14.0, launches) == pytest.approx(launches)              # launch-bound decode
-    assert eager_step_ms(85.0, launches) == 85.0                                 # kernel-bound prefill chunk
+    assert eager_step_ms(285.0, launches) == 285.0                               # kernel-bound prefill chunk
     assert launch_bound_ms(PUBLIC_EAGER_COST, "dense", 32) == pytest.approx(10 * 32 * 4.7 / 1000)
     assert launch_bound_ms(PUBLIC_EAGER_COST, "deepseek-v4", 43, per_launch_us=3.0) == pytest.approx(25.284)
     count = PUBLIC_EAGER_COST.count("deepseek-v4")
@@ -144,8 +144,27 @@ def test_each_mode_prices_the_step_its_own_way():
     piecewise = StepMode("piecewise", "mixed_piecewise", 304, "none")
     eager = StepMode("eager", "rank_prefilling", None, "normal")
     assert mode_step_ms(graph, 14.0, cost, rule, "deepseek-v4", 43) == 14.0
-    assert mode_step_ms(piecewise, 1.0, cost, rule, "deepseek-v4", 43) == pytest.approx((8.7 * 43 + 44) * 4.7e-3)
-    assert mode_step_ms(eager, 14.0, cost, rule, "deepseek-v4", 43) == pytest.approx((196 * 43 + 43) * 4.7e-3)
+    assert mode_step_ms(piecewise, 1.0, cost, rule, "deepseek-v4", 43) == pytest.approx((8.7 * 43 + 44) * 28.5e-3)
+    assert mode_step_ms(eager, 14.0, cost, rule, "deepseek-v4", 43) == pytest.approx((196 * 43 + 43) * 28.5e-3)
+
+
+def test_an_eager_v4_step_is_priced_by_its_eager_op_cost_from_a_public_pair():
+    """sglang PR #24047: V4-Flash TP8 at batch 1 decoded at ~240 ms a token eager and 97.5 ms with CUDA graphs.
+    An eager step of 196 kernels a layer over 43 layers at 28.5 us a kernel lasts 240.2 ms where its kernels
+    take 97.5 ms (the pair itself, by hand: 8,428 x 28.5 us), and a DeepEP normal-mode step adds one exposed
+    op per MoE layer (43 x 28.5 us = 1.2 ms); a dense model keeps the launcher's 4.7 us."""
+    rule, cost = SGLANG.all_to_all, PUBLIC_EAGER_COST
+    assert rule is not None
+    count = cost.count("deepseek-v4")
+    assert count.eager_op_us == 28.5 and "#24047" in count.eager_op_source
+    assert count.op_us(cost) == 28.5 and cost.count("dense").op_us(cost) == 4.7
+    assert count.eager_op_us == pytest.approx(240 / (196 * 43) * 1000, abs=0.05)     # the pair, by hand
+    eager = StepMode("eager", "rank_prefilling", None, "low_latency")
+    assert mode_step_ms(eager, 97.5, cost, rule, "deepseek-v4", 43) == pytest.approx(240.198)
+    normal = StepMode("eager", "rank_prefilling", None, "normal")
+    assert mode_step_ms(normal, 97.5, cost, rule, "deepseek-v4", 43) == pytest.approx(240.198 + 1.2255)
+    assert mode_step_ms(eager, 300.0, cost, rule, "deepseek-v4", 43) == 300.0       # kernel-bound: its kernels
+    assert launch_bound_ms(cost, "dense", 32) == pytest.approx(1.504)
 
 
 # --- the engine's own caps -------------------------------------------------------------------------------

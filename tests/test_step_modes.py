@@ -1,7 +1,7 @@
 """Steps as the engines run them, in the simulator: each step's mode decided by its engine's rule and priced so.
 
 Stories on hand-made profiles (a 4-layer DeepSeek-V4 model line, so an eager
-step launches 196 x 4 kernels at 4.7 us: 3.6848 ms) and the built-ins: an
+step launches 196 x 4 kernels at V4's eager 28.5 us: 22.344 ms) and the built-ins: an
 eager step priced from its launch count; SGLang's min-reduced graph votes in a
 driven DP step where one rank prefills (every rank eager, steps.csv says so);
 DeepEP's normal mode; vLLM's ragged lengths running piecewise; the summary's
@@ -30,8 +30,8 @@ from specplan.simulator.engine.step_modes import CaptureModes, EngineModes, Unmo
 from tests.conftest import BASE, make_scenario, merged
 from tests.drive import drive
 
-LAUNCH_MS = 196 * 4 * 4.7 / 1000          # 3.6848 ms: every kernel of a 4-layer V4 step launched by the host
-SYNC_MS = 4 * 4.7 / 1000                  # DeepEP normal: one host sync per layer
+LAUNCH_MS = 196 * 4 * 28.5 / 1000         # 22.344 ms: every kernel of a 4-layer V4 step run by the host
+SYNC_MS = 4 * 28.5 / 1000                 # DeepEP normal: one host sync per layer
 NORMAL = 348.0 / 264.0                    # DeepEP normal over low-latency MoE block (DeepGEMM PR #383)
 NO_DRAFTS = {"policy": {"name": "none"}}
 
@@ -90,7 +90,7 @@ def test_a_profile_header_names_the_models_family_and_layers_and_its_gpus(tmp_pa
 
 def test_an_eager_step_is_priced_from_its_launch_count(tmp_path):
     """8 requests decode on one GPU whose graphs stop at 4 requests: the first steps run eager, and a forward of
-    1.024 ms of kernels lasts the host's 196 x 4 launches of 4.7 us; once 3 requests are left, the graph of 4."""
+    1.024 ms of kernels lasts the host's 196 x 4 kernels of 28.5 us; once 3 requests are left, the graph of 4."""
     plans = []
     scenario = make_scenario(**sglang(v4_profile(tmp_path), cuda_graph={"engine": "sglang", "capture_sizes": [1, 2, 4]}))
     driven = drive(scenario, np.full(8, 100), np.array([3, 3, 3, 3, 3, 30, 30, 30]),
@@ -98,7 +98,7 @@ def test_an_eager_step_is_priced_from_its_launch_count(tmp_path):
     steps = driven.steps.frame()
     first = steps.iloc[0]
     assert (first["decode_requests"], first["mode"], first["mode_reason"]) == (8, "eager", "above_capture")
-    assert first["verify_ms"] == pytest.approx(LAUNCH_MS)                     # max(1.024 ms of kernels, 3.6848)
+    assert first["verify_ms"] == pytest.approx(LAUNCH_MS)                     # max(1.024 ms of kernels, 22.344)
     assert plans[0].quote.verify_ms(8) == pytest.approx(max(kernels_ms(8), LAUNCH_MS))
     small = steps[steps["decode_requests"] == 3].iloc[0]                     # 3 requests replay the graph of 4
     assert (small["mode"], small["mode_reason"]) == ("graph", "decode_graph")
@@ -171,7 +171,9 @@ def test_a_prefill_containing_step_pays_its_mode_not_the_decode_graphs_padding(t
     quote = pricer.quote(4, 3, 0, 0, 0, load=big, prefill_tokens=4000)
     assert quote.mode.reason == "rank_prefilling"
     kernels = moe_ms(4003) + 0.5 + 0.002 * 8000
-    assert kernels > LAUNCH_MS and quote.verify_ms(4003) == pytest.approx(kernels)
+    # 21.0 ms of kernels under V4's eager dispatch of 22.3 ms (no padding to a decode graph either way)
+    assert kernels < LAUNCH_MS and quote.verify_ms(4003) == pytest.approx(LAUNCH_MS)
+    assert quote.verify_ms(3) == pytest.approx(LAUNCH_MS)
 
 
 # --- DeepEP's normal mode -----------------------------------------------------------------------------------
@@ -186,8 +188,9 @@ def test_deepep_normal_runs_decode_eager_and_pays_its_moe_at_normal_mode_cost(tm
     assert (quote.mode.mode, quote.mode.reason, quote.mode.all_to_all) == ("eager", "deepep_normal", "normal")
     # 8 tokens: kernels 1.024 ms with the MoE block (0.508 ms) x 348/264, under the launches; one sync per layer
     assert quote.verify_ms(8) == pytest.approx(max(kernels_ms(8) + (NORMAL - 1) * moe_ms(8), LAUNCH_MS) + SYNC_MS)
-    # 4,000 tokens: kernel-bound, the normal-mode MoE counts
-    assert quote.verify_ms(4000) == pytest.approx(kernels_ms(4000) + (NORMAL - 1) * moe_ms(4000) + SYNC_MS)
+    # 4,000 tokens: the normal-mode MoE counts in the kernels, still under V4's eager dispatch (22.3 ms)
+    kernels = kernels_ms(4000) + (NORMAL - 1) * moe_ms(4000)
+    assert kernels < LAUNCH_MS and quote.verify_ms(4000) == pytest.approx(LAUNCH_MS + SYNC_MS)
 
 
 # --- vLLM: ragged per-request lengths run piecewise ----------------------------------------------------------

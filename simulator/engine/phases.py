@@ -14,6 +14,12 @@ scheduler does:
                its decoding rows wait for the next step (`held`); the other ranks decode.
                Under data-parallel attention every rank's forward meets the others' in the
                MoE all-to-all, so the step lasts its busiest rank (specplan.simulator.engine.price.rank_forward)
+    Delayed    Separate under SGLang's prefill delayer (`engine.dp_attention.prefill_delayer`;
+               specplan.engines.dp_scheduler): while some ranks have a new prompt and others none,
+               no rank starts one (the ranks decode, in a graph), up to `prefill_delay_passes` − 1
+               steps in a row; a prompt already under way goes on. Idle passes are not simulated:
+               where holding back would leave no rank anything to run, the prompts start at once
+               (SGLang's passes with nothing to run last the ranks' all-gather, well under a step)
 
     phases.decoding(batch) -> (decode mask, held)        the rows that decode; decoding rows that wait
     phases.chunks(batch, rows, per_request) -> take      prompt tokens per batch row this step
@@ -32,7 +38,9 @@ from typing import Protocol
 
 import numpy as np
 
-from specplan.simulator.engine.batch import PREFILL_LEFT, RANK, Batch, Rows
+from specplan.engines.dp_scheduler import DEFAULT_DELAY_PASSES
+from specplan.simulator.core.errors import ScenarioError
+from specplan.simulator.engine.batch import PREFILL_LEFT, RANK, RID, Batch, Rows
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.price.rank_load import StepLoad
 from specplan.simulator.engine.ranks import rank_cumsum
@@ -49,8 +57,32 @@ class PrefillPhases(Protocol):
 
 
 def prefill_phases(config: EngineConfig) -> PrefillPhases:
-    """The engine's schedule for chunked prefill (config.prefill_schedule, resolved from `auto`)."""
+    """The engine's schedule for chunked prefill (config.prefill_schedule, resolved from `auto`), under the
+    prefill delayer where the scenario turns it on."""
+    passes = delay_passes(config)
+    if passes is not None:
+        return Delayed(config, passes)
     return Separate(config) if config.prefill_schedule == "separate" else Mixed(config)
+
+
+def delay_passes(config: EngineConfig) -> int | None:
+    """The prefill delayer's passes where `engine.dp_attention.prefill_delayer` is on (None: off); refused in one
+    line where the engine or the schedule has no such rule."""
+    dp = config.engine.dp_attention
+    if dp is None or not dp.prefill_delayer:
+        return None
+    key = "engine.dp_attention.prefill_delayer"
+    if config.dp is None:
+        raise ScenarioError(key, "the prefill delayer aligns data-parallel ranks: it needs dp_attention.ranks >= 2")
+    if not config.chunked or config.prefill_schedule != "separate":
+        raise ScenarioError(key, "the prefill delayer is modelled for SGLang's separate prefill batches: set "
+                            "engine.prefill to chunked with schedule separate (or auto for an SGLang profile)")
+    serving = config.serving
+    rule = None if serving.dp_scheduler is None else serving.dp_scheduler.delayer
+    if rule is None and serving.name != "none":
+        raise ScenarioError(key, f"{serving.label} has no prefill delayer (SGLang's --enable-prefill-delayer)")
+    default = DEFAULT_DELAY_PASSES if rule is None else rule.max_delay_passes
+    return dp.prefill_delay_passes or default
 
 
 class Mixed:
@@ -103,6 +135,51 @@ class Separate:
         if self.dp is None:
             return fifo_chunks(ints[PREFILL_LEFT], None, self.chunk)
         return fifo_chunks(ints[PREFILL_LEFT], ints[RANK], np.full(self.dp.ranks, self.chunk))
+
+
+class Delayed(Separate):
+    """Separate under SGLang's prefill delayer (module docstring): new prompts wait while the ranks are mixed."""
+
+    def __init__(self, config: EngineConfig, passes: int) -> None:
+        super().__init__(config)
+        assert self.dp is not None
+        self.ranks, self.passes = self.dp.ranks, passes
+        self.delayed = 0                                 # steps in a row the delayer has held new prompts back
+        self.delayed_steps = 0                           # over the run
+        self.started = np.zeros(1024, dtype=bool)        # per request id: its prompt's computation has begun
+        self.computing = np.zeros(0, dtype=bool)         # per batch row, this step: may take a prompt chunk
+
+    def decoding(self, batch: Batch) -> tuple[np.ndarray, int]:
+        ints = batch.ints
+        pending, ranks = ints[PREFILL_LEFT] > 0, ints[RANK]
+        under_way = pending & self.began(ints[RID])
+        ready = np.bincount(ranks[pending & ~under_way], minlength=self.ranks) > 0
+        decode = ~pending
+        if ready.any() and not ready.all() and self.delayed < self.passes - 1 and (decode.any() or under_way.any()):
+            self.delayed += 1
+            self.delayed_steps += 1
+            self.computing = under_way
+        else:
+            self.delayed = 0
+            self.computing = pending
+        held = decode & (np.bincount(ranks[self.computing], minlength=self.ranks) > 0)[ranks]
+        return decode & ~held, int(np.count_nonzero(held))
+
+    def chunks(self, batch: Batch, rows: Rows, per_request: int) -> np.ndarray:
+        ints = batch.ints
+        left = np.where(self.computing, ints[PREFILL_LEFT], 0)
+        take = fifo_chunks(left, ints[RANK], np.full(self.ranks, self.chunk))
+        self.mark(ints[RID][take > 0])
+        return take
+
+    def began(self, rids: np.ndarray) -> np.ndarray:
+        if rids.size and int(rids.max()) >= self.started.size:
+            self.started = np.concatenate([self.started, np.zeros(int(rids.max()) + 1, dtype=bool)])
+        return self.started[rids]
+
+    def mark(self, rids: np.ndarray) -> None:
+        self.began(rids)
+        self.started[rids] = True
 
 
 def fifo_chunks(left: np.ndarray, ranks: np.ndarray | None, room: np.ndarray | int) -> np.ndarray:

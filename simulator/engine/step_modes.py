@@ -24,7 +24,8 @@ What a mode adds (specplan.engines.eager, each figure public, none fitted):
 
     graph      nothing: the profile's time (at the padded size)
     piecewise  the forward lasts at least the host's launches of attention's kernels and the graph pieces
-    eager      at least every kernel's launch: kernels per layer x layers x the host's cost per launch,
+    eager      at least every kernel's launch: kernels per layer x layers x the host's cost per kernel (DeepSeek-V4:
+               its eager dispatch, sglang PR #24047, as its steps sync with the host; else the launcher's),
                plus one host sync per layer in DeepEP's normal mode
     normal     a decode step's MoE block (dispatch + experts + combine) x 348 / 264 where DeepEP runs
                normal mode (the profile's parts table splits the block out; DeepGEMM PR #383)
@@ -229,7 +230,7 @@ class EngineModes:
             return ModeCharge(floor_ms=floor, moe_scale=moe)
         syncs = self.all_to_all.normal_syncs_per_layer * self.layers if mode.all_to_all == "normal" else 0
         return ModeCharge(floor_ms=launch_bound_ms(cost, self.family, self.layers),
-                          extra_ms=syncs * cost.per_launch_us / 1000.0, moe_scale=moe)
+                          extra_ms=syncs * cost.count(self.family).op_us(cost) / 1000.0, moe_scale=moe)
 
 
 def extends(load: StepLoad) -> bool:

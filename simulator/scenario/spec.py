@@ -191,6 +191,14 @@ class DpAttention:
                     "default), fewest_requests (SGLang total_requests), least_loaded (vLLM: 4 x waiting + "
                     "running), most_free_kv (at admission); auto: round_robin for SGLang profiles, least_loaded "
                     "for vLLM's, most_free_kv otherwise")
+    prefill_delayer: bool = num(False, doc="SGLang's prefill delayer (--enable-prefill-delayer, or "
+                                "SGLANG_SCHEDULER_DECREASE_PREFILL_IDLE=1; off by default): while some ranks have a "
+                                "new prompt to prefill and others none, no rank starts one, for up to "
+                                "prefill_delay_passes steps in a row (specplan.engines.dp_scheduler); needs the "
+                                "separate prefill schedule")
+    prefill_delay_passes: int | None = num(None, ge=1, le=100_000, doc="the most steps in a row the prefill delayer "
+                                           "holds new prompts back (--prefill-delayer-max-delay-passes; default: "
+                                           "the engine's, 30 in SGLang)", unit="steps")
 
 
 @dataclass(frozen=True)
