@@ -83,7 +83,8 @@ def size_capacity(source: Source, target: Target, options: RunOptions | None = N
     found: dict[int, ReplicaSizing] = {}
     run_sizings(calls, options, cores, "plan", "variant plan", found.__setitem__)
     sizings = [found[i] for i in range(len(calls))]
-    plan = CapacityPlan(target, sizings, options, seeds_replay_of(source, options))
+    notes = distinct_notes(validated(raw, folder, name, where) for _label, raw, where in variants)
+    plan = CapacityPlan(target, sizings, options, seeds_replay_of(source, options), notes=notes)
     winner = fewest_gpus(sizings)
     if winner is not None:
         _, raw, where = variants[winner]
@@ -98,9 +99,6 @@ def fewest_gpus(sizings: list[ReplicaSizing]) -> int | None:
     met = [(sizing.chosen.gpus, -sizing.chosen.throughput_per_gpu, i) for i, sizing in enumerate(sizings)
            if sizing.chosen is not None]
     return min(met)[2] if met else None
-    notes = distinct_notes(validated(raw, folder, name, where) for _label, raw, where in variants)
-    return CapacityPlan(target, [found[i] for i in range(len(calls))], options, seeds_replay_of(source, options),
-                        notes=notes)
 
 
 def distinct_notes(scenarios: Iterable[Scenario]) -> tuple[str, ...]:
