@@ -178,12 +178,13 @@ class DecodeCore:
         truncated = 0
         if cuts:
             rows, lengths, accepted, verified, truncated = rules.budget.cut(batch, rows, lengths, accepted, charged)
-        verify_tokens = rows.count + verified + prefill_tokens
-        return StepPlan(rows=rows, decode_requests=rows.count, lengths=lengths, accepted=accepted,
-                        prefill_take=take, prefill_tokens=prefill_tokens, drafting_requests=drafting,
-                        verify_tokens=verify_tokens, context_tokens=step.context,
-                        deferred_requests=r - rows.count, quote=quote, decision=decision,
-                        truncated_drafts=truncated, held_requests=held, load=load, mode=quote.mode_at(verify_tokens))
+        count = rows.count
+        verify_tokens = count + verified + prefill_tokens
+        # StepPlan's fields in order (made every step: positional is faster): rows, decode_requests, lengths,
+        # accepted, prefill_take, prefill_tokens, drafting_requests, verify_tokens, context_tokens,
+        # deferred_requests, quote, decision, truncated_drafts, held_requests, load, mode
+        return StepPlan(rows, count, lengths, accepted, take, prefill_tokens, drafting, verify_tokens, step.context,
+                        r - count, quote, decision, truncated, held, load, quote.mode_at(verify_tokens))
 
     # ---- commit -----------------------------------------------------------------------------
     def commit(self, plan: StepPlan, timing: StepTiming, now: float) -> tuple[np.ndarray, np.ndarray]:

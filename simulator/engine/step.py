@@ -138,6 +138,8 @@ class Driver(Protocol):
 def serve(core: Core, env: simpy.Environment, clock: StepClock,
           driver: Driver) -> Generator[simpy.Event, Any, None]:
     """The engine loop (see the module docstring), until the driver's `idle` says stop."""
+    schedule, commit, time, timeout = core.schedule, core.commit, clock.time, env.timeout  # bound once, used per step
+    planned, stepped = driver.planned, driver.stepped
     while True:
         if core.waiting:
             admitted = core.admit(env.now)
@@ -149,9 +151,10 @@ def serve(core: Core, env: simpy.Environment, clock: StepClock,
                 return
             yield wake
             continue
-        plan = core.schedule(env.now)
-        driver.planned(plan)
-        timing, wait_s = clock.time(plan, env.now)
-        yield env.timeout(wait_s)
-        finished, evicted = core.commit(plan, timing, env.now)
-        driver.stepped(finished, evicted)
+        now = env.now
+        plan = schedule(now)
+        planned(plan)
+        timing, wait_s = time(plan, now)
+        yield timeout(wait_s)
+        finished, evicted = commit(plan, timing, env.now)
+        stepped(finished, evicted)
