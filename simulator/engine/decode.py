@@ -71,6 +71,7 @@ from specplan.simulator.engine.state import BatchState
 from specplan.simulator.engine.step import StepPlan, StepTiming
 
 NONE = np.zeros(0, dtype=np.int64)
+NEW = tuple.__new__  # a NamedTuple made from a tuple of all its fields (its own __new__ is a Python call)
 
 
 @dataclass(frozen=True)
@@ -168,11 +169,11 @@ class DecodeCore:
         prefill_tokens = 0 if take is None else int(take.sum())
         load = rules.loads.of(batch, rows, take)
         charged = rules.phases.charged(prefill_tokens)  # the prefill tokens the decoding budget carries
-        # StepInputs' fields in order (made every step: positional is faster): reserved, room, context, load, now,
-        # step_index
-        step = StepInputs(prefill_tokens, self.config.max_step_tokens + prefill_tokens - charged,
-                          rules.context.tokens(batch, rows, take, rules.speculator.longest(planned)), load, now,
-                          self.step_index)
+        # StepInputs' fields in order, made as a tuple (every step: no Python-level __new__): reserved, room,
+        # context, load, now, step_index
+        step = NEW(StepInputs, (prefill_tokens, self.config.max_step_tokens + prefill_tokens - charged,
+                                rules.context.tokens(batch, rows, take, rules.speculator.longest(planned)), load,
+                                now, self.step_index))
         lengths, accepted, verified, drafting, quote, decision = rules.speculator.speculate(batch, rows, planned,
                                                                                            step)
         truncated = 0
@@ -180,11 +181,12 @@ class DecodeCore:
             rows, lengths, accepted, verified, truncated = rules.budget.cut(batch, rows, lengths, accepted, charged)
         count = rows.count
         verify_tokens = count + verified + prefill_tokens
-        # StepPlan's fields in order (made every step: positional is faster): rows, decode_requests, lengths,
-        # accepted, prefill_take, prefill_tokens, drafting_requests, verify_tokens, context_tokens,
+        # StepPlan's fields in order, made as a tuple (every step: no Python-level __new__): rows, decode_requests,
+        # lengths, accepted, prefill_take, prefill_tokens, drafting_requests, verify_tokens, context_tokens,
         # deferred_requests, quote, decision, truncated_drafts, held_requests, load, mode
-        return StepPlan(rows, count, lengths, accepted, take, prefill_tokens, drafting, verify_tokens, step.context,
-                        r - count, quote, decision, truncated, held, load, quote.mode_at(verify_tokens))
+        return NEW(StepPlan, (rows, count, lengths, accepted, take, prefill_tokens, drafting, verify_tokens,
+                              step.context, r - count, quote, decision, truncated, held, load,
+                              quote.mode_at(verify_tokens)))
 
     # ---- commit -----------------------------------------------------------------------------
     def commit(self, plan: StepPlan, timing: StepTiming, now: float) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from specplan.engines import REASONS
-from specplan.engines.modes import ALL_TO_ALL_MODES, MODES, StepMode
+from specplan.engines.modes import ALL_TO_ALL_MODES, MODES
 from specplan.simulator.engine.step import StepPlan, StepTiming
 
 
@@ -70,26 +70,22 @@ class SpeculationCounters:
         self.drafts = 0
         self.draft_tokens = 0
         self.histogram = np.zeros(block_size + 1, dtype=np.int64)  # request-steps by accepted drafts
-        self.pending = np.zeros(self.BUFFERED, dtype=np.int64)
+        self.pending: list[np.ndarray] = []  # the steps' accepted arrays, as the steps made them (never changed)
         self.filled = 0
 
     def add(self, accepted: np.ndarray, verifying: int, verified_tokens: int) -> None:
         """One step: accepted drafts per decoding row, rows that verified ≥ 1 draft, Σ ℓ."""
         self.drafts += verifying
         self.draft_tokens += verified_tokens
-        start, n = self.filled, accepted.size
-        if start + n > self.pending.size:
+        self.pending.append(accepted)
+        self.filled += accepted.size
+        if self.filled >= self.BUFFERED:
             self.flush()
-            start = 0
-            if n > self.pending.size:
-                self.histogram += np.bincount(accepted, minlength=self.histogram.size)
-                return
-        self.pending[start:start + n] = accepted
-        self.filled = start + n
 
     def flush(self) -> None:
-        if self.filled:
-            self.histogram += np.bincount(self.pending[:self.filled], minlength=self.histogram.size)
+        if self.pending:
+            self.histogram += np.bincount(np.concatenate(self.pending), minlength=self.histogram.size)
+            self.pending.clear()
             self.filled = 0
 
     def merge(self, other: SpeculationCounters) -> SpeculationCounters:
@@ -217,18 +213,14 @@ class StepLog:
         """Move the steps in `rows` into a block: `StepRecord`'s fields, in its order (text fields as codes)."""
         if not self.rows:
             return
-        codes: dict[int, tuple[int, int, int]] = {}  # per StepMode (alive while its plans are held): its codes
-
-        def code(mode: StepMode) -> tuple[int, int, int]:
-            found = codes.get(id(mode))
-            if found is None:
-                found = codes[id(mode)] = (MODE_CODE[mode.mode], REASON_CODE[mode.reason], A2A_CODE[mode.all_to_all])
-            return found
-
+        rows = self.rows
+        modes = {id(row[3].mode): row[3].mode for row in rows}  # the few StepModes (alive while their plans are)
+        codes = {key: (MODE_CODE[mode.mode], REASON_CODE[mode.reason], A2A_CODE[mode.all_to_all])
+                 for key, mode in modes.items()}
         values = [(end_s, replica, batch, plan.decode_requests, plan.drafting_requests, plan.verify_tokens,
                    plan.prefill_tokens, emitted, accepted, plan.deferred_requests, plan.truncated_drafts,
-                   plan.context_tokens, *timing, *code(plan.mode))
-                  for end_s, replica, batch, plan, emitted, accepted, timing in self.rows]
+                   plan.context_tokens, *timing, *codes[id(plan.mode)])
+                  for end_s, replica, batch, plan, emitted, accepted, timing in rows]
         n, width = len(values), len(STEP_FIELDS)
         flat = np.fromiter(itertools.chain.from_iterable(values), dtype=float, count=n * width)
         self.blocks.append(flat.reshape(n, width))

@@ -23,6 +23,7 @@ A sample of the steps' drafts goes to the run's draft record
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -77,12 +78,40 @@ class Outcomes:
 
     Outcomes go into a buffer with one extra, always-rejected column, so a
     single argmin gives the block length for a fully accepted block.
+
+    The stream's draws are made `DRAWN` at a time and each step takes the
+    next r × ℓ of them (`uniform`, `logistic`): the same numbers in the same
+    order as one call per step (numpy fills an array one draw after another),
+    for one numpy call per block of steps. A core draws one kind only.
     """
+
+    DRAWN = 1 << 14
 
     def __init__(self, seed: int, index: int, max_batch_requests: int) -> None:
         self.rng = stream(seed, "outcomes", index)
         self.max_batch_requests = max_batch_requests
         self.buffers: dict[int, np.ndarray] = {}
+        self.drawn = np.zeros(0)
+        self.used = 0
+
+    def uniform(self, rows: int, length: int) -> np.ndarray:
+        """The stream's next rows × length uniform draws (`Generator.random`)."""
+        return self.next(rows, length, self.rng.random)
+
+    def logistic(self, rows: int, length: int) -> np.ndarray:
+        """The stream's next rows × length standard logistic draws (`Generator.logistic`)."""
+        return self.next(rows, length, self.logistic_block)
+
+    def logistic_block(self, n: int) -> np.ndarray:
+        return self.rng.logistic(size=n)
+
+    def next(self, rows: int, length: int, draw: Callable[[int], np.ndarray]) -> np.ndarray:
+        start, stop = self.used, self.used + rows * length
+        if stop > self.drawn.size:  # the block's unused draws, then the next block
+            self.drawn = np.concatenate([self.drawn[start:], draw(max(self.DRAWN, rows * length))])
+            start, stop = 0, rows * length
+        self.used = stop
+        return self.drawn[start:stop].reshape(rows, length)
 
     def first_rejected(self, draws: np.ndarray, bounds: np.ndarray) -> np.ndarray:
         r, length = draws.shape
@@ -143,7 +172,7 @@ class FixedLengths(NoDrafts):
     def draw(self, batch: Batch, rows: Rows, planned: int) -> np.ndarray:
         """Drafts accepted out of `planned` per row: uniform draws below each request's acceptance."""
         bounds = batch.acceptance if planned == self.block_size else batch.acceptance[:, :planned]
-        return self.outcomes.first_rejected(self.outcomes.rng.random((rows.count, planned)), rows.of(bounds))
+        return self.outcomes.first_rejected(self.outcomes.uniform(rows.count, planned), rows.of(bounds))
 
 
 class DraftReader(FixedLengths):
@@ -173,7 +202,7 @@ class DraftReader(FixedLengths):
     def draw_logits(self, batch: Batch, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
         """A step's drafts: acceptance logits x (R, γ) and the accepted prefixes (logistic draws below x)."""
         x = self.acceptance.step_logits(rows.of(batch.acceptance), self.rng_p)
-        return x, self.outcomes.first_rejected(self.outcomes.rng.logistic(size=x.shape), x)
+        return x, self.outcomes.first_rejected(self.outcomes.logistic(*x.shape), x)
 
     def decide(self, batch: Batch, rows: Rows, x: np.ndarray, prefix: np.ndarray, step: StepInputs) -> Speculation:
         """Confidences, the drafting mask, the view, the policy's Decision; ℓ and what it accepts."""

@@ -99,11 +99,12 @@ class PricedClock:
     def time(self, plan: StepPlan, now: float) -> tuple[StepTiming, float]:
         quote = plan.quote
         verify_ms = quote.verify_ms(plan.verify_tokens)
-        return (StepTiming(quote.draft_ms, verify_ms, quote.host_ms + quote.scheduling_ms),
+        return (NEW(StepTiming, (quote.draft_ms, verify_ms, quote.host_ms + quote.scheduling_ms)),
                 (quote.fixed_ms + verify_ms) / 1000.0)
 
 
 PRICED = PricedClock()
+NEW = tuple.__new__  # a NamedTuple made from a tuple of all its fields (its own __new__ is a Python call)
 
 class Core(Protocol):
     """What the loop asks of a decode core (specplan.simulator.engine.decode.DecodeCore)."""
