@@ -68,10 +68,9 @@ from specplan.simulator.engine.prompts import Prompts
 from specplan.simulator.engine.recorders import Emission, Recorders
 from specplan.simulator.engine.speculator import Speculator, StepInputs
 from specplan.simulator.engine.state import BatchState
-from specplan.simulator.engine.step import StepPlan, StepTiming
+from specplan.simulator.engine.step import NEW, StepPlan, StepTiming
 
 NONE = np.zeros(0, dtype=np.int64)
-NEW = tuple.__new__  # a NamedTuple made from a tuple of all its fields (its own __new__ is a Python call)
 
 
 @dataclass(frozen=True)
@@ -106,8 +105,10 @@ class DecodeCore:
         return self.state.batch.n
 
     def decoding_ids(self, plan: StepPlan) -> np.ndarray:
-        """The ids of the requests a planned step decodes (a copy: kept past the step)."""
-        return self.state.batch.rids[plan.rows.index].copy()
+        """The ids of the requests a planned step decodes (kept past the step: the batch's ids are a fresh array
+        at each change of rows, never written, so every row's are the array itself)."""
+        rows = plan.rows
+        return rows.of(self.state.batch.rids)
 
     # ---- intake -----------------------------------------------------------------------------
     def enqueue(self, rid: int, front: bool = False) -> None:

@@ -73,45 +73,70 @@ class Speculator(Protocol):
     def speculate(self, batch: Batch, rows: Rows, planned: int | None, step: StepInputs) -> Speculation: ...
 
 
+class Drawn:
+    """A stream's draws made `BLOCK` at a time, handed out r × ℓ per step in the stream's order: the same
+    numbers as one call per step (numpy fills an array one draw after another, each as a lone call makes it),
+    for one numpy call per block of steps. `draw(n)` makes n draws; the stream serves nothing else."""
+
+    BLOCK = 1 << 14
+
+    def __init__(self, draw: Callable[[int], np.ndarray]) -> None:
+        self.draw = draw
+        self.drawn = np.zeros(0)
+        self.used = 0
+
+    def take(self, rows: int, length: int) -> np.ndarray:
+        """The next rows × length draws."""
+        start, stop = self.used, self.used + rows * length
+        if stop > self.drawn.size:  # the block's unused draws, then the next block
+            self.drawn = np.concatenate([self.drawn[start:], self.draw(max(self.BLOCK, rows * length))])
+            start, stop = 0, rows * length
+        self.used = stop
+        return self.drawn[start:stop].reshape(rows, length)
+
+
+class BlockNormal:
+    """`Generator.normal` for a caller that always asks the same (loc, scale) (a drafter's token noise), served
+    from blocks (`Drawn`)."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.drawn: Drawn | None = None
+        self.shape = (0.0, 0.0)
+
+    def normal(self, loc: float, scale: float, size: tuple[int, int]) -> np.ndarray:
+        if self.drawn is None:
+            self.shape = (loc, scale)
+            self.drawn = Drawn(lambda n: self.rng.normal(loc, scale, n))
+        elif (loc, scale) != self.shape:
+            raise ValueError(f"a blocked normal stream drawn at {self.shape} was asked for ({loc}, {scale})")
+        return self.drawn.take(*size)
+
+
 class Outcomes:
     """Accepted drafts per row: the first position whose draw is not below its bound (`outcomes` stream).
 
     Outcomes go into a buffer with one extra, always-rejected column, so a
-    single argmin gives the block length for a fully accepted block.
-
-    The stream's draws are made `DRAWN` at a time and each step takes the
-    next r × ℓ of them (`uniform`, `logistic`): the same numbers in the same
-    order as one call per step (numpy fills an array one draw after another),
-    for one numpy call per block of steps. A core draws one kind only.
+    single argmin gives the block length for a fully accepted block. The
+    stream's draws come a block at a time (`Drawn`): uniform for a
+    fixed-length policy, logistic for one that reads the drafts (a core
+    draws one kind only).
     """
 
-    DRAWN = 1 << 14
-
     def __init__(self, seed: int, index: int, max_batch_requests: int) -> None:
-        self.rng = stream(seed, "outcomes", index)
+        self.rng = rng = stream(seed, "outcomes", index)
         self.max_batch_requests = max_batch_requests
         self.buffers: dict[int, np.ndarray] = {}
-        self.drawn = np.zeros(0)
-        self.used = 0
+        self.uniforms = Drawn(rng.random)
+        self.logistics = Drawn(lambda n: rng.logistic(size=n))
 
     def uniform(self, rows: int, length: int) -> np.ndarray:
         """The stream's next rows × length uniform draws (`Generator.random`)."""
-        return self.next(rows, length, self.rng.random)
+        return self.uniforms.take(rows, length)
 
     def logistic(self, rows: int, length: int) -> np.ndarray:
         """The stream's next rows × length standard logistic draws (`Generator.logistic`)."""
-        return self.next(rows, length, self.logistic_block)
-
-    def logistic_block(self, n: int) -> np.ndarray:
-        return self.rng.logistic(size=n)
-
-    def next(self, rows: int, length: int, draw: Callable[[int], np.ndarray]) -> np.ndarray:
-        start, stop = self.used, self.used + rows * length
-        if stop > self.drawn.size:  # the block's unused draws, then the next block
-            self.drawn = np.concatenate([self.drawn[start:], draw(max(self.DRAWN, rows * length))])
-            start, stop = 0, rows * length
-        self.used = stop
-        return self.drawn[start:stop].reshape(rows, length)
+        return self.logistics.take(rows, length)
 
     def first_rejected(self, draws: np.ndarray, bounds: np.ndarray) -> np.ndarray:
         r, length = draws.shape
@@ -184,7 +209,7 @@ class DraftReader(FixedLengths):
         assert drafter.acceptance is not None  # a speculating drafter has an acceptance model
         self.acceptance, self.confidence, self.budget = drafter.acceptance, drafter.confidence, budget
         self.row_acceptance = drafter.row_logits
-        self.rng_p = stream(seed, "acceptance", index)
+        self.rng_p = BlockNormal(stream(seed, "acceptance", index))  # the token noise, a block at a time
         self.rng_c = stream(seed, "confidence", index)
         self.max_batch_requests = max_batch_requests
         self.drafted_all = np.ones(max_batch_requests, dtype=bool)

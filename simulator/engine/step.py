@@ -37,9 +37,11 @@ from specplan.simulator.engine.price.quote import StepQuote
 from specplan.simulator.engine.price.rank_load import StepLoad
 from specplan.simulator.engine.step_modes import UNMODELLED
 
+NEW = tuple.__new__  # a NamedTuple made from a tuple of all its fields (its own __new__ is a Python call)
+
 
 class StepPlan(NamedTuple):
-    """What one step will do: decided before its time passes, applied by `commit` (built by keyword)."""
+    """What one step will do: decided before its time passes, applied by `commit` (the core makes it from a tuple)."""
 
     rows: Any                        # decoding rows that run: ALL, or an index array
     decode_requests: int             # R: rows that decode this step
@@ -104,7 +106,6 @@ class PricedClock:
 
 
 PRICED = PricedClock()
-NEW = tuple.__new__  # a NamedTuple made from a tuple of all its fields (its own __new__ is a Python call)
 
 class Core(Protocol):
     """What the loop asks of a decode core (specplan.simulator.engine.decode.DecodeCore)."""
