@@ -21,8 +21,6 @@ outcome distribution, drawn as U < p without the noise.
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import numpy as np
 
 from specplan.simulator.core.errors import SpecplanError
@@ -36,12 +34,6 @@ from specplan.simulator.drafters.heterogeneity import (
 )
 from specplan.simulator.drafters.presets import preset_curves
 from specplan.simulator.drafters.spec import DrafterSpec
-
-
-class NormalDraws(Protocol):
-    """What the token noise is drawn from: `numpy.random.Generator.normal`'s call."""
-
-    def normal(self, loc: float, scale: float, size: tuple[int, int]) -> np.ndarray: ...
 
 
 class AcceptanceModel:
@@ -93,9 +85,8 @@ class AcceptanceModel:
             return sigmoid(x)
         return np.interp(x, SMOOTHED_GRID, self.smoothed)
 
-    def step_logits(self, rows: np.ndarray, rng: NormalDraws) -> np.ndarray:
-        """(R, γ) acceptance logits x of one step: the rows plus this step's token noise (`rng.normal`: a
-        Generator, or the engine's stream served a block at a time)."""
+    def step_logits(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """(R, γ) acceptance logits x of one step: the rows plus this step's token noise."""
         if self.token_sigma == 0:
             return rows
         return rows + rng.normal(0.0, self.token_sigma, rows.shape)

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from specplan.hwprofiles.profile import StepProfile
-from specplan.simulator.drafters.acceptance import AcceptanceModel, NormalDraws, acceptance_model
+from specplan.simulator.drafters.acceptance import AcceptanceModel, acceptance_model
 from specplan.simulator.drafters.confidence import PerfectConfidence
 from specplan.simulator.drafters.heads import model_head
 from specplan.simulator.drafters.latency import FixedDraftLatency
@@ -66,7 +66,7 @@ class Drafter:
             return np.zeros((len(domain_idx), 0))
         return self.acceptance.row_probabilities(domain_idx, request_offset)
 
-    def step_logits(self, rows: np.ndarray, rng: NormalDraws) -> np.ndarray:
+    def step_logits(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         assert self.acceptance is not None
         return self.acceptance.step_logits(rows, rng)
 

@@ -188,43 +188,37 @@ class StepLog:
 
     A step's row is written here and only here, its counts read by name from
     the step's plan and timing (tests/test_engine.py checks every field lands
-    under its name); no record object is built per step: a step appends the
-    plan and timing it already has, and every `SEAL_ROWS` steps their fields
-    are read out in one pass into one float64 block (every field is a number;
-    integers up to 2^53 are exact), so a long run holds a few arrays instead
-    of millions of rows for the garbage collector to walk.
+    under its name); no record object is built per step. Every `SEAL_ROWS`
+    rows become one float64 block (every field is a number; integers up to
+    2^53 are exact), so a long run holds a few arrays instead of millions of
+    rows for the garbage collector to walk.
     """
 
     SEAL_ROWS = 4096
 
     def __init__(self) -> None:
-        self.rows: list[tuple[float, int, int, StepPlan, int, int, StepTiming]] = []
+        self.rows: list[tuple[float, ...]] = []
         self.blocks: list[np.ndarray] = []
 
     def add(self, end_s: float, replica: int, batch_requests: int, plan: StepPlan, emitted_tokens: int,
             accepted_tokens: int, timing: StepTiming) -> None:
-        """The step that ended at `end_s` (its fields are read when the rows are sealed: `seal`)."""
-        rows = self.rows
-        rows.append((end_s, replica, batch_requests, plan, emitted_tokens, accepted_tokens, timing))
-        if len(rows) >= self.SEAL_ROWS:
+        """The step that ended at `end_s`: `StepRecord`'s fields, in its order (text fields as codes)."""
+        mode = plan.mode
+        self.rows.append((end_s, replica, batch_requests, plan.decode_requests, plan.drafting_requests,
+                          plan.verify_tokens, plan.prefill_tokens, emitted_tokens, accepted_tokens,
+                          plan.deferred_requests, plan.truncated_drafts, plan.context_tokens,
+                          timing.draft_ms, timing.verify_ms, timing.overhead_ms,
+                          MODE_CODE[mode.mode], REASON_CODE[mode.reason], A2A_CODE[mode.all_to_all]))
+        if len(self.rows) >= self.SEAL_ROWS:
             self.seal()
 
     def seal(self) -> None:
-        """Move the steps in `rows` into a block: `StepRecord`'s fields, in its order (text fields as codes)."""
-        if not self.rows:
-            return
-        rows = self.rows
-        modes = {id(row[3].mode): row[3].mode for row in rows}  # the few StepModes (alive while their plans are)
-        codes = {key: (MODE_CODE[mode.mode], REASON_CODE[mode.reason], A2A_CODE[mode.all_to_all])
-                 for key, mode in modes.items()}
-        values = [(end_s, replica, batch, plan.decode_requests, plan.drafting_requests, plan.verify_tokens,
-                   plan.prefill_tokens, emitted, accepted, plan.deferred_requests, plan.truncated_drafts,
-                   plan.context_tokens, *timing, *codes[id(plan.mode)])
-                  for end_s, replica, batch, plan, emitted, accepted, timing in rows]
-        n, width = len(values), len(STEP_FIELDS)
-        flat = np.fromiter(itertools.chain.from_iterable(values), dtype=float, count=n * width)
-        self.blocks.append(flat.reshape(n, width))
-        self.rows.clear()
+        """Move the records in `rows` into a block."""
+        if self.rows:
+            n, width = len(self.rows), len(STEP_FIELDS)
+            values = np.fromiter(itertools.chain.from_iterable(self.rows), dtype=float, count=n * width)
+            self.blocks.append(values.reshape(n, width))
+            self.rows.clear()
 
     def frame(self) -> pd.DataFrame:
         self.seal()

@@ -95,48 +95,21 @@ class Drawn:
         return self.drawn[start:stop].reshape(rows, length)
 
 
-class BlockNormal:
-    """`Generator.normal` for a caller that always asks the same (loc, scale) (a drafter's token noise), served
-    from blocks (`Drawn`)."""
-
-    def __init__(self, rng: np.random.Generator) -> None:
-        self.rng = rng
-        self.drawn: Drawn | None = None
-        self.shape = (0.0, 0.0)
-
-    def normal(self, loc: float, scale: float, size: tuple[int, int]) -> np.ndarray:
-        if self.drawn is None:
-            self.shape = (loc, scale)
-            self.drawn = Drawn(lambda n: self.rng.normal(loc, scale, n))
-        elif (loc, scale) != self.shape:
-            raise ValueError(f"a blocked normal stream drawn at {self.shape} was asked for ({loc}, {scale})")
-        return self.drawn.take(*size)
-
-
 class Outcomes:
     """Accepted drafts per row: the first position whose draw is not below its bound (`outcomes` stream).
 
     Outcomes go into a buffer with one extra, always-rejected column, so a
-    single argmin gives the block length for a fully accepted block. The
-    stream's draws come a block at a time (`Drawn`): uniform for a
-    fixed-length policy, logistic for one that reads the drafts (a core
-    draws one kind only).
+    single argmin gives the block length for a fully accepted block. A
+    fixed-length policy's uniform draws come a block at a time (`Drawn`);
+    a policy that reads the drafts draws logistic ones per step (their
+    cost is the draws themselves: blocks would save nothing).
     """
 
     def __init__(self, seed: int, index: int, max_batch_requests: int) -> None:
-        self.rng = rng = stream(seed, "outcomes", index)
+        self.rng = stream(seed, "outcomes", index)
         self.max_batch_requests = max_batch_requests
         self.buffers: dict[int, np.ndarray] = {}
-        self.uniforms = Drawn(rng.random)
-        self.logistics = Drawn(lambda n: rng.logistic(size=n))
-
-    def uniform(self, rows: int, length: int) -> np.ndarray:
-        """The stream's next rows × length uniform draws (`Generator.random`)."""
-        return self.uniforms.take(rows, length)
-
-    def logistic(self, rows: int, length: int) -> np.ndarray:
-        """The stream's next rows × length standard logistic draws (`Generator.logistic`)."""
-        return self.logistics.take(rows, length)
+        self.uniform = Drawn(self.rng.random).take  # (rows, length) → the stream's next uniform draws
 
     def first_rejected(self, draws: np.ndarray, bounds: np.ndarray) -> np.ndarray:
         r, length = draws.shape
@@ -209,7 +182,7 @@ class DraftReader(FixedLengths):
         assert drafter.acceptance is not None  # a speculating drafter has an acceptance model
         self.acceptance, self.confidence, self.budget = drafter.acceptance, drafter.confidence, budget
         self.row_acceptance = drafter.row_logits
-        self.rng_p = BlockNormal(stream(seed, "acceptance", index))  # the token noise, a block at a time
+        self.rng_p = stream(seed, "acceptance", index)
         self.rng_c = stream(seed, "confidence", index)
         self.max_batch_requests = max_batch_requests
         self.drafted_all = np.ones(max_batch_requests, dtype=bool)
@@ -227,7 +200,7 @@ class DraftReader(FixedLengths):
     def draw_logits(self, batch: Batch, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
         """A step's drafts: acceptance logits x (R, γ) and the accepted prefixes (logistic draws below x)."""
         x = self.acceptance.step_logits(rows.of(batch.acceptance), self.rng_p)
-        return x, self.outcomes.first_rejected(self.outcomes.logistic(*x.shape), x)
+        return x, self.outcomes.first_rejected(self.outcomes.rng.logistic(size=x.shape), x)
 
     def decide(self, batch: Batch, rows: Rows, x: np.ndarray, prefix: np.ndarray, step: StepInputs) -> Speculation:
         """Confidences, the drafting mask, the view, the policy's Decision; ℓ and what it accepts."""
