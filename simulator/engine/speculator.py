@@ -108,16 +108,17 @@ class Outcomes:
     def __init__(self, seed: int, index: int, max_batch_requests: int) -> None:
         self.rng = stream(seed, "outcomes", index)
         self.max_batch_requests = max_batch_requests
-        self.buffers: dict[int, np.ndarray] = {}
+        self.buffers: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
         self.uniform = Drawn(self.rng.random).take  # (rows, length) → the stream's next uniform draws
 
     def first_rejected(self, draws: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-        r, length = draws.shape
-        buffer = self.buffers.get(length)
-        if buffer is None or buffer.shape[0] < r:
-            buffer = self.buffers[length] = np.zeros((max(r, self.max_batch_requests), length + 1), bool)
-        ok = buffer[:r]
-        ok[:, :length] = draws < bounds  # a contiguous comparison, then one strided copy: faster than `out=`
+        views = self.buffers.get(draws.shape)
+        if views is None:  # a buffer per (rows, length), its views made once: a step only writes and reads them
+            r, length = draws.shape
+            buffer = np.zeros((r, length + 1), bool)
+            views = self.buffers[draws.shape] = (buffer, buffer[:, :length])
+        ok, drawn = views
+        drawn[...] = draws < bounds  # a contiguous comparison, then one strided copy: faster than `out=`
         return ok.argmin(axis=1)
 
 
