@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from specplan.policies.base import StepView, ThetaChoice, water_fill
+from specplan.policies.base import NEW, StepView, ThetaChoice, water_fill
 
 
 class Ranked(NamedTuple):
@@ -77,12 +77,12 @@ def rank_candidates(view: StepView, survivals: np.ndarray | None = None) -> Rank
     descending = ordered[::-1]
     tau = np.add.accumulate(descending[:limit + 1])  # τ_n = R + Σ_{m≤n} a_(m), n = 0..limit
     base = view.base_tokens
-    return Ranked(a, descending[1:limit + 1], tau, tau * view.price.steps_per_s_range(base, base + limit + 1))
+    return NEW(Ranked, (a, descending[1:limit + 1], tau, tau * view.price.steps_per_s_range(base, base + limit + 1)))
 
 
 def theta_choice(view: StepView, ranked: Ranked, n: int) -> ThetaChoice:
     """Θ_n with its B and expected tokens: what the policy optimised, for its Decision."""
-    return ThetaChoice(view.base_tokens + n, float(ranked.tau[n]), float(ranked.theta[n]))
+    return NEW(ThetaChoice, (view.base_tokens + n, float(ranked.tau[n]), float(ranked.theta[n])))
 
 
 def early_stop(theta: np.ndarray) -> int:

@@ -158,6 +158,9 @@ class StepOutcome:
     now_s: float
 
 
+NEW = tuple.__new__  # a NamedTuple made from a tuple of all its fields, for one made every step (no Python call)
+
+
 class ThetaChoice(NamedTuple):
     """What a throughput-maximising policy chose for a step: B, expected tokens, Θ = tokens · SPS(B)."""
 

@@ -65,6 +65,7 @@ from specplan.policies.admission import (
     top_lengths,
 )
 from specplan.policies.base import (
+    NEW,
     Decision,
     LengthSetting,
     Policy,
@@ -180,7 +181,7 @@ class DSparkAsync(DSparkPolicy):
             capacity = min(narrowed, view.verify_capacity, capacity)
         current = survival(view.confidences)
         self.remember(view, current if widths is None else extend_survival(current, widths), drafted, all_drafted)
-        return Decision(top_k_lengths(current, capacity), plan, width)
+        return NEW(Decision, (top_k_lengths(current, capacity), plan, width))
 
     def draft_widths(self, view: StepView, capacity: int) -> np.ndarray | None:
         """Drafts per request the step's plan can verify (None: the whole block each).

@@ -68,7 +68,7 @@ from specplan.simulator.engine.prompts import Prompts
 from specplan.simulator.engine.recorders import Emission, Recorders
 from specplan.simulator.engine.speculator import Speculator, StepInputs
 from specplan.simulator.engine.state import BatchState
-from specplan.simulator.engine.step import StepPlan, StepTiming
+from specplan.simulator.engine.step import NEW, StepPlan, StepTiming
 
 NONE = np.zeros(0, dtype=np.int64)
 
@@ -105,8 +105,10 @@ class DecodeCore:
         return self.state.batch.n
 
     def decoding_ids(self, plan: StepPlan) -> np.ndarray:
-        """The ids of the requests a planned step decodes (a copy: kept past the step)."""
-        return self.state.batch.rids[plan.rows.index].copy()
+        """The ids of the requests a planned step decodes (kept past the step: the batch's ids are a fresh array
+        at each change of rows, never written, so every row's are the array itself)."""
+        rows = plan.rows
+        return rows.of(self.state.batch.rids)
 
     # ---- intake -----------------------------------------------------------------------------
     def enqueue(self, rid: int, front: bool = False) -> None:
@@ -168,22 +170,24 @@ class DecodeCore:
         prefill_tokens = 0 if take is None else int(take.sum())
         load = rules.loads.of(batch, rows, take)
         charged = rules.phases.charged(prefill_tokens)  # the prefill tokens the decoding budget carries
-        # StepInputs' fields in order (made every step: positional is faster): reserved, room, context, load, now,
-        # step_index
-        step = StepInputs(prefill_tokens, self.config.max_step_tokens + prefill_tokens - charged,
-                          rules.context.tokens(batch, rows, take, rules.speculator.longest(planned)), load, now,
-                          self.step_index)
+        # StepInputs' fields in order, made as a tuple (every step: no Python-level __new__): reserved, room,
+        # context, load, now, step_index
+        step = NEW(StepInputs, (prefill_tokens, self.config.max_step_tokens + prefill_tokens - charged,
+                                rules.context.tokens(batch, rows, take, rules.speculator.longest(planned)), load,
+                                now, self.step_index))
         lengths, accepted, verified, drafting, quote, decision = rules.speculator.speculate(batch, rows, planned,
                                                                                            step)
         truncated = 0
         if cuts:
             rows, lengths, accepted, verified, truncated = rules.budget.cut(batch, rows, lengths, accepted, charged)
-        verify_tokens = rows.count + verified + prefill_tokens
-        return StepPlan(rows=rows, decode_requests=rows.count, lengths=lengths, accepted=accepted,
-                        prefill_take=take, prefill_tokens=prefill_tokens, drafting_requests=drafting,
-                        verify_tokens=verify_tokens, context_tokens=step.context,
-                        deferred_requests=r - rows.count, quote=quote, decision=decision,
-                        truncated_drafts=truncated, held_requests=held, load=load, mode=quote.mode_at(verify_tokens))
+        count = rows.count
+        verify_tokens = count + verified + prefill_tokens
+        # StepPlan's fields in order, made as a tuple (every step: no Python-level __new__): rows, decode_requests,
+        # lengths, accepted, prefill_take, prefill_tokens, drafting_requests, verify_tokens, context_tokens,
+        # deferred_requests, quote, decision, truncated_drafts, held_requests, load, mode
+        return NEW(StepPlan, (rows, count, lengths, accepted, take, prefill_tokens, drafting, verify_tokens,
+                              step.context, r - count, quote, decision, truncated, held, load,
+                              quote.mode_at(verify_tokens)))
 
     # ---- commit -----------------------------------------------------------------------------
     def commit(self, plan: StepPlan, timing: StepTiming, now: float) -> tuple[np.ndarray, np.ndarray]:

@@ -70,26 +70,22 @@ class SpeculationCounters:
         self.drafts = 0
         self.draft_tokens = 0
         self.histogram = np.zeros(block_size + 1, dtype=np.int64)  # request-steps by accepted drafts
-        self.pending = np.zeros(self.BUFFERED, dtype=np.int64)
+        self.pending: list[np.ndarray] = []  # the steps' accepted arrays, as the steps made them (never changed)
         self.filled = 0
 
     def add(self, accepted: np.ndarray, verifying: int, verified_tokens: int) -> None:
         """One step: accepted drafts per decoding row, rows that verified ≥ 1 draft, Σ ℓ."""
         self.drafts += verifying
         self.draft_tokens += verified_tokens
-        start, n = self.filled, accepted.size
-        if start + n > self.pending.size:
+        self.pending.append(accepted)
+        self.filled += accepted.size
+        if self.filled >= self.BUFFERED:
             self.flush()
-            start = 0
-            if n > self.pending.size:
-                self.histogram += np.bincount(accepted, minlength=self.histogram.size)
-                return
-        self.pending[start:start + n] = accepted
-        self.filled = start + n
 
     def flush(self) -> None:
-        if self.filled:
-            self.histogram += np.bincount(self.pending[:self.filled], minlength=self.histogram.size)
+        if self.pending:
+            self.histogram += np.bincount(np.concatenate(self.pending), minlength=self.histogram.size)
+            self.pending.clear()
             self.filled = 0
 
     def merge(self, other: SpeculationCounters) -> SpeculationCounters:

@@ -31,6 +31,7 @@ from specplan.simulator.engine.batch import (
     Ledger,
     RetiredRows,
     Rows,
+    ones,
 )
 from specplan.simulator.engine.request_log import RequestLog
 
@@ -71,7 +72,7 @@ class BatchState:
         else:
             self.ledger.write(gone, log)
         kept = gone[TOTAL] if finished else gone[TOTAL] - gone[REMAINING]  # a finished row has nothing left
-        self.footprint -= int(np.add.reduce(kept)) + self.block_size * index.size
+        self.footprint -= int(kept.dot(ones(kept.size))) + self.block_size * index.size
         if self.prefilling:
             self.prefilling -= int(np.count_nonzero(gone[PREFILL_LEFT]))
         self.batch.drop(index if finished or index.size == 1 else np.sort(index))  # finished rows come ascending
@@ -79,7 +80,7 @@ class BatchState:
 
     def finished_rows(self) -> np.ndarray:
         """Rows with nothing left to emit."""
-        return (self.batch.ints[REMAINING] == 0).nonzero()[0]
+        return np.logical_not(self.batch.ints[REMAINING]).nonzero()[0]  # == 0 without a scalar operand
 
     def drain(self, log: RequestLog) -> None:
         """Write every request's counters to the log (at the end of a run, or before reading them)."""

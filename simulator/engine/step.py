@@ -37,9 +37,11 @@ from specplan.simulator.engine.price.quote import StepQuote
 from specplan.simulator.engine.price.rank_load import StepLoad
 from specplan.simulator.engine.step_modes import UNMODELLED
 
+NEW = tuple.__new__  # a NamedTuple made from a tuple of all its fields (its own __new__ is a Python call)
+
 
 class StepPlan(NamedTuple):
-    """What one step will do: decided before its time passes, applied by `commit` (built by keyword)."""
+    """What one step will do: decided before its time passes, applied by `commit` (the core makes it from a tuple)."""
 
     rows: Any                        # decoding rows that run: ALL, or an index array
     decode_requests: int             # R: rows that decode this step
@@ -99,7 +101,7 @@ class PricedClock:
     def time(self, plan: StepPlan, now: float) -> tuple[StepTiming, float]:
         quote = plan.quote
         verify_ms = quote.verify_ms(plan.verify_tokens)
-        return (StepTiming(quote.draft_ms, verify_ms, quote.host_ms + quote.scheduling_ms),
+        return (NEW(StepTiming, (quote.draft_ms, verify_ms, quote.host_ms + quote.scheduling_ms)),
                 (quote.fixed_ms + verify_ms) / 1000.0)
 
 
@@ -138,6 +140,8 @@ class Driver(Protocol):
 def serve(core: Core, env: simpy.Environment, clock: StepClock,
           driver: Driver) -> Generator[simpy.Event, Any, None]:
     """The engine loop (see the module docstring), until the driver's `idle` says stop."""
+    schedule, commit, time, timeout = core.schedule, core.commit, clock.time, env.timeout  # bound once, used per step
+    planned, stepped = driver.planned, driver.stepped
     while True:
         if core.waiting:
             admitted = core.admit(env.now)
@@ -149,9 +153,10 @@ def serve(core: Core, env: simpy.Environment, clock: StepClock,
                 return
             yield wake
             continue
-        plan = core.schedule(env.now)
-        driver.planned(plan)
-        timing, wait_s = clock.time(plan, env.now)
-        yield env.timeout(wait_s)
-        finished, evicted = core.commit(plan, timing, env.now)
-        driver.stepped(finished, evicted)
+        now = env.now
+        plan = schedule(now)
+        planned(plan)
+        timing, wait_s = time(plan, now)
+        yield timeout(wait_s)
+        finished, evicted = commit(plan, timing, env.now)
+        stepped(finished, evicted)
