@@ -23,7 +23,7 @@ from pathlib import Path
 
 from reference import bracketed
 
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 
 PROFILE = "builtin:b200-deepseek-v4-flash-tp8ep8-sglang"

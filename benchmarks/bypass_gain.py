@@ -25,7 +25,7 @@ import argparse
 import numpy as np
 from scipy import stats
 
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 
 LATENCIES = {

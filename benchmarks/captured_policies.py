@@ -33,7 +33,7 @@ from scipy import stats
 
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.errors import ProfileError
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.merge import apply_variant, strip_study_blocks
 

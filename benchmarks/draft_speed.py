@@ -26,10 +26,10 @@ from reference import bracketed
 
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.batch import Rows
-from specplan.simulator.engine.decode import DecodeCore
+from specplan.simulator.engine.core.decode import DecodeCore
+from specplan.simulator.engine.core.request_log import RequestLog
 from specplan.simulator.engine.intake import register
-from specplan.simulator.engine.records import StepLog
-from specplan.simulator.engine.request_log import RequestLog
+from specplan.simulator.engine.records.step_log import StepLog
 from specplan.simulator.engine.speculator import DraftReader, FixedLengths
 from specplan.simulator.scenario import Scenario, scenario_from_mapping
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.merge import apply_load, apply_variant, strip_study_blocks
 

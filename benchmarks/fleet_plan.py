@@ -28,7 +28,7 @@ import time
 
 from replica_split import interval, scenario
 
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario.study import Bound
 from specplan.simulator.study.options import RunOptions
 from specplan.simulator.study.plan.run import plan_capacity

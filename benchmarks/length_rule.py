@@ -124,7 +124,7 @@ def throughput_line(case: Case, n: int, figs: dict[str, Figure]) -> str | None:
 
 def model_line(case: Case, figs: dict[str, Figure], n: int) -> str:
     # the simulator: loaded only for --model (it is the slow part)
-    from specplan.simulator.engine.simulation import simulate
+    from specplan.simulator.engine.cluster.simulation import simulate
     from specplan.simulator.scenario import load_scenario
 
     rule = case.source["length_rule"]

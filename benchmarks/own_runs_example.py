@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.study.fit.fitting import Point, RunSimulator
 from specplan.simulator.study.fit.runs import MeasuredRun
 from specplan.simulator.study.fit.writers import sglang_bench_serving_line, vllm_bench_serve_json

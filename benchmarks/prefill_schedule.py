@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.study.replication.case_runner import CaseRunner, availability
 from specplan.simulator.study.replication.published import read_case

@@ -20,7 +20,7 @@ import time
 import numpy as np
 from scipy import stats
 
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.study.split import simulate_split
 

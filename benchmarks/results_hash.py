@@ -36,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from specplan.simulator.engine.simulation import SimResult, simulate
+from specplan.simulator.engine.cluster.simulation import SimResult, simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.merge import (
     apply_load,

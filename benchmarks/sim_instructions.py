@@ -38,7 +38,7 @@ import copy, sys
 from pathlib import Path
 sys.path.insert(0, str(Path.cwd() / "benchmarks"))
 from sim_speed import POLICIES, STANDARD
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 raw = copy.deepcopy(STANDARD)
 raw["horizon"] = {"duration_s": float(sys.argv[1]), "warmup_s": 0}

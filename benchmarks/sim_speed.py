@@ -32,7 +32,7 @@ import numpy as np
 import simpy
 from reference import bracketed
 
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 
 STANDARD = {

@@ -30,7 +30,7 @@ meets them), so what one rank schedules decides the step of all.
                       `DPBudget` is refreshed from the ranks' loads, read only by the load-balance
                       methods that count (total_requests, total_tokens); the default round_robin never
                       reads it, and at 1 the counts are a step old at most, as the engine model's
-                      dispatch reads them (specplan.simulator.engine.ranks)
+                      dispatch reads them (specplan.simulator.engine.cluster.ranks)
     mixed chunk       --enable-mixed-chunk puts prompt chunks into decode batches (engine.prefill.schedule:
                       mixed); SGLang turns it off under EAGLE-family and DFlash speculative decoding
                       (server_args: "Mixed chunked prefill is disabled because of using ... speculative

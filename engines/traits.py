@@ -60,7 +60,7 @@ class HostCycle:
 
 @dataclass(frozen=True)
 class BenchClient:
-    """What the engine's benchmark client measures and how it warms up (specplan.simulator.engine.bench_metrics).
+    """What the engine's benchmark client measures and how it warms up (specplan.simulator.engine.records.bench_metrics).
 
     `prefix`: the summary keys' prefix (`<prefix>.<metric>`); `itl_per_token`: each streamed
     chunk's gap divided by its tokens and repeated once per token (SGLang's `adjust_itl`), or
@@ -103,7 +103,7 @@ class Scheduler:
 
 @dataclass(frozen=True)
 class KvOffload:
-    """The engine's host-memory KV tier by default (specplan.simulator.engine.kv_tiers): its size as a multiple
+    """The engine's host-memory KV tier by default (specplan.simulator.engine.cluster.kv_tiers): its size as a multiple
     of the GPU prefix cache, where the engine states it that way."""
 
     host_ratio: float

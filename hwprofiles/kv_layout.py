@@ -1,7 +1,7 @@
 """What a cached token keeps of the KV cache, by model: the bytes a host tier stores and moves, the window it needs.
 
 Place in the data flow: the scenario layer checks `engine.prefix_cache.layout` against
-`layout_names()`; the KV tiers (specplan.simulator.engine.kv_tiers) ask
+`layout_names()`; the KV tiers (specplan.simulator.engine.cluster.kv_tiers) ask
 `kv_layout(engine.prefix_cache.layout, kv_value_bytes)` for the bytes one
 cached prompt token costs (what a host-tier load moves over the link) and
 for the sliding-window tail a reused prefix needs.

@@ -10,7 +10,7 @@
                          (specplan.reports.lanes; drawn for a lanes sweep only)
 
 The acceptance and calibration figures read what the runs recorded (the
-sweep result's `drafts`, specplan.simulator.engine.draft_record), never the
+sweep result's `drafts`, specplan.simulator.engine.records.draft_record), never the
 scenario's model, so they cannot disagree with what was simulated.
     profile_figure       the step-time curve(s) of the sweep, measured points and cliffs
 
@@ -35,7 +35,7 @@ from specplan.reports.reliability_curves import reliability_curves
 from specplan.reports.styles import DPI, colours, legend_name, line_style, log_load_axis
 from specplan.simulator.core.domains import DOMAINS
 from specplan.simulator.drafters.curves import expected_tau
-from specplan.simulator.engine.draft_record import DraftRecord
+from specplan.simulator.engine.records.draft_record import DraftRecord
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.study.sweep.run import SweepResult
 

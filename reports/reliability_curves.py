@@ -1,7 +1,7 @@
 """A run's recorded draft record → reliability curves of its confidence head, for the calibration figure.
 
 The run records the confidences its policy saw and the outcomes of those
-drafts (specplan.simulator.engine.draft_record: a sample of its steps,
+drafts (specplan.simulator.engine.records.draft_record: a sample of its steps,
 binned as specplan.simulator.drafters.head_calibration bins them: predicted
 prefix survival `a_k = Π_{i≤k} c_i` against "drafts 1..k all accepted",
 every position pooled). This module only turns those bins into curves; it
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplan.simulator.engine.draft_record import DraftRecord, ReliabilityBins
+from specplan.simulator.engine.records.draft_record import DraftRecord, ReliabilityBins
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Drive a scenario's decode core with every request queued at t = 0, steps back to back.
 
-The core (specplan.simulator.engine.decode) takes its time from whoever drives it;
-here it runs the same loop as a replica (specplan.simulator.engine.step.serve, each
+The core (specplan.simulator.engine.core.decode) takes its time from whoever drives it;
+here it runs the same loop as a replica (specplan.simulator.engine.core.step.serve, each
 step lasting its price) in a SimPy environment of its own, but with no arrivals and no
 prefill stage to wait for, so a test can step the engine's own logic fast and look at
 it before each commit (`on_plan`) and after it (`on_step`).
@@ -17,12 +17,12 @@ import simpy
 
 from specplan.simulator.core.streams import stream
 from specplan.simulator.engine.assembly import assemble
-from specplan.simulator.engine.decode import DecodeCore
-from specplan.simulator.engine.driver import EngineDriver
+from specplan.simulator.engine.core.decode import DecodeCore
+from specplan.simulator.engine.core.driver import EngineDriver
+from specplan.simulator.engine.core.request_log import RequestLog
+from specplan.simulator.engine.core.step import PRICED, StepPlan, serve
 from specplan.simulator.engine.intake import register
-from specplan.simulator.engine.records import StepLog
-from specplan.simulator.engine.request_log import RequestLog
-from specplan.simulator.engine.step import PRICED, StepPlan, serve
+from specplan.simulator.engine.records.step_log import StepLog
 from specplan.simulator.scenario import Scenario
 
 
@@ -70,7 +70,7 @@ def drive(scenario: Scenario, prompts: np.ndarray, outputs: np.ndarray, domains:
 
 class Driver(EngineDriver):
     """Requests finish in the log, preempted ones go back to the head of the queue; the loop stops when
-    the batch and the queue are empty (specplan.simulator.engine.driver.EngineDriver)."""
+    the batch and the queue are empty (specplan.simulator.engine.core.driver.EngineDriver)."""
 
     def __init__(self, env: simpy.Environment, core: DecodeCore, log: RequestLog,
                  on_plan: Callable[[DecodeCore, StepPlan], None] | None,

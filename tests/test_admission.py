@@ -18,8 +18,8 @@ import copy
 import numpy as np
 import pytest
 
-from specplan.simulator.engine.request_log import Status
-from specplan.simulator.engine.simulation import Simulation, simulate
+from specplan.simulator.engine.cluster.simulation import Simulation, simulate
+from specplan.simulator.engine.core.request_log import Status
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.study.split import simulate_sampled
 from tests.conftest import BASE, REPO, make_scenario

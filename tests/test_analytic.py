@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import load_scenario
 from tests.conftest import SHARED, make_scenario
 

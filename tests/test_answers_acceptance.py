@@ -19,7 +19,7 @@ import pytest
 from scipy import stats
 
 from specplan.simulator.drafters.vllm_metrics import exposition_text, read_scrape
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from tests.conftest import make_scenario
 
 DATA = Path(__file__).parent / "data"

@@ -16,7 +16,7 @@ import simpy
 from scipy import stats
 
 from specplan.simulator.core.streams import stream
-from specplan.simulator.engine.workload import closed_loop_user
+from specplan.simulator.engine.cluster.workload import closed_loop_user
 from specplan.traces.arrivals import (
     GammaRenewal,
     Mmpp2,

@@ -12,9 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specplan.simulator.engine.bench_metrics import bench_summary, client_metrics, client_traits
-from specplan.simulator.engine.records import ChunkLog
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
+from specplan.simulator.engine.records.bench_metrics import (
+    bench_summary,
+    client_metrics,
+    client_traits,
+)
+from specplan.simulator.engine.records.step_log import ChunkLog
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.traces.bench_client import BenchRun
 

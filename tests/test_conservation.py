@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specplan.simulator.engine.request_log import REJECT_REASONS, TTFT_PARTS
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
+from specplan.simulator.engine.core.request_log import REJECT_REASONS, TTFT_PARTS
 from tests.conftest import make_scenario
 
 

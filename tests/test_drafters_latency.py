@@ -10,7 +10,7 @@ from specplan.hwprofiles.profile import StepProfile, linear_profile
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.drafters.drafter import build_latency
 from specplan.simulator.drafters.latency_models import FamilyDraftLatency, Forward, latency_model
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from tests.conftest import make_scenario
 
 # An H200-like roofline for an 8B target: 3.35 ms weight-read floor, 16 GFLOP/token at 990 TFLOP/s.

@@ -17,9 +17,9 @@ from specplan.simulator.engine.batch import (
     Batch,
     attention_context,
 )
-from specplan.simulator.engine.records import StepLog, StepRecord
-from specplan.simulator.engine.simulation import simulate
-from specplan.simulator.engine.step import StepPlan, StepTiming
+from specplan.simulator.engine.cluster.simulation import simulate
+from specplan.simulator.engine.core.step import StepPlan, StepTiming
+from specplan.simulator.engine.records.step_log import StepLog, StepRecord
 from tests.conftest import make_scenario
 from tests.drive import drive
 

@@ -19,7 +19,7 @@ from specplan.engines.caps import PROFILED_PEAK as VLLM_RULE
 from specplan.engines.sglang_caps import WEIGHTS_AND_KV as SGLANG_RULE
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.facts import MemoryModel, memory_model
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.scenario.memory import engine_kv_pool, memory_fraction
 from specplan.simulator.scenario.spec import Engine

@@ -26,12 +26,12 @@ from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.batch import RANK
 from specplan.simulator.engine.budget import Defer, RankCaps, Truncate
 from specplan.simulator.engine.caches import OneCache, RankCaches
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.core.request_log import RequestLog
 from specplan.simulator.engine.price.pricer import StepPricer
 from specplan.simulator.engine.price.terms import SpeculationTerm
-from specplan.simulator.engine.records import StepLog
-from specplan.simulator.engine.request_log import RequestLog
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.records.step_log import StepLog
 from tests.conftest import REPO, make_scenario
 from tests.drive import drive
 from tests.price_grid import dp_parts_profile, load, step_load

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.scenario.calibration import (
     Calibration,

@@ -144,7 +144,7 @@ def test_no_v4_step_beats_the_weights_it_must_read(name: str) -> None:
 
 def test_a_v4_pro_scenario_runs_on_the_built_ins_and_the_measured_preset() -> None:
     """End to end: DP8/EP8 on B300, DSpark-5 priced by its drafter file, acceptance from InferenceX."""
-    from specplan.simulator.engine.simulation import simulate
+    from specplan.simulator.engine.cluster.simulation import simulate
     from tests.conftest import make_scenario
 
     base = "builtin:b300-deepseek-v4-pro-dp8ep8-vllm"

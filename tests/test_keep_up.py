@@ -15,7 +15,7 @@ import itertools
 import pandas as pd
 import pytest
 
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.merge import deep_merge
 from specplan.simulator.study.frontier import ci95

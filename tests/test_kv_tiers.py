@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from specplan.hwprofiles.kv_layout import kv_layout
-from specplan.simulator.engine.kv_tiers import ReplicaTiers
-from specplan.simulator.engine.router import Router
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.kv_tiers import ReplicaTiers
+from specplan.simulator.engine.cluster.router import Router
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario.deployment import HostTier, PrefixCacheSpec
 from tests.conftest import merged
 from tests.test_sessions import SESSION_BASE, STEP_S, TWO_TURNS, jsonl, sessions_scenario
@@ -183,7 +183,7 @@ def test_the_host_tier_takes_its_size_from_the_engines_row_where_the_scenario_gi
     offload in bytes, so the scenario must give a size."""
     from specplan.engines import engine_traits
     from specplan.simulator.core.errors import ScenarioError
-    from specplan.simulator.engine.kv_tiers import replica_tiers
+    from specplan.simulator.engine.cluster.kv_tiers import replica_tiers
 
     spec = PrefixCacheSpec(block_tokens=64, host=HostTier(gbytes_per_s=64), layout="llama3-8b")
     sglang = replica_tiers(spec, 640, 1, 8, lambda: 0.0, engine_traits("sglang"))
@@ -197,7 +197,7 @@ def test_a_host_tier_in_gigabytes_holds_what_the_layout_says():
     """1.2 TB of host memory: 1.2e12 / 3,440 bytes = 348,837,209 DeepSeek-V4-Flash tokens (5,450,581 blocks of
     64), against 1.2e12 / 131,072 = 9,155,273 Llama-3.1-8B tokens (143,051 blocks)."""
     from specplan.engines import engine_traits
-    from specplan.simulator.engine.kv_tiers import replica_tiers
+    from specplan.simulator.engine.cluster.kv_tiers import replica_tiers
 
     for layout, value_bytes, blocks in (("deepseek-v4-flash", 1, 5_450_581), ("llama3-8b", 2, 143_051)):
         spec = PrefixCacheSpec(block_tokens=64, host=HostTier(gbytes_per_s=64, capacity_gb=1200), layout=layout,

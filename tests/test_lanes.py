@@ -22,7 +22,7 @@ from specplan.reports.lanes import PANELS, lanes_figure
 from specplan.reports.report import write_report
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.outputs import describe
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.size import run_size
 from specplan.simulator.scenario.study import parse_bound

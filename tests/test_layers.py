@@ -196,3 +196,13 @@ def test_function_local_imports_are_heavy_optional_dependencies_with_a_reason():
             if not is_heavy or not reason.startswith("#"):
                 wrong.append(f"{path.relative_to(REPO)}:{line} imports {target}")
     assert not wrong, "function-local imports:\n" + "\n".join(sorted(wrong))
+
+
+def test_the_engine_is_in_rooms_of_at_most_twelve_modules():
+    """simulator/engine is rooms (issue 46): the step's price (price/), the cluster around engines (cluster/), what
+    an engine records (records/), the decode core (core/) and the rules chosen at assembly beside them; no folder
+    holds more than twelve modules, so each reads as an index of its concern."""
+    engine = REPO / "simulator" / "engine"
+    crowded = {str(folder.relative_to(REPO)): n for folder in [engine, *engine.rglob("*")] if folder.is_dir()
+               and (n := len([m for m in folder.glob("*.py") if m.name != "__init__.py"])) > 12}
+    assert not crowded, crowded

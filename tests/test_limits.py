@@ -16,7 +16,7 @@ import pytest
 from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.drafters.presets import FITTED_BLOCK
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import load_scenario, scenario_from_mapping
 from specplan.simulator.scenario.size import run_size
 from specplan.simulator.study.points import design_sweep

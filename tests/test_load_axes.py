@@ -19,7 +19,7 @@ import pytest
 
 from specplan.cli.commands.plan import FLAGS
 from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.study.options import RunOptions
 from specplan.simulator.study.plan.planner import variant_mappings
 from specplan.simulator.study.plan.target import Target

@@ -8,7 +8,7 @@ import json
 import yaml
 
 from specplan.hwprofiles import load_profile
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.load import profile_kv_capacity
 from tests.conftest import BASE, REPO, merged

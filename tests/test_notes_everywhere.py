@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 
 from specplan.simulator.core.outputs import describe
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from tests.conftest import REPO
 from tests.test_sweep import BASE, write_yaml

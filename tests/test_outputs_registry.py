@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from specplan.simulator.core.outputs import OUTPUT_FILES, contract_keys, describe, output_file
-from specplan.simulator.engine.request_log import REJECT_REASONS
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
+from specplan.simulator.engine.core.request_log import REJECT_REASONS
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.calibration import Applied, Calibration, Deployment
 from specplan.simulator.study.split import simulate_sampled, simulate_split

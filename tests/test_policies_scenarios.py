@@ -10,7 +10,7 @@ from specplan.policies.base import OracleView, StepView
 from specplan.policies.dspark import DSparkGreedy
 from specplan.policies.oracle import Oracle
 from specplan.policies.registry import POLICIES
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import load_scenario, scenario_from_mapping
 from tests.conftest import BASE, REPO, SHARED, merged
 

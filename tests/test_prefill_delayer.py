@@ -17,9 +17,9 @@ from specplan.engines import engine_traits
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.batch import COLUMNS, PREFILL_LEFT, RANK, RID, Batch, Rows
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.phases import Delayed, Separate, prefill_phases
-from specplan.simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 from tests.test_prefill_phases import SEPARATE_DP
 
@@ -140,6 +140,6 @@ def test_vllm_has_no_prefill_delayer():
 
 
 def log_and_steps():
-    from specplan.simulator.engine.records import StepLog
-    from specplan.simulator.engine.request_log import RequestLog
+    from specplan.simulator.engine.core.request_log import RequestLog
+    from specplan.simulator.engine.records.step_log import StepLog
     return RequestLog(), StepLog()

@@ -20,13 +20,13 @@ import pytest
 from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.assembly import assemble
+from specplan.simulator.engine.cluster.ranks import RankRouter
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.phases import Mixed, Separate
 from specplan.simulator.engine.price.forwards import RankQuote
 from specplan.simulator.engine.price.pricer import StepPricer
 from specplan.simulator.engine.price.rank_load import StepLoad
-from specplan.simulator.engine.ranks import RankRouter
-from specplan.simulator.engine.simulation import simulate
 from tests.conftest import make_scenario
 from tests.drive import drive
 
@@ -196,8 +196,8 @@ def test_the_engine_assembles_each_schedule_once():
 
 
 def log_and_steps():
-    from specplan.simulator.engine.records import StepLog
-    from specplan.simulator.engine.request_log import RequestLog
+    from specplan.simulator.engine.core.request_log import RequestLog
+    from specplan.simulator.engine.records.step_log import StepLog
 
     return RequestLog(), StepLog()
 

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from specplan.simulator.core.errors import ScenarioError
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.merge import deep_merge
 from specplan.simulator.scenario.study import Bound

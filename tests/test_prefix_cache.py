@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from specplan.simulator.engine.prefix_cache import BlockCache
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.prefix_cache import BlockCache
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.traces.readers import TraceFile, TraceReader
 from tests.test_prefill_pool import pool_scenario
 

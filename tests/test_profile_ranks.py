@@ -9,7 +9,7 @@ is refused in one line; a TP built-in keeps no DP attention.
 
 from __future__ import annotations
 
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import load_scenario
 
 DP8 = "builtin:b200-deepseek-v4-flash-dp8ep8-sglang"

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch", reason="the reference engine needs torch (t
 from specplan.hwprofiles.modelshape import ModelShape  # noqa: E402
 from specplan.hwprofiles.profile import linear_profile  # noqa: E402
 from specplan.simulator.core.errors import SpecplanError  # noqa: E402
-from specplan.simulator.engine.simulation import simulate  # noqa: E402
+from specplan.simulator.engine.cluster.simulation import simulate  # noqa: E402
 from specplan.simulator.scenario import scenario_from_mapping  # noqa: E402
 from specplan.validation.engine import ReferenceEngine, check_engine_scenario  # noqa: E402
 from specplan.validation.runner import TorchRunner  # noqa: E402

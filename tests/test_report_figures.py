@@ -29,7 +29,7 @@ from specplan.reports.reliability_curves import reliability_curves
 from specplan.reports.report import write_report
 from specplan.simulator.drafters.acceptance import acceptance_model
 from specplan.simulator.drafters.head_calibration import N_BINS
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.load import read_yaml
 from specplan.simulator.scenario.merge import deep_merge, strip_study_blocks

@@ -12,9 +12,9 @@ import yaml
 from specplan.cli.commands.plan import target_of
 from specplan.cli.main import parser
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
-from specplan.simulator.engine.records import ChunkLog
-from specplan.simulator.engine.simulation import simulate
-from specplan.simulator.engine.summary import Window, itl_fields
+from specplan.simulator.engine.cluster.simulation import simulate
+from specplan.simulator.engine.records.step_log import ChunkLog
+from specplan.simulator.engine.records.summary import Window, itl_fields
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.study import Bound, parse_bound
 from specplan.simulator.study.options import RunOptions

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.study.split import (
     replica_seed,
     simulate_sampled,

@@ -23,9 +23,9 @@ from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.facts import device_facts, model_facts
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.assembly import assemble
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.price.pricer import StepPricer
-from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.engine.step_modes import CaptureModes, EngineModes, Unmodelled
 from tests.conftest import BASE, make_scenario, merged
 from tests.drive import drive
@@ -316,8 +316,8 @@ def test_a_malformed_all_to_all_block_is_one_clear_error(tmp_path):
 
 
 def recorders():
-    from specplan.simulator.engine.records import StepLog
-    from specplan.simulator.engine.request_log import RequestLog
+    from specplan.simulator.engine.core.request_log import RequestLog
+    from specplan.simulator.engine.records.step_log import StepLog
     return RequestLog(), StepLog()
 
 

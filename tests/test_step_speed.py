@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from specplan.simulator.engine.batch import ones
-from specplan.simulator.engine.records import SpeculationCounters
+from specplan.simulator.engine.records.step_log import SpeculationCounters
 from specplan.simulator.engine.speculator import Drawn
 
 

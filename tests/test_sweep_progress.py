@@ -9,7 +9,7 @@ import time
 from specplan.cli.progress import simulate_with_progress
 from specplan.simulator.core.jsonsafe import clean
 from specplan.simulator.core.progress import Progress, format_duration
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from tests.test_sweep import REPO, tiny
 

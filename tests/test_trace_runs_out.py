@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario.study import parse_bound
 from specplan.simulator.study.options import RunOptions
 from specplan.simulator.study.plan.run import plan_capacity

@@ -8,7 +8,7 @@ import pytest
 
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.streams import stream
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.traces.lengths import LengthPair, mean_length, sample_lengths
 from specplan.traces.spec import EmpiricalLength, FixedLength, LognormalLength, MixtureLength

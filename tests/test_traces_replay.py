@@ -12,7 +12,7 @@ import pytest
 
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.streams import stream
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
 from specplan.traces.readers import TraceFile, TraceReader
 from specplan.traces.replay import Replay

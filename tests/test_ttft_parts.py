@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 from specplan.simulator.core.errors import ScenarioError
-from specplan.simulator.engine.request_log import TTFT_PARTS
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
+from specplan.simulator.engine.core.request_log import TTFT_PARTS
 from specplan.simulator.scenario import load_scenario, scenario_from_mapping
 from tests.conftest import BASE, REPO, merged
 

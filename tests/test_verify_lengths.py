@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from specplan.policies.registry import POLICIES, make_policy
 from specplan.simulator.core.errors import ScenarioError
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario.policy import policy_params
 from tests.conftest import REPO, make_scenario
 

@@ -26,7 +26,7 @@ from specplan.simulator.drafters.vllm_metrics import (
     read_scrape,
     wilson,
 )
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario.merge import deep_merge
 from tests.conftest import BASE, make_scenario
 

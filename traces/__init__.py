@@ -1,7 +1,7 @@
 """Workloads: arrival processes, length distributions, trace readers and replay, trace statistics.
 
 A leaf package: it imports no part of specplan.simulator (tests/test_layers.py).
-The engine wires these into SimPy processes (specplan.simulator.engine.workload).
+The engine wires these into SimPy processes (specplan.simulator.engine.cluster.workload).
 
     spec.py      the `workload:` section as plain dataclasses (bounds as field metadata: specplan.fields)
     arrivals.py  open-loop arrival processes and think times, with their analytic moments

@@ -13,7 +13,7 @@ nothing in a simulated run).
 
 `start_bench_client` runs that client; its `BenchRun` says which requests
 are measured (ids from `first_measured` on) and when the benchmark's clock
-started, for the metrics (specplan.simulator.engine.bench_metrics).
+started, for the metrics (specplan.simulator.engine.records.bench_metrics).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The lanes protocol: agent sessions replayed on N lanes for a fixed time, as AgentX runs them.
 
-The engine's workload (specplan.simulator.engine.workload) calls `start_lanes`
+The engine's workload (specplan.simulator.engine.cluster.workload) calls `start_lanes`
 for `workload.arrivals: {kind: sessions}`. What runs (SessionArrivals in
 traces/spec.py; aiperf's agentx-mvp tutorial and the InferenceX launchers
 describe the benchmark this follows):

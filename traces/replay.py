@@ -1,6 +1,6 @@
 """Trace replay: a trace file → timed request arrivals in the SimPy run.
 
-The engine's workload (specplan.simulator.engine.workload) calls `start_replay` for `workload.arrivals: {kind: trace}`.
+The engine's workload (specplan.simulator.engine.cluster.workload) calls `start_replay` for `workload.arrivals: {kind: trace}`.
 The pipeline is lazy end to end (readers.py streams the file):
 
     TraceReader  (seconds from the trace's first request)

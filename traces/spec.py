@@ -3,7 +3,7 @@
 These frozen dataclasses are the `workload:` contract (docs/reference/scenario.md); the
 generators that turn them into request streams live beside them in
 `traces/` (arrivals.py, lengths.py, readers.py, replay.py); the engine's
-`specplan.simulator.engine.workload` wires them into SimPy processes.
+`specplan.simulator.engine.cluster.workload` wires them into SimPy processes.
 Each arrival or length kind is one dataclass whose `KIND` is the value of
 `kind:` in YAML.
 
@@ -120,7 +120,7 @@ class BenchClientArrivals:
     with at most 32 output tokens for sglang, as its client does); the
     benchmark's clock starts when they are done and they are excluded from
     its metrics. `client` names the tool whose metrics summary.json carries
-    (`specplan.simulator.engine.bench_metrics`).
+    (`specplan.simulator.engine.records.bench_metrics`).
     """
 
     KIND: ClassVar[str] = "bench_client"

@@ -4,13 +4,13 @@
 It shares with the simulator everything that is *decided* and nothing that
 is *timed*:
 
-  shared  the workload generators and their named streams (specplan.simulator.engine.workload,
+  shared  the workload generators and their named streams (specplan.simulator.engine.cluster.workload,
           driven by a SimPy RealtimeEnvironment so that requests arrive in
           wall-clock time); the drafter's acceptance and confidence models and
           their streams (specplan.simulator.drafters: p and c per step, outcomes are
           uniform draws < p); the verification policy (policies/: StepView → ℓ);
-          the request and step records and the summary (specplan.simulator.engine.records,
-          specplan.simulator.engine.summary), so both sides are measured the same way
+          the request and step records and the summary (specplan.simulator.engine.records.step_log,
+          specplan.simulator.engine.records.summary), so both sides are measured the same way
   real    every duration: the drafter's forward, one flattened variable-length
           forward of all requests' tokens against their own KV caches (prompts
           prefilled in chunks by the same forward), and the host work between
@@ -52,15 +52,15 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.batch import PREFILL_LEFT, RID
-from specplan.simulator.engine.decode import DecodeCore
-from specplan.simulator.engine.driver import EngineDriver
+from specplan.simulator.engine.cluster.workload import start_workload
+from specplan.simulator.engine.core.decode import DecodeCore
+from specplan.simulator.engine.core.driver import EngineDriver
+from specplan.simulator.engine.core.request_log import RequestLog
+from specplan.simulator.engine.core.step import StepPlan, StepTiming, serve
 from specplan.simulator.engine.intake import FrontDoor
-from specplan.simulator.engine.recorders import merged_counts
-from specplan.simulator.engine.records import StepLog
-from specplan.simulator.engine.request_log import RequestLog
-from specplan.simulator.engine.step import StepPlan, StepTiming, serve
-from specplan.simulator.engine.summary import summarize
-from specplan.simulator.engine.workload import start_workload
+from specplan.simulator.engine.records.recorders import merged_counts
+from specplan.simulator.engine.records.step_log import StepLog
+from specplan.simulator.engine.records.summary import summarize
 from specplan.simulator.scenario import ChunkedPrefill, Scenario
 from specplan.validation.runner import ModelRunner
 
@@ -94,7 +94,7 @@ class PollingRealtimeEnvironment(simpy.rt.RealtimeEnvironment):
 
 
 class MeasuredClock:
-    """A step lasts what its real forwards and the host work around them took (specplan.simulator.engine.step).
+    """A step lasts what its real forwards and the host work around them took (specplan.simulator.engine.core.step).
 
     `forwards(plan)` runs the drafter and verify forwards and returns their ms; the host time is
     the rest of the cycle since the previous step's end, or since the engine woke from an idle
@@ -196,7 +196,7 @@ class ReferenceEngine(EngineDriver):
         return EngineResult(self.scenario, summary, requests, steps)
 
     def loop(self) -> Generator[simpy.Event, Any, None]:
-        """Steps back to back while requests run (specplan.simulator.engine.step.serve, this engine its
+        """Steps back to back while requests run (specplan.simulator.engine.core.step.serve, this engine its
         driver), each measured by the wall clock from the previous step's end (`MeasuredClock`)."""
         yield from serve(self.core, self.env, self.measured, self)
 

@@ -49,7 +49,7 @@ from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.modelshape import load_shape
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.jsonsafe import clean
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import Scenario, resolved_mapping, scenario_from_mapping
 from specplan.simulator.study.points import Point, SweepDesign, design_sweep
 from specplan.validation.capture import (

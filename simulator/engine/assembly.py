@@ -3,10 +3,10 @@
     parts = assemble(scenario)            profile, drafter, EngineConfig, the policy's params
     core = parts.core(log, steps, index, prompt_cache, chunks)
                                           a DecodeCore with its own policy instance and every rule
-                                          chosen for its engine (specplan.simulator.engine.decode.Rules),
-                                          its recorders bundled (specplan.simulator.engine.recorders)
+                                          chosen for its engine (specplan.simulator.engine.core.decode.Rules),
+                                          its recorders bundled (specplan.simulator.engine.records.recorders)
 
-The simulator's replicas (specplan.simulator.engine.simulation), the
+The simulator's replicas (specplan.simulator.engine.cluster.simulation), the
 reference engine (specplan.validation.engine), the tests' driver and the
 benchmarks all build their cores here, so they run the same profile,
 drafter, limits and policy for the same scenario. The reference engine
@@ -28,15 +28,16 @@ from specplan.simulator.core.streams import seed_sequence
 from specplan.simulator.drafters.drafter import Drafter, build_drafter
 from specplan.simulator.engine.budget import token_budget
 from specplan.simulator.engine.caches import kv_caches
+from specplan.simulator.engine.cluster.kv_tiers import ReplicaTiers
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.decode import DecodeCore, Rules
-from specplan.simulator.engine.draft_record import draft_tally
-from specplan.simulator.engine.kv_tiers import ReplicaTiers
+from specplan.simulator.engine.core.decode import DecodeCore, Rules
+from specplan.simulator.engine.core.request_log import RequestLog
 from specplan.simulator.engine.phases import prefill_phases
 from specplan.simulator.engine.price.context import context_rule, load_rule
 from specplan.simulator.engine.price.pricer import StepPricer, quote_book
 from specplan.simulator.engine.prompts import prompts
-from specplan.simulator.engine.recorders import (
+from specplan.simulator.engine.records.draft_record import draft_tally
+from specplan.simulator.engine.records.recorders import (
     ChunkEmission,
     DraftSample,
     DraftSampler,
@@ -47,8 +48,7 @@ from specplan.simulator.engine.recorders import (
     RankPhases,
     Recorders,
 )
-from specplan.simulator.engine.records import ChunkLog, SpeculationCounters, StepLog
-from specplan.simulator.engine.request_log import RequestLog
+from specplan.simulator.engine.records.step_log import ChunkLog, SpeculationCounters, StepLog
 from specplan.simulator.engine.speculator import speculator
 from specplan.simulator.engine.step_modes import step_modes
 from specplan.simulator.scenario import Scenario

@@ -22,7 +22,7 @@ its footprint (what the KV rule reserves) is that + PREFILL_LEFT + γ.
 `acceptance` (rows × γ) holds each request's acceptance, fixed at
 admission: its logits before token noise for policies that read
 confidences, or its per-position probabilities with the token noise
-averaged out for those that do not (specplan.simulator.engine.decode).
+averaged out for those that do not (specplan.simulator.engine.core.decode).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import functools
 
 import numpy as np
 
-from specplan.simulator.engine.request_log import RequestLog
+from specplan.simulator.engine.core.request_log import RequestLog
 
 COLUMNS = ("rid", "remaining", "total", "prefill_left", "steps", "accepted", "verified", "rank")
 RID, REMAINING, TOTAL, PREFILL_LEFT, STEPS, ACCEPTED, VERIFIED, RANK = range(len(COLUMNS))

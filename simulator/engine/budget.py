@@ -2,7 +2,7 @@
 
 One rule per engine, chosen once when the core is assembled (`token_budget`),
 never a branch in the step. Decoding rows come first, then prompt chunks.
-Each rule has two moments of the step (specplan.simulator.engine.decode):
+Each rule has two moments of the step (specplan.simulator.engine.core.decode):
 
     select(batch, decode, r, per_request) -> (rows, cuts)
         before drafting: the rows that run, oldest first, given the tokens
@@ -38,8 +38,8 @@ from typing import Protocol
 import numpy as np
 
 from specplan.simulator.engine.batch import RANK, Batch, Rows
+from specplan.simulator.engine.cluster.ranks import rank_cumsum, rank_order
 from specplan.simulator.engine.config import EngineConfig, RankLimits
-from specplan.simulator.engine.ranks import rank_cumsum, rank_order
 
 Cut = tuple[Rows, np.ndarray | int, np.ndarray, int, int]  # rows, ℓ, accepted, Σℓ, truncated drafts
 

@@ -18,7 +18,7 @@ fits, its oldest always staying.
                  loaded), waits in that rank's queue and is admitted FIFO within it; a
                  preempted request goes back to its rank; preemption as RankCaches
 
-A rule reads the engine's state (specplan.simulator.engine.state.BatchState)
+A rule reads the engine's state (specplan.simulator.engine.core.state.BatchState)
 and answers; it never changes the batch (the core does, as vLLM's cache
 manager answers `allocate_slots` and the scheduler acts):
 
@@ -40,11 +40,11 @@ from typing import Protocol
 import numpy as np
 
 from specplan.simulator.engine.batch import RANK
+from specplan.simulator.engine.cluster.ranks import RankRouter, rank_cumsum, rank_order
 from specplan.simulator.engine.config import EngineConfig, RankLimits, resolved
+from specplan.simulator.engine.core.request_log import RequestLog
+from specplan.simulator.engine.core.state import BatchState
 from specplan.simulator.engine.intake import Admission, admit_fifo, admit_to_ranks
-from specplan.simulator.engine.ranks import RankRouter, rank_cumsum, rank_order
-from specplan.simulator.engine.request_log import RequestLog
-from specplan.simulator.engine.state import BatchState
 
 NONE = np.zeros(0, dtype=np.int64)
 

@@ -77,7 +77,7 @@ class RankLimits:
     requests: int
     step_tokens: int
     chunk_tokens: int = 0          # a rank's prompt chunk (chunked prefill)
-    balance: str = "most_free_kv"  # how requests are sent to ranks (specplan.simulator.engine.ranks)
+    balance: str = "most_free_kv"  # how requests are sent to ranks (specplan.simulator.engine.cluster.ranks)
 
 
 @dataclass(frozen=True)

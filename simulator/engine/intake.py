@@ -27,7 +27,7 @@ import simpy
 from specplan.simulator.core.streams import stream
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.request_log import KV_CAPACITY, RequestLog
+from specplan.simulator.engine.core.request_log import KV_CAPACITY, RequestLog
 from specplan.simulator.scenario import Scenario
 from specplan.traces.draws import ScalarDraws
 
@@ -66,7 +66,7 @@ def kv_misfit(config: EngineConfig, prompt: int, output: int) -> str | None:
     """Why a request can never be admitted, or None when it fits.
 
     Its footprint at its largest (prompt + output + the draft block, the KV
-    rule of specplan.simulator.engine.decode) must fit the most KV one request
+    rule of specplan.simulator.engine.core.decode) must fit the most KV one request
     may hold: the whole cache, or under data-parallel attention one rank's
     (`EngineConfig.request_kv_limit`). Anything larger would wait at the head
     of the decode queue for good.

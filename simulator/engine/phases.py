@@ -41,9 +41,9 @@ import numpy as np
 from specplan.engines.dp_scheduler import DEFAULT_DELAY_PASSES
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.batch import PREFILL_LEFT, RANK, RID, Batch, Rows
+from specplan.simulator.engine.cluster.ranks import rank_cumsum
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.price.rank_load import StepLoad
-from specplan.simulator.engine.ranks import rank_cumsum
 
 
 class PrefillPhases(Protocol):

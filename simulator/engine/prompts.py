@@ -5,7 +5,7 @@ Chosen once when the core is assembled (`prompts`), never a branch in the step:
     Staged    the prompt's KV reaches the engine computed (disaggregated prefill): nothing to compute
     Chunked   the engine computes the prompt in chunks (chunked prefill, the schedule in
               specplan.simulator.engine.phases), less what its prefix cache holds
-              (`engine.prefix_cache`, specplan.simulator.engine.prefix_cache); the step that computes
+              (`engine.prefix_cache`, specplan.simulator.engine.cluster.prefix_cache); the step that computes
               a prompt's last chunk emits its first token
 
     prompts.to_compute(rid, tokens, rank)    prompt tokens an admitted request still computes (on that rank)
@@ -22,9 +22,9 @@ from typing import Protocol
 import numpy as np
 
 from specplan.simulator.engine.batch import ACCEPTED, PREFILL_LEFT, REMAINING, RID
-from specplan.simulator.engine.kv_tiers import ReplicaTiers
-from specplan.simulator.engine.request_log import RequestLog
-from specplan.simulator.engine.state import BatchState
+from specplan.simulator.engine.cluster.kv_tiers import ReplicaTiers
+from specplan.simulator.engine.core.request_log import RequestLog
+from specplan.simulator.engine.core.state import BatchState
 
 
 class Prompts(Protocol):

@@ -1,6 +1,6 @@
 """The drafts of a step and what the target accepts of them: the speculator, chosen once per engine.
 
-Place in the data flow: the decode core (specplan.simulator.engine.decode)
+Place in the data flow: the decode core (specplan.simulator.engine.core.decode)
 asks its speculator, per step, for the rows it runs: the verification lengths
 ℓ, the drafts the target accepts, the drafting requests and the step's price
 quote (`Speculation`). Which speculator runs is decided when the core is
@@ -18,7 +18,7 @@ assembled (`speculator`), never in the step:
                   from a `StepView` (never the truth, except the oracle's view)
 
 A sample of the steps' drafts goes to the run's draft record
-(specplan.simulator.engine.draft_record), through the recorders' sampler.
+(specplan.simulator.engine.records.draft_record), through the recorders' sampler.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from specplan.simulator.engine.budget import TokenBudget
 from specplan.simulator.engine.price.pricer import QuoteBook
 from specplan.simulator.engine.price.quote import StepQuote
 from specplan.simulator.engine.price.rank_load import StepLoad
-from specplan.simulator.engine.recorders import DraftSampler
+from specplan.simulator.engine.records.recorders import DraftSampler
 
 # A step's drafts as settled: (lengths ℓ per row or one for all, accepted drafts per row, Σℓ, drafting requests,
 # the step's quote, the policy's Decision or None when nothing was decided this step). A plain tuple: the core

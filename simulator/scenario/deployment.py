@@ -12,7 +12,7 @@
         model: llama3-8b                           # KV bytes per token from the model's shape (or kv_bytes_per_token)
         prefix_cache: {block_tokens: 512}          # optional: an LRU block cache per prefill replica
 
-The pool's model lives in `specplan.simulator.engine.prefill`; this module
+The pool's model lives in `specplan.simulator.engine.cluster.prefill`; this module
 only states and checks the block. Every GPU of both pools counts in the
 per-GPU figures (`gpus_prefill`, `gpus_decode`, `gpus_total`).
 """
@@ -43,7 +43,7 @@ class HostTier:
     Computed blocks are written to it as they are made (write-through); a
     prompt's blocks found there (after its GPU hits) are loaded back over the
     rank's host link, and the step that computes the prompt's first chunk
-    waits for the load (specplan.simulator.engine.kv_tiers).
+    waits for the load (specplan.simulator.engine.cluster.kv_tiers).
     """
 
     gbytes_per_s: float = num(gt=0, doc="one attention rank's host-to-GPU bandwidth (PCIe 5.0 x16: ~64 GB/s a "

@@ -187,7 +187,7 @@ class DpAttention:
                                    "(default: engine.prefill.chunk_tokens / ranks, as SGLang divides "
                                    "--chunked-prefill-size by --dp)")
     balance: Literal["auto", "round_robin", "fewest_requests", "least_loaded", "most_free_kv"] = num(
-        "auto", doc="which rank a request goes to (specplan.simulator.engine.ranks): round_robin (SGLang's "
+        "auto", doc="which rank a request goes to (specplan.simulator.engine.cluster.ranks): round_robin (SGLang's "
                     "default), fewest_requests (SGLang total_requests), least_loaded (vLLM: 4 x waiting + "
                     "running), most_free_kv (at admission); auto: round_robin for SGLang profiles, least_loaded "
                     "for vLLM's, most_free_kv otherwise")

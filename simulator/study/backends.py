@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.study.interrupts import Interrupted, Stopper, worker_init
 from specplan.simulator.study.points import Point, normalise, remove_partial, store_point

@@ -45,11 +45,11 @@ import pandas as pd
 from specplan.hwprofiles import load_profile
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.streams import seed_sequence
-from specplan.simulator.engine.draft_record import merged_record
-from specplan.simulator.engine.records import ChunkLog, SpeculationCounters
-from specplan.simulator.engine.request_log import REJECT_REASONS
-from specplan.simulator.engine.simulation import SimResult, simulate
-from specplan.simulator.engine.summary import summarize
+from specplan.simulator.engine.cluster.simulation import SimResult, simulate
+from specplan.simulator.engine.core.request_log import REJECT_REASONS
+from specplan.simulator.engine.records.draft_record import merged_record
+from specplan.simulator.engine.records.step_log import ChunkLog, SpeculationCounters
+from specplan.simulator.engine.records.summary import summarize
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.study.backends import worker_count
 from specplan.simulator.study.interrupts import worker_init

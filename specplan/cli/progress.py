@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from specplan.simulator.core.progress import Progress
-from specplan.simulator.engine.simulation import Simulation
+from specplan.simulator.engine.cluster.simulation import Simulation
 
 TICKS = 200
 

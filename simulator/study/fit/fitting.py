@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from specplan.simulator.engine.bench_metrics import metric_key
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
+from specplan.simulator.engine.records.bench_metrics import metric_key
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.scenario.calibration import scaled_profile
 from specplan.simulator.scenario.spec import ChunkedPrefill, Scenario

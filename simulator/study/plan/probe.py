@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.scaling import OPEN_LOOP, mean_rate_per_s
 from specplan.simulator.scenario.study import SESSION_KEYS, tps_column

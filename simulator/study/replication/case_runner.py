@@ -35,8 +35,8 @@ from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.fileformat import builtin_names, write_profile_csv
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.drafters.presets import check_preset
-from specplan.simulator.engine.bench_metrics import metric_key
-from specplan.simulator.engine.simulation import simulate
+from specplan.simulator.engine.cluster.simulation import simulate
+from specplan.simulator.engine.records.bench_metrics import metric_key
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.study.replication.published import METRICS, RATIO_METRICS, Case, Figure
 

@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from specplan.simulator.core.progress import Progress
-from specplan.simulator.engine.draft_record import DraftRecord
+from specplan.simulator.engine.records.draft_record import DraftRecord
 from specplan.simulator.scenario import write_resolved
 from specplan.simulator.scenario.study import tps_column
 from specplan.simulator.study.backends import run_points

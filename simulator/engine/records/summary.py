@@ -60,8 +60,8 @@ from specplan.hwprofiles.facts import serving_engine
 from specplan.hwprofiles.profile import StepProfile
 from specplan.policies.registry import policy_class
 from specplan.simulator.engine.config import EngineConfig
-from specplan.simulator.engine.records import ChunkLog
-from specplan.simulator.engine.request_log import REJECT_REASONS
+from specplan.simulator.engine.core.request_log import REJECT_REASONS
+from specplan.simulator.engine.records.step_log import ChunkLog
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.memory import engine_kv_pool
 

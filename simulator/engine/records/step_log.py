@@ -4,7 +4,7 @@
 by name from the step's plan and timing (converted to a frame once at the
 end); `ChunkLog` the tokens each request received at each decode step (the
 chunks a streaming client reads); `SpeculationCounters` vLLM's speculative-decoding
-counters. The per-request record is specplan.simulator.engine.request_log.
+counters. The per-request record is specplan.simulator.engine.core.request_log.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pandas as pd
 
 from specplan.engines import REASONS
 from specplan.engines.modes import ALL_TO_ALL_MODES, MODES
-from specplan.simulator.engine.step import StepPlan, StepTiming
+from specplan.simulator.engine.core.step import StepPlan, StepTiming
 
 
 class StepRecord(NamedTuple):

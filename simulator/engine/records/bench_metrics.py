@@ -45,7 +45,7 @@ import pandas as pd
 
 from specplan.engines import engine_traits
 from specplan.engines.traits import BenchClient
-from specplan.simulator.engine.records import ChunkLog
+from specplan.simulator.engine.records.step_log import ChunkLog
 from specplan.traces.bench_client import BenchRun
 
 

@@ -27,26 +27,26 @@ from specplan.engines import EngineTraits
 from specplan.simulator.core.streams import stream
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.assembly import EngineParts, assemble
-from specplan.simulator.engine.bench_metrics import bench_summary
-from specplan.simulator.engine.config import EngineConfig, resolved
-from specplan.simulator.engine.draft_record import DraftRecord
-from specplan.simulator.engine.intake import FrontDoor, reject_misfit
-from specplan.simulator.engine.kv_tiers import (
+from specplan.simulator.engine.cluster.kv_tiers import (
     LoadingClock,
     ReplicaTiers,
     replica_tiers,
     tier_fields,
 )
-from specplan.simulator.engine.prefill import PrefillPool, prefill_summary
-from specplan.simulator.engine.prefix_cache import cache_fields
-from specplan.simulator.engine.recorders import merged_counts
-from specplan.simulator.engine.records import ChunkLog, SpeculationCounters, StepLog
-from specplan.simulator.engine.replica import Replica
-from specplan.simulator.engine.request_log import RequestLog
-from specplan.simulator.engine.router import Router
-from specplan.simulator.engine.step import PRICED
-from specplan.simulator.engine.summary import summarize
-from specplan.simulator.engine.workload import ArrivalHorizon, start_workload
+from specplan.simulator.engine.cluster.prefill import PrefillPool, prefill_summary
+from specplan.simulator.engine.cluster.prefix_cache import cache_fields
+from specplan.simulator.engine.cluster.replica import Replica
+from specplan.simulator.engine.cluster.router import Router
+from specplan.simulator.engine.cluster.workload import ArrivalHorizon, start_workload
+from specplan.simulator.engine.config import EngineConfig, resolved
+from specplan.simulator.engine.core.request_log import RequestLog
+from specplan.simulator.engine.core.step import PRICED
+from specplan.simulator.engine.intake import FrontDoor, reject_misfit
+from specplan.simulator.engine.records.bench_metrics import bench_summary
+from specplan.simulator.engine.records.draft_record import DraftRecord
+from specplan.simulator.engine.records.recorders import merged_counts
+from specplan.simulator.engine.records.step_log import ChunkLog, SpeculationCounters, StepLog
+from specplan.simulator.engine.records.summary import summarize
 from specplan.simulator.scenario import Scenario
 from specplan.traces.errors import TraceError
 from specplan.traces.lanes import Lanes, session_fields
@@ -62,7 +62,7 @@ class SimResult:
     speculation: SpeculationCounters
     prefill_steps: pd.DataFrame | None = None
     chunks: ChunkLog | None = None  # tokens each request received at each decode step (ITL)
-    drafts: DraftRecord | None = None  # what the drafts did (specplan.simulator.engine.draft_record)
+    drafts: DraftRecord | None = None  # what the drafts did (specplan.simulator.engine.records.draft_record)
 
 
 class Simulation:

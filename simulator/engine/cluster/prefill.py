@@ -3,7 +3,7 @@
 Place in the data flow: with `cluster.prefill` (specplan.simulator.scenario.deployment)
 the simulation sends every arrival here first; when a request's KV has
 reached the decode pool, `on_ready(rid, first)` hands it to a decode replica
-(specplan.simulator.engine.replica), whose first step emits its first token. So
+(specplan.simulator.engine.cluster.replica), whose first step emits its first token. So
 
     TTFT = queueing + prefill steps + KV transfer + queueing at decode + the first decode step
 
@@ -17,7 +17,7 @@ A prefill replica is one SimPy process, one event per prefill step:
            prefix and its earlier chunks; the prefill profile's axes)  →  wait the step  →
            prompts that are complete insert their blocks in the prefix cache and start their transfer
 
-A prompt's first chunk asks the replica's prefix cache (specplan.simulator.engine.prefix_cache)
+A prompt's first chunk asks the replica's prefix cache (specplan.simulator.engine.cluster.prefix_cache)
 how many leading tokens it holds; only the rest is computed. The KV of the
 whole prompt (and of tokens generated before a preemption) then moves over
 the replica's link, FIFO: bytes = tokens × KV bytes per token (from the
@@ -46,8 +46,8 @@ from specplan.hwprofiles.modelshape import load_shape
 from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.core.streams import stream
-from specplan.simulator.engine.prefix_cache import BlockCache, cache_fields
-from specplan.simulator.engine.request_log import RequestLog
+from specplan.simulator.engine.cluster.prefix_cache import BlockCache, cache_fields
+from specplan.simulator.engine.core.request_log import RequestLog
 from specplan.simulator.scenario.deployment import PrefillPoolSpec
 
 PREFILL_STEP_FIELDS = ("end_s", "prefill_replica", "requests", "prompt_tokens", "pairs", "step_ms")

@@ -33,7 +33,7 @@ from specplan.simulator.engine.batch import (
     Rows,
     ones,
 )
-from specplan.simulator.engine.request_log import RequestLog
+from specplan.simulator.engine.core.request_log import RequestLog
 
 
 class BatchState:

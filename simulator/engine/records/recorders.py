@@ -5,7 +5,7 @@ commits (and its speculator to the draft sampler); the simulation and the
 reference engine (specplan.validation.engine) both read them the same way,
 `counts()` giving the summary's counters of every engine they ran:
 
-    log        the request log (specplan.simulator.engine.request_log), shared by a cluster's engines
+    log        the request log (specplan.simulator.engine.core.request_log), shared by a cluster's engines
     steps      one row per engine step (records.StepLog), shared likewise
     chunks     every step's emissions (records.ChunkLog: ITL, a benchmark client's chunks), or None
     speculation  vLLM-meaning speculative counters (records.SpeculationCounters)
@@ -27,16 +27,16 @@ import numpy as np
 
 from specplan.policies.base import Policy, StepOutcome
 from specplan.simulator.engine.batch import RID, Batch, Rows
-from specplan.simulator.engine.draft_record import (
+from specplan.simulator.engine.core.request_log import RequestLog
+from specplan.simulator.engine.core.step import StepPlan, StepTiming
+from specplan.simulator.engine.phases import PhaseCounters
+from specplan.simulator.engine.records.draft_record import (
     SAMPLE_EVERY,
     DraftRecord,
     DraftTally,
     merged_record,
 )
-from specplan.simulator.engine.phases import PhaseCounters
-from specplan.simulator.engine.records import ChunkLog, SpeculationCounters, StepLog
-from specplan.simulator.engine.request_log import RequestLog
-from specplan.simulator.engine.step import StepPlan, StepTiming
+from specplan.simulator.engine.records.step_log import ChunkLog, SpeculationCounters, StepLog
 
 
 class DraftSampler(Protocol):
@@ -68,7 +68,7 @@ class NoDraftSample:
 
 
 class DraftSample:
-    """Every SAMPLE_EVERY-th step's drafts into a tally (specplan.simulator.engine.draft_record)."""
+    """Every SAMPLE_EVERY-th step's drafts into a tally (specplan.simulator.engine.records.draft_record)."""
 
     def __init__(self, tally: DraftTally, log: RequestLog) -> None:
         self.tally, self.log = tally, log  # the log's columns grow (reallocate): read them at each use

@@ -1,6 +1,6 @@
 """The decode core: one continuous-batching speculative decode engine's step logic, without a clock.
 
-Every driver runs it through one loop (specplan.simulator.engine.step.serve):
+Every driver runs it through one loop (specplan.simulator.engine.core.step.serve):
 the simulator's replicas charge each step's price, the reference engine
 (specplan.validation.engine) runs real forwards and reads the wall clock,
 the tests' driver steps it back to back. One step:
@@ -14,7 +14,7 @@ the tests' driver steps it back to back. One step:
               chunks (a finished prompt emits its first token), record the step, retire
               finished requests, preempt on KV overflow (`kv.preempt`)
 
-The core holds the engine's state apart from its rules (specplan.simulator.engine.state:
+The core holds the engine's state apart from its rules (specplan.simulator.engine.core.state:
 the queue, the batch, the KV they hold) and asks its rules, each chosen once
 when the core is assembled (specplan.simulator.engine.assembly), never a
 branch in the step:
@@ -62,13 +62,13 @@ from specplan.simulator.engine.batch import RID
 from specplan.simulator.engine.budget import TokenBudget
 from specplan.simulator.engine.caches import KvCaches
 from specplan.simulator.engine.config import EngineConfig
+from specplan.simulator.engine.core.state import BatchState
+from specplan.simulator.engine.core.step import NEW, StepPlan, StepTiming
 from specplan.simulator.engine.phases import PrefillPhases
 from specplan.simulator.engine.price.context import ContextRule, LoadRule
 from specplan.simulator.engine.prompts import Prompts
-from specplan.simulator.engine.recorders import Emission, Recorders
+from specplan.simulator.engine.records.recorders import Emission, Recorders
 from specplan.simulator.engine.speculator import Speculator, StepInputs
-from specplan.simulator.engine.state import BatchState
-from specplan.simulator.engine.step import NEW, StepPlan, StepTiming
 
 NONE = np.zeros(0, dtype=np.int64)
 

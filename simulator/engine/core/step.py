@@ -16,11 +16,11 @@
               retirements, preemptions; the driver then handles the finished and preempted
               requests (`driver.stepped`)
 
-The simulator's replicas (specplan.simulator.engine.replica), the reference
+The simulator's replicas (specplan.simulator.engine.cluster.replica), the reference
 engine and the tests' driver (tests/drive.py) all run this loop, so a test
 drives the code it tests; what each does around a step (waking, first
 tokens, requeueing, opening real KV caches) is its `Driver`
-(specplan.simulator.engine.driver.EngineDriver, the base all three subclass).
+(specplan.simulator.engine.core.driver.EngineDriver, the base all three subclass).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class PricedClock:
 PRICED = PricedClock()
 
 class Core(Protocol):
-    """What the loop asks of a decode core (specplan.simulator.engine.decode.DecodeCore)."""
+    """What the loop asks of a decode core (specplan.simulator.engine.core.decode.DecodeCore)."""
 
     @property
     def waiting(self) -> int: ...
@@ -126,7 +126,7 @@ class Core(Protocol):
 
 
 class Driver(Protocol):
-    """What a driver does around the loop's steps (specplan.simulator.engine.driver.EngineDriver)."""
+    """What a driver does around the loop's steps (specplan.simulator.engine.core.driver.EngineDriver)."""
 
     def admitted(self, count: int) -> None: ...
 

@@ -1,6 +1,6 @@
 """A prefix cache of KV blocks, keyed by block hashes, least recently used out first.
 
-Place in the data flow: a prefill replica (specplan.simulator.engine.prefill)
+Place in the data flow: a prefill replica (specplan.simulator.engine.cluster.prefill)
 asks it, when a prompt's first chunk is scheduled, how many leading blocks of
 the prompt it holds, computes only the rest, and adds the prompt's blocks
 when its prefill ends. The cache-aware router asks every replica's cache the
@@ -23,7 +23,7 @@ token.
 
 In aggregated serving (chunked prefill inside the decode replicas,
 `engine.prefix_cache`) each attention rank of a replica has one, asked at
-admission (specplan.simulator.engine.kv_tiers, with a host tier behind it),
+admission (specplan.simulator.engine.cluster.kv_tiers, with a host tier behind it),
 so a request's prompt chunks start after its cached prefix; its blocks are
 inserted when its prompt completes. The cache is bounded on its own
 (`capacity_tokens`, default the replica's KV capacity): an approximation of

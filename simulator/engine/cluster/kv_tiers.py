@@ -10,7 +10,7 @@ first chunk wait for the request's host load.
 
     GPU tier   one LRU block cache per data-parallel attention rank (each rank keeps its own KV,
                as SGLang's and vLLM's DP ranks do), the replica's capacity split evenly; keyed by
-               the trace's block hashes (specplan.simulator.engine.prefix_cache.BlockCache)
+               the trace's block hashes (specplan.simulator.engine.cluster.prefix_cache.BlockCache)
     host tier  optional (`prefix_cache.host`: SGLang HiCache, vLLM CPU KV offload): per rank, `ratio` ×
                the GPU tier (default: the engine's row, SGLang's 2), capacity_tokens, or capacity_gb
                (GB / the layout's bytes per cached token: the layout sets what DRAM holds), LRU by write
@@ -50,9 +50,9 @@ from specplan.engines import EngineTraits
 from specplan.hwprofiles.kv_layout import KvLayout, kv_layout
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.batch import RID
-from specplan.simulator.engine.prefix_cache import BlockCache
-from specplan.simulator.engine.state import BatchState
-from specplan.simulator.engine.step import PRICED, StepPlan, StepTiming
+from specplan.simulator.engine.cluster.prefix_cache import BlockCache
+from specplan.simulator.engine.core.state import BatchState
+from specplan.simulator.engine.core.step import PRICED, StepPlan, StepTiming
 from specplan.simulator.scenario.deployment import HostTier, PrefixCacheSpec
 
 

@@ -1,14 +1,14 @@
-"""One replica: the decode core (specplan.simulator.engine.decode) driven by a SimPy clock, one event per step.
+"""One replica: the decode core (specplan.simulator.engine.core.decode) driven by a SimPy clock, one event per step.
 
     loop:  admit → schedule → wait the step's price → commit → first tokens / finish / requeue
 
-The loop is the one every driver runs (specplan.simulator.engine.step.serve),
+The loop is the one every driver runs (specplan.simulator.engine.core.step.serve),
 this replica its driver, each step priced: its duration is the quote the policy's Θ read (drafting + verify at
 B and the batch's KV context + host time + the scheduling overhead the
 policy pays). Prefill is either chunked (prompt chunks share the decode
 step's token budget, in the core; a prompt's last chunk emits its first
 token) or disaggregated: a FIFO prefill stage at tokens_per_s in front of
-the decode queue, or a prefill pool (specplan.simulator.engine.prefill,
+the decode queue, or a prefill pool (specplan.simulator.engine.cluster.prefill,
 given at construction) whose requests `receive` takes when their KV has
 arrived. Either way a request's KV reaches the decode queue with no token
 yet, and the end of its first decode step is its first token, as in the
@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 import simpy
 
-from specplan.simulator.engine.decode import DecodeCore
-from specplan.simulator.engine.driver import EngineDriver
-from specplan.simulator.engine.prefill import PrefillPool
-from specplan.simulator.engine.request_log import RequestLog
-from specplan.simulator.engine.step import PRICED, StepClock, StepPlan, serve
+from specplan.simulator.engine.cluster.prefill import PrefillPool
+from specplan.simulator.engine.core.decode import DecodeCore
+from specplan.simulator.engine.core.driver import EngineDriver
+from specplan.simulator.engine.core.request_log import RequestLog
+from specplan.simulator.engine.core.step import PRICED, StepClock, StepPlan, serve
 
 
 class Replica(EngineDriver):
@@ -106,7 +106,7 @@ class Replica(EngineDriver):
         self.awaiting_first += first
         self.enqueue(rid)
 
-    # ---- the engine loop (specplan.simulator.engine.step.serve): this replica as its driver ----------
+    # ---- the engine loop (specplan.simulator.engine.core.step.serve): this replica as its driver ----------
     def run(self) -> Generator[simpy.Event, Any, None]:
         yield from serve(self.core, self.env, self.clock, self)
 

@@ -1,12 +1,12 @@
 """What every driver of the engine loop does around a step, written once: wake, enqueue, finish, reject, requeue.
 
-The loop (specplan.simulator.engine.step.serve) asks its driver four things:
+The loop (specplan.simulator.engine.core.step.serve) asks its driver four things:
 `admitted(count)` after admission, `idle()` when no row runs (the event that
 wakes it, or None to stop), `planned(plan)` before a step's time passes and
 `stepped(finished, evicted)` after its commit. `EngineDriver` answers them
 for a decode core and a request log, with the request's way through written
 once (every status and stage time through the log's transitions,
-specplan.simulator.engine.request_log):
+specplan.simulator.engine.core.request_log):
 
     enqueue(rid, front)    the request waits for a decode slot; a waiting loop wakes
     finish(ids)            the requests' last tokens are out
@@ -14,7 +14,7 @@ specplan.simulator.engine.request_log):
     requeue(rid)           a preempted request goes back to the head of the queue
     done(rid)              the hook a request's end calls (the simulation's count, a closed-loop user)
 
-Its subclasses are the simulator's replica (specplan.simulator.engine.replica:
+Its subclasses are the simulator's replica (specplan.simulator.engine.cluster.replica:
 a prefill stage in front, first tokens of disaggregated prefill, requeueing
 through prefill), the reference engine (specplan.validation.engine: real KV
 caches opened and released) and the tests' driver (tests/drive.py: stops when
@@ -26,10 +26,10 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
-from specplan.simulator.engine.decode import DecodeCore
+from specplan.simulator.engine.core.decode import DecodeCore
+from specplan.simulator.engine.core.request_log import KV_CAPACITY, RequestLog
+from specplan.simulator.engine.core.step import StepPlan
 from specplan.simulator.engine.intake import request_misfit
-from specplan.simulator.engine.request_log import KV_CAPACITY, RequestLog
-from specplan.simulator.engine.step import StepPlan
 
 
 class EngineDriver:
@@ -72,7 +72,7 @@ class EngineDriver:
     def done(self, rid: int) -> None:
         """A request ended (completed or rejected)."""
 
-    # ---- the loop's questions (specplan.simulator.engine.step.serve) ----------------------------
+    # ---- the loop's questions (specplan.simulator.engine.core.step.serve) ----------------------------
     def admitted(self, count: int) -> None:
         """`count` requests joined the batch (its last rows)."""
 
