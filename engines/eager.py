@@ -15,7 +15,11 @@ the host inside every layer (DeepSeek-V4: routing metadata, top-k, DeepEP normal
 received counts, `.item()` in the indexer and the MoE), the host cannot run ahead of
 the GPU and an op's whole eager dispatch is exposed: t is then the family's measured
 eager cost per kernel (`KernelCount.eager_op_us`, from a public eager/graph pair), not
-the launcher's microbenchmark. Elsewhere t is the launcher's (`per_launch_us`).
+the launcher's microbenchmark. Elsewhere t is the launcher's (`per_launch_us`), and so is a step that
+carries prompt tokens: the family's figure comes from a decode pair, and a prefill priced with it is
+contradicted by a public step measurement (sgl-project/sglang PR #25052, V4-Flash on 4 x B200 DP4,
+bench_one_batch_server: TTFT 66 ms for one 1,024-token prompt, where 28.5 us a kernel would make its eager
+prefill step alone 240 ms; the launcher's 4.7 us gives 40 ms).
 
 A DeepEP normal-mode step's kernels differ too: its MoE block costs the
 graph step's x `AllToAllRule.normal_over_low_latency` where no normal-mode
@@ -70,9 +74,11 @@ class KernelCount:
     eager_op_us: float | None = None     # what one kernel of an eager step costs where the step syncs with the
     eager_op_source: str = ""            # host (None: the launcher's per_launch_us); module docstring
 
-    def op_us(self, cost: EagerCost) -> float:
-        """The host's cost per kernel of an eager (or piecewise) step of this family."""
-        return cost.per_launch_us if self.eager_op_us is None else self.eager_op_us
+    def op_us(self, cost: EagerCost, extending: bool = False) -> float:
+        """The host's cost per kernel of an eager (or piecewise) step of this family: the family's eager op cost
+        for a decode step (what its public pair measured), the launcher's for a step carrying prompt tokens
+        (module docstring: #25052's prefill contradicts the decode figure there)."""
+        return cost.per_launch_us if self.eager_op_us is None or extending else self.eager_op_us
 
 
 @dataclass(frozen=True)
@@ -93,11 +99,13 @@ class EagerCost:
 
 
 def launch_bound_ms(cost: EagerCost, model: ModelFamily, layers: int,
-                    scope: Literal["all", "attention"] = "all", per_launch_us: float | None = None) -> float:
+                    scope: Literal["all", "attention"] = "all", per_launch_us: float | None = None,
+                    extending: bool = False) -> float:
     """The host's time to launch one step's kernels: every kernel (eager) or attention's plus one graph
-    replay per piece (piecewise). `per_launch_us` overrides the taken figure (a bracket's end)."""
+    replay per piece (piecewise). `per_launch_us` overrides the taken figure (a bracket's end); `extending`:
+    the step carries prompt tokens (KernelCount.op_us)."""
     count = cost.count(model)
-    us = count.op_us(cost) if per_launch_us is None else per_launch_us
+    us = count.op_us(cost, extending) if per_launch_us is None else per_launch_us
     if scope == "all":
         return count.per_layer * layers * us / 1000.0
     if count.attention_per_layer is None:

@@ -54,7 +54,7 @@ def test_the_manual_builds_strictly(tmp_path):
     api = (tmp_path / "site" / "reference" / "api" / "index.html").read_text()
     assert "load_scenario" in api and "plan_capacity" in api  # mkdocstrings rendered the docstrings
     # issue 39: the calls' return types list their fields (SimResult, SweepResult, CapacityPlan, TunedSchedule)
-    for field in ("engine.simulation.SimResult.summary", "study.sweep.run.SweepResult.frontier",
+    for field in ("engine.cluster.simulation.SimResult.summary", "study.sweep.run.SweepResult.frontier",
                   "study.plan.planner.CapacityPlan.variants", "study.plan.replica_search.ReplicaSizing.replicas",
                   "study.tune.schedule.TunedSchedule.schedule", "study.plan.search.DeploymentPlan.deployments"):
         assert f'id="specplan.simulator.{field}"' in api, field

@@ -167,6 +167,17 @@ def test_an_eager_v4_step_is_priced_by_its_eager_op_cost_from_a_public_pair():
     assert launch_bound_ms(cost, "dense", 32) == pytest.approx(1.504)
 
 
+def test_a_v4_step_carrying_prompt_tokens_keeps_the_launchers_cost():
+    """The 28.5 us figure is a decode pair's; sglang PR #25052 measured TTFT 66 ms for one 1,024-token prompt on
+    4 x B200 DP4, where that figure would price the eager prefill step alone at 240 ms. A step carrying prompt
+    tokens pays the launcher's 4.7 us a kernel: 8,428 x 4.7 us = 39.6 ms (and 43 x 4.7 us per normal-mode sync)."""
+    cost = PUBLIC_EAGER_COST
+    count = cost.count("deepseek-v4")
+    assert count.op_us(cost, extending=True) == 4.7 and count.op_us(cost, extending=False) == 28.5
+    assert launch_bound_ms(cost, "deepseek-v4", 43, extending=True) == pytest.approx(196 * 43 * 4.7e-3)
+    assert launch_bound_ms(cost, "deepseek-v4", 43) == pytest.approx(240.198)
+
+
 # --- the engine's own caps -------------------------------------------------------------------------------
 
 

@@ -226,11 +226,11 @@ class EngineModes:
         if mode.mode == "piecewise":
             count = cost.count(self.family)
             floor = 0.0 if count.attention_per_layer is None else launch_bound_ms(cost, self.family, self.layers,
-                                                                                   "attention")
+                                                                                   "attention", extending=extending)
             return ModeCharge(floor_ms=floor, moe_scale=moe)
         syncs = self.all_to_all.normal_syncs_per_layer * self.layers if mode.all_to_all == "normal" else 0
-        return ModeCharge(floor_ms=launch_bound_ms(cost, self.family, self.layers),
-                          extra_ms=syncs * cost.count(self.family).op_us(cost) / 1000.0, moe_scale=moe)
+        return ModeCharge(floor_ms=launch_bound_ms(cost, self.family, self.layers, extending=extending),
+                          extra_ms=syncs * cost.count(self.family).op_us(cost, extending) / 1000.0, moe_scale=moe)
 
 
 def extends(load: StepLoad) -> bool:
