@@ -17,6 +17,8 @@ never name an engine themselves.
     step_mode(traits, shape, setup)                 how that engine runs one step: graph, piecewise or
                                                     eager, why, and its all-to-all mode (engines.modes)
     traits.caps.report(facts)                       the engine's own caps and which binds (engines.caps)
+    scenario_of_launch(line, profile)               a `vllm serve` / `sglang.launch_server` line read back
+                                                    into a scenario mapping (engines.launch_line, `specplan fit`)
 
 The rows are in one module per engine (`specplan.engines.vllm`,
 `specplan.engines.sglang`, `specplan.engines.trtllm`): a new engine version

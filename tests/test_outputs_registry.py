@@ -13,6 +13,7 @@ from specplan.simulator.core.outputs import OUTPUT_FILES, contract_keys, describ
 from specplan.simulator.engine.request_log import REJECT_REASONS
 from specplan.simulator.engine.simulation import simulate
 from specplan.simulator.scenario import scenario_from_mapping
+from specplan.simulator.scenario.calibration import Applied, Calibration, Deployment
 from specplan.simulator.study.split import simulate_sampled, simulate_split
 from tests.conftest import BASE, REPO, merged
 
@@ -93,6 +94,9 @@ def written(tmp_path_factory):
         if result.prefill_steps is not None:
             for key in result.prefill_steps.columns:
                 seen["prefill_steps.csv"].setdefault(key, name)
+    # `specplan run --calibration FILE` adds the calibration's keys to the summary (the command, not simulate())
+    calibration = Calibration(Deployment("vllm", "0.24.0", "H200", "Llama-3.1-8B", "tp"), {})
+    seen["summary.json"].update(dict.fromkeys(Applied(calibration, [], {}, []).summary_keys(), "calibrated"))
     return seen
 
 

@@ -22,7 +22,7 @@ GUIDES = {
     "sweep": "guides/planning.md", "plan": "guides/planning.md", "tune": "guides/engines.md",
     "acceptance": "guides/engines.md", "trace-stats": "guides/deployments.md", "profile": "model/profiles.md",
     "profile-plot": "model/profiles.md", "calibrate": "model/drafters.md", "audit": "model/policies.md",
-    "replicate": "guides/replication.md", "fidelity": "guides/replication.md",
+    "replicate": "guides/replication.md", "fidelity": "guides/replication.md", "fit": "guides/own-runs.md",
 }
 
 INTRO = """# Command line

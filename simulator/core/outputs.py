@@ -179,6 +179,9 @@ engine_graph_cap_requests_per_rank | requests | the engine's graph cap (SGLang c
 engine_mem_fraction_static | share | the share of GPU memory the engine gives weights and KV (SGLang mem_fraction_static by its reserve rule, vLLM gpu_memory_utilization)
 split_replicas | replicas | a split run (--split-replicas): the replicas simulated as independent processes
 replicas_simulated | replicas | a sampled fleet: the replicas simulated for the whole (cluster totals scaled by replicas / this)
+calibration | — | the calibration file `specplan run --calibration FILE` applied (written by `specplan fit`)
+calibration_deployment | — | the deployment that calibration was fitted for: engine and version, GPU, model, layout
+calibration_transfer | — | the facts the calibration was carried across by --calibration-transfer (fitted for -> used on), none when it matched
 draft_record | — | what the drafts did, from every 8th step with drafts: per domain and position the request-steps that reached and accepted a draft, and the reliability bins of the confidences a policy saw (the report's acceptance and calibration figures read it); null without speculation
 """, {"mode_reason_step_share.<reason>": r"mode_reason_step_share\.[a-z0-9_]+",
       "mode_reason_time_share.<reason>": r"mode_reason_time_share\.[a-z0-9_]+",
@@ -235,6 +238,7 @@ POOL = "with a prefill pool (cluster.prefill)"
 CAPS = ("with a serving engine's caps (its traits-table row has caps and the profile names its model and "
         "GPUs: the measured DeepSeek-V4 built-ins)")
 EACH_SEEN = "one key for each reason or all-to-all mode the window's steps recorded"
+CALIBRATED = "a run with --calibration FILE (specplan run; written by the command, not by simulate())"
 PRESENCE: dict[str, tuple[str, ...]] = {  # the mode that writes a key → the keys it adds (the rest: every run)
     POOL: ("gpus_prefill", "gpus_decode", "gpus_total", "requests_in_prefill", "requests_in_transfer",
            "requests_at_decode", "prefill_replicas", "prefill_steps", "mean_prefill_step_ms",
@@ -258,6 +262,7 @@ PRESENCE: dict[str, tuple[str, ...]] = {  # the mode that writes a key → the k
     "a split or sampled run (--split-replicas; a plan probe over more than --replica-sample replicas)": (
         "split_replicas",),
     "a sampled fleet (a plan probe over more than --replica-sample replicas)": ("replicas_simulated",),
+    CALIBRATED: ("calibration", "calibration_deployment", "calibration_transfer"),
     CAPS: ("engine_cap_binding", "engine_cap_tightest", "engine_cap_tightest_requests_per_rank",
            "engine_cap_demand_per_rank", "engine_graph_cap_requests_per_rank", "engine_mem_fraction_static"),
     EACH_SEEN: ("mode_reason_step_share.<reason>", "mode_reason_time_share.<reason>",
@@ -531,6 +536,27 @@ ratio | ratio | newest / stale
 note | — | how the two were made comparable, where they had to be (a total compared as output)
 """)
 
+CALIBRATION_RECORD = table("""
+calibration | — | the calibration file applied (--calibration FILE, written by `specplan fit`)
+calibration_deployment | — | the deployment it was fitted for: engine and version, GPU, model, layout
+calibration_transfer | — | the facts carried across by --calibration-transfer (fitted for -> used on), none when it matched
+overrides | — | the scenario overrides it set, after the command line's own (engine.host_overhead_ms, a scaled hardware.profile, ...)
+not_applied | — | the terms it holds that no scenario key prices (ttft_per_request_ms; dp_sync_ms off DP attention)
+terms | — | every term of the file: value, interval and source
+""")
+
+FIT_RUNS = table("""
+run | — | the run's file (and its line or concurrency for a file of several)
+client | — | the tool that wrote it: sglang_bench_serving, vllm_bench_serve, aiperf, genai_perf, sglang_log
+concurrency | requests | its max concurrency (the bench client's semaphore)
+metric | — | the figure compared: output_throughput (tok/s), mean_tpot_ms, mean_ttft_ms
+published | (metric's) | the run's own figure
+fitted | (metric's) | the simulator's figure at the fitted terms
+residual | ratio | fitted / published - 1
+loo_predicted | (metric's) | the figure with the terms fitted on every other run (leave one run out)
+loo_error | ratio | loo_predicted / published - 1: how far the fit carries to a run it did not see
+""")
+
 OUTPUT_FILES: tuple[OutputFile, ...] = (
     OutputFile("summary.json", "specplan run; simulate(); every sweep point and plan probe",
                "the run's figures (one JSON object)",
@@ -552,6 +578,10 @@ OUTPUT_FILES: tuple[OutputFile, ...] = (
                "and these), keep-up verdict and resolved scenario", PROBE_RECORD, extends="summary.json"),
     OutputFile("plan.csv", "specplan plan --out on a search: block", "one row per deployment, met or not", PLAN),
     OutputFile("replication.csv", "specplan replicate", "one row per published figure", REPLICATION),
+    OutputFile("calibration.json", "specplan sweep / plan / tune --calibration FILE", "the calibration the "
+               "command applied (one JSON object)", CALIBRATION_RECORD),
+    OutputFile("fit_runs.csv", "specplan fit", "one row per run and figure: published, fitted, residual and the "
+               "leave-one-run-out error", FIT_RUNS),
     OutputFile("version_spread.csv", "specplan replicate", "one row per figure published by an older and the "
                "newest run of the same cell (in no error statistic)", VERSION_SPREAD),
 )

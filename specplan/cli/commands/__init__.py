@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {  # command → (its module, its one-lin
     "fidelity": ("specplan.cli.commands.fidelity", "measure the simulator's error against a real torch engine"),
     "acceptance": ("specplan.cli.commands.acceptance", "fit acceptance curves from a serving engine's metrics"),
     "tune": ("specplan.cli.commands.tune", "tune a per-batch-size speculation-length schedule and export it for engines"),
+    "fit": ("specplan.cli.commands.fit", "fit a deployment's host time and verify scale to its own benchmark runs"),
     "replicate": ("specplan.cli.commands.replicate", "predict published measurements and report the errors"),
 }
 

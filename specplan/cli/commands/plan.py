@@ -32,6 +32,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from specplan.cli.args import whole_number
+from specplan.cli.calibration import (
+    add_calibration_args,
+    say_calibration,
+    take_calibration,
+    write_calibration_record,
+)
 from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import out_folder
@@ -116,6 +122,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_override_args(p)
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_calibration_args(p)
     p.set_defaults(func=run)
 
 
@@ -153,11 +160,16 @@ def run(args: argparse.Namespace) -> int:
     resampled(args)
     default_demand(args)
     out = out_folder(args.out) if args.out else None
+    calibration = take_calibration(args)
+    say_calibration(calibration, args)
     target, options = target_of(args), options_of(args, out)
     with refused_cleanly(out):
         if has_search(args.scenario, args.overrides):
-            return run_search(args.scenario, target, options, args.json)
+            code = run_search(args.scenario, target, options, args.json)
+            write_calibration_record(calibration, out)
+            return code
         plan = plan_capacity(args.scenario, target, options)
+    write_calibration_record(calibration, out)
     return report_plan(plan, out, args.json)
 
 

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from specplan.cli.args import whole_number
+from specplan.cli.calibration import add_calibration_args, say_calibration, take_calibration
 from specplan.cli.commands import help_of
 from specplan.cli.output import (
     RUN_FILES,
@@ -54,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split-replicas", type=whole_number, metavar="WORKERS", default=None,
                    help="simulate the replicas independently on WORKERS processes (exact for random routing "
                         "of Poisson arrivals; see specplan.simulator.study.split)")
+    add_calibration_args(p)
     p.set_defaults(func=run)
 
     c = sub.add_parser("check", help=help_of("check"))
@@ -66,13 +68,17 @@ def run(args: argparse.Namespace) -> int:
     from specplan.cli.progress import simulate_with_progress
     from specplan.simulator.study.split import simulate_split
 
+    calibration = take_calibration(args)
     scenario = load_scenario(args.scenario, args.overrides, args.seed)
     warn_drafter_profile(scenario)
     out = out_folder(args.out, RUN_FILES, args.force)
+    say_calibration(calibration, args)
     if args.split_replicas is not None:
         result = simulate_split(scenario, workers=args.split_replicas, itl=True)
     else:
         result = simulate_with_progress(scenario, enabled=False if (args.quiet or args.json) else None)
+    if calibration is not None:
+        result.summary.update(calibration.summary_keys())
     write_run(result, out)
     if args.json:
         sys.stdout.write(dumps(result.summary))

@@ -11,6 +11,12 @@ from pathlib import Path
 import pandas as pd
 
 from specplan.cli.args import whole_number
+from specplan.cli.calibration import (
+    add_calibration_args,
+    say_calibration,
+    take_calibration,
+    write_calibration_record,
+)
 from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import out_folder
@@ -41,10 +47,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="results folder (created; re-running resumes it)")
     add_override_args(p)
     add_runner_args(p)
+    add_calibration_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    calibration = take_calibration(args)
+    say_calibration(calibration, args)
+    write_calibration_record(calibration, out_folder(args.out))
     sweep_and_report(args.scenario, args, args.overrides)
     return 0
 

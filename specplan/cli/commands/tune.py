@@ -20,6 +20,12 @@ import sys
 import pandas as pd
 
 from specplan.cli.args import whole_number
+from specplan.cli.calibration import (
+    add_calibration_args,
+    say_calibration,
+    take_calibration,
+    write_calibration_record,
+)
 from specplan.cli.commands import help_of
 from specplan.cli.commands.run import add_override_args
 from specplan.cli.output import out_folder
@@ -55,11 +61,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-report", dest="report", action="store_false", help="write the schedule files only")
     p.add_argument("--json", action="store_true", help="print the tune as JSON (no progress bar)")
     p.add_argument("--quiet", action="store_true", help="print nothing (no progress bar)")
+    add_calibration_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     out = out_folder(args.out)
+    calibration = take_calibration(args)
+    say_calibration(calibration, args)
+    write_calibration_record(calibration, out)
     ask = TuneAsk(lengths=parse_lengths(args.lengths), buckets=parse_buckets(args.buckets),
                   loads=parse_loads(args.loads), sla_tps=args.sla_tps, seeds=args.seeds)
     tuned = tune_schedule(args.scenario, ask, RunOptions(out_dir=out, workers=worker_count(args.workers, "--workers"),

@@ -1,0 +1,69 @@
+"""`--calibration FILE` and `--calibration-transfer FACTS` of `run`, `sweep`, `plan` and `tune`.
+
+The file (specplan.simulator.scenario.calibration) is checked against the scenario's deployment and turned into
+overrides appended after the command line's own `--set` / `--merge`, so every point, probe and tune run takes
+it; the command prints which file it applied (its summary.json names it too, `calibration.json` beside a
+sweep's, plan's or tune's files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from specplan.simulator.scenario import load_scenario
+from specplan.simulator.scenario.calibration import (
+    TRANSFERABLE,
+    Applied,
+    apply_calibration,
+    parse_transfer,
+    read_calibration,
+)
+
+CALIBRATION_FILE = "calibration.json"
+
+
+def add_calibration_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--calibration", metavar="FILE",
+                   help="apply a calibration file written by `specplan fit` (host cycle, verify scale, ...): "
+                        "refused when fitted for another engine, engine version, GPU, model or layout")
+    p.add_argument("--calibration-transfer", metavar="FACTS",
+                   help="carry a calibration fitted elsewhere: the facts that may differ, comma-separated ("
+                        f"{', '.join(TRANSFERABLE)}; 'version' for engine_version); its terms apply unchanged")
+
+
+def take_calibration(args: argparse.Namespace) -> Applied | None:
+    """Read --calibration, check it against the scenario (before the calibration) and append its overrides to
+    args.overrides; None without the flag."""
+    path = getattr(args, "calibration", None)
+    if not path:
+        if getattr(args, "calibration_transfer", None):
+            parse_transfer(args.calibration_transfer)  # a bad name is still refused
+        return None
+    calibration = read_calibration(path)
+    transfer = parse_transfer(getattr(args, "calibration_transfer", None))
+    scenario = load_scenario(args.scenario, args.overrides, getattr(args, "seed", None))
+    applied = apply_calibration(calibration, scenario, transfer)
+    args.overrides = [*args.overrides, *applied.overrides]
+    return applied
+
+
+def say_calibration(applied: Applied | None, args: argparse.Namespace) -> None:
+    """The calibration's lines: on stdout, on stderr under --json (stdout is the JSON), none under --quiet."""
+    if applied is None or getattr(args, "quiet", False):
+        return
+    stream = sys.stderr if getattr(args, "json", False) else sys.stdout
+    for line in applied.lines():
+        print(line, file=stream)
+
+
+def write_calibration_record(applied: Applied | None, out: Path | None) -> None:
+    """calibration.json beside a sweep's, plan's or tune's files: which file, what it set, what it carried."""
+    if applied is None or out is None:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    record = {**applied.summary_keys(), "overrides": applied.overrides, "not_applied": applied.not_applied,
+              "terms": {name: term.as_dict() for name, term in applied.calibration.terms.items()}}
+    (out / CALIBRATION_FILE).write_text(json.dumps(record, indent=2) + "\n")
