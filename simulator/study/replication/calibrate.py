@@ -44,6 +44,7 @@ figure is simulated twice at one point.
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,9 @@ SCALE_GRID = (0.7, 0.85, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0)
 FIT_MODES = ("calibrated", "split_a", "split_b")   # the fits every group gets
 
 FigureKey = tuple[str, int]     # (case name, the figure's line in published.csv)
+Grid = dict[Params, dict[FigureKey, float]]   # grid point -> figure -> predicted value (summary units)
+GRID_FILE = "calibration_grid.csv"   # every figure's value at every grid point, written as the tasks finish
+GRID_COLUMNS = ("source", "line", "metric", "published", "host_ms", "verify_scale", "value")
 
 
 @dataclass(frozen=True)
@@ -83,23 +87,50 @@ def group_values(members: list[tuple[Case, Figure]], params: Params, out_dir: Pa
     return out
 
 
+def simulate_grid(groups: dict[str, list[tuple[Case, Figure]]], out_dir: Path, host_grid: tuple[float, ...],
+                  scale_grid: tuple[float, ...], workers: int, progress: Callable[[str], None],
+                  cached: Grid | None = None) -> Grid:
+    """Every member figure at every grid point, once: a task per group and point (on `workers` processes) whose
+    values `cached` (an earlier run's grid file, `read_grid`) does not already hold; each finished task's rows are
+    appended to out_dir/calibration_grid.csv. Every fit (calibrated, each transfer fold) re-selects over it."""
+    grid = [Params(h, s) for h in host_grid for s in scale_grid]
+    cached = cached or {}
+    values: Grid = {p: dict(cached.get(p, {})) for p in grid}
+    path = out_dir / GRID_FILE
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    kept = [grid_rows(members, p, {k: values[p][k] for k in (figure_key(*m) for m in members)})
+            for group, members in groups.items() for p in grid
+            if all(figure_key(c, f) in values[p] for c, f in members)]
+    for rows in kept:
+        append_grid(path, rows)
+    tasks = [(group, p) for group in groups for p in grid
+             if not all(figure_key(c, f) in values[p] for c, f in groups[group])]
+    if cached:
+        progress(f"grid: {len(kept)} of {len(kept) + len(tasks)} group points read from the earlier grid")
+    left = {group: sum(1 for g, _p in tasks if g == group) for group in groups}
+
+    def done(index: int, get: Callable[[], dict[FigureKey, float]]) -> None:
+        group, p = tasks[index]
+        got = get()
+        values[p].update(got)
+        append_grid(path, grid_rows(groups[group], p, got))
+        left[group] -= 1
+        if left[group] == 0:
+            progress(f"{group}: {len(grid)} grid points simulated")
+
+    calls = [(group_values, (groups[group], p, out_dir)) for group, p in tasks]
+    map_calls(calls, done, workers, what="grid point", kept=f"every finished grid point is in {path}")
+    return values
+
+
 def fit_groups(groups: dict[str, list[tuple[Case, Figure]]], out_dir: Path, host_grid: tuple[float, ...],
                scale_grid: tuple[float, ...], workers: int,
                progress: Callable[[str], None]) -> dict[str, Fit]:
     """Each group evaluated on the whole grid (tasks on `workers` processes), then fitted three ways."""
     grid = [Params(h, s) for h in host_grid for s in scale_grid]
-    tasks = [(group, p) for group in groups for p in grid]
-    values: dict[str, dict[Params, dict[FigureKey, float]]] = {group: {} for group in groups}
-
-    def done(index: int, get: Callable[[], dict[FigureKey, float]]) -> None:
-        group, p = tasks[index]
-        values[group][p] = get()
-        if len(values[group]) == len(grid):
-            progress(f"{group}: {len(grid)} grid points simulated")
-
-    calls = [(group_values, (groups[group], p, out_dir)) for group, p in tasks]
-    map_calls(calls, done, workers, what="grid point", kept="")
-    return {group: fit_group(members, values[group], grid) for group, members in groups.items()}
+    values = simulate_grid(groups, out_dir, host_grid, scale_grid, workers, progress)
+    return {group: fit_group(members, values, grid) for group, members in groups.items()}
 
 
 def fit_group(members: list[tuple[Case, Figure]], values: dict[Params, dict[FigureKey, float]],
@@ -137,3 +168,36 @@ def value_at(fit: Fit, params: Params, case: Case, figure: Figure) -> float | No
     """The figure's value at a grid point the fit evaluated; None for a group with nothing to fit (Params())."""
     at = fit.values.get(params)
     return None if at is None else at[figure_key(case, figure)]
+
+
+def grid_rows(members: list[tuple[Case, Figure]], params: Params, values: dict[FigureKey, float]) -> list[dict]:
+    """The grid file's rows of one task: each member figure's value at `params`."""
+    return [{"source": case.name, "line": figure.line, "metric": figure.metric, "published": figure.value,
+             "host_ms": params.host_ms, "verify_scale": params.verify_scale,
+             "value": values[figure_key(case, figure)]} for case, figure in members]
+
+
+def append_grid(path: Path, rows: list[dict]) -> None:
+    """Add rows to the grid file (its header first where it is new)."""
+    new = not path.exists()
+    with path.open("a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=GRID_COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def read_grid(path: Path, members: list[tuple[Case, Figure]]) -> Grid:
+    """The values of an earlier run's grid file for `members` (a row whose published value or metric no longer
+    matches the case is left out: that figure is simulated again)."""
+    wanted = {figure_key(c, f): f for c, f in members}
+    out: Grid = {}
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            key = (row["source"], int(row["line"]))
+            figure = wanted.get(key)
+            if figure is None or row["metric"] != figure.metric or not np.isclose(float(row["published"]), figure.value):
+                continue
+            host = None if row["host_ms"] in ("", "None") else float(row["host_ms"])
+            out.setdefault(Params(host, float(row["verify_scale"])), {})[key] = float(row["value"])
+    return out
