@@ -163,13 +163,11 @@ def run(args: argparse.Namespace) -> int:
     calibration = take_calibration(args)
     say_calibration(calibration, args)
     target, options = target_of(args), options_of(args, out)
-    with refused_cleanly(out):
+    with refused_cleanly(out):  # a refused plan removes the folder it created, calibration.json with it
+        write_calibration_record(calibration, out)
         if has_search(args.scenario, args.overrides):
-            code = run_search(args.scenario, target, options, args.json)
-            write_calibration_record(calibration, out)
-            return code
+            return run_search(args.scenario, target, options, args.json)
         plan = plan_capacity(args.scenario, target, options)
-    write_calibration_record(calibration, out)
     return report_plan(plan, out, args.json)
 
 
