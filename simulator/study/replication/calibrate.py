@@ -106,7 +106,8 @@ def simulate_grid(groups: dict[str, list[tuple[Case, Figure]]], out_dir: Path, h
             progress(f"{group}: {len(grid)} grid points simulated")
 
     calls = [(group_values, (groups[group], p, out_dir)) for group, p in tasks]
-    map_calls(calls, done, workers, what="grid point", kept=f"every finished grid point is in {path}")
+    if calls:   # every point read from the earlier grid: nothing to run
+        map_calls(calls, done, workers, what="grid point", kept=f"every finished grid point is in {path}")
     return values
 
 
