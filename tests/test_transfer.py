@@ -155,7 +155,7 @@ def test_write_table_needs_calibrate(tmp_path, cli):
 
 # --- the shipped table, applied by `run` ---
 
-AGENTIC = REPO / "scenarios" / "agentic.yaml"   # SGLang 0.5.14, TP, V4-Flash on B200: the shipped table has its row
+AGENTIC = REPO / "scenarios" / "agentic.yaml"   # sglang 0.5.14, TP, V4-Flash on B200: the shipped table has its row
 SHORT = ("--set", "horizon.duration_s=2")
 
 
@@ -179,7 +179,7 @@ def test_run_names_the_shipped_row(tmp_path, cli):
     assert code == 0
     assert f"calibration: calibrated on {row.label} (the shipped calibration table v" in out
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["calibration"].endswith(row.label) and summary["calibration_deployment"] == "SGLang 0.5.14 TP"
+    assert summary["calibration"].endswith(row.label) and summary["calibration_deployment"] == "sglang 0.5.14 TP"
 
 
 KNOWN_ROW = """format: specplan-calibration-table/1
@@ -222,7 +222,7 @@ def test_no_matching_row_says_so_and_runs_the_physics(tmp_path, cli):
     short = ("--set", "horizon={duration_s: 3, warmup_s: 1}")
     code, out, _err = cli("run", str(scenario), "--out", str(tmp_path / "a"), *short)
     assert code == 0
-    assert "calibration: none: the shipped calibration table v" in out and "has no row for vLLM 0.24 TP" in out
+    assert "calibration: none: the shipped calibration table v" in out and "has no row for vllm 0.24 TP" in out
     code, _out, _err = cli("run", str(scenario), "--out", str(tmp_path / "b"), *short, "--uncalibrated")
     drop = ("calibration", "calibration_deployment", "calibration_transfer", "wall_s")
     a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("a", "b"))

@@ -18,7 +18,7 @@ The file (YAML, `format: specplan-calibration-table/1`):
     development_set: {folder: benchmarks/published, serving_cases: 20, held_out: "..."}
     rows:
       - match: {engine: sglang, engine_version: 0.5.14, layout: dp-attention}
-        label: 14 public SGLang DP-attention runs
+        label: 18 public sglang DP-attention runs (...)
         terms: {host_cycle_ms: {value, interval, source}, verify_scale: ..., dp_sync_ms: ...,
                 eager_surcharge_ms: ..., ttft_per_request_ms: ...}     # as a calibration file's
         fitted_on: {runs, figures, cases, gpus, models, measured_versions}
@@ -57,7 +57,6 @@ TABLE_FORMAT = "specplan-calibration-table/1"
 SHIPPED_TABLE = Path(hwprofiles.__file__).resolve().parent / "public" / "calibration.yaml"
 MATCH = ("engine", "engine_version", "layout")
 LAYOUT_WORDS = {"tp": "TP", "dp-attention": "DP-attention"}
-ENGINE_WORDS = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM"}
 
 
 @dataclass(frozen=True)
@@ -90,8 +89,8 @@ class Table:
 
 
 def describe_match(engine: str, version: str, layout: str) -> str:
-    """'SGLang 0.5.14 DP-attention'."""
-    return f"{ENGINE_WORDS.get(engine, engine)} {version} {LAYOUT_WORDS.get(layout, layout)}"
+    """'sglang 0.5.14 DP-attention' (the engine as the traits table names it)."""
+    return f"{engine} {version} {LAYOUT_WORDS.get(layout, layout)}"
 
 
 def read_table(path: str | Path | None = None) -> Table:
