@@ -56,6 +56,8 @@ def take_calibration(args: argparse.Namespace) -> Applied | None:
         if getattr(args, "uncalibrated", False):
             return None
         table = table_calibration(load_scenario(args.scenario, args.overrides, getattr(args, "seed", None)))
+        if table.row is None and not table.here.engine_version:
+            return None   # no serving engine (a synthetic profile): no table could have its row, nothing to say
         args.overrides = [*args.overrides, *table.overrides]
         return table
     calibration = read_calibration(path)
