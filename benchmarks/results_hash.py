@@ -9,6 +9,10 @@ and a heavy load, the policies those files do not sweep, chunked prefill,
 tight KV) or one of the shared contract scenarios, run for a short horizon.
 A case's hash covers its requests and steps frames and its summary (less
 wall time). Run it before and after a change; the two outputs must be equal.
+Every case runs the physics alone (uncalibrated): it calls `simulate()` on
+the scenario as written, and only the command line (`run`, `sweep`, `plan`,
+`tune`) applies the shipped calibration table (simulator.scenario.calibration_table),
+so a refit of the table moves no hash here.
 A change that adds a summary key changes every hash; `--ignore-key KEY`
 leaves that key out, so the run after the change shows that nothing else moved;
 `--ignore-column COL` does the same for a column the change adds to requests.csv or steps.csv.

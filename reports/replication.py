@@ -39,8 +39,9 @@ from specplan.simulator.study.replication.stats import (
 from specplan.simulator.study.replication.version_spread import spread_statistics
 
 MODE_WORDS = {"predicted": "predicted (no parameter fitted)",
-              "calibrated": "calibrated (parameters fitted on these figures)",
-              "split": "predicted out of sample (fitted on the other half)"}
+              "calibrated": "calibrated (fitted per engine version and layout on these figures)",
+              "transferred": "transferred (leave one GPU out: fitted on the other GPUs of the engine version and layout)",
+              "transferred_layout": "transferred across layouts (leave one layout out: fitted on the other layout)"}
 
 
 def table_lines(rows: pd.DataFrame) -> list[str]:
@@ -241,6 +242,7 @@ def percent(value: float | None) -> str:
 
 
 def params_lines(result: Replication) -> list[str]:
+    """Each fold's choice: in sample per engine version and layout, then each held-out GPU and layout."""
     lines = []
     for mode, groups in result.params.items():
         for group, p in groups.items():
@@ -271,7 +273,7 @@ def plot_replication(rows: pd.DataFrame, path: Path) -> Path:
     """Predicted against published, log axes, a point per figure coloured by source (best mode shown)."""
     fig = Figure(figsize=(5.5, 5))
     ax = fig.subplots()
-    mode = next((m for m in ("split", "calibrated", "predicted") if f"{m}_value" in rows), None)
+    mode = next((m for m in ("transferred", "calibrated", "predicted") if f"{m}_value" in rows), None)
     value = f"{mode}_value"
     drawn = rows[(rows["status"] == "ok") & (rows["metric"] != "speedup_sign")] if mode \
         else pd.DataFrame(columns=["source", "published", value])  # nothing predicted: no column to group by

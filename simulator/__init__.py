@@ -12,7 +12,7 @@
         tune/         tune_schedule(source, TuneAsk, options): a per-batch-size length schedule and its
                       engine exports
         replication/  replicate(source, ReplicationAsk, options): published figures predicted,
-                      calibrated and split
+                      calibrated and transferred (cross-validated), and the calibration table
       and the base they share: options.py (RunOptions), points.py (a sweep's points and their store),
       backends.py (processes or Ray), interrupts.py, inputs.py, shadows.py (overrides a study replaces),
       split.py (a fleet as independent replicas), frontier.py, keepup.py, launch.py

@@ -27,7 +27,8 @@ FIDELITY = REPO / "validation" / "results"
 def replication_page(args: argparse.Namespace) -> str:
     report = (REPLICATION / "replication.md").read_text()
     return "\n".join([
-        "Made by `specplan replicate benchmarks/published --calibrate --workers 2 --allow-missing` (committed in "
+        "Made by `specplan replicate benchmarks/published --calibrate --workers 2 --allow-missing --write-table "
+        "hwprofiles/public/calibration.yaml` (committed in "
         "`benchmarks/published/results/`: replication.csv, .md, .json, .png); this page is read from that "
         "record. What the suite is, how it runs and what is responsible for its misses: "
         "[Replication and fidelity](../guides/replication.md). Every DeepSeek-V4-Pro end-to-end serving "
@@ -51,9 +52,16 @@ def standing(level: int) -> str:
         f"predicted and tabled, in no statistic ({ttft_text(rows)}).", "",
         f"{head} Goals", "", goals_table(record["goals"]),
         f"{head} Median / max |error| per engine, GPU and layout", "",
+        "Predicted (nothing fitted), calibrated in sample (host time and step scale fitted per engine version and "
+        "layout on these figures: the shipped calibration table's rows) and transferred (cross-validated: fitted "
+        "with the figure's GPU left out, or its layout left out), side by side; – where a fold has nothing to fit "
+        "on (the only GPU, or the only layout, of its engine version).", "",
+        groups_table(record),
+        f"{head} Predicted, calibrated and transferred by kind of cell", "", fits_by_kind_table(record),
+        f"{head} What each fit chose", "",
         "A fitted parameter at the edge of the calibration grid (host up to "
         f"{HOST_GRID_MS[-1]:g} ms, scale {SCALE_GRID[0]:g}–{SCALE_GRID[-1]:g}) is marked: the fit would have gone further.", "",
-        groups_table(record),
+        params_table(record),
         f"{head} By kind of cell (predicted)", "", kinds_table(rows),
         f"{head} What the assumed acceptance moves", "",
         "Where a case assumes its acceptance, every figure is predicted again with the accepted length 10% "
@@ -117,21 +125,39 @@ def value_text(value: object) -> str:
     return f"{100 * value:.1f}%" if isinstance(value, float) else str(value)
 
 
+FITS = ("predicted", "calibrated", "transferred", "transferred_layout")
+FIT_HEADS = ("predicted", "calibrated (in sample)", "transferred (GPU out)", "transferred (layout out)")
+
+
 def groups_table(record: dict) -> str:
+    """Per engine, GPU and layout: median / max |error| predicted, calibrated in sample and transferred."""
     stats = record["statistics"]
     groups = list(stats["predicted"]["by_group"])
     rows = []
     for group in [*groups, None]:
         predicted = stats["predicted"] if group is None else stats["predicted"]["by_group"][group]
         cells = [group or "**all**", str(predicted["figures"])]
-        for fit in ("predicted", "calibrated", "split"):
+        for fit in FITS:
             s = stats.get(fit, {}) if group is None else stats.get(fit, {}).get("by_group", {}).get(group, {})
             cells.append(error_text(s))
         cells.append(signs_text(predicted))
-        cells.append(params_text(record.get("params", {}).get("calibrated", {}).get(group)) if group else "")
         rows.append(cells)
-    return table(["engine/GPU/layout", "figures", "predicted", "calibrated", "split", "speed-ups / signs right",
-                  "fitted (host ms, scale)"], rows)
+    return table(["engine/GPU/layout", "figures", *FIT_HEADS, "speed-ups / signs right"], rows)
+
+
+def fits_by_kind_table(record: dict) -> str:
+    """Per kind of cell: median / max |error| predicted, calibrated in sample and transferred, side by side."""
+    stats = record["statistics"]
+    kinds = list(stats["predicted"].get("by_kind", {}))
+    rows = [[kind, str(stats["predicted"]["by_kind"][kind]["figures"]),
+             *[error_text(stats.get(fit, {}).get("by_kind", {}).get(kind, {})) for fit in FITS]] for kind in kinds]
+    return table(["kind of cell", "figures", *FIT_HEADS], rows)
+
+
+def params_table(record: dict) -> str:
+    """Each fit's choice: in sample per engine version and layout, each leave-one-GPU-out and -layout-out fold."""
+    rows = [[fit, fold, params_text(p)] for fit in FITS[1:] for fold, p in record.get("params", {}).get(fit, {}).items()]
+    return table(["fit", "engine version layout (held out)", "host ms, scale"], rows)
 
 
 def signs_text(s: dict) -> str:

@@ -179,9 +179,9 @@ engine_graph_cap_requests_per_rank | requests | the engine's graph cap (SGLang c
 engine_mem_fraction_static | share | the share of GPU memory the engine gives weights and KV (SGLang mem_fraction_static by its reserve rule, vLLM gpu_memory_utilization)
 split_replicas | replicas | a split run (--split-replicas): the replicas simulated as independent processes
 replicas_simulated | replicas | a sampled fleet: the replicas simulated for the whole (cluster totals scaled by replicas / this)
-calibration | — | the calibration file `specplan run --calibration FILE` applied (written by `specplan fit`)
-calibration_deployment | — | the deployment that calibration was fitted for: engine and version, GPU, model, layout
-calibration_transfer | — | the facts the calibration was carried across by --calibration-transfer (fitted for -> used on), none when it matched
+calibration | — | the calibration `specplan run` applied: the file of --calibration FILE (written by `specplan fit`), else the shipped table's row ("the shipped calibration table vN: LABEL"), or none where no row matches
+calibration_deployment | — | the deployment that calibration was fitted for: engine and version, GPU, model, layout (a table row: engine, version and layout)
+calibration_transfer | — | the facts the calibration was carried across (fitted for -> used on): by --calibration-transfer, or a table row's GPU and model; none when it matched
 notes | — | what loading the scenario took from its profile or kept against it, one line each (Scenario.notes: engine.dp_attention from a DP built-in's header, a memory model that leaves no pool at the engine's fraction, a stated engine.kv_capacity_tokens above the engine's pool); an empty list when none; run and check print them, plan and sweep print each once
 draft_record | — | what the drafts did, from every 8th step with drafts: per domain and position the request-steps that reached and accepted a draft, and the reliability bins of the confidences a policy saw (the report's acceptance and calibration figures read it); null without speculation
 """, {"mode_reason_step_share.<reason>": r"mode_reason_step_share\.[a-z0-9_]+",
@@ -239,7 +239,8 @@ POOL = "with a prefill pool (cluster.prefill)"
 CAPS = ("with a serving engine's caps (its traits-table row has caps and the profile names its model and "
         "GPUs: the measured DeepSeek-V4 built-ins)")
 EACH_SEEN = "one key for each reason or all-to-all mode the window's steps recorded"
-CALIBRATED = "a run with --calibration FILE (specplan run; written by the command, not by simulate())"
+CALIBRATED = ("a run of `specplan run` without --uncalibrated (a calibration file or the shipped table's row, or none; "
+              "written by the command, not by simulate())")
 PRESENCE: dict[str, tuple[str, ...]] = {  # the mode that writes a key → the keys it adds (the rest: every run)
     POOL: ("gpus_prefill", "gpus_decode", "gpus_total", "requests_in_prefill", "requests_in_transfer",
            "requests_at_decode", "prefill_replicas", "prefill_steps", "mean_prefill_step_ms",
@@ -488,7 +489,7 @@ session_output_tokens_per_s_mean | tokens/s | on agent sessions: a session's out
 REPLICATION = table("""
 source | — | the case folder under benchmarks/published
 reference | — | the public source (repository and PR or issue)
-group | — | engine/GPU/layout group (layout: tp or dp-attention; calibration fits per group)
+group | — | engine/GPU/layout group (layout: tp or dp-attention; the grid's tasks run per group)
 level | — | serving (a benchmark client's run, simulated) or step (a static batch, priced by the step model alone)
 model | — | the model the case ran, as step and serving cases are matched on it (e.g. deepseek-v4-flash)
 kind | — | the kind of cell: a cookbook recipe's strategy (low-latency, balanced, high-throughput), PR case, or step case
@@ -514,10 +515,12 @@ al_minus_10_value | the unit column's | predicted with the assumed acceptance le
 al_minus_10_change | share | al_minus_10_value / predicted_value − 1
 al_plus_10_value | the unit column's | predicted with the assumed acceptance length +10%
 al_plus_10_change | share | al_plus_10_value / predicted_value − 1
-calibrated_value | the unit column's | predicted with the group's fitted host time and step scale (fitted on every figure)
+calibrated_value | the unit column's | predicted with the host time and step scale fitted on every figure of its engine version and layout (the calibration table's row)
 calibrated_error | share | calibrated_value / published − 1
-split_value | the unit column's | predicted out of sample (fitted on the other half of the group's figures)
-split_error | share | split_value / published − 1
+transferred_value | the unit column's | predicted with the fit on the other GPUs of its engine version and layout (leave one GPU out; empty where it has no other GPU)
+transferred_error | share | transferred_value / published − 1
+transferred_layout_value | the unit column's | predicted with the fit on the other layout of its engine version (leave one layout out; empty where there is none)
+transferred_layout_error | share | transferred_layout_value / published − 1
 """)
 
 VERSION_SPREAD = table("""
@@ -538,8 +541,8 @@ note | — | how the two were made comparable, where they had to be (a total com
 """)
 
 CALIBRATION_RECORD = table("""
-calibration | — | the calibration file applied (--calibration FILE, written by `specplan fit`)
-calibration_deployment | — | the deployment it was fitted for: engine and version, GPU, model, layout
+calibration | — | the calibration applied: the file of --calibration FILE (written by `specplan fit`), or the shipped table's row
+calibration_deployment | — | the deployment it was fitted for: engine and version, GPU, model, layout (a table row: engine, version and layout)
 calibration_transfer | — | the facts carried across by --calibration-transfer (fitted for -> used on), none when it matched
 overrides | — | the scenario overrides it set, after the command line's own (engine.host_overhead_ms, a scaled hardware.profile, ...)
 not_applied | — | the terms it holds that no scenario key prices (ttft_per_request_ms; dp_sync_ms off DP attention)

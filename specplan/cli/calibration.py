@@ -1,4 +1,9 @@
-"""`--calibration FILE` and `--calibration-transfer FACTS` of `run`, `sweep`, `plan` and `tune`.
+"""`--calibration FILE`, `--calibration-transfer FACTS` and `--uncalibrated` of `run`, `sweep`, `plan` and `tune`.
+
+By default the shipped calibration table's row for the scenario's engine, engine version and layout is applied
+(specplan.simulator.scenario.calibration_table), named in the printout and the summary; where no row matches a
+line says so and the physics runs alone. `--uncalibrated` runs the physics alone; `--calibration FILE` applies a
+deployment's own fit instead of the table.
 
 The file (specplan.simulator.scenario.calibration) is checked against the scenario's deployment and turned into
 overrides appended after the command line's own `--set` / `--merge`, so every point, probe and tune run takes
@@ -13,6 +18,7 @@ import json
 import sys
 from pathlib import Path
 
+from specplan.errors import SpecplanError
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.scenario.calibration import (
     TRANSFERABLE,
@@ -21,6 +27,7 @@ from specplan.simulator.scenario.calibration import (
     parse_transfer,
     read_calibration,
 )
+from specplan.simulator.scenario.calibration_table import TableApplied, table_calibration
 
 CALIBRATION_FILE = "calibration.json"
 
@@ -32,16 +39,27 @@ def add_calibration_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration-transfer", metavar="FACTS",
                    help="carry a calibration fitted elsewhere: the facts that may differ, comma-separated ("
                         f"{', '.join(TRANSFERABLE)}; 'version' for engine_version); its terms apply unchanged")
+    p.add_argument("--uncalibrated", action="store_true",
+                   help="the physics alone: leave out the shipped calibration table's row (applied by default where "
+                        "one matches the scenario's engine, engine version and layout)")
 
 
 def take_calibration(args: argparse.Namespace) -> Applied | None:
-    """Read --calibration, check it against the scenario (before the calibration) and append its overrides to
-    args.overrides; None without the flag."""
+    """Read --calibration (else the shipped table's row), check it against the scenario (before the calibration) and
+    append its overrides to args.overrides; None under --uncalibrated."""
     path = getattr(args, "calibration", None)
+    if path and getattr(args, "uncalibrated", False):
+        raise SpecplanError("--uncalibrated and --calibration FILE: give one (the physics alone, or your fit)")
     if not path:
         if getattr(args, "calibration_transfer", None):
             parse_transfer(args.calibration_transfer)  # a bad name is still refused
-        return None
+        if getattr(args, "uncalibrated", False):
+            return None
+        table = table_calibration(load_scenario(args.scenario, args.overrides, getattr(args, "seed", None)))
+        if table.row is None and not table.here.engine_version:
+            return None   # no serving engine (a synthetic profile): no table could have its row, nothing to say
+        args.overrides = [*args.overrides, *table.overrides]
+        return table
     calibration = read_calibration(path)
     transfer = parse_transfer(getattr(args, "calibration_transfer", None))
     scenario = load_scenario(args.scenario, args.overrides, getattr(args, "seed", None))
@@ -61,7 +79,7 @@ def say_calibration(applied: Applied | None, args: argparse.Namespace) -> None:
 
 def write_calibration_record(applied: Applied | None, out: Path | None) -> None:
     """calibration.json beside a sweep's, plan's or tune's files: which file, what it set, what it carried."""
-    if applied is None or out is None:
+    if applied is None or out is None or (isinstance(applied, TableApplied) and applied.row is None):
         return
     out.mkdir(parents=True, exist_ok=True)
     record = {**applied.summary_keys(), "overrides": applied.overrides, "not_applied": applied.not_applied,

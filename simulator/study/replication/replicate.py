@@ -1,7 +1,7 @@
 """Predictions against published measurements: run every case, compare, test the assumed acceptance, calibrate.
 
     result = replicate(source, None, RunOptions(out_dir=...))   predicted: no parameter looked at a figure
-    result = replicate(source, ReplicationAsk(calibrate=True), options)   adds "calibrated" and "split" errors
+    result = replicate(source, ReplicationAsk(calibrate=True), options)   adds "calibrated" and "transferred" errors
 
 `source` is a case folder, a folder of case folders (benchmarks/published)
 or the cases themselves; with `options.out_dir` the entry point writes its
@@ -12,8 +12,11 @@ report (replication.md, .png) is the reports layer's.
 Place in the data flow: the cases (specplan.simulator.study.replication.published) →
 a row per figure with its status (`case_runner.availability`,
 `figure_status`) → each runnable figure predicted with nothing fitted
-(`CaseRunner.predict`) → the acceptance sensitivity → with `calibrate`, the
-fits of `calibrate.py` → `Replication` (its statistics from `stats.py`). Beside them, and in no
+(`CaseRunner.predict`) → the acceptance sensitivity → with `calibrate`, every
+serving figure on the grid once (`calibrate.py`), the in-sample fit per engine
+version and layout and the leave-one-GPU-out and leave-one-layout-out folds
+over it (`transfer.py`), and with `table` the calibration table (`table.py`) →
+`Replication` (its statistics from `stats.py`). Beside them, and in no
 statistic, the version spread: each case's older published run paired with
 its newest figures (`version_spread.py`).
 
@@ -44,15 +47,16 @@ from typing import Any
 import pandas as pd
 
 from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.scenario import load_scenario
+from specplan.simulator.scenario.calibration import deployment_of
 from specplan.simulator.study.options import RunOptions
 from specplan.simulator.study.replication.calibrate import (
-    FIT_MODES,
     HOST_GRID_MS,
     SCALE_GRID,
-    Fit,
-    fit_groups,
-    split_params,
-    value_at,
+    Grid,
+    figure_key,
+    read_grid,
+    simulate_grid,
 )
 from specplan.simulator.study.replication.case_runner import (
     AS_RUN,
@@ -75,6 +79,14 @@ from specplan.simulator.study.replication.stats import (
     step_statistics,
 )
 from specplan.simulator.study.replication.step_cases import StepRunner, is_step
+from specplan.simulator.study.replication.table import write_table
+from specplan.simulator.study.replication.transfer import (
+    TRANSFER_MODES,
+    Folds,
+    Member,
+    RowKey,
+    fit_folds,
+)
 from specplan.simulator.study.replication.version_spread import spread_rows, spread_statistics
 
 SENSITIVITIES = ("al_minus_10", "al_plus_10")
@@ -85,7 +97,7 @@ class Replication:
     """Every figure's prediction, and the fitted parameters per group."""
 
     rows: pd.DataFrame
-    params: dict[str, dict[str, Params]] = field(default_factory=dict)  # mode -> group -> params
+    params: dict[str, dict[str, Params]] = field(default_factory=dict)  # mode -> fold (row, held out) -> params
     cases: dict[str, str] = field(default_factory=dict)  # case -> "runs" or why it cannot
     assumed_al: dict[str, str] = field(default_factory=dict)  # case -> the acceptance it assumes
     spread: pd.DataFrame = field(default_factory=pd.DataFrame)  # stale vs newest published figures, apart
@@ -106,12 +118,17 @@ Entry = tuple[Case, Figure, Runner]
 
 @dataclass(frozen=True)
 class ReplicationAsk:
-    """What a replication computes beyond the predictions: with `calibrate`, the calibrated and split errors
-    (host time × level per engine, GPU and layout, over these grids)."""
+    """What a replication computes beyond the predictions: with `calibrate`, the calibrated and transferred errors
+    (host time × level per engine version and layout, over these grids; transfer.py); `grid` reads an earlier
+    run's calibration_grid.csv instead of simulating what it holds; `table` writes the calibration table there,
+    with `command` as its provenance."""
 
     calibrate: bool = False
     host_grid: tuple[float, ...] = HOST_GRID_MS
     scale_grid: tuple[float, ...] = SCALE_GRID
+    grid: Path | None = None
+    table: Path | None = None
+    command: str = ""
 
 
 def replicate(source: str | Path | Iterable[Case], ask: ReplicationAsk | None = None,
@@ -131,7 +148,7 @@ def replicate(source: str | Path | Iterable[Case], ask: ReplicationAsk | None = 
     params: dict[str, dict[str, Params]] = {}
     serving = [entry for entry in runnable if not is_step(entry[0])]  # a step case is predicted only
     if ask.calibrate and serving:
-        params = calibrations(serving, rows, out, ask.host_grid, ask.scale_grid, progress, options.workers or 1)
+        params = calibrations(serving, rows, out, ask, progress, options.workers or 1)
     result = Replication(pd.DataFrame(list(rows.values())), params, {case.name: case_status(case) for case in cases},
                          {case.name: assumed_al(case) for case in cases if "acceptance_assumption" in case.source},
                          spread_rows(cases))
@@ -240,28 +257,53 @@ def add_sensitivity(row: dict[str, Any], entry: Entry) -> None:
             row[f"{name}_change"] = value / runner.predict(figure, Params()) - 1.0
 
 
-def calibrations(runnable: list[Entry], rows: dict[int, dict], out: Path, host_grid: tuple[float, ...],
-                 scale_grid: tuple[float, ...], progress: Callable[[str], None],
-                 workers: int) -> dict[str, dict[str, Params]]:
-    """Fit each group (calibration.py) and record every figure's calibrated and split prediction."""
+def calibrations(runnable: list[Entry], rows: dict[int, dict], out: Path, ask: ReplicationAsk,
+                 progress: Callable[[str], None], workers: int) -> dict[str, dict[str, Params]]:
+    """Every serving figure simulated once on the grid (calibrate.py), every fold fitted over it (transfer.py),
+    each figure's calibrated and transferred predictions recorded; the table written where asked (table.py)."""
     groups: dict[str, list[tuple[Case, Figure]]] = {}
     for case, figure, _runner in runnable:
         groups.setdefault(case.group, []).append((case, figure))
-    fits = fit_groups(groups, out, host_grid, scale_grid, workers, progress)
-    for group, members in groups.items():
-        fit = fits[group]
-        progress(f"{group}: calibrated {fit.params['calibrated']}")
-        for case, figure in members:
-            row = rows[id(figure)]
-            record(row, fit, fit.params["calibrated"], case, figure, "calibrated")
-            record(row, fit, split_params(fit, case, figure, members), case, figure, "split")
-    return {mode: {group: fit.params[mode] for group, fit in fits.items()} for mode in FIT_MODES}
+    everything = [pair for members in groups.values() for pair in members]
+    cached = read_grid(ask.grid, everything) if ask.grid is not None else None
+    grid = simulate_grid(groups, out, ask.host_grid, ask.scale_grid, workers, progress, cached)
+    points = [Params(h, s) for h in ask.host_grid for s in ask.scale_grid]
+    rowkeys = {case.name: row_key(case) for case, _f, _r in runnable}
+    members = [Member(case, figure, rowkeys[case.name], gpu_of(case)) for case, figure in everything]
+    folds = fit_folds(members, grid, points)
+    for member in members:
+        row = rows[id(member.figure)]
+        for mode in TRANSFER_MODES:
+            record(row, grid, folds.params(member, mode), member, mode)
+    if ask.table is not None:
+        progress(f"calibration table written: {write_table(ask.table, members, folds, grid, ask.command)}")
+    return fold_params(folds)
 
 
-def record(row: dict[str, Any], fit: Fit, params: Params, case: Case, figure: Figure, mode: str) -> None:
-    """The figure's value at `params` (a group with nothing to fit keeps its nothing-fitted prediction)."""
-    value = value_at(fit, params, case, figure)
-    if value is None:
-        row[f"{mode}_value"], row[f"{mode}_error"] = row["predicted_value"], row["predicted_error"]
+def row_key(case: Case) -> RowKey:
+    """The engine, the engine version its scenario runs as and the layout kind (the table's match)."""
+    here = deployment_of(load_scenario(case.folder / "scenario.yaml"))
+    return here.engine, here.engine_version, here.layout
+
+
+def gpu_of(case: Case) -> str:
+    return str((case.source.get("gpus") or {}).get("type", "?"))
+
+
+def fold_params(folds: Folds) -> dict[str, dict[str, Params]]:
+    """mode -> 'engine version layout' (calibrated), '... without GPU' (transferred) or '... from the other layouts'
+    (transferred_layout) -> the choice."""
+    out: dict[str, dict[str, Params]] = {mode: {} for mode in TRANSFER_MODES}
+    tails = {"calibrated": "", "transferred": " without {}", "transferred_layout": " from the other layouts"}
+    for (mode, row, held), params in folds.chosen.items():
+        if params is not None:
+            out[mode][" ".join(part for part in row if part) + tails[mode].format(held)] = params
+    return out
+
+
+def record(row: dict[str, Any], grid: Grid, params: Params | None, member: Member, mode: str) -> None:
+    """The figure's value at the mode's choice; no value where the mode's fold has nothing to fit on."""
+    if params is None:
+        row[f"{mode}_value"], row[f"{mode}_error"] = float("nan"), float("nan")
     else:
-        add_prediction(row, figure, value, mode)
+        add_prediction(row, member.figure, grid[params][figure_key(member.case, member.figure)], mode)

@@ -1,8 +1,12 @@
 """`specplan replicate DIR`: predict published measurements (benchmarks/published/) and report the errors.
 
 DIR is one case folder (source.yaml, scenario.yaml, published.csv) or a
-folder of them. `--calibrate` adds the calibrated and split errors
-(specplan.simulator.study.replication.replicate). Writes replication.csv, .md, .json
+folder of them. `--calibrate` adds the calibrated and transferred errors
+(specplan.simulator.study.replication.replicate: host time and a level fitted
+per engine version and layout, and cross-validated leaving one GPU, then one
+layout, out); `--grid FILE` reuses an earlier run's calibration_grid.csv instead
+of simulating it again; `--write-table PATH` writes the calibration table
+(the shipped one is hwprofiles/public/calibration.yaml). Writes replication.csv, .md, .json
 and .png to --out and prints the table. `--only step` runs the step cases alone
 (a static batch priced by the step model, no simulation: seconds), `--only
 serving` the serving cases.
@@ -37,7 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dir", help="a case folder, or a folder of case folders (benchmarks/published)")
     p.add_argument("--out", help="results folder (default: DIR/results)")
     p.add_argument("--calibrate", action="store_true",
-                   help="also fit host time and a verify-time factor per engine, GPU and layout (calibrated, split)")
+                   help="also fit host time and a verify-time factor per engine version and layout (calibrated), "
+                        "and cross-validate it leaving one GPU and one layout out (transferred)")
+    p.add_argument("--grid", metavar="FILE",
+                   help="with --calibrate: read the grid values an earlier --calibrate run wrote "
+                        "(its calibration_grid.csv) instead of simulating them again")
+    p.add_argument("--write-table", metavar="PATH",
+                   help="with --calibrate: write the calibration table `run`, `sweep`, `plan` and `tune` apply "
+                        "(the shipped one: hwprofiles/public/calibration.yaml)")
     p.add_argument("--workers", type=whole_number, default=1,
                    help="processes the calibration's grid points run on (default 1; the cores you can spare)")
     p.add_argument("--only", choices=("step", "serving"),
@@ -55,10 +66,16 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else folder / "results"
     if args.workers < 1:
         raise SpecplanError(f"--workers must be at least 1, got {args.workers}")
+    if (args.grid or args.write_table) and not args.calibrate:
+        raise SpecplanError(f"{'--grid' if args.grid else '--write-table'} needs --calibrate")
+    if args.grid and not Path(args.grid).is_file():
+        raise SpecplanError(f"--grid {args.grid}: no such file")
     cases = [case for case in read_cases(folder) if args.only is None or case.kind == args.only]
     if not cases:
         raise SpecplanError(f"{folder}: no {args.only} case inside")
-    result = replicate(cases, ReplicationAsk(calibrate=args.calibrate),
+    ask = ReplicationAsk(calibrate=args.calibrate, grid=Path(args.grid) if args.grid else None,
+                         table=Path(args.write_table) if args.write_table else None, command=command_line(args))
+    result = replicate(cases, ask,
                        RunOptions(out_dir=out, workers=args.workers, progress=not args.quiet))
     if not result.compared():
         raise SpecplanError(f"{folder}: nothing to compare: no figure of its {len(result.cases)} case(s) can be "
@@ -73,6 +90,13 @@ def run(args: argparse.Namespace) -> int:
               f"each in {out / 'replication.md'}); --allow-missing accepts a partial record", file=sys.stderr)
         return 1
     return 0
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The command as the table's provenance records it (the folder and flags that shape the fit)."""
+    flags = ["--calibrate"] + (["--only", args.only] if args.only else []) + \
+        (["--write-table", args.write_table] if args.write_table else [])
+    return " ".join(["specplan replicate", args.dir, *flags])
 
 
 def first_reason(result: Replication) -> str:

@@ -1,0 +1,190 @@
+"""The shipped calibration table: the non-kernel terms fitted once per engine version and layout kind on the public
+development set, and how `run`, `sweep`, `plan` and `tune` take a row of it by default.
+
+Place in the data flow: `specplan replicate benchmarks/published --calibrate --write-table PATH`
+(specplan.simulator.study.replication.table) writes the table; it ships as package data
+(hwprofiles/public/calibration.yaml, `SHIPPED_TABLE`); the command line's calibration step
+(specplan.cli.calibration) asks `table_calibration` for the row that matches a scenario's engine, engine version
+and layout, and applies it exactly as a calibration file is applied (calibration.apply_calibration: scenario
+overrides after the command line's own). No row matches: a line says so and the physics runs alone.
+`--uncalibrated` skips the table; `--calibration FILE` (a deployment's own fit) replaces it.
+
+The file (YAML, `format: specplan-calibration-table/1`):
+
+    format: specplan-calibration-table/1
+    version: 3                      # bumped by every --write-table over an existing table
+    written: 2026-12-07
+    written_by: specplan replicate benchmarks/published --calibrate ... --write-table ...
+    development_set: {folder: benchmarks/published, serving_cases: 20, held_out: "..."}
+    rows:
+      - match: {engine: sglang, engine_version: 0.5.14, layout: dp-attention}
+        label: 18 public sglang DP-attention runs (...)
+        terms: {host_cycle_ms: {value, interval, source}, verify_scale: ..., dp_sync_ms: ...,
+                eager_surcharge_ms: ..., ttft_per_request_ms: ...}     # as a calibration file's
+        fitted_on: {runs, figures, cases, gpus, models, measured_versions}
+        errors: {calibrated: ..., transferred: ..., transferred_layout: ...}   # median |error| (informative)
+    not_shipped:
+      - {engine: vllm, engine_version: "0.24", layout: tp, reason: "..."}
+
+The rule that carries a row to a scenario: a row matches on engine, engine version (as the scenario resolves it:
+`calibration.deployment_of`) and layout kind only; its GPU and model are the scenario's own, and the row's
+transferred (leave-one-GPU-out) error on the development set is the estimate of what that costs. A sweep's
+or search's variants take the row the base scenario matched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specplan import hwprofiles
+from specplan.simulator.scenario.calibration import (
+    FACTS,
+    Applied,
+    Calibration,
+    CalibrationError,
+    Deployment,
+    apply_calibration,
+    deployment_of,
+    read_term,
+)
+from specplan.simulator.scenario.spec import Scenario
+
+TABLE_FORMAT = "specplan-calibration-table/1"
+SHIPPED_TABLE = Path(hwprofiles.__file__).resolve().parent / "public" / "calibration.yaml"
+MATCH = ("engine", "engine_version", "layout")
+LAYOUT_WORDS = {"tp": "TP", "dp-attention": "DP-attention"}
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One row: what it matches, its terms (a calibration file's), its label and what it was fitted on."""
+
+    match: dict[str, str]
+    label: str
+    calibration: Calibration
+    fitted_on: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, Any] = field(default_factory=dict)
+
+    def key(self) -> tuple[str, ...]:
+        return tuple(self.match[k] for k in MATCH)
+
+
+@dataclass(frozen=True)
+class Table:
+    """The table as read: its version, rows and the rows not shipped (and why)."""
+
+    version: int
+    rows: list[TableRow]
+    not_shipped: list[dict[str, str]]
+    path: str
+    written_by: str = ""
+
+    def find(self, here: Deployment) -> TableRow | None:
+        want = (here.engine, here.engine_version, here.layout)
+        return next((row for row in self.rows if row.key() == want), None)
+
+
+def describe_match(engine: str, version: str, layout: str) -> str:
+    """'sglang 0.5.14 DP-attention' (the engine as the traits table names it)."""
+    return f"{engine} {version} {LAYOUT_WORDS.get(layout, layout)}"
+
+
+def read_table(path: str | Path | None = None) -> Table:
+    """The table at `path` (default: the shipped one, SHIPPED_TABLE), checked (one-line CalibrationError)."""
+    path = Path(path or SHIPPED_TABLE)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise CalibrationError(f"calibration table {path}: cannot read it ({exc.strerror})") from None
+    except yaml.YAMLError:
+        raise CalibrationError(f"calibration table {path}: not valid YAML") from None
+    if not isinstance(raw, dict) or raw.get("format") != TABLE_FORMAT:
+        raise CalibrationError(f"calibration table {path}: expected format: {TABLE_FORMAT}")
+    version = raw.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise CalibrationError(f"calibration table {path}: version must be a whole number >= 1")
+    rows = [read_row(path, i, body) for i, body in enumerate(raw.get("rows") or [])]
+    keys = [row.key() for row in rows]
+    if len(set(keys)) != len(keys):
+        raise CalibrationError(f"calibration table {path}: two rows match the same engine, version and layout")
+    return Table(version, rows, list(raw.get("not_shipped") or []), str(path), str(raw.get("written_by", "")))
+
+
+def read_row(path: Path, index: int, body: Any) -> TableRow:
+    where = f"calibration table {path}: rows[{index}]"
+    match = body.get("match") if isinstance(body, dict) else None
+    if not isinstance(match, dict) or any(not isinstance(match.get(k), str) for k in MATCH):
+        raise CalibrationError(f"{where}.match must give {', '.join(MATCH)} as strings")
+    terms = body.get("terms")
+    if not isinstance(terms, dict):
+        raise CalibrationError(f"{where}.terms must be a mapping of terms")
+    label = str(body.get("label") or describe_match(*(match[k] for k in MATCH)))
+    facts = Deployment(match["engine"], match["engine_version"], "any", "any", match["layout"])
+    calibration = Calibration(facts, {name: read_term(path, name, term) for name, term in terms.items()},
+                              path=str(path))
+    return TableRow({k: str(match[k]) for k in MATCH}, label, calibration, dict(body.get("fitted_on") or {}),
+                    dict(body.get("errors") or {}))
+
+
+@dataclass(frozen=True)
+class TableApplied(Applied):
+    """A table row as one scenario takes it (the overrides are a calibration file's), or no row at all."""
+
+    table: Table
+    row: TableRow | None
+    here: Deployment
+
+    @classmethod
+    def of(cls, applied: Applied | None, table: Table, row: TableRow | None, here: Deployment) -> TableApplied:
+        if applied is None:
+            return cls(Calibration(here, {}, path=table.path), [], {}, [], table, row, here)
+        return cls(applied.calibration, applied.overrides, {}, applied.not_applied, table, row, here)
+
+    def source(self) -> str:
+        if not self.table.version:
+            return f"no calibration table is installed ({self.table.path} is missing), so it"
+        return f"the shipped calibration table v{self.table.version}"
+
+    def lines(self) -> list[str]:
+        here = describe_match(self.here.engine, self.here.engine_version, self.here.layout)
+        if self.row is None:
+            return [f"calibration: none: {self.source()} has no row for {here}; the physics alone "
+                    f"(`--calibration FILE` applies a fit of your own)"]
+        out = [f"calibration: calibrated on {self.row.label} ({self.source()}; --uncalibrated for the physics "
+               f"alone)"]
+        shown = ", ".join(f"{name} {self.calibration.term(name).value:.4g}" for name in self.calibration.terms
+                          if self.calibration.term(name).value is not None and name not in self.not_applied)
+        if shown:
+            out.append(f"  applied: {shown}")
+        transferred = self.row.errors.get("transferred")
+        if isinstance(transferred, float):
+            out.append(f"  carried to {self.here.gpu}, {self.here.model} by the table's rule (engine, version and "
+                       f"layout match); leave-one-GPU-out median |error| on its development set {transferred:.1%}")
+        return out
+
+    def summary_keys(self) -> dict[str, Any]:
+        if self.row is None:
+            return {"calibration": "none", "calibration_deployment": "no row of the shipped table matches",
+                    "calibration_transfer": "none"}
+        return {"calibration": f"{self.source()}: {self.row.label}",
+                "calibration_deployment": describe_match(*self.row.key()),
+                "calibration_transfer": f"gpu any -> {self.here.gpu}; model any -> {self.here.model} (the table's rule)"}
+
+
+def table_calibration(scenario: Scenario, table: Table | None = None) -> TableApplied:
+    """The shipped table's row for `scenario` (loaded without it) as overrides, or no row (a line says so)."""
+    here = deployment_of(scenario)
+    if table is None and not SHIPPED_TABLE.exists():   # an install without its package data: said, never guessed
+        return TableApplied.of(None, Table(0, [], [], str(SHIPPED_TABLE)), None, here)
+    table = table or read_table()
+    row = table.find(here)
+    if row is None:
+        return TableApplied.of(None, table, None, here)
+    fitted = Deployment(*(getattr(here, f) if f in ("gpu", "model") else getattr(row.calibration.deployment, f)
+                          for f in FACTS))
+    calibration = Calibration(fitted, row.calibration.terms, path=table.path)
+    return TableApplied.of(apply_calibration(calibration, scenario), table, row, here)

@@ -1,0 +1,137 @@
+"""The calibration table written from a calibrated replication: a row per engine version and layout kind.
+
+    write_table(path, members, folds, grid, command)     `specplan replicate ... --calibrate --write-table PATH`
+
+Place in the data flow: `replicate.py` fits the folds (transfer.py) over the
+simulated grid (calibrate.py) and, with `--write-table`, hands them here; the
+file's format and how a scenario takes a row are the scenario layer's
+(specplan.simulator.scenario.calibration_table). The table is written by this
+command only, never by hand: its provenance (the command, the date, the
+cases, GPUs, models and measured engine versions of each row) is in it.
+
+A row is shipped where its transfer was checked: its goal figures span at
+least two GPUs, so the leave-one-GPU-out folds ran. Any other row (one GPU
+only) is listed under `not_shipped` with that reason, and a scenario of its
+engine, version and layout runs the physics alone. Each term's interval is
+the range the leave-one-GPU-out folds chose (how stable the fit is when a
+GPU is taken away).
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.scenario.calibration_table import TABLE_FORMAT, describe_match
+from specplan.simulator.study.replication.calibrate import Grid, figure_key
+from specplan.simulator.study.replication.case_runner import Params, model_key, signed_error
+from specplan.simulator.study.replication.transfer import TRANSFER_MODES, Folds, Member, RowKey
+
+MIN_GPUS = 2   # a row is shipped only where leave-one-GPU-out could check it
+DP_SYNC = ("inside host_cycle_ms: the DP-attention ranks' sync is paid on every step as host time is, and runs of "
+           "one layout cannot tell the two apart")
+EAGER = ("not fitted: no eager / graph pair among the development set's serving figures separates an eager step's "
+         "surcharge from the host cycle; the engine's own rule prices it")
+TTFT = ("not fitted: TTFT figures are in no fit (the fits read throughput, TPOT and speed-up figures) and no engine "
+        "key prices a per-request TTFT cost")
+
+
+def write_table(path: Path, members: list[Member], folds: Folds, grid: Grid, command: str) -> Path:
+    """The table at `path` (its version one past the table already there, else 1)."""
+    rows, not_shipped = [], []
+    for row in sorted({m.row for m in members}):
+        part = [m for m in members if m.row == row and m.goal]
+        gpus = sorted({m.gpu for m in part})
+        params = folds.chosen.get(("calibrated", row, ""))
+        if params is None:
+            not_shipped.append({**match(row), "reason": "no throughput, TPOT or speed-up figure to fit on"})
+        elif len(gpus) < MIN_GPUS:
+            not_shipped.append({**match(row), "reason": f"its figures are of one GPU ({', '.join(gpus)}): leave one GPU "
+                                                        "out cannot check the transfer"})
+        else:
+            rows.append(table_row(row, part, params, folds, grid))
+    body = {"format": TABLE_FORMAT, "version": previous_version(path) + 1,
+            "written": datetime.date.today().isoformat(), "written_by": command,
+            "development_set": {"serving_cases": len({m.case.name for m in members}),
+                                "held_out": "every DeepSeek-V4-Pro end-to-end serving figure"},
+            "rows": rows, "not_shipped": not_shipped}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(body, sort_keys=False, width=120))
+    return path
+
+
+def previous_version(path: Path) -> int:
+    if not path.exists():
+        return 0
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError:
+        raise SpecplanError(f"--write-table {path}: not a calibration table (not valid YAML); refusing to overwrite it") from None
+    if not isinstance(raw, dict) or raw.get("format") != TABLE_FORMAT:
+        raise SpecplanError(f"--write-table {path}: not a calibration table ({TABLE_FORMAT}); refusing to overwrite it")
+    return int(raw.get("version") or 0)
+
+
+def match(row: RowKey) -> dict[str, str]:
+    return {"engine": row[0], "engine_version": row[1], "layout": row[2]}
+
+
+def table_row(row: RowKey, part: list[Member], params: Params, folds: Folds, grid: Grid) -> dict[str, Any]:
+    """One shipped row: what it matches, its label, its terms with provenance, what it was fitted on, its errors."""
+    runs = {(m.case.name, m.figure.workload, arm, m.figure.concurrency) for m in part for arm in m.figure.arms}
+    gpus = sorted({m.gpu for m in part})
+    models = sorted({model_key(m.case) for m in part})
+    versions = sorted({measured_version(m.case.source) for m in part})
+    held = [folds.chosen.get(("transferred", row, gpu)) for gpu in gpus]
+    fitted = (f"fitted on {len(part)} figures of {len(runs)} runs ({', '.join(models)} on {', '.join(gpus)}) by "
+              "specplan replicate --calibrate: the grid point with the smallest median |error| over their throughput, "
+              "TPOT and speed-up figures; interval: the range the leave-one-GPU-out folds chose")
+    sync = "; the DP-attention sync is inside it" if row[2] == "dp-attention" else ""
+    host = {"value": params.host_ms, "interval": span([p.host_ms for p in held if p is not None]),
+            "source": fitted + sync}
+    dp_sync = DP_SYNC if row[2] == "dp-attention" else "not applicable: a tensor-parallel layout has no DP sync"
+    terms = {"host_cycle_ms": host,
+             "verify_scale": {"value": params.verify_scale,
+                              "interval": span([p.verify_scale for p in held if p is not None]), "source": fitted},
+             "dp_sync_ms": {"value": None, "interval": None, "source": dp_sync},
+             "eager_surcharge_ms": {"value": None, "interval": None, "source": EAGER},
+             "ttft_per_request_ms": {"value": None, "interval": None, "source": TTFT}}
+    engine_words = describe_match(*row).split(" ")
+    label = (f"{len(runs)} public {engine_words[0]} {' '.join(engine_words[2:])} runs (measured on "
+             f"{', '.join(versions)}, simulated as {row[1]}; {', '.join(models)} on {', '.join(gpus)})")
+    return {"match": match(row), "label": label, "terms": terms,
+            "fitted_on": {"runs": len(runs), "figures": len(part), "cases": sorted({m.case.name for m in part}),
+                          "gpus": gpus, "models": models, "measured_versions": versions},
+            "errors": {mode: median_abs(part, folds, grid, mode) for mode in TRANSFER_MODES}}
+
+
+def span(values: list[float | None]) -> list[float] | None:
+    got = [float(v) for v in values if v is not None]
+    return [min(got), max(got)] if got else None
+
+
+def median_abs(part: list[Member], folds: Folds, grid: Grid, mode: str) -> float | None:
+    """The median |error| of the row's goal figures in `mode` (None: no fold of the mode could fit)."""
+    errors = []
+    for m in part:
+        params = folds.params(m, mode)
+        if params is not None:
+            errors.append(abs(signed_error(m.figure, grid[params][figure_key(m.case, m.figure)])))
+    return round(float(np.median(errors)), 4) if errors else None
+
+
+VERSION = re.compile(r"v?(\d+(?:\.\d+)*(?:\.post\d+)?)")
+
+
+def measured_version(source: dict[str, Any]) -> str:
+    """The engine version a case was measured on, short ('0.5.15.post1'; 'an unreleased build' where no release is
+    named: a PR branch, a nightly)."""
+    text = str((source.get("engine") or {}).get("version", ""))
+    found = VERSION.match(text.strip())
+    return found.group(1) if found else "an unreleased build"

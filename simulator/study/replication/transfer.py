@@ -1,0 +1,115 @@
+"""Calibration that transfers: one set of terms per engine version and layout kind, and its cross-validation.
+
+    folds = fit_folds(members, grid, points)      every fit a re-selection over one simulated grid
+    folds.params(member, mode)                   the parameters that predict `member` in a mode (None: no fit)
+
+Place in the data flow: `replicate.py` (with `--calibrate`) has every serving
+figure simulated once at every point of the (host_ms, verify_scale) grid
+(`calibrate.simulate_grid`, kept in calibration_grid.csv); here each fit only
+chooses a grid point (`calibrate.best`: the smallest median |error| over the
+fold's throughput, TPOT and speed-up figures), so the in-sample fit and every
+cross-validation fold cost no simulation. `table.py` writes the in-sample fits
+as the shipped calibration table.
+
+A row (`RowKey`) is an engine, the engine version the simulator runs it as
+(the traits row and kernel tables the case's scenario resolves to: SGLang
+0.5.14 for every V4 SGLang built-in, whatever version was measured) and the
+layout kind (tp, dp-attention): what a user's scenario can be matched on.
+The modes:
+
+    calibrated          fitted on every goal figure of the member's row (in sample: the
+                        shipped table's terms)
+    transferred         leave one GPU out: fitted on the row's figures of the other GPUs,
+                        so the member's GPU is never seen (no other GPU in the row: no value)
+    transferred_layout  leave one layout out: fitted on the figures of the same engine and
+                        version in the other layout kinds (none: no value)
+
+A held-out fold's figures never enter its fit: the training set of a fold is
+chosen by the row, GPU and layout alone, before any figure is read
+(`training`), and tests/test_transfer.py checks that replacing the held-out
+figures' published values by garbage leaves every fold's choice unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from specplan.simulator.study.replication.calibrate import Grid, best
+from specplan.simulator.study.replication.case_runner import Params
+from specplan.simulator.study.replication.published import GOAL_METRICS, Case, Figure
+
+RowKey = tuple[str, str, str]   # (engine, engine version as run, layout kind)
+TRANSFER_MODES = ("calibrated", "transferred", "transferred_layout")
+
+
+@dataclass(frozen=True)
+class Member:
+    """A serving figure as the fits see it: its case, the figure, its row and its GPU."""
+
+    case: Case
+    figure: Figure
+    row: RowKey
+    gpu: str
+
+    @property
+    def goal(self) -> bool:
+        return self.figure.metric in GOAL_METRICS
+
+
+FoldKey = tuple[str, RowKey, str]   # (mode, row, held-out GPU or layout; "" in sample)
+
+
+@dataclass
+class Folds:
+    """Each fold's chosen grid point (None: the fold has no figure to fit on) and what it was fitted on."""
+
+    chosen: dict[FoldKey, Params | None] = field(default_factory=dict)
+    trained_on: dict[FoldKey, list[Member]] = field(default_factory=dict)
+
+    def fold_of(self, member: Member, mode: str) -> FoldKey:
+        if mode == "calibrated":
+            return mode, member.row, ""
+        if mode == "transferred":
+            return mode, member.row, member.gpu
+        return mode, member.row, member.row[2]
+
+    def params(self, member: Member, mode: str) -> Params | None:
+        return self.chosen.get(self.fold_of(member, mode))
+
+
+def training(members: list[Member], fold: FoldKey) -> list[Member]:
+    """The goal figures a fold is fitted on, chosen by row, GPU and layout only (module docstring)."""
+    mode, row, held = fold
+    if mode == "calibrated":
+        return [m for m in members if m.goal and m.row == row]
+    if mode == "transferred":
+        return [m for m in members if m.goal and m.row == row and m.gpu != held]
+    return [m for m in members if m.goal and m.row[:2] == row[:2] and m.row[2] != held]
+
+
+def fit_folds(members: list[Member], grid: Grid, points: list[Params]) -> Folds:
+    """Every fold of every mode over `members`, each the best grid point on its own training figures."""
+    folds = Folds()
+    for member in members:
+        for mode in TRANSFER_MODES:
+            key = folds.fold_of(member, mode)
+            if key in folds.chosen:
+                continue
+            train = training(members, key)
+            folds.trained_on[key] = train
+            folds.chosen[key] = best([(m.case, m.figure) for m in train], grid, points) if train else None
+    return folds
+
+
+def fold_lines(folds: Folds, describe: Callable[[RowKey], str]) -> list[str]:
+    """A line per fold: what it held out, how many figures over which GPUs it was fitted on, and its choice."""
+    out = []
+    for (mode, row, held), params in folds.chosen.items():
+        train = folds.trained_on[(mode, row, held)]
+        gpus = ", ".join(sorted({m.gpu for m in train})) or "none"
+        what = {"calibrated": "in sample", "transferred": f"without {held}",
+                "transferred_layout": f"without {held} (from the other layouts)"}[mode]
+        fitted = "no figure to fit on" if params is None else f"host {params.host_ms:g} ms, scale {params.verify_scale:g}"
+        out.append(f"{mode}: {describe(row)} {what}: {len(train)} figures on {gpus}: {fitted}")
+    return out
