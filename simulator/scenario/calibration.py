@@ -156,17 +156,25 @@ def replace_path(calibration: Calibration, path: str) -> Calibration:
     return replace(calibration, path=path)
 
 
-def read_calibration(path: str | Path) -> Calibration:
-    """The file at `path`, checked: its format, deployment facts and terms (one-line CalibrationError)."""
-    path = Path(path)
+def read_yaml_of_format(path: Path, what: str, fmt: str, wrong: str) -> dict:
+    """The YAML mapping at `path` whose `format:` is `fmt`; else one line naming `what` (the file's role) and,
+    for another format, `wrong`."""
     try:
         raw = yaml.safe_load(path.read_text())
     except OSError as exc:
-        raise CalibrationError(f"--calibration {path}: cannot read it ({exc.strerror})") from None
+        raise CalibrationError(f"{what}: cannot read it ({exc.strerror})") from None
     except yaml.YAMLError:
-        raise CalibrationError(f"--calibration {path}: not valid YAML") from None
-    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-        raise CalibrationError(f"--calibration {path}: not a calibration file (expected format: {FORMAT})")
+        raise CalibrationError(f"{what}: not valid YAML") from None
+    if not isinstance(raw, dict) or raw.get("format") != fmt:
+        raise CalibrationError(f"{what}: {wrong}")
+    return raw
+
+
+def read_calibration(path: str | Path) -> Calibration:
+    """The file at `path`, checked: its format, deployment facts and terms (one-line CalibrationError)."""
+    path = Path(path)
+    raw = read_yaml_of_format(path, f"--calibration {path}", FORMAT,
+                              f"not a calibration file (expected format: {FORMAT})")
     facts = raw.get("deployment")
     if not isinstance(facts, dict) or any(not isinstance(facts.get(f), str) for f in FACTS):
         raise CalibrationError(f"--calibration {path}: deployment must give {', '.join(FACTS)} as strings")

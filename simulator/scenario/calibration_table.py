@@ -38,8 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from specplan import hwprofiles
 from specplan.simulator.scenario.calibration import (
     FACTS,
@@ -50,6 +48,7 @@ from specplan.simulator.scenario.calibration import (
     apply_calibration,
     deployment_of,
     read_term,
+    read_yaml_of_format,
 )
 from specplan.simulator.scenario.spec import Scenario
 
@@ -96,14 +95,7 @@ def describe_match(engine: str, version: str, layout: str) -> str:
 def read_table(path: str | Path | None = None) -> Table:
     """The table at `path` (default: the shipped one, SHIPPED_TABLE), checked (one-line CalibrationError)."""
     path = Path(path or SHIPPED_TABLE)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise CalibrationError(f"calibration table {path}: cannot read it ({exc.strerror})") from None
-    except yaml.YAMLError:
-        raise CalibrationError(f"calibration table {path}: not valid YAML") from None
-    if not isinstance(raw, dict) or raw.get("format") != TABLE_FORMAT:
-        raise CalibrationError(f"calibration table {path}: expected format: {TABLE_FORMAT}")
+    raw = read_yaml_of_format(path, f"calibration table {path}", TABLE_FORMAT, f"expected format: {TABLE_FORMAT}")
     version = raw.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise CalibrationError(f"calibration table {path}: version must be a whole number >= 1")
