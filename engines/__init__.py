@@ -19,6 +19,9 @@ never name an engine themselves.
     traits.caps.report(facts)                       the engine's own caps and which binds (engines.caps)
     scenario_of_launch(line, profile)               a `vllm serve` / `sglang.launch_server` line read back
                                                     into a scenario mapping (engines.launch_line, `specplan fit`)
+    traits.aic                                      the engine in AIConfigurator's database: its memory
+                                                    fraction's kind, the built-ins' table version, its twin
+                                                    engine (hwprofiles.aiconfigurator reads them)
 
 The rows are in one module per engine (`specplan.engines.vllm`,
 `specplan.engines.sglang`, `specplan.engines.trtllm`): a new engine version

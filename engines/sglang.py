@@ -36,6 +36,8 @@ Sources, per habit (every row below shares them unless it says otherwise):
                DPBudget's refresh interval, decode beside another rank's extend, mixed chunk
     kv offload HiCache's host pool: --hicache-ratio × the device pool, 2 by default (docs.sglang.io,
                HiCache best practices; --hicache-size in GB overrides it)
+    aic        NVIDIA AIConfigurator's database: --mem-fraction-static a share of all GPU memory
+               (`of_total`), the built-ins read the sglang 0.5.14 tables, vLLM's are their twin
 
 Rows: 0.5.12.post1 (the SGLang cookbook's first DeepSeek-V4 benchmark card, commit 7c9bb316),
 0.5.14 (the version NVIDIA AIConfigurator's SGLang tables were measured under, which the
@@ -54,6 +56,7 @@ from specplan.engines.launch import NEEDS_DRAFT_MODEL, Deployment, ScriptLaunch
 from specplan.engines.modes import AllToAllRule, RankVote
 from specplan.engines.sglang_caps import SGLangCaps
 from specplan.engines.traits import (
+    AicTables,
     BenchClient,
     EngineTraits,
     GraphRule,
@@ -189,6 +192,9 @@ V0_5_14 = EngineTraits(
     kv_offload=KvOffload(host_ratio=2.0, source="--hicache-ratio, default 2 (host pool over the device pool; "
                          "docs.sglang.io HiCache best practices)"),
     dp_scheduler=SGLANG_DP_SCHEDULER,
+    aic=AicTables(memory_fraction="of_total", version="0.5.14", twin="vllm",
+                  source="--mem-fraction-static is a share of all GPU memory; the database's sglang 0.5.14 tables "
+                         "(the built-ins'); vLLM 0.24.0's tables of the same GPU hold the twin kernels"),
 )
 V0_5_12 = replace(V0_5_14, version="0.5.12.post1", label="SGLang 0.5.12.post1")
 V0_5_15 = replace(V0_5_14, version="0.5.15", label="SGLang 0.5.15")

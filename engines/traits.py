@@ -1,5 +1,6 @@
 """An engine's row (`EngineTraits`) and its parts: CUDA-graph rule, host cycle, scheduler, benchmark client,
-launch, and how a step runs (execution mode, all-to-all mode, eager cost) and the engine's own caps.
+launch, how a step runs (execution mode, all-to-all mode, eager cost), the engine's own caps and its tables in
+AIConfigurator's database.
 
 Each part is a small frozen value or object; a row bundles them. The engine
 modules (vllm, sglang, trtllm) build their rows from these, and
@@ -111,6 +112,28 @@ class KvOffload:
 
 
 @dataclass(frozen=True)
+class AicTables:
+    """The engine in NVIDIA AIConfigurator's database, as the profile importer reads it (specplan.hwprofiles.aiconfigurator).
+
+    `memory_fraction`: what the engine's memory fraction is a fraction of, in the package's terms
+    (`memory_fraction_kind` of its KV estimate: `of_total` GPU memory, or `of_free` memory once the
+    weights are loaded); `version`: the database version the built-in profiles read
+    (hwprofiles/builtins.py; None: no built-in reads this engine's tables); `twin`: the engine whose
+    table of the same database and GPU the physical rule holds each GEMM and MoE operator against, at
+    that engine's own `version` (hwprofiles/aiconfigurator/physical_rule.py; None: no twin).
+    """
+
+    memory_fraction: Literal["of_total", "of_free"]
+    version: str | None
+    twin: str | None
+    source: str
+
+
+NO_TABLES = AicTables(memory_fraction="of_total", version=None, twin=None,
+                      source="no engine: the package's default kind, no built-in, no twin")
+
+
+@dataclass(frozen=True)
 class EngineTraits:
     """One engine version's habits (specplan.engines lists who asks which).
 
@@ -120,7 +143,8 @@ class EngineTraits:
     engine's own limits (specplan.engines.caps); `kv_offload`: its host KV tier's default size
     (`engine.prefix_cache.host.ratio` when the scenario gives none); `dp_scheduler`: how its scheduler runs
     data-parallel attention ranks together (specplan.engines.dp_scheduler: the prefill delayer). None where
-    no public rule is pinned.
+    no public rule is pinned. `aic`: the engine in AIConfigurator's database (memory-fraction kind, the
+    built-ins' table version, the physical rule's twin engine).
     """
 
     name: str
@@ -137,3 +161,4 @@ class EngineTraits:
     caps: Caps | None = None
     kv_offload: KvOffload | None = None
     dp_scheduler: DpScheduler | None = None
+    aic: AicTables = NO_TABLES

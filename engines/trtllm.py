@@ -13,6 +13,8 @@ Sources:
     launch     `trtllm-serve --extra_llm_api_options FILE`: speculative_config {max_draft_len,
                draft_len_schedule} (as `specplan tune` exports it); max_draft_len is the first
                (smallest batch bound's) length, which caps every later bucket
+    aic        NVIDIA AIConfigurator's database: free_gpu_memory_fraction a share of the memory free
+               after loading (`of_free`); no built-in reads its tables, and no twin
 
 Host time: no public measurement of a TensorRT-LLM speculating cycle is known here, so a
 profile read for it pays none (`engine.host.spec_cycle_ms` sets one). Benchmark client:
@@ -26,7 +28,7 @@ from typing import Any
 import yaml
 
 from specplan.engines.launch import SCHEDULE_POLICY, Deployment
-from specplan.engines.traits import EngineTraits, GraphRule, Scheduler
+from specplan.engines.traits import AicTables, EngineTraits, GraphRule, Scheduler
 
 DEFAULT_MAX_BATCH = 128
 
@@ -72,6 +74,9 @@ V1_2 = EngineTraits(
                                  "dp_balance": "assumed (no public statement pinned here)"}),
     client=None,
     launch=Launch(),
+    aic=AicTables(memory_fraction="of_free", version=None, twin=None,
+                  source="KvCacheConfig.free_gpu_memory_fraction is a share of the memory free once the model "
+                         "is loaded; no built-in reads the database's trtllm tables"),
 )
 
 ROWS = (V1_2,)

@@ -30,6 +30,8 @@ Sources, per habit (every row below shares them unless it says otherwise):
                capture list with k drafts rounds to multiples of 1 + k (specplan.engines.vllm_capture)
     caps       specplan.engines.vllm_caps (max_num_seqs, max_num_batched_tokens, the graph's reach,
                gpu_memory_utilization)
+    aic        NVIDIA AIConfigurator's database: --gpu-memory-utilization a share of all GPU memory
+               (`of_total`), the built-ins read the vllm 0.24.0 tables, SGLang's are their twin
 
 Rows: 0.24, the version NVIDIA AIConfigurator's vLLM tables were measured under (the
 built-ins read them). The launch notes say which later version added a flag: the DSpark
@@ -50,7 +52,14 @@ from specplan.engines.launch import (
     ScriptLaunch,
 )
 from specplan.engines.modes import AllToAllRule, TokenDispatch
-from specplan.engines.traits import BenchClient, EngineTraits, GraphRule, HostCycle, Scheduler
+from specplan.engines.traits import (
+    AicTables,
+    BenchClient,
+    EngineTraits,
+    GraphRule,
+    HostCycle,
+    Scheduler,
+)
 from specplan.engines.vllm_caps import VLLMCaps
 from specplan.engines.vllm_capture import capture_sizes, default_max_capture
 
@@ -174,6 +183,9 @@ V0_24 = EngineTraits(
                                    "(vllm/config/compilation.py set_splitting_ops_for_v1)"),
     eager=PUBLIC_EAGER_COST,
     caps=VLLMCaps(),
+    aic=AicTables(memory_fraction="of_total", version="0.24.0", twin="sglang",
+                  source="--gpu-memory-utilization is a share of all GPU memory; the database's vllm 0.24.0 tables "
+                         "(the built-ins'); SGLang 0.5.14's tables of the same GPU hold the twin kernels"),
 )
 
 ROWS = (V0_24,)

@@ -132,7 +132,6 @@ AIC_BUILTINS.update({
 # moe_communication line).
 V4_FLASH, V4_PRO = "deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4-Pro"
 V4_FLASH_FP8, V4_PRO_FP8 = "sgl-project/DeepSeek-V4-Flash-FP8", "sgl-project/DeepSeek-V4-Pro-FP8"
-BACKENDS = {"vllm": "0.24.0", "sglang": "0.5.14"}
 TOPOLOGIES = {  # name -> (tp, ep, dp)
     "tp8ep8": (8, 8, 1), "dp8ep8": (1, 8, 8), "tp4ep4": (4, 4, 1), "tp4": (4, 1, 1), "dp4ep4": (1, 4, 4),
     "tp1": (1, 1, 1), "tp8": (8, 1, 1),
@@ -199,7 +198,7 @@ SYSTEMS = {"b200": "b200_sxm", "b300": "b300_sxm", "h200": "h200_sxm", "h100": "
 def v4_target(gpu: str, family: str, topology: str, engine: str, precision: str) -> AicTarget:
     checkpoints, moe_quant, moe_backend = PRECISIONS[precision]
     tp, ep, dp = TOPOLOGIES[topology]
-    return AicTarget(checkpoints[family], SYSTEMS[gpu], engine, BACKENDS[engine], tp=tp, ep=ep, dp=dp,
+    return AicTarget(checkpoints[family], SYSTEMS[gpu], engine, tp=tp, ep=ep, dp=dp,  # the row's table version
                      moe_quant=moe_quant, moe_backend=moe_backend)
 
 

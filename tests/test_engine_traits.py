@@ -15,12 +15,18 @@ import pytest
 from specplan.engines import ENGINE_NAMES, NO_ENGINE, backend_traits, engine_traits, engine_versions
 from specplan.errors import SpecplanError
 from specplan.hwprofiles import load_profile
+from specplan.hwprofiles.aiconfigurator.physical_rule import RULE, twin_of
+from specplan.hwprofiles.aiconfigurator.targets import AicTarget, engine_tables
+from specplan.hwprofiles.builtins import v4_builtins
+from specplan.hwprofiles.errors import ProfileError
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.config import EngineConfig
 from tests.conftest import REPO, make_scenario
 
-# the database's own names for the tables it was measured under (which rows to read), not engine habits
-DATABASE_NAMES = ("hwprofiles/aiconfigurator", "hwprofiles/builtins.py")
+# the database ships DeepEP all-to-all tables for SGLang alone (comm/sglang/0.5.12): which tables exist, not a habit
+DATABASE_NAMES = ("hwprofiles/aiconfigurator/deepep.py",)
+# what an engine is in AIConfigurator's database, once columns of hwprofiles' own (now `EngineTraits.aic`)
+MOVED_TO_ROWS = ("MEMORY_FRACTION_KIND", "TWIN_ENGINES", "BACKENDS = {")
 
 
 def test_a_version_takes_its_own_row_else_the_newest_at_or_below_it():
@@ -102,3 +108,29 @@ def test_no_module_outside_the_table_decides_by_an_engines_name():
     files = [f for folder in folders for f in (REPO / folder).rglob("*.py")
              if not str(f.relative_to(REPO)).startswith(DATABASE_NAMES)]
     assert not [hit for f in files for hit in engine_name_decisions(f)]
+
+
+def test_a_row_says_what_its_engine_is_in_aiconfigurators_database():
+    vllm, sglang, trtllm = (engine_traits(name).aic for name in ("vllm", "sglang", "trtllm"))
+    assert (vllm.memory_fraction, vllm.version, vllm.twin) == ("of_total", "0.24.0", "sglang")
+    assert (sglang.memory_fraction, sglang.version, sglang.twin) == ("of_total", "0.5.14", "vllm")
+    assert (trtllm.memory_fraction, trtllm.version, trtllm.twin) == ("of_free", None, None)
+    assert all(row.aic == sglang for row in (engine_traits("sglang", v) for v in engine_versions("sglang")))
+    assert engine_tables("tgi") is NO_ENGINE.aic and NO_ENGINE.aic.twin is None
+    assert twin_of("vllm") == ("sglang", "0.5.14") and twin_of("sglang") == ("vllm", "0.24.0")
+    assert twin_of("trtllm") is None and "vLLM 0.24.0 <-> SGLang 0.5.14" in RULE
+
+
+def test_a_target_and_the_built_ins_read_the_table_version_from_the_row():
+    assert AicTarget("m", "h200_sxm").backend_version == "0.24.0"
+    assert AicTarget("m", "h200_sxm", "sglang").backend_version == "0.5.14"
+    assert AicTarget("m", "h200_sxm", "sglang", "0.5.12").backend_version == "0.5.12"
+    with pytest.raises(ProfileError, match="--backend-version: no built-in reads trtllm"):
+        AicTarget("m", "h200_sxm", "trtllm")
+    versions = {(t.backend, t.backend_version) for t, _layout, _drafter in v4_builtins().values()}
+    assert versions == {("vllm", "0.24.0"), ("sglang", "0.5.14")}
+
+
+def test_no_module_but_the_rows_defines_an_engines_database_columns():
+    sources = [f for folder in ("hwprofiles", "simulator", "specplan", "engines") for f in (REPO / folder).rglob("*.py")]
+    assert not [f"{f.relative_to(REPO)}: {name}" for f in sources for name in MOVED_TO_ROWS if name in f.read_text()]

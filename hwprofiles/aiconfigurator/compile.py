@@ -50,7 +50,7 @@ from specplan.hwprofiles.aiconfigurator.package import (
     quiet,
     require_aic,
 )
-from specplan.hwprofiles.aiconfigurator.targets import MEMORY_FRACTION_KIND, AicTarget, where
+from specplan.hwprofiles.aiconfigurator.targets import AicTarget, engine_tables, where
 from specplan.hwprofiles.errors import ProfileError
 
 
@@ -178,19 +178,19 @@ def kv_capacity_tokens(target: AicTarget, max_tokens: int, query_tokens: int, me
     # aiconfigurator-core is the optional 'aic' extra
     from aiconfigurator_core.sdk.memory import estimate_kv_cache
 
+    kind = engine_tables(target.backend).memory_fraction
     with quiet(), one_line(f"size the KV cache of {target.model} on {where(target)}"):
         estimate = estimate_kv_cache(
             target.model, target.system, target.backend, target.backend_version,
             max_num_tokens=max_tokens, max_batch_size=math.ceil(max_tokens / query_tokens),
-            memory_fraction_kind=MEMORY_FRACTION_KIND.get(target.backend, "of_total"),
+            memory_fraction_kind=kind,
             memory_fraction_value=memory_fraction, tp_size=target.tp, attention_dp_size=target.dp,
             moe_tp_size=target.gpus // target.ep, moe_ep_size=target.ep, moe_quant_mode=moe_quant,
         )
     tokens = int(estimate["total_kv_size_tokens"]) * target.dp
     if tokens <= 0:
         raise ProfileError(f"{target.model} does not fit on {where(target)}: no memory left for a KV cache")
-    of_total = MEMORY_FRACTION_KIND.get(target.backend, "of_total") == "of_total"
-    return tokens, kv_memory(estimate, memory_fraction) if of_total else None
+    return tokens, kv_memory(estimate, memory_fraction) if kind == "of_total" else None
 
 
 def kv_memory(estimate: dict[str, Any], fraction: float) -> KvMemory:

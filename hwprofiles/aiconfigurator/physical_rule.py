@@ -17,7 +17,8 @@ THE RULE, the same for every GPU:
    operator's FLOPs and bytes from its shape).
 2. Twin. A GEMM or MoE operator is compared with the same operator (shape
    and precision) in the other engine's table of the same database and GPU
-   (vLLM 0.24.0 <-> SGLang 0.5.14), where both are measured (source
+   (the twin each engine's row names, `EngineTraits.aic`: vLLM <-> SGLang,
+   each at its built-ins' table version), where both are measured (source
    `silicon`), at m = 1, 2, 4, ... tokens per rank: more than 2x slower than
    its twin at any of them fails. A precision is one kernel family on one
    GPU whichever engine calls it (the premise of public_gemm.py); norms,
@@ -47,23 +48,53 @@ from typing import Any
 
 import numpy as np
 
+from specplan.engines import ENGINE_NAMES, EngineTraits, engine_traits
 from specplan.hwprofiles.aiconfigurator.compile import CompiledTarget, engine_handle
 from specplan.hwprofiles.aiconfigurator.operators import kind_of
 from specplan.hwprofiles.aiconfigurator.package import database, quiet
 from specplan.hwprofiles.aiconfigurator.parts import LeafCurves, part_of
 from specplan.hwprofiles.aiconfigurator.public import PUBLIC_SOURCE
+from specplan.hwprofiles.aiconfigurator.targets import engine_tables
 from specplan.hwprofiles.errors import ProfileError
 from specplan.hwprofiles.physical import PEAKS, GpuPeaks, OpRoof, band_ms
 
 TWIN_TOLERANCE = 2.0
 TWIN_KINDS = ("Gemm", "Moe")   # one kernel family per precision on one GPU, whichever engine calls it
-TWIN_ENGINES = {"vllm": ("sglang", "0.5.14"), "sglang": ("vllm", "0.24.0")}
 REPORT_TOKENS = (1, 8, 64, 256)
 CLAMPED = "roofline band edge"
+
+
+def twin_of(backend: str) -> tuple[str, str] | None:
+    """(engine, table version) of the twin table `backend`'s operators are held against: the twin its row names
+    (specplan.engines.traits.AicTables), at the version its own row's built-ins read; None: no twin."""
+    twin = engine_tables(backend).twin
+    if twin is None:
+        return None
+    version = engine_tables(twin).version
+    return None if version is None else (twin, version)
+
+
+def twin_pairs() -> str:
+    """'vLLM 0.24.0 <-> SGLang 0.5.14': each pair of twin tables once, as the rows name them."""
+    pairs, seen = [], set()
+    for name in ENGINE_NAMES:
+        twin = twin_of(name)
+        seen.add(name)
+        if twin is not None and twin[0] not in seen:
+            ours, theirs = engine_traits(name), engine_traits(twin[0])
+            pairs.append(f"{engine_word(ours)} {ours.aic.version} <-> {engine_word(theirs)} {twin[1]}")
+    return "; ".join(pairs)
+
+
+def engine_word(row: EngineTraits) -> str:
+    """'vLLM' of the row labelled 'vLLM 0.24'."""
+    return row.label.removesuffix(row.version).strip()
+
+
 RULE = ("each operator at every B within [0.8 x roofline, 8 x max(roofline, 3 us per kernel or 10 us per collective)] "
         "(roofline_peaks; roofline = max(FLOPs / dense peak at its precision, bytes / HBM or NVLink bandwidth)); a "
         "GEMM or MoE more than 2x slower than the same operator, shape and precision in the other engine's table of "
-        "this GPU (vLLM 0.24.0 <-> SGLang 0.5.14, both measured, at m = 1, 2, 4, ... tokens per rank) takes that "
+        f"this GPU ({twin_pairs()}, both measured, at m = 1, 2, 4, ... tokens per rank) takes that "
         "twin's curve clamped into the band; any other failing operator is clamped into its band; an operator set "
         "by a public measurement is held to the band only")
 
@@ -179,7 +210,7 @@ class Twin:
         self.q, self.dp = q, target.dp
         self.label = ""
         self.handle: Any = None
-        other = TWIN_ENGINES.get(target.backend)
+        other = twin_of(target.backend)
         if other is None:
             return
         try:

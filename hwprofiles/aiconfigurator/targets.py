@@ -2,20 +2,24 @@
 
 Plain frozen declarations, checked on construction (a bad value is a
 one-line ProfileError naming the command-line flag). Every other module of
-the package takes these.
+the package takes these. What an engine is in the database (its memory
+fraction's kind, the table version the built-ins read, its twin engine) is
+a column of its row in specplan.engines (`EngineTraits.aic`), read here by
+`engine_tables`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specplan.engines import backend_traits
+from specplan.engines.traits import AicTables
 from specplan.hwprofiles.errors import ProfileError
 
 DEVICE_NAMES = {
     "h100_sxm": "NVIDIA H100 SXM 80GB", "h200_sxm": "NVIDIA H200 SXM 141GB", "b200_sxm": "NVIDIA B200 180GB",
     "b300_sxm": "NVIDIA B300", "gb200": "NVIDIA GB200", "gb300": "NVIDIA GB300", "a100_sxm": "NVIDIA A100 SXM",
 }
-MEMORY_FRACTION_KIND = {"trtllm": "of_free"}   # vLLM and SGLang size the KV cache as a fraction of all memory
 MOE_BACKENDS = ("", "megamoe")                   # the engine's default MoE path, or SGLang's fused MegaMoE
 
 
@@ -38,7 +42,7 @@ class AicTarget:
     model: str
     system: str
     backend: str = "vllm"
-    backend_version: str = "0.24.0"
+    backend_version: str = ""   # empty: the engine's row's table version (`engine_tables`)
     tp: int = 1
     ep: int = 1
     dp: int = 1
@@ -46,6 +50,11 @@ class AicTarget:
     moe_backend: str = ""
 
     def __post_init__(self) -> None:
+        if not self.backend_version:
+            version = engine_tables(self.backend).version
+            if version is None:
+                raise ProfileError(f"--backend-version: no built-in reads {self.backend}'s tables; name their version")
+            object.__setattr__(self, "backend_version", version)
         for key in ("tp", "ep", "dp"):
             if getattr(self, key) < 1:
                 raise ProfileError(f"--{key}: must be a positive integer")
@@ -103,6 +112,12 @@ class AicDrafter:
         mlp = "MoE" if self.moe else "dense"
         fuse = f" + fuse projection {self.fuse_inputs}x{hidden} -> {hidden}" if self.fuse_inputs else ""
         return f"{self.layers} {mlp} decoder layer{'s' if self.layers > 1 else ''} of the target{fuse} + final norm + LM head"
+
+
+def engine_tables(backend: str) -> AicTables:
+    """`backend`'s columns in AIConfigurator's database, from its row (specplan.engines.traits.AicTables: the
+    memory fraction's kind, the built-ins' table version, the twin engine); an engine without rows has none."""
+    return backend_traits(backend).aic
 
 
 def where(target: AicTarget) -> str:
