@@ -23,8 +23,9 @@ and answers; it never changes the batch (the core does, as vLLM's cache
 manager answers `allocate_slots` and the scheduler acts):
 
     kv.enqueued(state, rid)                     a request joined the queue (RoutedRanks sends it to a rank)
-    kv.admit(state, log, now, free) -> [(rid, generated, kv[, rank]), ...]   the admitted requests (popped
-                                                from the queue, their log rows marked admitted)
+    kv.admit(state, log, free) -> [(rid, generated, kv[, rank]), ...]   the admitted requests, in admission
+                                                order (popped from the queue; the log only read: the core
+                                                marks their rows admitted)
     kv.preempt(state) -> rows                   the rows to evict, in eviction order (none: empty)
     kv.fits_below                               Σ footprints up to this need no preemption check (−1: always)
     kv.pin(rid, rank)                           a sticky router sent the request to this rank (RoutedRanks keeps
@@ -54,7 +55,7 @@ class KvCaches(Protocol):
 
     def enqueued(self, state: BatchState, rid: int) -> None: ...
 
-    def admit(self, state: BatchState, log: RequestLog, now: float, free: int) -> Sequence[tuple[int, ...]]: ...
+    def admit(self, state: BatchState, log: RequestLog, free: int) -> Sequence[tuple[int, ...]]: ...
 
     def preempt(self, state: BatchState) -> np.ndarray: ...
 
@@ -83,8 +84,8 @@ class OneCache:
     def pin(self, rid: int, rank: int) -> None:
         pass
 
-    def admit(self, state: BatchState, log: RequestLog, now: float, free: int) -> Sequence[tuple[int, ...]]:
-        return admit_fifo(state.queue, log, now, free, state.footprint, self.capacity, self.block_size)
+    def admit(self, state: BatchState, log: RequestLog, free: int) -> Sequence[tuple[int, ...]]:
+        return admit_fifo(state.queue, log, free, state.footprint, self.capacity, self.block_size)
 
     def preempt(self, state: BatchState) -> np.ndarray:
         """The youngest rows past the cache, until Σ footprints fits it again."""
@@ -107,10 +108,10 @@ class RankCaches(OneCache):
         self.dp = dp
         self.fits_below = -1  # a rank may overflow while the total fits
 
-    def admit(self, state: BatchState, log: RequestLog, now: float, free: int) -> Sequence[tuple[int, ...]]:
+    def admit(self, state: BatchState, log: RequestLog, free: int) -> Sequence[tuple[int, ...]]:
         """FIFO admission to the rank with a free slot and the most free KV."""
         slots, kv = self.rank_room(state)
-        return admit_to_ranks(state.queue, log, now, slots, kv, self.block_size, free,
+        return admit_to_ranks(state.queue, log, slots, kv, self.block_size, free,
                               self.capacity - state.footprint)
 
     def rank_room(self, state: BatchState) -> tuple[np.ndarray, np.ndarray]:
@@ -147,24 +148,24 @@ class RoutedRanks(RankCaches):
     def pin(self, rid: int, rank: int) -> None:
         self.router.pin(rid, rank)
 
-    def admit(self, state: BatchState, log: RequestLog, now: float, free: int) -> Sequence[tuple[int, ...]]:
+    def admit(self, state: BatchState, log: RequestLog, free: int) -> Sequence[tuple[int, ...]]:
         """FIFO within each rank's queue, while the rank has a free slot and KV room and the engine's totals allow."""
         slots, kv = self.rank_room(state)
-        admitted = admit_routed(state.queue, log, now, self.router, slots, kv, self.block_size, free,
+        admitted = admit_routed(state.queue, log, self.router, slots, kv, self.block_size, free,
                                 self.capacity - state.footprint)
         self.router.admitted([rank for *_, rank in admitted])
         return admitted
 
 
-def admit_routed(queue: deque[int], log: RequestLog, now: float, router: RankRouter, free_slots: np.ndarray,
+def admit_routed(queue: deque[int], log: RequestLog, router: RankRouter, free_slots: np.ndarray,
                  kv_free: np.ndarray, block_size: int, total_free: int,
                  total_kv_free: int) -> list[tuple[int, int, int, int]]:
     """Admit queued requests, FIFO within each one's rank: a rank whose head does not fit admits nothing more
     this step; the scan stops when every rank is blocked, the engine's slots are taken or its KV is full.
-    Returns (rid, generated, kv, rank)."""
+    Returns (rid, generated, kv, rank) in admission order."""
     admitted: list[tuple[int, int, int, int]] = []
     blocked = np.zeros(free_slots.size, dtype=bool)
-    rows = Admission(log, now)
+    rows = Admission(log)
     for rid in queue:
         if len(admitted) >= total_free or blocked.all():
             break
@@ -178,7 +179,6 @@ def admit_routed(queue: deque[int], log: RequestLog, now: float, router: RankRou
         free_slots[rank] -= 1
         kv_free[rank] -= kv + block_size
         total_kv_free -= kv + block_size
-        rows.run(rid)
         admitted.append((rid, generated, kv, rank))
     if admitted:
         taken = {rid for rid, *_ in admitted}

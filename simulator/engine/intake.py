@@ -10,11 +10,15 @@ way, so both use these rather than copies:
     request_misfit(log, config, rid)     the KV-fit rule: why a request no cache it may use can ever hold
                                          is rejected on arrival (every admission path asks it: a driver's
                                          `rejects`, a prefill pool's `reject_misfit`)
-    admit_fifo(queue, log, now, free_slots, kv_used, kv_capacity, block_size)
+    admit_fifo(queue, log, free_slots, kv_used, kv_capacity, block_size)
                                          FIFO admission while a slot and KV capacity remain
-    admit_to_ranks(queue, log, now, free_slots, kv_free, block_size, total_free, total_kv_free)
+    admit_to_ranks(queue, log, free_slots, kv_free, block_size, total_free, total_kv_free)
                                          the same over data-parallel attention ranks (per-rank slots and KV,
                                          within the engine's totals, as preemption keeps them)
+
+Admission reads the log (each request's footprint) and writes nothing to
+it: it pops the requests it admits from the queue and returns them, and
+the decode core marks their rows admitted (`DecodeCore.admit`).
 """
 
 from __future__ import annotations
@@ -92,34 +96,27 @@ def reject_misfit(log: RequestLog, config: EngineConfig, rid: int) -> bool:
 
 
 class Admission:
-    """What admission reads of the log, read once per call (a request's footprint), and its transition."""
+    """What admission reads of the log, read once per call: a request's footprint."""
 
-    def __init__(self, log: RequestLog, now: float) -> None:
-        self.log = log
+    def __init__(self, log: RequestLog) -> None:
         self.generated, self.prompt = log["generated_tokens"], log["prompt_tokens"]
-        self.now = now
 
     def footprint(self, rid: int) -> tuple[int, int]:
         """(generated, kv): the tokens `rid` holds in the cache (prompt + generated); admission adds the draft block."""
         generated = int(self.generated[rid])
         return generated, int(self.prompt[rid]) + generated
 
-    def run(self, rid: int) -> None:
-        """`rid` is admitted (its admission time kept from the first admission after a preemption)."""
-        self.log.admitted(rid, self.now)
 
-
-def admit_fifo(queue: deque[int], log: RequestLog, now: float, free_slots: int, kv_used: int,
+def admit_fifo(queue: deque[int], log: RequestLog, free_slots: int, kv_used: int,
                kv_capacity: int, block_size: int) -> list[tuple[int, int, int]]:
     """Pop waiting requests, head first, while a batch slot and KV capacity remain.
 
     A request's footprint is prompt + generated + the draft block. Head-of-line
     blocking is deliberate (FIFO). Returns (rid, generated, kv) per admitted
-    request; their log rows are marked running (admission time kept from the
-    first admission after a preemption).
+    request, in admission order (the core marks their log rows).
     """
     admitted: list[tuple[int, int, int]] = []
-    rows = Admission(log, now)
+    rows = Admission(log)
     while queue and len(admitted) < free_slots:
         rid = queue[0]
         generated, kv = rows.footprint(rid)
@@ -127,12 +124,11 @@ def admit_fifo(queue: deque[int], log: RequestLog, now: float, free_slots: int, 
             break
         queue.popleft()
         kv_used += kv + block_size
-        rows.run(rid)
         admitted.append((rid, generated, kv))
     return admitted
 
 
-def admit_to_ranks(queue: deque[int], log: RequestLog, now: float, free_slots: np.ndarray, kv_free: np.ndarray,
+def admit_to_ranks(queue: deque[int], log: RequestLog, free_slots: np.ndarray, kv_free: np.ndarray,
                    block_size: int, total_free: int, total_kv_free: int) -> list[tuple[int, int, int, int]]:
     """FIFO admission over data-parallel attention ranks: each request goes to the rank with room.
 
@@ -141,10 +137,10 @@ def admit_to_ranks(queue: deque[int], log: RequestLog, now: float, free_slots: n
     stops at the first request no rank can hold, once `total_free` (the engine's own free
     slots) are taken, or at the first footprint the engine's free KV (`total_kv_free`) cannot
     hold: preemption keeps both the ranks' caches and the engine's total, so admission does.
-    Returns (rid, generated, kv, rank).
+    Returns (rid, generated, kv, rank) in admission order.
     """
     admitted: list[tuple[int, int, int, int]] = []
-    rows = Admission(log, now)
+    rows = Admission(log)
     slots, free = free_slots.copy(), kv_free.copy()
     while queue and len(admitted) < total_free:
         rid = queue[0]
@@ -157,6 +153,5 @@ def admit_to_ranks(queue: deque[int], log: RequestLog, now: float, free_slots: n
         slots[rank] -= 1
         free[rank] -= kv + block_size
         total_kv_free -= kv + block_size
-        rows.run(rid)
         admitted.append((rid, generated, kv, rank))
     return admitted

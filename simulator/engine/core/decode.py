@@ -5,7 +5,8 @@ the simulator's replicas charge each step's price, the reference engine
 (specplan.validation.engine) runs real forwards and reads the wall clock,
 the tests' driver steps it back to back. One step:
 
-    admit     waiting requests, FIFO, under the KV rule (`kv.admit`)
+    admit     waiting requests, FIFO, under the KV rule (`kv.admit` answers which; the core marks them
+              admitted in the log)
     schedule  decoding rows, the token budget's rows (`budget.select`), prompt chunks,
               drafts, the policy's lengths ℓ, the budget's cut (`budget.cut`), the
               accepted prefixes, and the step's price quote and verify tokens B
@@ -129,18 +130,19 @@ class DecodeCore:
         free = self.config.batch_requests - state.batch.n
         if not state.queue or free <= 0:
             return 0
-        admitted = self.rules.kv.admit(state, self.recorders.log, now, free)
+        admitted = self.rules.kv.admit(state, self.recorders.log, free)
         if admitted:
             self.add_rows(admitted, now)
         return len(admitted)
 
     def add_rows(self, admitted: Sequence[tuple[int, ...]], now: float) -> None:
         """Rows for requests admitted at `now`, given (id, tokens generated so far, prompt + generated tokens[,
-        rank])."""
+        rank]); their log rows marked admitted here, the one place that writes it (the KV rule only answers)."""
         log, rules, opening = self.recorders.log, self.rules, self.state.ledger.opening
         output = log["output_tokens"]
         rows, kv, prefilling = [], 0, 0
         for rid, generated, tokens, *rank in admitted:
+            log.admitted(rid, now)
             left = int(output[rid]) - generated
             row_rank = rank[0] if rank else 0
             prefill = rules.prompts.to_compute(rid, tokens, row_rank)
