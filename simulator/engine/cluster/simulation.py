@@ -34,6 +34,7 @@ from specplan.simulator.engine.cluster.kv_tiers import (
     tier_fields,
 )
 from specplan.simulator.engine.cluster.prefill import PrefillPool, prefill_summary
+from specplan.simulator.engine.cluster.prefill_front import prefill_front
 from specplan.simulator.engine.cluster.prefix_cache import cache_fields
 from specplan.simulator.engine.cluster.replica import Replica
 from specplan.simulator.engine.cluster.router import Router
@@ -91,11 +92,12 @@ class Simulation:
         self.arrivals: ArrivalHorizon = start_workload(self.env, scenario, self.submit, self.front.domain_mix)
 
     def replica(self, parts: EngineParts, index: int, chunks: ChunkLog | None) -> Replica:
-        """Decode replica `index` with its prefix tiers, its clock waiting for their host loads when it has one."""
+        """Decode replica `index` with its prefix tiers, its clock waiting for their host loads when it has one, and
+        the prefill front its prefill mode runs (the pool's, a fixed-rate stage's, or chunked in the core)."""
         tiers = self.prompt_caches[index] if self.prompt_caches else None
         core = parts.core(self.log, self.steps, index, tiers, chunks)
         clock = LoadingClock(core, tiers) if tiers is not None and tiers.host is not None else PRICED
-        return Replica(self.env, core, self.log, self.on_done, self.pool, clock)
+        return Replica(self.env, core, self.log, self.on_done, prefill_front(self.env, core, self.log, self.pool), clock)
 
     def prefill_pool(self, scenario: Scenario) -> PrefillPool | None:
         """With cluster.prefill: the pool every arrival goes through, feeding the decode replicas."""
