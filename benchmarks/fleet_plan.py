@@ -30,7 +30,7 @@ from replica_split import interval, scenario
 
 from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.scenario.study import Bound
-from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.options import PlanOptions, RunOptions
 from specplan.simulator.study.plan.run import plan_capacity
 from specplan.simulator.study.plan.target import Target
 from specplan.simulator.study.split import simulate_sampled
@@ -41,7 +41,7 @@ BOUNDS = (Bound("tps_user_p10", ">=", 200.0), Bound("ttft_p99_s", "<=", 1.0))
 def plan(rate: float, seeds: int, sample: int, workers: int):
     start = time.perf_counter()
     result = plan_capacity(scenario(1, rate, 30.0, 0, "random"), Target("rate_per_s", rate, BOUNDS, seeds=seeds),
-                           RunOptions(max_replicas=1024, workers=workers, progress=False, replica_sample=sample))
+                           RunOptions(workers=workers, progress=False), PlanOptions(max_replicas=1024, replica_sample=sample))
     return result.variants[0], time.perf_counter() - start
 
 

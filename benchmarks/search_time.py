@@ -24,7 +24,7 @@ import pandas as pd
 
 from specplan.simulator.scenario.load import read_yaml
 from specplan.simulator.scenario.study import parse_bound
-from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.options import PlanOptions, RunOptions
 from specplan.simulator.study.plan.plan_json import deployment_rows
 from specplan.simulator.study.plan.run import plan_search
 from specplan.simulator.study.plan.search import DeploymentPlan
@@ -48,8 +48,8 @@ def scenario(path: Path, duration_s: float | None) -> dict:
 def timed(raw: dict, target: Target, backend: str, args: argparse.Namespace) -> tuple[DeploymentPlan, float, int]:
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        plan = plan_search(raw, target, RunOptions(max_replicas=args.max_replicas, workers=args.workers,
-                                                   backend=backend, out_dir=out, progress=False))
+        plan = plan_search(raw, target, RunOptions(workers=args.workers, backend=backend, out_dir=out, progress=False),
+                           PlanOptions(max_replicas=args.max_replicas))
         wall = time.perf_counter() - start
         runs = len(list((Path(out) / "probes").glob("*.json")))
     return plan, wall, runs

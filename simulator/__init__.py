@@ -7,13 +7,13 @@
     study/      four products over a shared base, each entry point (source, what, options) writing its
                 own files in options.out_dir:
         sweep/        run_sweep(source, sweep block, options): points → Pareto frontiers → SLA comparisons
-        plan/         plan_capacity / plan_search(source, target, options): the fewest replicas or GPUs
+        plan/         plan_capacity / plan_search(source, target, options, plan_options): the fewest replicas or GPUs
                       at an SLA (probes, the replica search, the deployment search, the plan's files)
         tune/         tune_schedule(source, TuneAsk, options): a per-batch-size length schedule and its
                       engine exports
         replication/  replicate(source, ReplicationAsk, options): published figures predicted,
                       calibrated and transferred (cross-validated), and the calibration table
-      and the base they share: options.py (RunOptions), points.py (a sweep's points and their store),
+      and the base they share: options.py (RunOptions; a plan's own PlanOptions), points.py (a sweep's points and their store),
       backends.py (processes or Ray), interrupts.py, inputs.py, shadows.py (overrides a study replaces),
       split.py (a fleet as independent replicas), frontier.py, keepup.py, launch.py
 

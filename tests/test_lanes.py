@@ -27,7 +27,7 @@ from specplan.simulator.scenario import scenario_from_mapping
 from specplan.simulator.scenario.size import run_size
 from specplan.simulator.scenario.study import parse_bound
 from specplan.simulator.study.keepup import MIN_COMPLETED, outstanding
-from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.options import PlanOptions, RunOptions
 from specplan.simulator.study.plan.plan_json import capacity_json
 from specplan.simulator.study.plan.probe import seed_run
 from specplan.simulator.study.plan.probe_store import ProbeStore
@@ -170,7 +170,7 @@ def test_a_plan_for_lanes_answers_replicas_judged_from_the_barrier(tmp_path):
     warm-up turns that ended before it."""
     out = tmp_path / "plan"
     plan = plan_capacity(lanes_mapping(tmp_path), Target("lanes", 8, ("session_wall_p90_s<=10",), seeds=3),
-                         RunOptions(workers=1, max_replicas=4, out_dir=out, progress=False))
+                         RunOptions(workers=1, out_dir=out, progress=False), PlanOptions(max_replicas=4))
     (sizing,) = plan.variants
     assert (sizing.replicas, sizing.one_fewer.replicas) == (2, 1)
     assert sizing.chosen.stats["session_wall_p90_s"][0] <= 10 < sizing.one_fewer.stats["session_wall_p90_s"][0]
@@ -225,7 +225,7 @@ def test_a_search_sizes_each_deployment_for_the_lanes(tmp_path):
                      "serving": [{"mode": "aggregated", "chunk_tokens": 2048,
                                   "prefix_cache": {"block_tokens": 64, "capacity_tokens": 100_000}}]}
     plan = plan_search(raw, Target("lanes", 8, ("session_wall_p90_s<=10",), seeds=2),
-                       RunOptions(workers=1, max_replicas=4, out_dir=tmp_path / "out", progress=False))
+                       RunOptions(workers=1, out_dir=tmp_path / "out", progress=False), PlanOptions(max_replicas=4))
     sized = {p.info.hardware: p.sizing for p in plan.deployments}
     assert (sized["slow"].replicas, sized["slow"].one_fewer.replicas, sized["fast"].replicas) == (2, 1, 1)
     rows = pd.read_csv(tmp_path / "out" / "plan.csv")
@@ -244,7 +244,7 @@ def test_a_session_bound_with_too_few_whole_sessions_stops_the_plan(tmp_path):
     with pytest.raises(SpecplanError, match=r"none: 1 replica\(s\), seed 1: only 0 sessions ran whole inside the "
                                             r"measurement window, at least 10 are needed"):
         plan_capacity(raw, Target("lanes", 8, ("session_output_tokens_per_s_mean>=1",), seeds=1),
-                      RunOptions(workers=1, max_replicas=2, progress=False))
+                      RunOptions(workers=1, progress=False), PlanOptions(max_replicas=2))
 
 
 # ---- a sweep over lanes: gains at equal lanes and the lanes figure -------------------------------------------------

@@ -21,7 +21,7 @@ import yaml
 
 from specplan.simulator.scenario.study import Bound
 from specplan.simulator.study.keepup import FALLS_BEHIND
-from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.options import PlanOptions, RunOptions
 from specplan.simulator.study.plan.planner import CapacityPlan
 from specplan.simulator.study.plan.probe import Probe
 from specplan.simulator.study.plan.replica_search import ReplicaSizing
@@ -93,7 +93,7 @@ def bursty_pool(tmp_path) -> str:
 @pytest.mark.slow("a capacity plan behind a prefill pool on a 120 s trace, two seeds (about 8 s)")
 def test_a_fixed_pool_whose_queue_misses_ttft_is_named_at_the_first_probe(tmp_path):
     target = Target("rate_scale", 1.0, (Bound("ttft_p99_s", "<=", 0.5), Bound("tps_user_p10", ">=", 10.0)), seeds=2)
-    plan = plan_capacity(bursty_pool(tmp_path), target, RunOptions(workers=1, max_replicas=8))
+    plan = plan_capacity(bursty_pool(tmp_path), target, RunOptions(workers=1), PlanOptions(max_replicas=8))
     (variant,) = plan.variants
     assert variant.replicas is None and [p.replicas for p in variant.probes] == [1]  # not probed up to 8
     busy = variant.probes[0].mean("prefill_busy_share")

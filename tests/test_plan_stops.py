@@ -19,7 +19,7 @@ import pytest
 
 from specplan.simulator.scenario.study import Bound
 from specplan.simulator.study.keepup import KEEPS_UP, judge_backlog, outstanding
-from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.options import PlanOptions, RunOptions
 from specplan.simulator.study.plan.files import probe_lines
 from specplan.simulator.study.plan.plan_json import capacity_json
 from specplan.simulator.study.plan.probe import Probe
@@ -40,7 +40,7 @@ def closed_loop(users: int) -> dict:
 
 def test_an_unreachable_speed_stops_when_replicas_stop_moving_it():
     target = Target("users", 4, (Bound("tps_user_p10", ">=", 5000.0),), seeds=1)
-    plan = plan_capacity(closed_loop(4), target, RunOptions(workers=1, max_replicas=256))
+    plan = plan_capacity(closed_loop(4), target, RunOptions(workers=1), PlanOptions(max_replicas=256))
     (variant,) = plan.variants
     assert variant.replicas is None and max(p.replicas for p in variant.probes) <= 16  # not 256
     assert variant.unmet.startswith("more replicas stopped moving the SLA statistics: tps_user_p10")
@@ -53,7 +53,7 @@ def test_an_unreachable_speed_stops_when_replicas_stop_moving_it():
 
 def test_one_seed_prints_no_interval():
     target = Target("users", 2, (Bound("tps_user_p10", ">=", 5000.0),), seeds=1)
-    plan = plan_capacity(closed_loop(2), target, RunOptions(workers=1, max_replicas=4))
+    plan = plan_capacity(closed_loop(2), target, RunOptions(workers=1), PlanOptions(max_replicas=4))
     text = "\n".join(probe_lines(plan)) + plan_table(plan)
     assert "95% interval" not in text and "(one seed: no interval)" in text and "1 seed per probe" in text
 
@@ -73,7 +73,7 @@ def saturated_pool_scenario() -> dict:
 
 def test_a_saturated_prefill_pool_held_fixed_stops_the_plan_after_its_first_probe():
     target = Target("rate_per_s", 40.0, (Bound("ttft_p99_s", "<=", 1.0),), seeds=1)
-    plan = plan_capacity(saturated_pool_scenario(), target, RunOptions(workers=1, max_replicas=64))
+    plan = plan_capacity(saturated_pool_scenario(), target, RunOptions(workers=1), PlanOptions(max_replicas=64))
     (variant,) = plan.variants
     assert [p.replicas for p in variant.probes] == [1]
     assert "the prefill pool (1 replica(s), held fixed) was busy" in variant.unmet

@@ -4,6 +4,7 @@ keep-up test a short horizon cannot fool, seeds and intervals, plan files, the K
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 
@@ -16,7 +17,7 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.outputs import describe
 from specplan.simulator.scenario.study import Bound, tps_column
 from specplan.simulator.study.keepup import FALLS_BEHIND, KEEPS_UP, TOO_SHORT, judge_backlog
-from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.options import PlanOptions, RunOptions
 from specplan.simulator.study.plan.files import write_plan_files
 from specplan.simulator.study.plan.plan_json import capacity_json
 from specplan.simulator.study.plan.planner import CapacityPlan
@@ -75,11 +76,15 @@ def closed_form_replicas(per_token_ms: float) -> int:
     return n
 
 
+PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(PlanOptions))
+
+
 def rate_plan(source: object, rate: float, sla: float, statistic: str = "p10", seeds: int = DEFAULT_SEEDS,
               gpu_hour_usd: float | None = None, **options: object) -> CapacityPlan:
     """A plan for `rate` req/s at tokens/s/user `statistic` >= `sla` (what --rate and --sla-tps spell)."""
     target = Target("rate_per_s", rate, (Bound(tps_column(statistic), ">=", sla),), statistic, seeds, gpu_hour_usd)
-    return plan_capacity(source, target, RunOptions(**options))
+    plan = {key: options.pop(key) for key in PLAN_FIELDS if key in options}
+    return plan_capacity(source, target, RunOptions(**options), PlanOptions(**plan))
 
 
 def swamped(growth: float, runs: tuple[dict, ...]) -> Probe:

@@ -13,7 +13,7 @@ import yaml
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.core.outputs import describe
 from specplan.simulator.scenario.study import parse_bound
-from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.options import PlanOptions, RunOptions
 from specplan.simulator.study.plan import probe
 from specplan.simulator.study.plan.plan_json import deployment_rows
 from specplan.simulator.study.plan.run import plan_capacity, plan_search
@@ -51,7 +51,7 @@ def target(**changes) -> Target:
 
 
 def searched_in(out, **options) -> DeploymentPlan:
-    return plan_search(space_scenario(), target(), RunOptions(max_replicas=2, workers=1, out_dir=out, **options))
+    return plan_search(space_scenario(), target(), RunOptions(workers=1, out_dir=out, **options), PlanOptions(max_replicas=2))
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def test_a_point_is_planned_exactly_as_plan_plans_that_scenario(searched):
     raw.pop("search")
     raw["hardware"] = {"profile": raw_profile(alone), "gpus_per_replica": 2}
     raw["engine"]["prefill"] = {"mode": "chunked", "chunk_tokens": 512}
-    same = plan_capacity(raw, target(), RunOptions(workers=1, max_replicas=2))
+    same = plan_capacity(raw, target(), RunOptions(workers=1), PlanOptions(max_replicas=2))
     assert same.variants[0].replicas == point.sizing.replicas
     assert [r["key"] for q in same.variants[0].probes for r in q.runs] == \
         [r["key"] for q in point.sizing.probes for r in q.runs]

@@ -8,7 +8,7 @@ import importlib.util
 import pandas as pd
 import pytest
 
-from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.options import PlanOptions, RunOptions
 from specplan.simulator.study.plan import probe
 from specplan.simulator.study.plan.plan_json import deployment_rows
 from specplan.simulator.study.plan.run import plan_search
@@ -23,8 +23,8 @@ def test_a_search_on_ray_matches_the_local_search(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     raw = space_scenario()
     raw["search"]["serving"] = raw["search"]["serving"][:1]  # aggregated only: two points
-    local = plan_search(raw, target(), RunOptions(max_replicas=2, workers=1, out_dir=tmp_path / "local"))
-    on_ray = plan_search(raw, target(), RunOptions(max_replicas=2, workers=2, backend="ray", out_dir=tmp_path / "ray"))
+    local = plan_search(raw, target(), RunOptions(workers=1, out_dir=tmp_path / "local"), PlanOptions(max_replicas=2))
+    on_ray = plan_search(raw, target(), RunOptions(workers=2, backend="ray", out_dir=tmp_path / "ray"), PlanOptions(max_replicas=2))
     pd.testing.assert_frame_equal(deployment_rows(local), deployment_rows(on_ray))
     keys = {p.name for p in (tmp_path / "local" / "probes").glob("*.json")}
     assert keys and keys == {p.name for p in (tmp_path / "ray" / "probes").glob("*.json")}
@@ -36,5 +36,5 @@ def test_a_search_on_ray_matches_the_local_search(tmp_path, monkeypatch):
         raise AssertionError("a stored probe was simulated again")
 
     monkeypatch.setattr(probe, "simulate", refuse)
-    again = plan_search(raw, target(), RunOptions(max_replicas=2, workers=1, out_dir=tmp_path / "ray"))
+    again = plan_search(raw, target(), RunOptions(workers=1, out_dir=tmp_path / "ray"), PlanOptions(max_replicas=2))
     pd.testing.assert_frame_equal(deployment_rows(again), deployment_rows(local))

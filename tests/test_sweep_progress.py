@@ -101,7 +101,7 @@ def test_a_stream_that_is_not_a_terminal_gets_plain_lines_every_period():
 
 
 def test_a_plan_on_a_log_says_it_is_alive(tmp_path, monkeypatch):
-    from specplan.simulator.study.options import RunOptions
+    from specplan.simulator.study.options import PlanOptions, RunOptions
     from specplan.simulator.study.plan.run import plan_capacity
     from specplan.simulator.study.plan.target import Target
 
@@ -113,7 +113,7 @@ def test_a_plan_on_a_log_says_it_is_alive(tmp_path, monkeypatch):
     monkeypatch.setattr("sys.stderr", log)
     monkeypatch.setattr("specplan.simulator.core.progress.PLAIN_PERIOD_S", 0.001)
     plan_capacity(raw, Target("rate_per_s", 4.0, ("ttft_p99_s<=5",), seeds=1),
-                  RunOptions(workers=1, out_dir=tmp_path, max_replicas=2))
+                  RunOptions(workers=1, out_dir=tmp_path), PlanOptions(max_replicas=2))
     lines = log.getvalue().splitlines()
     assert lines and all(line.startswith("plan: ") for line in lines)
     assert re.fullmatch(r"plan: 1/1 done; \d+s elapsed; [1-9]\d* probe runs? simulated", lines[-1])

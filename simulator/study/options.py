@@ -1,12 +1,14 @@
-"""How a study runs, shared by every product of study/ (sweep, plan, tune, replication): `RunOptions`.
+"""How a study runs: `RunOptions`, shared by every product of study/ (sweep, plan, tune, replication), and
+`PlanOptions`, what a plan alone takes.
 
 Every entry point takes (source, what, options): the scenario (a path, a
 mapping or a Scenario; a folder of cases for the replication), what it is
 asked (a sweep block, a plan's target, a tune's ask, a replication's ask)
-and these options: worker processes, the backend, the results folder (the
-entry point writes its own files there, and resumes from them), progress
-and overrides, and for plans the replica cap and the sampling of large
-fleets. A refusal names a field by `names` (the field's own name unless the
+and the shared options: worker processes, the backend, the results folder
+(the entry point writes its own files there, and resumes from them),
+progress and overrides. A plan (plan_capacity, plan_search) also takes its
+own `PlanOptions`: the replica cap and the sampling of large fleets. A
+refusal names a field by `RunOptions.names` (the field's own name unless the
 caller, the `specplan` command, maps it to its flag).
 """
 
@@ -28,13 +30,10 @@ Source = str | Path | Scenario | dict
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How a study runs (see the module docstring); `names` words the refusals."""
+    """How a study runs, whichever product (see the module docstring); `names` words the refusals."""
 
-    max_replicas: int = DEFAULT_MAX_REPLICAS
     workers: int | None = None               # processes (None: one per core)
-    replica_sample: int = DEFAULT_REPLICA_SAMPLE  # probes above this many independent replicas sample them
-    sample_any_router: bool = False          # sample under every router (an approximation but for random routing)
-    out_dir: str | Path | None = None        # every probe run stored under out_dir/probes/ (a re-run reuses them)
+    out_dir: str | Path | None = None        # the entry point's files (a plan's probe runs under out_dir/probes/)
     progress: bool | None = None
     overrides: tuple[str, ...] = ()
     backend: str = "local"                   # a search's points: local processes or Ray tasks
@@ -44,11 +43,6 @@ class RunOptions:
     def check(self) -> int:
         """One line naming the first bad option; returns the worker processes to use."""
         names = self.names
-        if not isinstance(self.max_replicas, int) or self.max_replicas < 1:
-            raise SpecplanError(f"{names.get('max_replicas', 'max_replicas')} must be >= 1, got {self.max_replicas}")
-        if not isinstance(self.replica_sample, int) or self.replica_sample < 0:
-            raise SpecplanError(f"{names.get('replica_sample', 'replica_sample')} must be an integer >= 0, "
-                                f"got {self.replica_sample}")
         if self.backend not in BACKENDS:
             raise SpecplanError(f"{names.get('backend', 'backend')} must be one of {', '.join(BACKENDS)}, "
                                 f"got {self.backend!r}")
@@ -73,3 +67,20 @@ class RunOptions:
     def load_names(self) -> dict[str, str]:
         """How a refusal names each load axis."""
         return {axis: self.names.get(axis, axis) for axis in LOAD_AXES}
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What a plan alone takes (plan_capacity, plan_search): how far it looks and how it samples large fleets."""
+
+    max_replicas: int = DEFAULT_MAX_REPLICAS
+    replica_sample: int = DEFAULT_REPLICA_SAMPLE  # probes above this many independent replicas sample them
+    sample_any_router: bool = False          # sample under every router (an approximation but for random routing)
+
+    def check(self, names: Mapping[str, str]) -> None:
+        """One line naming the first bad option (`names`: how a refusal names each field, RunOptions.names)."""
+        if not isinstance(self.max_replicas, int) or self.max_replicas < 1:
+            raise SpecplanError(f"{names.get('max_replicas', 'max_replicas')} must be >= 1, got {self.max_replicas}")
+        if not isinstance(self.replica_sample, int) or self.replica_sample < 0:
+            raise SpecplanError(f"{names.get('replica_sample', 'replica_sample')} must be an integer >= 0, "
+                                f"got {self.replica_sample}")

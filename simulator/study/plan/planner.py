@@ -37,7 +37,7 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.merge import apply_variant, strip_study_blocks
 from specplan.simulator.study.launch import Deployment, scenario_launch
-from specplan.simulator.study.options import RunOptions, Source
+from specplan.simulator.study.options import PlanOptions, RunOptions, Source
 from specplan.simulator.study.plan.probe_store import ProbeStore
 from specplan.simulator.study.plan.replica_search import ReplicaSizing, size_replicas
 from specplan.simulator.study.plan.runs import run_sizings
@@ -56,6 +56,7 @@ class CapacityPlan:
     target: Target
     variants: list[ReplicaSizing]
     options: RunOptions
+    plan_options: PlanOptions = PlanOptions()  # the replica cap and the sampling it ran with
     seeds_replay: str = ""  # on a trace or sessions, what each seed replays of it (what the interval covers)
     files: dict[str, Path] = field(default_factory=dict)  # what the entry point wrote (options.out_dir)
     launch: Deployment | None = None  # the winner's launch facts: the variant meeting the SLA on the fewest GPUs
@@ -63,28 +64,30 @@ class CapacityPlan:
     notes: tuple[str, ...] = ()  # what loading the variants took from their profiles (Scenario.notes), each once
 
 
-def size_capacity(source: Source, target: Target, options: RunOptions | None = None) -> CapacityPlan:
+def size_capacity(source: Source, target: Target, options: RunOptions | None = None,
+                  plan_options: PlanOptions | None = None) -> CapacityPlan:
     """Fewest replicas (and GPUs, cost) per variant serving the target's demand at its SLA (the entry point,
     `plan_capacity`, also writes the plan's files).
 
     The SLA is `target.bounds`, or the scenario's sla.bounds when it gives none.
     """
-    options = options or RunOptions()
+    options, plan_options = options or RunOptions(), plan_options or PlanOptions()
     target = target.resolved(source, options.overrides)
     target.check(options.names)
+    plan_options.check(options.names)
     cores = options.check()
     if options.backend != "local":
         raise SpecplanError(f"{options.names.get('backend', 'backend')} ray runs a deployment search: give the "
                             "scenario a search: block")
     variants, folder, name = variant_mappings(source, target, options)
     replica_workers = max(1, cores // len(variants))  # cores the variants leave run a sampled probe's replicas
-    calls = [(size_variant, (raw, label, folder, name, where, target, options, replica_workers))
+    calls = [(size_variant, (raw, label, folder, name, where, target, options, plan_options, replica_workers))
              for label, raw, where in variants]
     found: dict[int, ReplicaSizing] = {}
     run_sizings(calls, options, cores, "plan", "variant plan", found.__setitem__)
     sizings = [found[i] for i in range(len(calls))]
     notes = distinct_notes(validated(raw, folder, name, where) for _label, raw, where in variants)
-    plan = CapacityPlan(target, sizings, options, seeds_replay_of(source, options), notes=notes)
+    plan = CapacityPlan(target, sizings, options, plan_options, seeds_replay_of(source, options), notes=notes)
     winner = fewest_gpus(sizings)
     if winner is not None:
         _, raw, where = variants[winner]
@@ -117,9 +120,9 @@ def seeds_replay_of(source: Source, options: RunOptions) -> str:
 
 
 def size_variant(raw: dict, label: str, folder: Path, source: str, where: str, target: Target,
-                 options: RunOptions, replica_workers: int) -> ReplicaSizing:
+                 options: RunOptions, plan_options: PlanOptions, replica_workers: int) -> ReplicaSizing:
     """One variant's replica search (runs on a worker process: everything it needs is an argument)."""
-    return size_replicas(lambda n: cluster_scenario(raw, n, folder, source, where), target, options, label,
+    return size_replicas(lambda n: cluster_scenario(raw, n, folder, source, where), target, plan_options, label,
                          ProbeStore(options.probes_dir), replica_workers)
 
 

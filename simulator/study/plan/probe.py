@@ -1,6 +1,6 @@
 """Judging a probe: one cluster size of a plan, simulated once per seed, against the target.
 
-    result = probe(scenario, target, options, label, store)     a Probe: meets the SLA or not, and why
+    result = probe(scenario, target, plan_options, label, store)     a Probe: meets the SLA or not, and why
 
 A cluster of n replicas meets the SLA when, simulated whole (router
 included) with `target.seeds` seeds (the scenario's seed, +1, +2, ...), the
@@ -23,12 +23,12 @@ tokens_per_s_*) needs `MIN_SESSIONS` sessions played whole inside each
 seed's window; with fewer, when that bound decides the probe, the plan
 stops with one line asking for a longer horizon.
 
-A probe of more than `options.replica_sample` replicas (default 8) whose
+A probe of more than `plan_options.replica_sample` replicas (default 8) whose
 replicas are independent (random routing of Poisson arrivals over a
 duration horizon, no shared prefill pool) simulates that many of them at
 λ/n each and stands them for all n
 (specplan.simulator.study.split.simulate_sampled: exact in distribution,
-its cost flat in n); `options.sample_any_router` extends this to the other
+its cost flat in n); `plan_options.sample_any_router` extends this to the other
 routers, where a split run stands in for random routing. Each seed's run
 (its summary and keep-up verdict) is kept in a ProbeStore under its point
 key, so a re-run reuses it.
@@ -58,7 +58,7 @@ from specplan.simulator.study.keepup import (
     judge_backlog,
     seeds_verdict,
 )
-from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.options import PlanOptions
 from specplan.simulator.study.plan.probe_store import ProbeStore
 from specplan.simulator.study.plan.target import Target
 from specplan.simulator.study.points import normalise, point_key
@@ -99,12 +99,12 @@ class Probe:
         return self.tps_user - half, self.tps_user + half
 
 
-def probe(scenario: Scenario, target: Target, options: RunOptions, label: str = "",
+def probe(scenario: Scenario, target: Target, plan_options: PlanOptions, label: str = "",
           store: ProbeStore | None = None, workers: int = 1) -> Probe:
     """Simulate one cluster size once per seed and judge it against the target (a sampled one's
     replicas on `workers` processes)."""
     store = store if store is not None else ProbeStore(None)
-    sample = sampled_replicas(scenario, options)
+    sample = sampled_replicas(scenario, plan_options)
     runs = tuple(seed_run(dataclasses.replace(scenario, seed=scenario.seed + i), store, sample, workers)
                  for i in range(target.seeds))
     stats = {b.key: mean_and_interval(runs, b.key) for b in target.bounds}
@@ -134,12 +134,12 @@ def mean_and_interval(runs: tuple[dict[str, Any], ...], key: str) -> tuple[float
     return float(values.mean()), ci95(values)
 
 
-def sampled_replicas(scenario: Scenario, options: RunOptions) -> int | None:
+def sampled_replicas(scenario: Scenario, plan_options: PlanOptions) -> int | None:
     """How many replicas a probe of `scenario` simulates for all of them, None to simulate it whole."""
-    sample, n = options.replica_sample, scenario.cluster.replicas
+    sample, n = plan_options.replica_sample, scenario.cluster.replicas
     if not sample or n <= sample or scenario.cluster.prefill is not None:
         return None
-    exact = scenario.cluster.router == "random" or options.sample_any_router
+    exact = scenario.cluster.router == "random" or plan_options.sample_any_router
     independent = scenario.workload.arrivals.KIND == "poisson" and scenario.horizon.duration_s is not None
     return sample if exact and independent else None
 

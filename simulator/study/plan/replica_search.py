@@ -1,6 +1,6 @@
 """The search: the fewest replicas of one variant (or one deployment) that meet the target.
 
-    sizing = size_replicas(scenario_at, target, options, label, store)     a ReplicaSizing
+    sizing = size_replicas(scenario_at, target, plan_options, label, store)     a ReplicaSizing
 
 n = 1, 2, 4, ... until a probe meets the SLA (specplan.simulator.study.plan.probe),
 then bisection between the last failure and the first success; when one
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.study import Bound
 from specplan.simulator.study.keepup import FALLS_BEHIND
-from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.options import PlanOptions
 from specplan.simulator.study.plan.probe import Probe, probe
 from specplan.simulator.study.plan.probe_store import ProbeStore
 from specplan.simulator.study.plan.reach import out_of_reach
@@ -96,29 +96,29 @@ class ReplicaSizing:
         return None if gpu_hour_usd is None or self.gpus is None else self.gpus * gpu_hour_usd
 
 
-def size_replicas(scenario_at: Callable[[int], Scenario], target: Target, options: RunOptions, label: str,
+def size_replicas(scenario_at: Callable[[int], Scenario], target: Target, plan_options: PlanOptions, label: str,
                   store: ProbeStore, workers: int = 1) -> ReplicaSizing:
     """The fewest replicas n for which `scenario_at(n)` meets the target (a sampled probe's replicas on
     `workers` processes)."""
     probes: dict[int, Probe] = {}
     why: list[str] = []
-    pool = prefill_pool(scenario_at(1), scenario_at(options.max_replicas))
+    pool = prefill_pool(scenario_at(1), scenario_at(plan_options.max_replicas))
     fixed_pool = pool == POOL_FIXED
 
     def meets(n: int) -> bool:
         if n not in probes:
-            probes[n] = probe(scenario_at(n), target, options, label, store, workers)
+            probes[n] = probe(scenario_at(n), target, plan_options, label, store, workers)
         return probes[n].meets_sla
 
     def hopeless(n: int) -> bool:
-        reason = out_of_reach(probes, n, target, fixed_pool, options.max_replicas)
+        reason = out_of_reach(probes, n, target, fixed_pool, plan_options.max_replicas)
         why.extend([reason] if reason else [])
         return reason is not None
 
-    replicas = fewest_replicas(meets, options.max_replicas, swamped_growth(probes), hopeless)
+    replicas = fewest_replicas(meets, plan_options.max_replicas, swamped_growth(probes), hopeless)
     gpus_per_replica = scenario_at(1).hardware.gpus_per_replica
     unmet = None if replicas is not None else (
-        why[0] if why else f"no cluster up to {options.max_replicas} replicas meets the SLA")
+        why[0] if why else f"no cluster up to {plan_options.max_replicas} replicas meets the SLA")
     return ReplicaSizing(label, replicas, gpus_per_replica, [probes[n] for n in sorted(probes)], unmet, pool)
 
 

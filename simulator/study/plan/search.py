@@ -50,7 +50,7 @@ from specplan.simulator.scenario.search import (
     usd_per_million_tokens,
 )
 from specplan.simulator.study.launch import Deployment, launch_config
-from specplan.simulator.study.options import RunOptions, Source
+from specplan.simulator.study.options import PlanOptions, RunOptions, Source
 from specplan.simulator.study.plan.planner import distinct_notes, seeds_replay_of
 from specplan.simulator.study.plan.probe import Probe
 from specplan.simulator.study.plan.probe_store import ProbeStore, stored_summaries, write_fresh
@@ -131,6 +131,7 @@ class DeploymentPlan:
     raw: dict[str, Any]
     folder: Path
     options: RunOptions
+    plan_options: PlanOptions = PlanOptions()  # the replica cap and the sampling it ran with
     seeds_replay: str = ""  # on a trace, what each seed replays of it (what the interval covers); else ""
     files: dict[str, Path] = field(default_factory=dict)  # what the entry point wrote (options.out_dir)
     notes: tuple[str, ...] = ()  # what the options did not inherit and the points took from their profiles
@@ -170,12 +171,13 @@ def point_scenario(point: SearchPoint, replicas: int, target: Target, options: R
 
 
 def size_deployment(raw: dict, folder: Path, name: str, index: int, target: Target, options: RunOptions,
-                    probes_dir: Path | None, known: dict[str, dict[str, Any]]) -> tuple[ReplicaSizing, dict[str, Any]]:
+                    plan_options: PlanOptions, probes_dir: Path | None,
+                    known: dict[str, dict[str, Any]]) -> tuple[ReplicaSizing, dict[str, Any]]:
     """One point's fewest decode replicas; returns its sizing and the probe records it made (for a driver
     that stores them, when `probes_dir` is None: a Ray task)."""
     point = searched_points(raw, folder, name)[index]
     store = ProbeStore(probes_dir, known)
-    sizing = size_replicas(lambda n: point_scenario(point, n, target, options, folder, name), target, options,
+    sizing = size_replicas(lambda n: point_scenario(point, n, target, options, folder, name), target, plan_options,
                            point.label, store)
     return sizing, store.fresh
 
@@ -204,12 +206,14 @@ def expanded(source: Source, target: Target, options: RunOptions) -> tuple[dict,
     return raw, folder, name, points
 
 
-def size_search(source: Source, target: Target, options: RunOptions | None = None) -> DeploymentPlan:
+def size_search(source: Source, target: Target, options: RunOptions | None = None,
+                plan_options: PlanOptions | None = None) -> DeploymentPlan:
     """Every point of the scenario's search space sized and ranked; see the module docstring (the entry point,
     `plan_search`, also writes the search's files)."""
-    options = options or RunOptions()
+    options, plan_options = options or RunOptions(), plan_options or PlanOptions()
     target = target.resolved(source, options.overrides)
     target.check(options.names)
+    plan_options.check(options.names)
     workers = options.check()
     if target.gpu_hour_usd is not None:
         raise SpecplanError(f"{options.names.get('gpu_hour_usd', 'gpu_hour_usd')}: a search prices each GPU type "
@@ -218,7 +222,8 @@ def size_search(source: Source, target: Target, options: RunOptions | None = Non
     remote = options.backend == "ray"
     probes_dir = options.probes_dir
     known = stored_summaries(probes_dir) if remote else {}
-    calls = [(size_deployment, (raw, folder, name, i, target, options, None if remote else probes_dir, known))
+    calls = [(size_deployment, (raw, folder, name, i, target, options, plan_options, None if remote else probes_dir,
+                                known))
              for i in range(len(points))]
     found: dict[int, ReplicaSizing] = {}
 
@@ -229,7 +234,7 @@ def size_search(source: Source, target: Target, options: RunOptions | None = Non
 
     run_sizings(calls, options, workers, "search", "search point", on_result)
     deployments = [DeploymentSizing(PointInfo.of(i, point), found[i]) for i, point in enumerate(points)]
-    return DeploymentPlan(target, deployments, name, raw, folder, options, seeds_replay_of(source, options),
+    return DeploymentPlan(target, deployments, name, raw, folder, options, plan_options, seeds_replay_of(source, options),
                           notes=plan_notes(raw, folder, name, points, target, options))
 
 

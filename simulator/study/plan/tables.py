@@ -57,7 +57,7 @@ def plan_table(plan: CapacityPlan) -> str:
     if sampled:
         lines.append(f"  probes above {sampled[0]} replicas simulate {sampled[0]} of them at their share of the "
                      "demand (independent replicas: random routing of Poisson arrivals)"
-                     + ("; other routers approximated so (--sample-any-router)" if plan.options.sample_any_router
+                     + ("; other routers approximated so (--sample-any-router)" if plan.plan_options.sample_any_router
                         else ""))
     lines += [f"  {v.label}: {gpus_text(probe_pool(v.chosen, v.prefill_pool))}" for v in plan.variants
               if v.chosen is not None and (v.prefill_pool or math.isfinite(v.chosen.mean("prefix_cache_hit_rate")))]

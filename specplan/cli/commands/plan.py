@@ -61,6 +61,7 @@ from specplan.simulator.study.launch import launch_text
 from specplan.simulator.study.options import (
     DEFAULT_MAX_REPLICAS,
     DEFAULT_REPLICA_SAMPLE,
+    PlanOptions,
     RunOptions,
 )
 from specplan.simulator.study.plan.plan_json import capacity_json, search_json
@@ -71,7 +72,7 @@ from specplan.simulator.study.plan.target import DEFAULT_SEEDS, Target
 from specplan.simulator.study.points import read_source, validated
 from specplan.traces.spec import SessionArrivals, TraceArrivals
 
-# how a refusal names a Target or RunOptions field: by the flag that sets it
+# how a refusal names a Target, RunOptions or PlanOptions field: by the flag that sets it
 FLAGS = {"rate_per_s": "--rate", "rate_scale": "--rate-scale", "users": "--users", "lanes": "--lanes",
          "seeds": "--seeds",
          "gpu_hour_usd": "--gpu-hour-usd", "max_replicas": "--max-replicas", "replica_sample": "--replica-sample",
@@ -155,10 +156,13 @@ def target_of(args: argparse.Namespace) -> Target:
 
 
 def options_of(args: argparse.Namespace, out: Path | None) -> RunOptions:
-    return RunOptions(max_replicas=args.max_replicas, workers=args.workers, replica_sample=args.replica_sample,
-                      sample_any_router=args.sample_any_router, out_dir=out,
-                      progress=False if (args.quiet or args.json) else None, overrides=tuple(args.overrides),
-                      backend=args.backend, address=args.address, names=FLAGS)
+    return RunOptions(workers=args.workers, out_dir=out, progress=False if (args.quiet or args.json) else None,
+                      overrides=tuple(args.overrides), backend=args.backend, address=args.address, names=FLAGS)
+
+
+def plan_options_of(args: argparse.Namespace) -> PlanOptions:
+    return PlanOptions(max_replicas=args.max_replicas, replica_sample=args.replica_sample,
+                       sample_any_router=args.sample_any_router)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -167,12 +171,12 @@ def run(args: argparse.Namespace) -> int:
     out = out_folder(args.out) if args.out else None
     calibration = take_calibration(args)
     say_calibration(calibration, args)
-    target, options = target_of(args), options_of(args, out)
+    target, options, plan_options = target_of(args), options_of(args, out), plan_options_of(args)
     with refused_cleanly(out):  # a refused plan removes the folder it created, calibration.json with it
         write_calibration_record(calibration, out)
         if has_search(args.scenario, args.overrides):
-            return run_search(args.scenario, target, options, args.json)
-        plan = plan_capacity(args.scenario, target, options)
+            return run_search(args.scenario, target, options, plan_options, args.json)
+        plan = plan_capacity(args.scenario, target, options, plan_options)
     status = report_plan(plan, out, args.json)
     if not args.json:  # how well public figures validate the deployment; steady state of agent sessions
         for line in source_caveats(args.scenario, args.overrides):
@@ -262,9 +266,9 @@ def has_search(scenario: str, overrides: list[str]) -> bool:
     return validated(raw, folder, name, "").search is not None
 
 
-def run_search(scenario: str, target: Target, options: RunOptions, as_json: bool) -> int:
+def run_search(scenario: str, target: Target, options: RunOptions, plan_options: PlanOptions, as_json: bool) -> int:
     """The scenario's search: block: every deployment planned, ranked; files and launch lines with --out."""
-    plan = plan_search(scenario, target, options)
+    plan = plan_search(scenario, target, options, plan_options)
     say_notes(plan.notes)
     out = options.out_path
     files = dict(plan.files)
