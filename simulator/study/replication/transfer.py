@@ -16,8 +16,8 @@ A row (`RowKey`) is an engine, the engine version the simulator runs it as
 layout kind (tp, dp-attention): what a user's scenario can be matched on.
 The modes:
 
-    calibrated          fitted on every goal figure of the member's row (in sample: the
-                        shipped table's terms)
+    calibrated          fitted on the member's whole row (in sample: the shipped
+                        table's terms)
     transferred         leave one GPU out: fitted on the row's figures of the other GPUs,
                         so the member's GPU is never seen (no other GPU in the row: no value)
     transferred_layout  leave one layout out: fitted on the figures of the same engine and
@@ -30,9 +30,8 @@ where every one of those figures was simulated (an incomplete grid leaves a
 point out, never half-scores it). Why TPOT: both terms are a step's price
 (the host time every step pays, the level of its kernels), and TPOT is the
 figure that reads the step; a run's throughput figure is nearly the
-reciprocal of its TPOT (fitting both counts a run twice, and a -50% TPOT
-miss is a +100% throughput miss, so the median of the pair leans on the
-throughput side) and adds what the two terms do not carry (the client's ramp,
+reciprocal of its TPOT (fitting both counts a run twice, and weighs the two
+sides of one miss unequally: a -50% TPOT miss is a +100% throughput miss) and adds what the two terms do not carry (the client's ramp,
 prefill, the drawn lengths). Judged on the held-out folds of the committed
 grid (docs/guides/replication.md, "Transfer rules tried"), this fit carries
 to an unseen GPU better than the fit over every goal figure (leave one GPU
