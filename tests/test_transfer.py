@@ -95,6 +95,76 @@ def test_leave_one_gpu_out_fits_on_the_other_gpus_only():
     assert folds.chosen[("calibrated", ROWS["dp"], "")] == Params(0.0, 1.5)   # 1.45 / 1.5: the nearest level
 
 
+def paired_members() -> list[Member]:
+    """Per (layout, GPU) cell and concurrency, a run's TPOT figure and its throughput figure (published 100 each)."""
+    out = []
+    for layout, gpu, _level in CELLS:
+        case = Case(Path(f"/nowhere/{layout}-{gpu}"), {"gpus": {"type": gpu}}, [])
+        for line, c in enumerate((1, 16, 64), start=2):
+            for metric, unit, shift in (("median_tpot", "ms", 0), ("output_throughput", "tok/s", 10)):
+                figure = Figure("w", "a", metric, 100.0, 100.0, unit, c, None, line + shift)
+                out.append(Member(case, figure, ROWS[layout], gpu))
+    return out
+
+
+def paired_grid(members: list[Member]) -> dict[Params, dict]:
+    """The TPOT figures are right at host 1 ms, scale 1; the throughput figures at host 0, scale 1.5."""
+    grid: dict[Params, dict] = {}
+    for p in POINTS:
+        for m in members:
+            right = Params(1.0, 1.0) if m.figure.metric == "median_tpot" else Params(0.0, 1.5)
+            miss = abs(p.host_ms - right.host_ms) * 0.1 + abs(p.verify_scale - right.verify_scale) * 0.2
+            grid.setdefault(p, {})[figure_key(m.case, m.figure)] = 100.0 * (1 + miss)
+    return grid
+
+
+def test_each_fit_reads_the_tpot_figures_only():
+    """Every fold chooses the point its TPOT figures choose: garbage in the throughput figures moves no fold."""
+    members = paired_members()
+    grid = paired_grid(members)
+    folds = fit_folds(members, grid, POINTS)
+    assert set(folds.chosen.values()) == {Params(1.0, 1.0)}
+    assert all(m.figure.metric == "median_tpot" for train in folds.trained_on.values() for m in train)
+    again = fit_folds(garbled(members, lambda m: m.figure.metric == "output_throughput"), grid, POINTS)
+    assert again.chosen == folds.chosen
+
+
+def test_a_fold_without_tpot_figures_fits_on_its_throughput():
+    """The synthetic throughput-only cells (no TPOT figure): their own point, as before."""
+    members = synthetic_members()
+    folds = fit_folds(members, synthetic_grid(members), POINTS)
+    assert folds.chosen[("calibrated", ROWS["dp"], "")] == Params(0.0, 1.5)
+    assert len(folds.trained_on[("calibrated", ROWS["dp"], "")]) == 6
+
+
+def test_a_point_not_simulated_for_every_fit_figure_is_not_chosen():
+    """A grid point missing one of a fold's figures (a grid evaluated in part) is not eligible; none left: no fit."""
+    members = paired_members()
+    grid = paired_grid(members)
+    tpot = next(m for m in members if m.figure.metric == "median_tpot" and m.gpu == "B200" and m.row == ROWS["tp"])
+    del grid[Params(1.0, 1.0)][figure_key(tpot.case, tpot.figure)]
+    folds = fit_folds(members, grid, POINTS)
+    assert folds.chosen[("calibrated", ROWS["tp"], "")] not in (None, Params(1.0, 1.0))
+    assert folds.chosen[("transferred", ROWS["tp"], "B200")] == Params(1.0, 1.0)   # B200 held out: all there
+    assert folds.chosen[("calibrated", ROWS["dp"], "")] == Params(1.0, 1.0)
+    assert fit_folds(members, {}, POINTS).chosen[("calibrated", ROWS["tp"], "")] is None
+
+
+def test_the_fold_of_a_held_out_gpu_never_reads_its_tpot_figures():
+    """On the TPOT path too: garbage in one GPU's figures leaves its own fold's choice; a fold that sees figures
+    moved to another point (two GPUs' TPOT figures right at host 0, scale 1.5) follows them."""
+    members = paired_members()
+    grid = paired_grid(members)
+    folds = fit_folds(members, grid, POINTS)
+    held = fit_folds(garbled(members, lambda m: m.gpu == "H200" and m.row == ROWS["tp"]), grid, POINTS)
+    assert held.chosen[("transferred", ROWS["tp"], "H200")] == folds.chosen[("transferred", ROWS["tp"], "H200")]
+    assert all(m.gpu != "H200" for m in held.trained_on[("transferred", ROWS["tp"], "H200")])
+    there = Params(0.0, 1.5)
+    moved = [dataclasses.replace(m, figure=dataclasses.replace(m.figure, value=grid[there][figure_key(m.case, m.figure)]))
+             if m.gpu in ("H200", "GB300") and m.row == ROWS["tp"] else m for m in members]
+    assert fit_folds(moved, grid, POINTS).chosen[("transferred", ROWS["tp"], "B200")] == there
+
+
 def two_gpus(tmp_path: Path) -> Path:
     """The tiny case, and a copy of it as measured on a second GPU (the same figures)."""
     folder = tmp_path / "cases"

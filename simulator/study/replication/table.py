@@ -31,15 +31,22 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario.calibration_table import TABLE_FORMAT, describe_match
 from specplan.simulator.study.replication.calibrate import Grid, figure_key
 from specplan.simulator.study.replication.case_runner import Params, model_key, signed_error
-from specplan.simulator.study.replication.transfer import TRANSFER_MODES, Folds, Member, RowKey
+from specplan.simulator.study.replication.transfer import (
+    FIT_METRICS,
+    TRANSFER_MODES,
+    Folds,
+    Member,
+    RowKey,
+    fitted_on,
+)
 
 MIN_GPUS = 2   # a row is shipped only where leave-one-GPU-out could check it
 DP_SYNC = ("inside host_cycle_ms: the DP-attention ranks' sync is paid on every step as host time is, and runs of "
            "one layout cannot tell the two apart")
 EAGER = ("not fitted: no eager / graph pair among the development set's serving figures separates an eager step's "
          "surcharge from the host cycle; the engine's own rule prices it")
-TTFT = ("not fitted: TTFT figures are in no fit (the fits read throughput, TPOT and speed-up figures) and no engine "
-        "key prices a per-request TTFT cost")
+TTFT = ("not fitted: TTFT figures are in no fit (the fits read TPOT figures) and no engine key prices a per-request "
+        "TTFT cost")
 
 
 def write_table(path: Path, members: list[Member], folds: Folds, grid: Grid, command: str) -> Path:
@@ -89,9 +96,11 @@ def table_row(row: RowKey, part: list[Member], params: Params, folds: Folds, gri
     models = sorted({model_key(m.case) for m in part})
     versions = sorted({measured_version(m.case.source) for m in part})
     held = [folds.chosen.get(("transferred", row, gpu)) for gpu in gpus]
+    fit = fitted_on(part)
+    read = "TPOT" if any(m.figure.metric in FIT_METRICS for m in part) else "throughput and speed-up"
     fitted = (f"fitted on {len(part)} figures of {len(runs)} runs ({', '.join(models)} on {', '.join(gpus)}) by "
-              "specplan replicate --calibrate: the grid point with the smallest median |error| over their throughput, "
-              "TPOT and speed-up figures; interval: the range the leave-one-GPU-out folds chose")
+              f"specplan replicate --calibrate: the grid point with the smallest median |error| over their {len(fit)} "
+              f"{read} figures; interval: the range the leave-one-GPU-out folds chose")
     sync = "; the DP-attention sync is inside it" if row[2] == "dp-attention" else ""
     host = {"value": params.host_ms, "interval": span([p.host_ms for p in held if p is not None]),
             "source": fitted + sync}
