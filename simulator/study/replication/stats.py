@@ -153,7 +153,7 @@ def kind_goals(stats: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 STEP_GOAL = 0.10        # step cases, predicted: median |error| (issue 47)
-STEP_COVERAGE = {"figures": 60, "gpus": 3, "engines": ("sglang", "vllm")}   # issue 47: the step record's reach
+STEP_FIGURES, STEP_GPUS, STEP_ENGINES = 60, 3, ("sglang", "vllm")   # issue 47: the step record's reach
 STEP_WITHIN = 0.15      # a step case this close prices the step right (the serving goal's bound)
 SERVING_MISS = 0.30     # a serving cell this far off is a miss to attribute (issue 47's "off by more than 30%")
 VERDICTS = ("step price", "schedule", "both", "neither", "unknown")
@@ -192,10 +192,8 @@ def step_goal(steps: dict[str, Any]) -> dict[str, Any]:
 def step_coverage_goal(steps: dict[str, Any]) -> dict[str, Any]:
     """Issue 47's reach of the step record: at least 60 published step figures, on at least 3 GPUs, both engines."""
     figures, gpus, engines = steps.get("published", 0), steps.get("gpus", []), steps.get("engines", [])
-    met = (figures >= STEP_COVERAGE["figures"] and len(gpus) >= STEP_COVERAGE["gpus"]
-           and set(STEP_COVERAGE["engines"]) <= set(engines))
-    return {"goal": (f"step figures published >= {STEP_COVERAGE['figures']} on >= {STEP_COVERAGE['gpus']} GPUs, "
-                     f"both engines"),
+    met = figures >= STEP_FIGURES and len(gpus) >= STEP_GPUS and set(STEP_ENGINES) <= set(engines)
+    return {"goal": f"step figures published >= {STEP_FIGURES} on >= {STEP_GPUS} GPUs, both engines",
             "value": f"{figures} on {len(gpus)} GPUs ({', '.join(gpus)}), engines {', '.join(engines) or 'none'}",
             "met": bool(met)}
 
