@@ -7,7 +7,9 @@ once at B = 0..max_tokens (B = 0 priced as B = 1) for each context row, so
 a lookup is an index (or a slice) into one row, or a blend of the two rows
 around a context: the same numbers as `profile.step_ms(B, context)`
 (linear between measured points, bilinear across context rows, context
-clamped to the measured axis), with no interpolation per step.
+clamped to the measured axis, or past its last row continuing the last two
+rows' slope where the profile extends its context: a prefill profile,
+`StepProfile.extends_context`), with no interpolation per step.
 
 Beyond the profile's last measured B: its own extrapolation rule when it
 declares one; else `beyond="error"` refuses (the engine's token budget must
@@ -33,14 +35,18 @@ class DenseCurve:
         self.max_tokens = max_tokens
         self.rows = dense_rows(profile, max_tokens, beyond)
         self.context = None if profile.context_tokens is None else [float(c) for c in profile.context_tokens]
+        self.extends = bool(getattr(profile, "extends_context", False))
 
     def around(self, context_tokens: float) -> tuple[np.ndarray, np.ndarray, float]:
-        """The rows below and above a KV context and the upper row's weight (clamped to the axis)."""
+        """The rows below and above a KV context and the upper row's weight (clamped to the axis; past its last row
+        of a profile that extends its context, the last two rows and a weight above 1: their slope continued)."""
         ctx = self.context
         if ctx is None or context_tokens <= ctx[0]:
             return self.rows[0], self.rows[0], 0.0
         i = bisect_right(ctx, context_tokens) - 1
         if i >= len(ctx) - 1:
+            if self.extends and context_tokens > ctx[-1]:
+                return self.rows[-2], self.rows[-1], (context_tokens - ctx[-2]) / (ctx[-1] - ctx[-2])
             return self.rows[-1], self.rows[-1], 0.0
         return self.rows[i], self.rows[i + 1], (context_tokens - ctx[i]) / (ctx[i + 1] - ctx[i])
 

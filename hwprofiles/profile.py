@@ -13,6 +13,13 @@ measured point returns it exactly, so sawtooth cliffs survive. Below the
 first point the first value holds (a step cannot get cheaper than its
 smallest measurement); beyond the last point is an error unless the profile
 declares an extrapolation rule (`linear`: continue the last segment's slope).
+Along the context axis the first and last rows hold outside it, except for a
+prefill (context-phase) profile (`phase: prefill`), whose context axis is the
+batch's attention pairs Σ n(n + 2p): past its last row the step continues the
+last two rows' slope, since only the attention depends on the pairs and it is
+bound by the pairs it computes (the prefill built-ins' own approximation line),
+so a 8,192-token chunk over a 1M-token prefix (about 1.6e10 pairs) is not
+priced as over the last row's 0.5M.
 """
 
 from __future__ import annotations
@@ -72,6 +79,12 @@ class StepProfile:
             return self.interp_tokens(b, row)
         return self.interp_context(b, np.asarray(context_tokens, dtype=float))
 
+    @property
+    def extends_context(self) -> bool:
+        """Whether lookups past the last context row continue its slope (a prefill profile: module docstring)."""
+        return self.provenance.get("phase") == "prefill" and self.context_tokens is not None \
+            and len(self.context_tokens) > 1
+
     def steps_per_s(self, tokens: Any, context_tokens: Any = None) -> np.ndarray:
         return 1000.0 / self.step_ms(tokens, context_tokens)
 
@@ -85,7 +98,8 @@ class StepProfile:
         return out
 
     def interp_context(self, b: np.ndarray, ctx: np.ndarray) -> np.ndarray:
-        """Bilinear: along tokens in each context row, then between rows (clamped)."""
+        """Bilinear: along tokens in each context row, then between rows (clamped; a prefill profile continues
+        past its last row: module docstring)."""
         assert self.context_tokens is not None
         b, ctx = np.broadcast_arrays(b, ctx)
         rows = np.stack([self.interp_tokens(b, r) for r in self.step_ms_table])
@@ -98,7 +112,11 @@ class StepProfile:
         flat = rows.reshape(len(c), -1)
         lo_v = flat[lo.ravel(), np.ravel(idx)].reshape(b.shape)
         hi_v = flat[hi.ravel(), np.ravel(idx)].reshape(b.shape)
-        return (1 - w) * lo_v + w * hi_v
+        out = (1 - w) * lo_v + w * hi_v
+        if self.extends_context and np.any(ctx > c[-1]):
+            slope = (rows[-1] - rows[-2]) / (c[-1] - c[-2])   # the attention's ms per pair past the last row
+            out = np.where(ctx > c[-1], rows[-1] + slope * (ctx - c[-1]), out)
+        return out
 
 
 def check_table(name: str, tokens: np.ndarray, step_ms: np.ndarray, context: np.ndarray | None) -> None:

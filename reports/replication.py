@@ -27,11 +27,13 @@ from specplan.simulator.study.replication.case_runner import AS_RUN, NEAREST, Pa
 from specplan.simulator.study.replication.replicate import SENSITIVITIES, Replication, missing_lines
 from specplan.simulator.study.replication.stats import (
     MODES,
-    RESPONSIBLE_AT,
+    SERVING_MISS,
+    STEP_WITHIN,
     goals,
     responsibility,
     serving_rows,
     statistics,
+    step_coverage_goal,
     step_goal,
     step_rows,
     step_statistics,
@@ -161,7 +163,8 @@ def pair(s: dict[str, Any]) -> str:
 
 def goal_lines(stats: dict[str, Any], rows: pd.DataFrame | None = None) -> list[str]:
     out = []
-    extra = [] if rows is None or step_rows(rows).empty else [step_goal(step_statistics(rows))]
+    steps = step_statistics(rows) if rows is not None and not step_rows(rows).empty else None
+    extra = [] if steps is None else [step_goal(steps), step_coverage_goal(steps)]
     for g in [*goals(stats), *extra]:
         value = g["value"] if isinstance(g["value"], str) or g["value"] is None else f"{g['value']:.1%}"
         verdict = "not evaluated" if g["met"] is None else ("met" if g["met"] else "MISSED")
@@ -218,22 +221,30 @@ def step_lines(rows: pd.DataFrame) -> list[str]:
 
 
 def responsibility_lines(rows: pd.DataFrame) -> list[str]:
-    """Per serving cell, its error beside its nearest step case's, and which one is responsible."""
+    """Per serving cell, its error beside its nearest step case's at the nearest batch, and which one is
+    responsible (`step_vs_schedule`, stats.verdict's rule)."""
     cells = responsibility(rows)
     if not cells or step_rows(rows).empty:
         return []
-    head = ["serving cell", "model, engine/GPU/layout", "serving median |error|", "nearest step case",
-            "step median |error|", "responsible"]
+    head = ["serving cell", "model, engine/GPU/layout", "serving median |error|", "nearest step case (batch)",
+            "step median |error|", "step_vs_schedule", "why"]
     lines = ["## Each serving cell beside its nearest step case", "",
-             f"A miss (median |error| past {RESPONSIBLE_AT:.0%}) whose step case is right is the schedule's; one whose "
-             "step case is wrong is the step price's.", "",
+             f"Rule: a step case within {STEP_WITHIN:.0%} beside a serving cell off by more than {SERVING_MISS:.0%}: "
+             f"the schedule; a step case off by more than {STEP_WITHIN:.0%} and a serving miss no larger than the "
+             f"step's + {STEP_WITHIN:.0%}: the step price; a larger serving miss: both; a serving cell within "
+             f"{SERVING_MISS:.0%}: neither; no predicted step case of the model, engine, GPU, layout and GPU count: "
+             "unknown. The step case's error is read at the batch nearest the cell's concurrency.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in cells:
+        case = c["step_case"] or "—"
+        if c.get("step_batch") is not None:
+            case += f" (batch {c['step_batch']})"
         lines.append("| " + " | ".join([
-            c["source"], f"{c['model']}, {c['group']}", percent(c["serving_median_abs_error"]),
-            c["step_case"] or "—", percent(c["step_median_abs_error"]) + (f" ({c['step_figures']} figures)"
-                                                                        if c["step_figures"] else ""),
-            c["responsible"]]) + " |")
+            c["source"], f"{c['model']}, {c['group']}", percent(c["serving_median_abs_error"]), case,
+            percent(c["step_median_abs_error"]) + (f" ({c['step_figures']} figures)" if c["step_figures"] else ""),
+            c["step_vs_schedule"], c["responsible"]]) + " |")
+    counts = pd.Series([c["step_vs_schedule"] for c in cells]).value_counts()
+    lines += ["", "step_vs_schedule: " + ", ".join(f"{k} {int(n)}" for k, n in counts.items())]
     return lines
 
 

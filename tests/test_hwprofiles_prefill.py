@@ -11,6 +11,7 @@ from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.aiconfigurator import prefill_layout
 from specplan.hwprofiles.builtins import PREFILL_BUILTINS
 from specplan.hwprofiles.fileformat import DATA_DIR, builtin_names
+from specplan.hwprofiles.profile import StepProfile
 
 needs_aic = pytest.mark.skipif(importlib.util.find_spec("aiconfigurator_core") is None,
                                reason="aiconfigurator-core (the 'aic' extra) is not installed")
@@ -71,3 +72,35 @@ def test_prefill_builtins_are_prefill_phase_and_physical() -> None:
     h200 = load_profile("builtin:h200-llama3.1-8b-vllm-prefill")
     b200 = load_profile("builtin:b200-llama3.1-8b-vllm-prefill")
     assert float(b200.step_ms(8192, 8192 * 1024)) < float(h200.step_ms(8192, 8192 * 1024))
+
+
+def two_row_profile(phase: str | None) -> StepProfile:
+    provenance = {"source": "hand-made"} | ({"phase": phase} if phase else {})
+    return StepProfile(name="two-rows", tokens=np.array([1, 1000]), context_tokens=np.array([0.0, 1e6]),
+                       step_ms_table=np.array([[1.0, 10.0], [2.0, 30.0]]), provenance=provenance)
+
+
+def test_a_prefill_profile_continues_its_pairs_axis_past_the_last_row() -> None:
+    """Context-phase attention is bound by the pairs it computes: at B = 1000 the rows are 10 ms at 0 pairs and
+    30 ms at 1e6, so 3e6 pairs cost 30 + 20 x 2 = 70 ms (held at 30 ms before); a decode profile still clamps."""
+    from specplan.hwprofiles.dense import DenseCurve
+
+    prefill, decode = two_row_profile("prefill"), two_row_profile(None)
+    assert float(prefill.step_ms(1000, 3e6)) == pytest.approx(70.0)
+    assert float(prefill.step_ms(1000, 5e5)) == pytest.approx(20.0)          # inside the axis: unchanged
+    assert float(decode.step_ms(1000, 3e6)) == pytest.approx(30.0)
+    assert DenseCurve(prefill, 1000).ms(1000, 3e6) == pytest.approx(70.0)    # the engine's tables agree
+    assert DenseCurve(decode, 1000).ms(1000, 3e6) == pytest.approx(30.0)
+
+
+def test_the_v4_prefill_builtin_prices_a_chunk_over_a_1m_prefix_past_its_last_row() -> None:
+    """b200-deepseek-v4-flash-tp8ep8-sglang-prefill's last pairs row is 8,589,934,592 (an 8,192-token chunk over
+    a ~520K prefix); a chunk over a 1M prefix (8,192 x (8,192 + 2 x 1,000,000) pairs) costs more than that row, by
+    the last two rows' slope."""
+    profile = load_profile("builtin:b200-deepseek-v4-flash-tp8ep8-sglang-prefill")
+    c = profile.context_tokens.astype(float)
+    pairs = 8192 * (8192 + 2 * 1_000_000)
+    last, before = (float(profile.step_ms(8192, x)) for x in (c[-1], c[-2]))
+    assert pairs > c[-1]
+    assert float(profile.step_ms(8192, pairs)) == pytest.approx(last + (last - before) / (c[-1] - c[-2])
+                                                                * (pairs - c[-1]))

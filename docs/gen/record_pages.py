@@ -77,15 +77,26 @@ def step_blocks(record: dict, head: str) -> list[str]:
         return []
     rows = [[key, str(part["figures"]), error_text(part)]
             for key, part in [*steps.get("by_engine_gpu", {}).items(), *steps.get("by_metric", {}).items()]]
-    cells = [[c["source"], c["group"], pct_or_dash(c["serving_median_abs_error"]), c["step_case"] or "–",
-              pct_or_dash(c["step_median_abs_error"]), c["responsible"]] for c in record.get("responsibility", [])]
+    cells = [[c["source"], c["group"], pct_or_dash(c["serving_median_abs_error"]), step_case_text(c),
+              pct_or_dash(c["step_median_abs_error"]), c.get("step_vs_schedule", "–"), c["responsible"]]
+             for c in record.get("responsibility", [])]
     return [f"{head} Step cases (predicted, no scheduler)", "",
             f"{steps['figures']} of {steps['published']} step figures predicted over {steps['cases']} cases"
             + (f", median |error| {pct(steps['median_abs_error'])}." if steps["figures"] else "."), "",
             table(["engine/GPU or metric", "figures", "median / max |error|"], rows),
             f"{head} Each serving cell beside its nearest step case", "",
-            table(["serving cell", "engine/GPU/layout", "serving median |error|", "nearest step case",
-                   "step median |error|", "responsible"], cells)]
+            "The rule (stats.verdict): a step case within 15% at the batch nearest the cell's concurrency beside a "
+            "serving cell off by more than 30%: the schedule; a step case off by more than 15% and a serving miss no "
+            "larger than the step's + 15 points: the step price; a larger serving miss: both; a serving cell within "
+            "30%: neither; no predicted step case of the model, engine, GPU, layout and GPU count: unknown.", "",
+            table(["serving cell", "engine/GPU/layout", "serving median |error|", "nearest step case (batch)",
+                   "step median |error|", "step_vs_schedule", "why"], cells)]
+
+
+def step_case_text(cell: dict) -> str:
+    """The nearest step case and the batch its error is read at (records before the batch was kept: the case)."""
+    name = cell["step_case"] or "–"
+    return name if cell.get("step_batch") is None else f"{name} (batch {cell['step_batch']})"
 
 
 def pct_or_dash(value: float | None) -> str:

@@ -68,7 +68,9 @@ class RankSplit:
 
 def part_profile(profile: StepProfile, what: str, table: np.ndarray, context: np.ndarray | None) -> StepProfile:
     return StepProfile(name=f"{profile.name} ({what})", tokens=profile.tokens, step_ms_table=table,
-                       provenance={"source": f"{what} part of {profile.name}"}, context_tokens=context,
+                       provenance={"source": f"{what} part of {profile.name}",
+                                   **({"phase": "prefill"} if profile.provenance.get("phase") == "prefill" else {})},
+                       context_tokens=context,
                        extrapolation=profile.extrapolation)
 
 

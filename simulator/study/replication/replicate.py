@@ -75,6 +75,7 @@ from specplan.simulator.study.replication.stats import (
     goals,
     responsibility,
     statistics,
+    step_coverage_goal,
     step_goal,
     step_statistics,
 )
@@ -178,7 +179,7 @@ def write_records(result: Replication, out: Path) -> None:
     params = {mode: {g: vars(p) for g, p in groups.items()} for mode, groups in result.params.items()}
     steps = step_statistics(result.rows)
     doc = {"cases": result.cases, "cases_not_predicted": result.not_predicted(), "statistics": stats,
-           "goals": [*goals(stats), step_goal(steps)], "step_statistics": steps,
+           "goals": [*goals(stats), step_goal(steps), step_coverage_goal(steps)], "step_statistics": steps,
            "responsibility": responsibility(result.rows), "params": params, "version_spread": spread_statistics(result.spread) if not result.spread.empty else {}}
     (out / "replication.json").write_text(json.dumps(doc, indent=1) + "\n")
 

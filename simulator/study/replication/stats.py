@@ -5,9 +5,13 @@ below but the step ones) read only serving cases' rows (`serving_rows`); step
 cases' figures (a static batch priced by the step model, step_cases.py) have
 their own (`step_statistics`, goal: predicted median |error| <= 10%), and
 `responsibility` sets each serving cell beside its nearest step case (same
-model, engine, GPU, layout and GPU count) to say which is responsible for its miss: the
-step price (its step case is off by more than RESPONSIBLE_AT) or the schedule
-(its step case is within it, the serving cell is not).
+model, engine, GPU, layout and GPU count, at the batch nearest the cell's
+concurrency) to say which is responsible for its miss (`step_vs_schedule`,
+the rule in `verdict`): the step price (its step case is off by about the
+serving miss), the schedule (its step case is within 15%, the serving cell
+off by more than 30%), both, neither, or unknown (no predicted step case).
+The step record's reach is a goal of its own (`step_coverage_goal`: at least
+60 published step figures on at least 3 GPUs, both engines).
 
 Place in the data flow: `replicate.py` fills one row per published figure
 (its status and, per mode, the predicted value and signed error); this
@@ -149,7 +153,10 @@ def kind_goals(stats: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 STEP_GOAL = 0.10        # step cases, predicted: median |error| (issue 47)
-RESPONSIBLE_AT = 0.15   # a median |error| past it is a miss (the serving goal's bound)
+STEP_FIGURES, STEP_GPUS, STEP_ENGINES = 60, 3, ("sglang", "vllm")   # issue 47: the step record's reach
+STEP_WITHIN = 0.15      # a step case this close prices the step right (the serving goal's bound)
+SERVING_MISS = 0.30     # a serving cell this far off is a miss to attribute (issue 47's "off by more than 30%")
+VERDICTS = ("step price", "schedule", "both", "neither", "unknown")
 
 
 def abs_errors(rows: pd.DataFrame) -> dict[str, Any]:
@@ -162,12 +169,15 @@ def abs_errors(rows: pd.DataFrame) -> dict[str, Any]:
 
 def step_statistics(rows: pd.DataFrame) -> dict[str, Any]:
     """The step cases' predicted |error|: over every step figure, per engine and GPU, per metric (decode steps
-    against prefills), with how many step figures and cases were published and how many not predicted."""
+    against prefills), with how many step figures and cases were published, on which GPUs and engines, and how
+    many not predicted."""
     steps = step_rows(rows)
     if steps.empty:
-        return {"published": 0, "cases": 0, "figures": 0}
-    engine_gpu = steps["group"].str.split("/").str[0] + "/" + steps["gpu"].astype(str)
+        return {"published": 0, "cases": 0, "figures": 0, "gpus": [], "engines": []}
+    engine = steps["group"].str.split("/").str[0]
+    engine_gpu = engine + "/" + steps["gpu"].astype(str)
     return {"published": len(steps), "cases": int(steps["source"].nunique()), **abs_errors(steps),
+            "gpus": sorted(steps["gpu"].astype(str).unique()), "engines": sorted(engine.unique()),
             "by_engine_gpu": {key: abs_errors(steps[engine_gpu == key]) for key in sorted(engine_gpu.unique())},
             "by_metric": {m: abs_errors(steps[steps["metric"] == m]) for m in STEP_METRICS
                           if (steps["metric"] == m).any()}}
@@ -179,10 +189,20 @@ def step_goal(steps: dict[str, Any]) -> dict[str, Any]:
             "met": None if value is None else bool(value <= STEP_GOAL)}
 
 
+def step_coverage_goal(steps: dict[str, Any]) -> dict[str, Any]:
+    """Issue 47's reach of the step record: at least 60 published step figures, on at least 3 GPUs, both engines."""
+    figures, gpus, engines = steps.get("published", 0), steps.get("gpus", []), steps.get("engines", [])
+    met = figures >= STEP_FIGURES and len(gpus) >= STEP_GPUS and set(STEP_ENGINES) <= set(engines)
+    return {"goal": f"step figures published >= {STEP_FIGURES} on >= {STEP_GPUS} GPUs, both engines",
+            "value": f"{figures} on {len(gpus)} GPUs ({', '.join(gpus)}), engines {', '.join(engines) or 'none'}",
+            "met": bool(met)}
+
+
 def responsibility(rows: pd.DataFrame) -> list[dict[str, Any]]:
     """Per serving cell (case): its predicted median |error| over its throughput and TPOT figures, its nearest
-    step case (same model, engine, GPU, layout and GPU count: the one with the most figures predicted) and that
-    case's median |error|, and which is responsible (`verdict`)."""
+    step case (same model, engine, GPU, layout and GPU count, at the batch nearest the cell's concurrency:
+    `nearest_step`) with that batch's median |error|, and which one is responsible (`step_vs_schedule`, the rule
+    of `verdict`; `responsible` says it in words)."""
     if "model" not in rows:
         return []
     same = ["group", "model", *(["gpu_count"] if "gpu_count" in rows else [])]
@@ -192,36 +212,76 @@ def responsibility(rows: pd.DataFrame) -> list[dict[str, Any]]:
         first = part.iloc[0]
         own = abs_errors(part[part["metric"].isin(GOAL_METRICS)])
         match = steps[(steps[same] == first[same]).all(axis=1)] if not steps.empty else steps
-        nearest, step = nearest_step(match)
+        nearest = nearest_step(match, cell_concurrency(part))
         predicted = bool((part["status"] == "ok").any())
+        key, words = verdict(own["median_abs_error"], nearest["case"], nearest["median_abs_error"], predicted)
         out.append({"source": str(source), "group": str(first["group"]), "model": str(first["model"]),
-                    "serving_median_abs_error": own["median_abs_error"], "step_case": nearest,
-                    "step_figures": step["figures"], "step_median_abs_error": step["median_abs_error"],
-                    "responsible": verdict(own["median_abs_error"], nearest, step["median_abs_error"], predicted)})
+                    "serving_median_abs_error": own["median_abs_error"], "step_case": nearest["case"],
+                    "step_batch": nearest["batch"], "step_figures": nearest["figures"],
+                    "step_median_abs_error": nearest["median_abs_error"], "step_vs_schedule": key,
+                    "responsible": words})
     return out
 
 
-def nearest_step(match: pd.DataFrame) -> tuple[str | None, dict[str, Any]]:
-    """The matching step case with the most figures predicted (the first by name on a tie), and its errors."""
+def cell_concurrency(part: pd.DataFrame) -> float | None:
+    """A serving cell's typical concurrency: the median of its figures' (None where the rows carry none)."""
+    if "concurrency" not in part:
+        return None
+    values = pd.to_numeric(part["concurrency"], errors="coerce").dropna()
+    values = values[values > 0]
+    return float(values.median()) if values.size else None
+
+
+def nearest_step(match: pd.DataFrame, concurrency: float | None) -> dict[str, Any]:
+    """The matching step figures predicted at the batch nearest `concurrency` (on a log scale: batch 64 is as near
+    to 32 as to 128), their case (the one with the most figures there, the first by name on a tie) and that case's
+    median |error| there; without a concurrency, the case with the most figures predicted, over all its batches.
+    A matching case none of whose figures was predicted is named, with no error."""
+    none = {"case": None, "batch": None, "figures": 0, "median_abs_error": None}
     if match.empty:
-        return None, {"figures": 0, "median_abs_error": None}
-    scored = sorted(((-abs_errors(part)["figures"], str(name)) for name, part in match.groupby("source")))
-    name = scored[0][1]
-    return name, abs_errors(match[match["source"] == name])
+        return none
+    ok = match[(match["status"] == "ok") & match["predicted_error"].notna()] if "predicted_error" in match \
+        else match.iloc[0:0]
+    if ok.empty:
+        return {**none, "case": str(sorted(match["source"].astype(str).unique())[0])}
+    batch = None
+    if concurrency is not None and "concurrency" in ok:
+        batches = pd.to_numeric(ok["concurrency"], errors="coerce")
+        distance = (np.log(batches.clip(lower=1)) - np.log(concurrency)).abs()
+        batch = int(batches[distance == distance.min()].iloc[0])
+        ok = ok[batches == batch]
+    name = sorted((-int((ok["source"] == s).sum()), str(s)) for s in ok["source"].unique())[0][1]
+    return {"case": name, "batch": batch, **abs_errors(ok[ok["source"] == name])}
 
 
-def verdict(serving: float | None, step_case: str | None, step: float | None, predicted: bool = True) -> str:
-    """Which one is responsible for a serving cell's miss: the step price or the schedule (module docstring);
-    `predicted`: whether any of the serving cell's figures was predicted (a sign case's only figure is no error)."""
+def verdict(serving: float | None, step_case: str | None, step: float | None,
+            predicted: bool = True) -> tuple[str, str]:
+    """Which one is responsible for a serving cell's miss (`VERDICTS`, and the same in words), by this rule:
+
+        step |error| <= STEP_WITHIN (15%)   serving |error| > SERVING_MISS (30%)       schedule
+        step |error| <= 15%                 serving |error| <= 30%                     neither
+        step |error| >  15%                 serving |error| <= 30%                     neither (no serving miss)
+        step |error| >  15%                 serving |error| > 30%, <= step + 15 points step price
+        step |error| >  15%                 serving |error| > step + 15 points         both
+        no predicted step case of the cell's model, engine, GPU, layout and GPU count, or
+        no serving throughput or TPOT figure predicted                                 unknown
+
+    The step case's error is read at the batch nearest the cell's concurrency (`nearest_step`): a step price
+    right there and a serving cell far off leaves the schedule (queueing, prefill placement, DP ranks waiting on
+    each other) to explain the rest; a step price off by about the serving miss explains it; a serving miss past
+    the step's by more than STEP_WITHIN needs both."""
     if serving is None:
-        return ("no throughput or TPOT figure to compare (a sign or TTFT figure only)" if predicted
-                else "the serving cell is not predicted")
+        return "unknown", ("no throughput or TPOT figure to compare (a sign or TTFT figure only)" if predicted
+                           else "the serving cell is not predicted")
     if step_case is None:
-        return "no step case of this model, engine, GPU and layout: cannot tell"
+        return "unknown", "no step case of this model, engine, GPU and layout: cannot tell"
     if step is None:
-        return f"its step case ({step_case}) is not predicted: cannot tell"
-    if step > RESPONSIBLE_AT:
-        return f"the step price (its step case misses by {step:.0%})"
-    if serving > RESPONSIBLE_AT:
-        return f"the schedule (its step case is within {RESPONSIBLE_AT:.0%}: {step:.0%})"
-    return f"neither (both within {RESPONSIBLE_AT:.0%})"
+        return "unknown", f"its step case ({step_case}) is not predicted: cannot tell"
+    if serving <= SERVING_MISS:
+        return "neither", f"neither (the serving cell is within {SERVING_MISS:.0%}; its step case is off {step:.0%})"
+    if step <= STEP_WITHIN:
+        return "schedule", f"the schedule (its step case is within {STEP_WITHIN:.0%}: {step:.0%})"
+    if serving <= step + STEP_WITHIN:
+        return "step price", f"the step price (its step case misses by {step:.0%}, the cell by {serving:.0%})"
+    return "both", (f"both (its step case misses by {step:.0%}, the cell by {serving:.0%}: more than the step price "
+                    "explains)")
