@@ -198,7 +198,7 @@ SPELLINGS = {
 
 def engine_of_flags(engine: str, flags: dict[str, str | bool]) -> tuple[dict[str, Any], int, Any, set[str]]:
     """(the engine block, GPUs per replica, the drafter and policy or None, the flags read) in `engine`'s spelling."""
-    spelling, used = SPELLINGS[engine], set()
+    spelling, used = SPELLINGS[engine], set[str]()
 
     def take(*names: str) -> int | None:
         used.update(n for n in names if n in flags)
