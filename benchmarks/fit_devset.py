@@ -40,6 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 FIT_NAME = {"output_throughput": "output_throughput", "output_throughput_per_gpu": "output_throughput",
             "total_throughput": "output_throughput", "total_throughput_per_gpu": "output_throughput",
             "mean_tpot": "mean_tpot_ms", "median_tpot": "mean_tpot_ms"}
+SHORT = {"output_throughput": "throughput", "mean_tpot_ms": "TPOT"}
 HELD_OUT = ("v4-pro", "deepseek-v4-pro")
 DEPLOYMENT_KEYS = ("hardware", "cluster", "engine", "drafter", "policy")
 Errors = list[tuple[float, float]]   # (predicted with nothing fitted, fitted elsewhere) relative errors
@@ -145,12 +146,14 @@ def deployment(cases: dict[str, Case], groups: dict[str, list[Figure]], work: Pa
     out: Errors = []
     for train_at in pairs:
         point = fitted(sim, [r for r in runs if r.concurrency in train_at], host0)
-        errors = predicted(sim, [r for r in runs if r.concurrency not in train_at], point, host0)
+        held = [r for r in runs if r.concurrency not in train_at]
+        errors = predicted(sim, held, point, host0)
+        names = [SHORT[m] for r in held for m in r.figures]
         out += errors
         host = "fitted" if len(train_at) > 1 else "the scenario's, kept"
         print(f"  {label}: fitted on concurrency {list(train_at)} -> host {point.host_ms:.3f} ms ({host}), scale "
               f"{point.scale:.3f}; predicting {[c for c in levels if c not in train_at]}: "
-              + ", ".join(f"{e:+.1%}" for _, e in errors), flush=True)
+              + ", ".join(f"{name} {e:+.1%}" for name, (_, e) in zip(names, errors, strict=True)), flush=True)
     return (out, []) if len(levels) >= 3 else ([], out)
 
 
