@@ -1,26 +1,36 @@
-"""Issue 48's transfer goal on the development set: fit a cell's terms on one concurrency, predict its other.
+"""Issue 48's transfer goal on the development set: fit a deployment's terms on two concurrencies, predict the rest.
 
-For every runnable case of benchmarks/published/ (DeepSeek-V4-Pro serving figures are held out and never read:
-a case naming V4-Pro is skipped before its figures are read), its throughput and TPOT figures are grouped into
-runs (workload, arm, concurrency). The development set publishes each cell at two concurrencies at most, so
-"fit on two, predict the others" has no others; what it can say is the leave-one-concurrency-out error: the
-terms fitted (specplan.simulator.study.fit.fitting: a linear surrogate solved, re-centred once) on the runs at
-one concurrency, with host time kept at the scenario's own (one setting cannot tell it from the level), and the
-runs at the other concurrency simulated at them. Prints each cell's errors and the median |error| over every
+For every runnable serving case of benchmarks/published/ (DeepSeek-V4-Pro serving figures are held out and never
+read: a case naming V4-Pro is skipped before its figures are read), its throughput and TPOT figures are grouped
+into runs (case, workload, arm, concurrency), and the runs into deployments: one deployment is the scenario's
+hardware, cluster, engine, drafter and policy after the workload's and arm's overrides, and the model the source
+names, so cases that publish the same deployment at other concurrencies pool (the census prints each deployment
+and its concurrencies).
+
+The goal's reading, a deployment with three or more concurrencies: for every pair, the terms (host time and
+verify scale: specplan.simulator.study.fit.fitting, the linear surrogate solved and re-centred once) fitted on
+the runs at the pair, and the runs at every other concurrency simulated at them. Where a deployment publishes
+two concurrencies only, there are no others: what it can say is the leave-one-concurrency-out error (the scale
+fitted on one concurrency with host time kept at the scenario's own, since one setting cannot tell it from the
+level; the other predicted). Prints each deployment's errors and the median |error| of each reading over every
 predicted figure, beside the same figures predicted with nothing fitted.
 
-    .venv/bin/python benchmarks/fit_devset.py [--cases benchmarks/published] [--only NAME ...]
+    .venv/bin/python benchmarks/fit_devset.py [--cases benchmarks/published] [--only NAME ...] [--census]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from specplan.simulator.scenario import load_scenario
+from specplan.simulator.scenario.load import resolved_mapping
 from specplan.simulator.study.fit import fitting
 from specplan.simulator.study.fit.runs import MeasuredRun
 from specplan.simulator.study.replication.case_runner import CaseRunner, Params, availability
@@ -30,88 +40,162 @@ REPO = Path(__file__).resolve().parents[1]
 FIT_NAME = {"output_throughput": "output_throughput", "output_throughput_per_gpu": "output_throughput",
             "total_throughput": "output_throughput", "total_throughput_per_gpu": "output_throughput",
             "mean_tpot": "mean_tpot_ms", "median_tpot": "mean_tpot_ms"}
+SHORT = {"output_throughput": "throughput", "mean_tpot_ms": "TPOT"}
 HELD_OUT = ("v4-pro", "deepseek-v4-pro")
+DEPLOYMENT_KEYS = ("hardware", "cluster", "engine", "drafter", "policy")
+Errors = list[tuple[float, float]]   # (predicted with nothing fitted, fitted elsewhere) relative errors
 
 
-class CaseSimulator:
-    """fitting.RunSimulator's interface over a replication case: a run is a (workload, arm, concurrency) group."""
+class DeploymentSimulator:
+    """fitting.RunSimulator's interface over replication cases: a run is a (case, workload, arm, concurrency)
+    group of figures, simulated by its own case's runner."""
 
-    def __init__(self, case: Case, work: Path, groups: dict[str, list[Figure]]) -> None:
-        self.runner, self.groups, self.count = CaseRunner(case, work), groups, 0
-        first = next(iter(groups.values()))[0]
-        self.base = self.runner.scenario(first, first.arms[0], Params())
+    def __init__(self, cases: dict[str, Case], work: Path, groups: dict[str, list[Figure]]) -> None:
+        self.runners = {name: CaseRunner(case, work / name) for name, case in cases.items()}
+        self.groups, self.count = groups, 0
+        name, first = next(iter(groups.items()))
+        self.base = self.runners[name.split("|")[0]].scenario(first[0], first[0].arms[0], Params())
         self.cache: dict[tuple[str, fitting.Point], dict[str, float]] = {}
 
     def figures(self, run: MeasuredRun, point: fitting.Point) -> dict[str, float]:
         key = (run.name, point)
         if key not in self.cache:
-            params = Params(point.host_ms, point.scale)
-            self.cache[key] = {FIT_NAME[f.metric]: self.runner.predict(f, params) for f in self.groups[run.name]}
+            runner, params = self.runners[run.name.split("|")[0]], Params(point.host_ms, point.scale)
+            self.cache[key] = {FIT_NAME[f.metric]: runner.predict(f, params) for f in self.groups[run.name]}
             self.count += 1
         return self.cache[key]
 
 
-def runs_of(case: Case) -> tuple[list[MeasuredRun], dict[str, list[Figure]]]:
+def groups_of(case: Case) -> dict[str, list[Figure]]:
+    """The case's fit figures by run (case|workload|arm|concurrency), one per fit metric; ratio arms left out."""
     groups: dict[str, list[Figure]] = {}
     for figure in case.figures:
         if figure.metric in FIT_NAME and "/" not in figure.arm:
-            group = groups.setdefault(f"{figure.workload}|{figure.arm}|{figure.concurrency}", [])
+            group = groups.setdefault(f"{case.name}|{figure.workload}|{figure.arm}|{figure.concurrency}", [])
             if FIT_NAME[figure.metric] not in {FIT_NAME[f.metric] for f in group}:
                 group.append(figure)
-    runs = [MeasuredRun(name, "case", int(name.split("|")[2]), 1, 1, 1,
-                        {FIT_NAME[f.metric]: f.value for f in figures}) for name, figures in groups.items()]
-    return runs, groups
+    return groups
 
 
-def cell(case: Case, work: Path) -> list[tuple[float, float]]:
-    """(predicted-with-nothing-fitted error, fitted-on-the-other-concurrency error) of every held-out figure."""
-    runs, groups = runs_of(case)
-    if len({r.concurrency for r in runs}) < 2:
-        return []
-    sim = CaseSimulator(case, work, groups)
-    host0 = sim.base.engine.host_overhead_ms
+def deployment_key(case: Case, figure: Figure) -> str:
+    """What a run's deployment is: the resolved scenario's serving blocks under its overrides, and the model."""
+    runner = CaseRunner(case, Path(tempfile.gettempdir()))
+    scenario = load_scenario(case.folder / "scenario.yaml", runner.overrides(figure, figure.arm))
+    plain = resolved_mapping(scenario)
+    blocks = {key: plain.get(key) for key in DEPLOYMENT_KEYS}
+    return json.dumps({"model": str(case.source.get("model", "")), **blocks}, sort_keys=True, default=str)
+
+
+def runnable_cases(folder: Path, only: list[str]) -> list[Case]:
+    cases = []
+    for path in sorted(p for p in folder.iterdir() if (p / "source.yaml").is_file()):
+        if any(word in path.name.lower() for word in HELD_OUT) or (only and path.name not in only):
+            continue
+        case = read_case(path)
+        if any(word in str(case.source.get("model", "")).lower() for word in HELD_OUT):
+            continue
+        reason = availability(case)
+        if reason or case.source.get("kind") == "step":
+            print(f"  {case.name}: skipped ({reason or 'a step case: predicted by the step price, not simulated'})")
+            continue
+        cases.append(case)
+    return cases
+
+
+def deployments(cases: list[Case]) -> list[tuple[dict[str, Case], dict[str, list[Figure]]]]:
+    """The runs of every case grouped by deployment: (its cases by name, its runs' figures by run name)."""
+    pooled: dict[str, tuple[dict[str, Case], dict[str, list[Figure]]]] = {}
+    for case in cases:
+        for name, figures in groups_of(case).items():
+            owned, groups = pooled.setdefault(deployment_key(case, figures[0]), ({}, {}))
+            owned[case.name] = case
+            groups[name] = figures
+    return list(pooled.values())
+
+
+def measured(groups: dict[str, list[Figure]]) -> list[MeasuredRun]:
+    return [MeasuredRun(name, "case", int(name.split("|")[3]), 1, 1, 1, {FIT_NAME[f.metric]: f.value for f in figs})
+            for name, figs in groups.items()]
+
+
+def fitted(sim: DeploymentSimulator, train: list[MeasuredRun], host0: float) -> fitting.Point:
+    point = fitting.Point(host0, 1.0)
+    for _ in range(2):
+        sur = fitting.linearise(sim, train, point)  # type: ignore[arg-type]
+        point = fitting.solve(sur, np.arange(len(sur.runs)), fitting.constrains_host(train), host0)
+    return point
+
+
+def predicted(sim: DeploymentSimulator, runs: list[MeasuredRun], point: fitting.Point, host0: float) -> Errors:
     out = []
-    for held in sorted({r.concurrency for r in runs}):
-        train = [r for r in runs if r.concurrency != held]
-        point = fitting.Point(host0, 1.0)
-        for _ in range(2):
-            sur = fitting.linearise(sim, train, point)  # type: ignore[arg-type]
-            point = fitting.solve(sur, np.arange(len(sur.runs)), fitting.constrains_host(train), host0)
-        for run in (r for r in runs if r.concurrency == held):
-            plain, fitted = sim.figures(run, fitting.Point(host0, 1.0)), sim.figures(run, point)
-            out += [(plain[m] / v - 1.0, fitted[m] / v - 1.0) for m, v in run.figures.items()]
-        print(f"  {case.name}: fitted on concurrency {sorted({r.concurrency for r in train})} -> scale "
-              f"{point.scale:.3f}; predicting {held}: "
-              + ", ".join(f"{e:+.1%}" for _, e in out[-sum(len(r.figures) for r in runs if r.concurrency == held):]),
-              flush=True)
+    for run in runs:
+        plain, at = sim.figures(run, fitting.Point(host0, 1.0)), sim.figures(run, point)
+        out += [(plain[m] / v - 1.0, at[m] / v - 1.0) for m, v in run.figures.items()]
     return out
+
+
+def deployment(cases: dict[str, Case], groups: dict[str, list[Figure]], work: Path) -> tuple[Errors, Errors]:
+    """(fit-on-two errors, leave-one-concurrency-out errors) of every held-out figure of one deployment."""
+    runs, label = measured(groups), "+".join(cases)
+    levels = sorted({r.concurrency for r in runs})
+    if len(levels) < 2:
+        return [], []
+    sim = DeploymentSimulator(cases, work, groups)
+    host0 = sim.base.engine.host_overhead_ms
+    pairs = list(itertools.combinations(levels, 2)) if len(levels) >= 3 else [(c,) for c in levels]
+    out: Errors = []
+    for train_at in pairs:
+        point = fitted(sim, [r for r in runs if r.concurrency in train_at], host0)
+        held = [r for r in runs if r.concurrency not in train_at]
+        errors = predicted(sim, held, point, host0)
+        names = [SHORT[m] for r in held for m in r.figures]
+        out += errors
+        host = "fitted" if len(train_at) > 1 else "the scenario's, kept"
+        print(f"  {label}: fitted on concurrency {list(train_at)} -> host {point.host_ms:.3f} ms ({host}), scale "
+              f"{point.scale:.3f}; predicting {[c for c in levels if c not in train_at]}: "
+              + ", ".join(f"{name} {e:+.1%}" for name, (_, e) in zip(names, errors, strict=True)), flush=True)
+    return (out, []) if len(levels) >= 3 else ([], out)
+
+
+def census(pooled: list[tuple[dict[str, Case], dict[str, list[Figure]]]]) -> int:
+    """Print each deployment's cases and concurrencies; the most concurrencies any deployment publishes."""
+    most = 0
+    for cases, groups in pooled:
+        levels = sorted({int(name.split("|")[3]) for name in groups})
+        most = max(most, len(levels))
+        print(f"  deployment of {' + '.join(cases)}: concurrency {levels}")
+    print(f"{len(pooled)} deployments; the most concurrencies one publishes: {most}")
+    return most
+
+
+def median_line(errors: Errors, reading: str) -> str:
+    plain, fit = np.abs(np.array(errors)).T
+    return (f"{reading}: {len(errors)} figures, median |error| {np.median(fit):.1%} with the fitted terms "
+            f"(transferred), {np.median(plain):.1%} with nothing fitted (predicted)")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(prog="fit_devset.py", description=__doc__.split("\n")[0])
     ap.add_argument("--cases", default=str(REPO / "benchmarks" / "published"), help="the replication suite")
     ap.add_argument("--only", nargs="*", default=[], help="case names to run (default: every runnable case)")
+    ap.add_argument("--census", action="store_true", help="print the deployments and their concurrencies only")
     args = ap.parse_args()
-    errors: list[tuple[float, float]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for folder in sorted(p for p in Path(args.cases).iterdir() if (p / "source.yaml").is_file()):
-            if any(word in folder.name.lower() for word in HELD_OUT) or (args.only and folder.name not in args.only):
-                continue
-            case = read_case(folder)
-            if any(word in str(case.source.get("model", "")).lower() for word in HELD_OUT):
-                continue
-            reason = availability(case)
-            if reason:
-                print(f"  {case.name}: skipped ({reason})")
-                continue
-            errors += cell(case, Path(tmp))
-    if not errors:
-        print("no cell with figures at two concurrencies ran")
+    pooled = deployments(runnable_cases(Path(args.cases), args.only))
+    most = census(pooled)
+    if args.census:
         return 0
-    plain, fitted = np.abs(np.array(errors)).T
-    print(f"{len(errors)} figures predicted at a concurrency the fit did not see: median |error| "
-          f"{np.median(fitted):.1%} fitted on the other concurrency (transferred), {np.median(plain):.1%} with "
-          "nothing fitted (predicted)")
+    if most < 3:
+        print("no deployment publishes three concurrencies: 'fit on two, predict the others' has no others here; "
+              "the leave-one-concurrency-out reading follows")
+    two: Errors = []
+    one: Errors = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (cases, groups) in enumerate(pooled):
+            a, b = deployment(cases, groups, Path(tmp) / str(i))
+            two, one = two + a, one + b
+    for errors, reading in ((two, "fitted on two concurrencies, the others predicted"),
+                            (one, "fitted on one concurrency, the other predicted")):
+        print(median_line(errors, reading) if errors else f"{reading}: no deployment to read")
     return 0
 
 

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from specplan.engines.sglang import ALGORITHM
@@ -102,8 +104,7 @@ def fraction(flags: dict[str, str | bool], name: str) -> float | None:
 def scenario_of_launch(line: str, profile: str, version: str | None = None) -> tuple[dict[str, Any], list[str], list[str]]:
     """The scenario mapping a launch line spells (with `profile`), the flags read and those not modelled."""
     engine, model, flags = engine_and_flags(line)
-    read = engine_vllm(flags) if engine == "vllm" else engine_sglang(flags)
-    engine_block, gpus, drafter, used = read
+    engine_block, gpus, drafter, used = engine_of_flags(engine, flags)
     engine_block = {"name": engine, **({"version": version} if version else {}), **engine_block}
     raw: dict[str, Any] = {"name": f"{engine}-{(model or 'model').split('/')[-1]}", "seed": 1,
                            "horizon": {"requests": 64},
@@ -118,78 +119,103 @@ def scenario_of_launch(line: str, profile: str, version: str | None = None) -> t
     return raw, sorted(used), ignored
 
 
-def engine_vllm(flags: dict[str, str | bool]) -> tuple[dict[str, Any], int, Any, set[str]]:
-    used: set[str] = set()
+Take = Callable[..., "int | None"]   # take(*names): the first named flag's whole number, marked read
 
-    def take(*names: str) -> int | None:
-        used.update(n for n in names if n in flags)
-        return whole(flags, *names)
 
-    tp, dp = take("--tensor-parallel-size", "-tp") or 1, take("--data-parallel-size", "-dp") or 1
+@dataclass(frozen=True)
+class Spelling:
+    """How one engine's launch line spells a deployment: the flag names, and the two parts it reads its own way
+    (the batch and prefill caps, the speculation)."""
+
+    tp: tuple[str, ...]
+    dp: tuple[str, ...]
+    dp_attention: str               # the switch that makes DP ranks attention ranks
+    memory: str                     # the GPU memory fraction
+    graphs_off: str
+    graphs_largest: str
+    gpus_per_dp_rank: bool          # a DP rank is its own GPUs (vLLM) or shares the TP group's (SGLang)
+    caps: Callable[[Take, int], dict[str, Any]]
+    drafter: Callable[[dict[str, str | bool], Take, set[str]], Any]
+
+
+
+def vllm_caps(take: Take, dp: int) -> dict[str, Any]:
     block: dict[str, Any] = {"max_batch_requests": (take("--max-num-seqs") or 256) * dp}
     tokens = take("--max-num-batched-tokens")
     if tokens is not None:
         block["max_step_tokens"] = tokens * dp
         block["prefill"] = {"mode": "chunked", "chunk_tokens": tokens}
-    if dp > 1 and "--enable-expert-parallel" in flags:
-        used.add("--enable-expert-parallel")
-        block["dp_attention"] = {"ranks": dp}
-    memory = fraction(flags, "--gpu-memory-utilization")
-    if memory is not None:
-        used.add("--gpu-memory-utilization")
-        block["memory_fraction"] = memory
-    block.update(graphs(flags, used, "--enforce-eager", "--max-cudagraph-capture-size", "vllm"))
-    if "--no-enable-prefix-caching" in flags or "--enable-prefix-caching" in flags:
-        used.update({"--no-enable-prefix-caching", "--enable-prefix-caching"} & set(flags))
-    drafter = None
-    if "--speculative-config" in flags:
-        used.add("--speculative-config")
-        try:
-            config = json.loads(str(flags["--speculative-config"]))
-        except json.JSONDecodeError:
-            raise LaunchLineError("--launch: --speculative-config: not valid JSON") from None
-        family = VLLM_FAMILY.get(str(config.get("method", "")))
-        length = config.get("num_speculative_tokens")
-        if family is None or not isinstance(length, int) or length < 1:
-            raise LaunchLineError(f"--launch: --speculative-config {config}: expected a method of "
-                                  f"{', '.join(VLLM_FAMILY)} and num_speculative_tokens >= 1")
-        drafter = speculation(family, length)
-    return block, tp * dp, drafter, used
+    return block
 
 
-def engine_sglang(flags: dict[str, str | bool]) -> tuple[dict[str, Any], int, Any, set[str]]:
-    used: set[str] = set()
+def sglang_caps(take: Take, dp: int) -> dict[str, Any]:
+    chunk = take("--chunked-prefill-size")
+    return {"max_batch_requests": take("--max-running-requests") or "auto",
+            "prefill": {"mode": "chunked", "chunk_tokens": chunk if chunk and chunk > 0 else 8192,
+                        "schedule": "separate"}}
+
+
+def vllm_drafter(flags: dict[str, str | bool], take: Take, used: set[str]) -> Any:
+    used.update({"--no-enable-prefix-caching", "--enable-prefix-caching"} & set(flags))
+    if "--speculative-config" not in flags:
+        return None
+    used.add("--speculative-config")
+    try:
+        config = json.loads(str(flags["--speculative-config"]))
+    except json.JSONDecodeError:
+        raise LaunchLineError("--launch: --speculative-config: not valid JSON") from None
+    family = VLLM_FAMILY.get(str(config.get("method", "")))
+    length = config.get("num_speculative_tokens")
+    if family is None or not isinstance(length, int) or length < 1:
+        raise LaunchLineError(f"--launch: --speculative-config {config}: expected a method of "
+                              f"{', '.join(VLLM_FAMILY)} and num_speculative_tokens >= 1")
+    return speculation(family, length)
+
+
+def sglang_drafter(flags: dict[str, str | bool], take: Take, used: set[str]) -> Any:
+    if "--speculative-algorithm" not in flags:
+        return None
+    used.add("--speculative-algorithm")
+    family = SGLANG_FAMILY.get(str(flags["--speculative-algorithm"]).upper())
+    if family is None:
+        raise LaunchLineError(f"--launch: --speculative-algorithm {flags['--speculative-algorithm']}: expected "
+                              f"one of {', '.join(SGLANG_FAMILY)}")
+    length = (take("--speculative-dspark-block-size") if family == "dspark" else None) \
+        or take("--speculative-num-steps") or max(1, (take("--speculative-num-draft-tokens") or 2) - 1)
+    used.update({"--speculative-num-draft-tokens", "--speculative-eagle-topk",
+                 "--speculative-draft-model-path"} & set(flags))
+    return speculation(family, length)
+
+
+SPELLINGS = {
+    "vllm": Spelling(("--tensor-parallel-size", "-tp"), ("--data-parallel-size", "-dp"), "--enable-expert-parallel",
+                     "--gpu-memory-utilization", "--enforce-eager", "--max-cudagraph-capture-size", True,
+                     vllm_caps, vllm_drafter),
+    "sglang": Spelling(("--tp-size", "--tp"), ("--dp-size", "--dp"), "--enable-dp-attention", "--mem-fraction-static",
+                       "--disable-cuda-graph", "--cuda-graph-max-bs", False, sglang_caps, sglang_drafter),
+}
+
+
+def engine_of_flags(engine: str, flags: dict[str, str | bool]) -> tuple[dict[str, Any], int, Any, set[str]]:
+    """(the engine block, GPUs per replica, the drafter and policy or None, the flags read) in `engine`'s spelling."""
+    spelling, used = SPELLINGS[engine], set[str]()
 
     def take(*names: str) -> int | None:
         used.update(n for n in names if n in flags)
         return whole(flags, *names)
 
-    tp, dp = take("--tp-size", "--tp") or 1, take("--dp-size", "--dp") or 1
-    block: dict[str, Any] = {"max_batch_requests": take("--max-running-requests") or "auto"}
-    chunk = take("--chunked-prefill-size")
-    block["prefill"] = {"mode": "chunked", "chunk_tokens": chunk if chunk and chunk > 0 else 8192,
-                        "schedule": "separate"}
-    if dp > 1 and "--enable-dp-attention" in flags:
-        used.add("--enable-dp-attention")
+    tp, dp = take(*spelling.tp) or 1, take(*spelling.dp) or 1
+    block = spelling.caps(take, dp)
+    if dp > 1 and spelling.dp_attention in flags:
+        used.add(spelling.dp_attention)
         block["dp_attention"] = {"ranks": dp}
-    memory = fraction(flags, "--mem-fraction-static")
+    memory = fraction(flags, spelling.memory)
     if memory is not None:
-        used.add("--mem-fraction-static")
+        used.add(spelling.memory)
         block["memory_fraction"] = memory
-    block.update(graphs(flags, used, "--disable-cuda-graph", "--cuda-graph-max-bs", "sglang"))
-    drafter = None
-    if "--speculative-algorithm" in flags:
-        used.add("--speculative-algorithm")
-        family = SGLANG_FAMILY.get(str(flags["--speculative-algorithm"]).upper())
-        if family is None:
-            raise LaunchLineError(f"--launch: --speculative-algorithm {flags['--speculative-algorithm']}: expected "
-                                  f"one of {', '.join(SGLANG_FAMILY)}")
-        length = (take("--speculative-dspark-block-size") if family == "dspark" else None) \
-            or take("--speculative-num-steps") or max(1, (take("--speculative-num-draft-tokens") or 2) - 1)
-        used.update({"--speculative-num-draft-tokens", "--speculative-eagle-topk",
-                     "--speculative-draft-model-path"} & set(flags))
-        drafter = speculation(family, length)
-    return block, tp, drafter, used
+    block.update(graphs(flags, used, spelling.graphs_off, spelling.graphs_largest, engine))
+    drafter = spelling.drafter(flags, take, used)
+    return block, tp * dp if spelling.gpus_per_dp_rank else tp, drafter, used
 
 
 def graphs(flags: dict[str, str | bool], used: set[str], off: str, largest: str, engine: str) -> dict[str, Any]:

@@ -160,6 +160,18 @@ def test_another_engine_over_a_measured_built_in_is_said_in_one_line(cli, tmp_pa
         assert "its kernel times are SGLang 0.5.14's" in err and f"are {engine_traits('vllm').label}'s" in err
 
 
+def test_an_engine_note_reaches_the_summary_and_a_sweep_says_it_once(cli, tmp_path):
+    """One channel (Scenario.notes): what the engine resolved to is kept in summary.json and said by sweep and plan,
+    once however many points carry it."""
+    path = flash(tmp_path, name="vllm")
+    status, _, err = cli("run", path, "--out", tmp_path / "out", "--quiet")
+    notes = json.loads((tmp_path / "out" / "summary.json").read_text())["notes"]
+    assert status == 0 and [n for n in notes if n.startswith("engine.name vllm: profile")] == [err.strip()[16:]]
+    status, _, err = cli("sweep", path, "--out", tmp_path / "sweep", "--no-report", "--workers", "1", "--json",
+                         "--set", "horizon.duration_s=2", "--set", "sweep.load={rate_per_s: [1, 2]}")
+    assert status == 0 and err.count("engine.name vllm: profile b200-deepseek-v4-flash-tp8ep8-sglang") == 1
+
+
 def test_the_engine_a_built_in_was_measured_under_says_nothing(cli, tmp_path):
     status, _, err = cli("check", flash(tmp_path, name="sglang"))
     assert status == 0 and err == ""

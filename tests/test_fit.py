@@ -231,3 +231,38 @@ def test_leaving_one_of_two_settings_out_fits_the_level_alone(deployment, tmp_pa
     result = fitting.fit_runs(fitting.RunSimulator(deployment, [], tmp_path), runs)
     assert calls[0] == (2, True) and calls[-2:] == [(1, False), (1, False)]
     assert result.loo[runs[0].name] != result.fitted[runs[0].name]
+
+
+TUNE = {"name": "own-runs-tune", "seed": 11, "horizon": {"duration_s": 3, "warmup_s": 1},
+        "hardware": {"profile": "builtin:h200-llama3.1-8b-vllm", "gpus_per_replica": 1},
+        "engine": {"max_batch_requests": 8, "kv_capacity_tokens": 880_000},
+        "drafter": {"family": "dspark", "block_size": 2, "acceptance": {"preset": "qwen3-8b", "domains": {"chat": 1.0}},
+                    "latency": {"kind": "profile", "path": "builtin:h200-llama3.1-8b-vllm-drafter-2l"}},
+        "policy": {"name": "static", "params": {"length": 2}},
+        "workload": {"arrivals": {"kind": "closed_loop", "users": 2, "think_s": 0.0},
+                     "prompt_tokens": {"kind": "fixed", "value": 200}, "output_tokens": {"kind": "fixed", "value": 40}},
+        "sweep": {"load": {"users": [1, 4]}}}
+
+
+def test_tune_takes_the_calibration_refuses_another_gpu_and_carries_it_when_told(tmp_path, cli):
+    scenario = tmp_path / "tune.yaml"
+    scenario.write_text(yaml.safe_dump(TUNE))
+    other = calibration_file(tmp_path, gpu="B200")
+    status, out, err = cli("tune", scenario, "--calibration", other, "--out", tmp_path / "refused", "--no-report")
+    assert status == 2 and err.count("\n") == 1 and not out
+    assert "fitted for gpu B200 (this scenario: H200) (--calibration-transfer gpu carries it)" in err
+    args = ("--no-report", "--workers", "1", "--buckets", "1,4")
+    status, out, err = cli("tune", scenario, "--calibration", other, "--calibration-transfer", "gpu",
+                           "--out", tmp_path / "tune", *args)
+    assert status == 0, err
+    assert out.startswith(f"calibration: calibrated on 3 runs of vllm 0.24, B200, meta-llama/Meta-Llama-3.1-8B, tp "
+                          f"({other})")
+    assert "gpu B200 -> H200" in out and "tuned length schedule" in out
+    record = json.loads((tmp_path / "tune" / "calibration.json").read_text())
+    assert record["calibration"] == str(other) and record["calibration_transfer"] == "gpu B200 -> H200"
+    resolved = yaml.safe_load((tmp_path / "tune" / "scenario.resolved.yaml").read_text())
+    assert resolved["engine"]["host_overhead_ms"] == 0.8 and "scaled-x1.3" in resolved["hardware"]["profile"]
+    status, _, err = cli("tune", scenario, "--uncalibrated", "--out", tmp_path / "plain", *args)
+    assert status == 0, err
+    calibrated, plain = (pd.read_csv(tmp_path / name / "points.csv") for name in ("tune", "plain"))
+    assert calibrated["tpot_mean_ms"].min() > 1.2 * plain["tpot_mean_ms"].min()   # every tune point took it

@@ -277,12 +277,15 @@ def apply_calibration(calibration: Calibration, scenario: Scenario, transfer: tu
     return Applied(calibration, overrides, transferred, not_applied)
 
 
-def scaled_profile_overrides(scenario: Scenario, scale: float) -> list[str]:
-    """hardware.profile (and a separate prefill batch's profile) as copies with every step time x scale."""
-    out = [f"hardware.profile={scaled_profile(scenario.hardware.profile, scale)}"]
+def scaled_profile_overrides(scenario: Scenario, scale: float, folder: Path | None = None) -> list[str]:
+    """hardware.profile (and a separate prefill batch's profile: the target's prefill steps, the same level) as
+    copies with every step time x scale, written under `folder` (default: the calibration cache). The one place a
+    verify scale becomes profiles: a calibration file's, `specplan fit`'s trial points and `replicate
+    --calibrate`'s grid all call it."""
+    out = [f"hardware.profile={scaled_profile(scenario.hardware.profile, scale, folder)}"]
     prefill = scenario.engine.prefill
     if isinstance(prefill, ChunkedPrefill) and prefill.profile is not None:
-        out.append(f"engine.prefill.profile={scaled_profile(prefill.profile, scale)}")
+        out.append(f"engine.prefill.profile={scaled_profile(prefill.profile, scale, folder)}")
     return out
 
 

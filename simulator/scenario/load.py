@@ -28,8 +28,10 @@ else the engine's own rule) counted as that engine counts it
 past the engine's pool, and refused only past what the GPUs could hold at
 all (an H100 scenario that kept an H200's 880k tokens), with both numbers.
 What loading took from the profile is said in `Scenario.notes`, one line
-each, which `specplan run` and `check` print, every summary.json keeps
-(`notes`), and `plan` and `sweep` print once each. Without a memory model the key is
+each, with what the serving engine resolved to where that is worth a line
+(specplan.simulator.scenario.engine_notes: the row a version takes, kernel
+times of another engine); `specplan run` and `check` print them, every
+summary.json keeps them (`notes`), and `plan` and `sweep` print each once. Without a memory model the key is
 required. `engine.max_batch_requests: auto` takes the serving engine's own
 request slots for the deployment (specplan.engines.caps: SGLang's DeepSeek-V4
 256 server-wide, vLLM's max_num_seqs per DP rank, ...).
@@ -52,6 +54,7 @@ from specplan.hwprofiles.profile import StepProfile
 from specplan.simulator.core.errors import ScenarioError, SpecplanError
 from specplan.simulator.core.schema import Context, build, to_plain
 from specplan.simulator.scenario.drafter_profile import check_drafter_profile, check_search_drafters
+from specplan.simulator.scenario.engine_notes import engine_notes
 from specplan.simulator.scenario.memory import engine_kv_pool, kv_pool
 from specplan.simulator.scenario.merge import deep_merge, excluded_by
 from specplan.simulator.scenario.policy import policy_params
@@ -205,7 +208,8 @@ def with_step_budget(scenario: Scenario) -> Scenario:
                             f"hold one request's anchor and draft block ({block + 1} tokens)")
     engine = dataclasses.replace(scenario.engine, max_step_tokens=budget, kv_capacity_tokens=kv_tokens,
                                  max_batch_requests=request_slots(scenario, profile, kv_tokens, block))
-    notes = scenario.notes if note is None or note in scenario.notes else (*scenario.notes, note)
+    said = [*engine_notes(scenario, profile), *([note] if note is not None else [])]
+    notes = (*scenario.notes, *(line for line in said if line not in scenario.notes))
     return dataclasses.replace(scenario, engine=engine, notes=notes)
 
 

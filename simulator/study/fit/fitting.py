@@ -33,8 +33,8 @@ import numpy as np
 from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.engine.records.bench_metrics import metric_key
 from specplan.simulator.scenario import load_scenario
-from specplan.simulator.scenario.calibration import scaled_profile
-from specplan.simulator.scenario.spec import ChunkedPrefill, Scenario
+from specplan.simulator.scenario.calibration import scaled_profile_overrides
+from specplan.simulator.scenario.spec import Scenario
 from specplan.simulator.study.fit.runs import FIT_METRICS, MeasuredRun
 
 HOST_MAX_MS = 20.0
@@ -89,11 +89,7 @@ class RunSimulator:
     def term_overrides(self, point: Point) -> list[str]:
         out = [f"engine.host_overhead_ms={point.host_ms!r}"]
         if point.scale != 1.0:
-            folder = self.work / "profiles"
-            out.append(f"hardware.profile={scaled_profile(self.base.hardware.profile, point.scale, folder)}")
-            prefill = self.base.engine.prefill
-            if isinstance(prefill, ChunkedPrefill) and prefill.profile is not None:
-                out.append(f"engine.prefill.profile={scaled_profile(prefill.profile, point.scale, folder)}")
+            out += scaled_profile_overrides(self.base, point.scale, self.work / "profiles")
         return out
 
 

@@ -22,22 +22,20 @@ run"), with what else stands in (`requires.stand_ins`).
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from specplan.hwprofiles import load_profile
-from specplan.hwprofiles.fileformat import builtin_names, write_profile_csv
+from specplan.hwprofiles.fileformat import builtin_names
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.drafters.presets import check_preset
 from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.engine.records.bench_metrics import metric_key
 from specplan.simulator.scenario import load_scenario
+from specplan.simulator.scenario.calibration import scaled_profile_overrides
 from specplan.simulator.study.replication.published import METRICS, RATIO_METRICS, Case, Figure
 
 DEFAULT_PROMPTS_PER_CONCURRENCY = 4
@@ -91,29 +89,9 @@ class CaseRunner:
             overrides.append(f"engine.host_overhead_ms={params.host_ms}")
         scenario = load_scenario(self.case.folder / "scenario.yaml", overrides)
         if params.verify_scale != 1.0:
-            scaled = [f"hardware.profile={self.scaled_profile(scenario.hardware.profile, params.verify_scale)}"]
-            prefill = getattr(scenario.engine.prefill, "profile", None)
-            if prefill is not None:  # the target's prefill steps: the same level
-                scaled.append(f"engine.prefill.profile={self.scaled_profile(prefill, params.verify_scale)}")
+            scaled = scaled_profile_overrides(scenario, params.verify_scale, self.out_dir / "profiles")
             scenario = load_scenario(self.case.folder / "scenario.yaml", [*overrides, *scaled])
         return scenario
-
-    def scaled_profile(self, spec: Any, scale: float) -> Path:
-        """The target's profile with every step time × scale, its parts and columns too (a calibration copy, said
-        so in its provenance)."""
-        profile = load_profile(spec)
-        digest = hashlib.sha1(f"{spec}|{scale}".encode()).hexdigest()[:12]
-        path = (self.out_dir / "profiles" / f"scaled-x{scale:g}-{digest}.csv").resolve()  # the scenario resolves it
-        if not path.exists():  # written aside and renamed: calibration tasks on other processes may read it
-            provenance = {"device": "unknown", "model": "unknown", **profile.provenance,
-                          "calibration": f"step times x {scale:g} of {profile.name} (specplan replicate)"}
-            aside = path.with_name(f"{path.stem}.{os.getpid()}.csv")
-            extra = {"columns": {k: v * scale for k, v in profile.extra.get("columns", {}).items()},
-                     "parts": {k: v * scale for k, v in profile.extra.get("parts", {}).items()}}
-            write_profile_csv(replace(profile, step_ms_table=profile.step_ms_table * scale, provenance=provenance,
-                                      extra={k: v for k, v in extra.items() if v}), aside)
-            os.replace(aside, path)
-        return path
 
     def modes(self, figure: Figure, params: Params) -> dict[str, Any]:
         """How the figure's first arm ran its steps: the share of steps and of time that ran eager, and the

@@ -25,7 +25,6 @@ from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.step_modes import step_modes
 from specplan.simulator.scenario import Scenario, load_scenario
 from specplan.simulator.scenario.drafter_profile import drafter_profile_warning
-from specplan.simulator.scenario.engine_notes import engine_notes
 from specplan.simulator.scenario.trace_check import read_traces
 from specplan.simulator.study.caveats import answer_caveats
 from specplan.simulator.study.points import design_sweep
@@ -97,19 +96,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def warn_drafter_profile(scenario: Scenario) -> None:
-    """A drafter profile of another deployment the scenario accepted (match_target: false), said on stderr; and
-    what the serving engine resolved to where that is worth a line (the row a version takes, kernel times of
-    another engine: scenario.engine_notes)."""
+    """A drafter profile of another deployment the scenario accepted (match_target: false), said on stderr."""
     warning = drafter_profile_warning(scenario)
     if warning is not None:
         print(f"specplan: warning: {warning}", file=sys.stderr)
-    for note in engine_notes(scenario, load_profile(scenario.hardware.profile)):
-        print(f"specplan: note: {note}", file=sys.stderr)
 
 
 def say_notes(scenario: Scenario) -> None:
     """What loading took from the profile (DP ranks from its header, a memory model that disagrees with the
-    engine's fraction), one line each on stderr."""
+    engine's fraction) and what the serving engine resolved to (the row a version takes, kernel times of another
+    engine: scenario.engine_notes), one line each on stderr."""
     for note in scenario.notes:
         print(f"specplan: note: {note}", file=sys.stderr)
 
