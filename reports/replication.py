@@ -247,7 +247,7 @@ def attribution_lines(rows: pd.DataFrame) -> list[str]:
     head = ["source", "metric", "c", "predicted error", "responsible", "reason"]
     lines = [f"## Responsible mode, cap or rule (predicted |error| > {ATTRIBUTE_AT:.0%})", "",
              f"Each figure predicted again with one mode, cap or rule removed or at its alternative; the one that "
-             f"brings |error| down most, by {MIN_MOVE:.0%} at least, is named, else the step price "
+             f"brings |error| down most, by {100 * MIN_MOVE:.0f} points at least, is named, else the step price "
              "(specplan.simulator.study.replication.attribution).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, r in off.iterrows():

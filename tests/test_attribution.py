@@ -80,7 +80,7 @@ def test_where_no_rule_moves_the_miss_the_step_price_is_named_with_the_records()
     found = verdict(-0.5, {"host_cycle": -0.48, "rank_balance": -0.52}, {"host_cycle": "x", "rank_balance": "y"},
                     summary)
     assert found.responsible == STEP_PRICE
-    assert "largest move host_cycle +2%" in found.reason
+    assert "the closest, host_cycle: |error| -2 points" in found.reason
     assert "most step time rank_prefilling 60%, cap binding max_running_requests" in found.reason
     # an ablation that overshoots to the other side is judged by |error|: -50% -> +44% is 6 points better, -> +47% only 3
     assert verdict(-0.5, {"graph_modes": 0.44}, {"graph_modes": "g"}, {}).responsible == "graph_modes"

@@ -214,9 +214,10 @@ def verdict(error: float, errors: dict[str, float], words: dict[str, str], summa
     best = max(moves, key=lambda name: moves[name]) if moves else None
     if best is not None and moves[best] >= MIN_MOVE:
         return Verdict(best, f"{words[best]}: error {error:+.0%} -> {errors[best]:+.0%}", errors)
-    largest = f"largest move {best} {moves[best]:+.0%}" if best is not None else "no ablation applies"
-    return Verdict(STEP_PRICE, f"no single mode, cap or rule moves |error| {MIN_MOVE:.0%} ({largest}); "
-                               f"{records_line(summary)}", errors)
+    closest = (f"the closest, {best}: |error| {-100 * moves[best]:+.0f} points" if best is not None
+               else "no ablation applies")
+    return Verdict(STEP_PRICE, f"no single mode, cap or rule brings |error| down {100 * MIN_MOVE:.0f} points "
+                               f"({closest}); {records_line(summary)}", errors)
 
 
 def records_line(summary: dict[str, Any]) -> str:
