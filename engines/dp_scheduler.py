@@ -26,6 +26,21 @@ meets them), so what one rank schedules decides the step of all.
                       batch in the same forward (an idle batch where it has none), eager, because the
                       graph votes are min-reduced (specplan.engines.modes.RankVote). The engine model's
                       separate schedule does that (specplan.simulator.engine.phases.Separate)
+    ... unless it     scheduler.py `get_next_batch_to_run`: with a speculative algorithm and DP attention
+    speculates        the ranks all-gather their new prefill batches *before* building a decode batch
+                      ("prefill batches and decode batches cannot be processed in the same DP attention
+                      group"): where any rank has a prefill batch, every other rank runs an idle batch
+                      and its decoding requests wait for the next step (`spec_prefill_idle`). In the
+                      0.4-0.5 schedulers (scheduler.py, then the same branch through
+                      `dp_attn_adapter.maybe_prepare_mlp_sync_batch`); later versions add opt-outs
+                      (--speculative-skip-dp-mlp-sync, SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION) that
+                      none of the replication suite's cells sets. `engine.dp_attention.decode_during_prefill`
+                      names it (auto: the engine's rule; idle or decode to ask for one)
+    per-rank prefill  server_args `_handle_data_parallelism`: under DP attention `chunked_prefill_size //= dp_size`
+    budgets           (each rank's PrefillAdder takes a chunk of that); `engine.dp_attention.chunk_tokens` defaults
+                      to engine.prefill.chunk_tokens / ranks. --max-prefill-tokens (16384) is per rank and does
+                      not bind beside 4,096-token chunks; the same block's `schedule_conservativeness * 0.3`
+                      (admission's new-token ratio) is not modelled
     budget interval   SGLANG_DATA_PARALLEL_BUDGET_INTERVAL (default 1): how often the DP controller's
                       `DPBudget` is refreshed from the ranks' loads, read only by the load-balance
                       methods that count (total_requests, total_tokens); the default round_robin never
@@ -35,10 +50,14 @@ meets them), so what one rank schedules decides the step of all.
                       mixed); SGLang turns it off under EAGLE-family and DFlash speculative decoding
                       (server_args: "Mixed chunked prefill is disabled because of using ... speculative
                       decoding"); a scenario that mixes chunks under speculation asks for what SGLang
-                      does not run
-    breakable graphs  sgl-project/sglang PR #25195 (breakable prefill CUDA graphs for DeepSeek-V4):
-                      DeepSeek-V4 prefill stays eager under DP attention in the rows here
-                      (specplan.engines.modes.RankVote.eager_prefill_models)
+                      does not run. No cell of the replication suite passes the flag
+    breakable graphs  sgl-project/sglang PR #25195 (merged May 2026): breakable piecewise CUDA graphs for
+                      DeepSeek-V4 mixed/extend batches under DP attention, opt-in (a prefill graph backend)
+                      and asked with mixed chunk; the later decode-to-extend conversion
+                      (scheduler_components/dp_attn.py `maybe_convert_decode_to_extend`) needs breakable
+                      prefill graphs, no speculation and no all-to-all backend (`get_moe_a2a_backend().is_none()`),
+                      so no MegaMoE or DeepEP cell takes it. DeepSeek-V4 prefill stays eager under DP
+                      attention in the rows here (specplan.engines.modes.RankVote.eager_prefill_models)
 """
 
 from __future__ import annotations
@@ -49,6 +68,9 @@ DELAYER_SOURCE = ("sglang python/sglang/srt/managers/prefill_delayer.py (Prefill
                   "prefill: 'mixed' ranks delay up to max_delay_passes - 1 passes, then wait_timeout); server_args "
                   "enable_prefill_delayer=False, prefill_delayer_max_delay_passes=30 (sgl-project/sglang issue #23602)")
 DEFAULT_DELAY_PASSES = 30
+SPEC_IDLE_SOURCE = ("sglang python/sglang/srt/managers/scheduler.py get_next_batch_to_run: with a speculative "
+                    "algorithm and DP attention, prepare_mlp_sync_batch runs on the new prefill batch first, so a "
+                    "rank with none runs an idle batch while any rank prefills (decode waits)")
 
 
 @dataclass(frozen=True)
@@ -66,11 +88,14 @@ class DpScheduler:
 
     delayer: PrefillDelayerRule | None
     sources: dict[str, str]
+    spec_prefill_idle: bool = False   # under speculative decoding, ranks without a prefill batch idle while one runs
 
 
 SGLANG_DP_SCHEDULER = DpScheduler(
     delayer=PrefillDelayerRule(max_delay_passes=DEFAULT_DELAY_PASSES, source=DELAYER_SOURCE),
-    sources={"budget_interval": "sglang environ.py SGLANG_DATA_PARALLEL_BUDGET_INTERVAL = EnvInt(1); "
+    spec_prefill_idle=True,
+    sources={"spec_prefill_idle": SPEC_IDLE_SOURCE,
+             "budget_interval": "sglang environ.py SGLANG_DATA_PARALLEL_BUDGET_INTERVAL = EnvInt(1); "
                                 "data_parallel_controller.py DPBudget (total_requests / total_tokens only)",
              "decode_while_extending": "sglang scheduler_components/dp_attn.py prepare_mlp_sync_batch",
              "mixed_chunk": "sglang server_args: --enable-mixed-chunk turned off under EAGLE / DFlash speculation",

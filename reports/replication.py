@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from specplan.simulator.study.replication.attribution import ATTRIBUTE_AT, MIN_MOVE
 from specplan.simulator.study.replication.case_runner import AS_RUN, NEAREST, Params
 from specplan.simulator.study.replication.replicate import SENSITIVITIES, Replication, missing_lines
 from specplan.simulator.study.replication.stats import (
@@ -248,6 +249,24 @@ def responsibility_lines(rows: pd.DataFrame) -> list[str]:
     return lines
 
 
+def attribution_lines(rows: pd.DataFrame) -> list[str]:
+    """Per serving figure off by more than 30% with nothing fitted: the mode, cap or rule responsible, and why
+    (`replicate --attribute`; none where it was not asked)."""
+    if "responsible" not in rows:
+        return []
+    off = rows[rows["responsible"].notna()]
+    head = ["source", "metric", "c", "predicted error", "responsible", "reason"]
+    lines = [f"## Responsible mode, cap or rule (predicted |error| > {ATTRIBUTE_AT:.0%})", "",
+             f"Each figure predicted again with one mode, cap or rule removed or at its alternative; the one that "
+             f"brings |error| down most, by {100 * MIN_MOVE:.0f} points at least, is named, else the step price "
+             "(specplan.simulator.study.replication.attribution).", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for _, r in off.iterrows():
+        lines.append(f"| {r['source']} | {r['metric']} | {r['concurrency']} | {r['predicted_error']:+.1%} | "
+                     f"{r['responsible']} | {r['responsible_reason']} |")
+    return lines
+
+
 def percent(value: float | None) -> str:
     return "—" if value is None else f"{value:.1%}"
 
@@ -274,7 +293,7 @@ def write_replication(result: Replication, out_dir: str | Path) -> str:
     text = "\n".join([*missing_lines(result), "", *table_lines(rows), "", *cases, *status_lines(rows), "",
                       *goal_lines(stats, rows), "", *statistics_lines(stats), "", *group_lines(stats), "",
                       *kind_lines(stats), "", *sensitivity_lines(rows, result.assumed_al), "", *params_lines(result), "",
-                      *step_lines(rows), "", *responsibility_lines(rows), "", *spread_lines(result.spread)])
+                      *step_lines(rows), "", *responsibility_lines(rows), "", *attribution_lines(rows), "", *spread_lines(result.spread)])
     (out / "replication.md").write_text("# Predictions against published measurements\n\n" + text + "\n")
     plot_replication(rows, out / "replication.png")
     return text

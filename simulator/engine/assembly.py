@@ -85,7 +85,7 @@ class EngineParts:
         emissions: list[Emission] = [] if chunks is None else [ChunkEmission(chunks)]
         if policy.learns:
             emissions.append(PolicyLearns(policy))
-        rules = Rules(kv=kv_caches(config), budget=budget, phases=prefill_phases(config),
+        rules = Rules(kv=kv_caches(config), budget=budget, phases=prefill_phases(config, speculates),
                       prompts=prompts(config.chunked, prompt_cache),
                       speculator=speculator(policy, drafter, quote_book(pricer, reads_context), budget, sampler,
                                             self.scenario.seed, index, config.batch_requests),

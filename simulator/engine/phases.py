@@ -13,7 +13,10 @@ scheduler does:
                to compute runs a prefill (extend) batch of chunks FIFO up to its chunk, and
                its decoding rows wait for the next step (`held`); the other ranks decode.
                Under data-parallel attention every rank's forward meets the others' in the
-               MoE all-to-all, so the step lasts its busiest rank (specplan.simulator.engine.price.rank_forward)
+               MoE all-to-all, so the step lasts its busiest rank (specplan.simulator.engine.price.rank_forward).
+               SGLang under speculative decoding (`engine.dp_attention.decode_during_prefill`, auto: the
+               engine's `DpScheduler.spec_prefill_idle`): while any rank runs a prefill batch every other
+               rank runs an idle batch, so every decoding row waits (specplan.engines.dp_scheduler)
     Delayed    Separate under SGLang's prefill delayer (`engine.dp_attention.prefill_delayer`;
                specplan.engines.dp_scheduler): while some ranks have a new prompt and others none,
                no rank starts one (the ranks decode, in a graph), up to `prefill_delay_passes` − 1
@@ -56,13 +59,32 @@ class PrefillPhases(Protocol):
     def chunks(self, batch: Batch, rows: Rows, per_request: int) -> np.ndarray: ...
 
 
-def prefill_phases(config: EngineConfig) -> PrefillPhases:
+def prefill_phases(config: EngineConfig, speculates: bool = False) -> PrefillPhases:
     """The engine's schedule for chunked prefill (config.prefill_schedule, resolved from `auto`), under the
-    prefill delayer where the scenario turns it on."""
+    prefill delayer where the scenario turns it on; `speculates`: the policy drafts (SGLang's ranks then idle
+    while one prefills)."""
+    idle = idle_while_prefilling(config, speculates)
     passes = delay_passes(config)
     if passes is not None:
-        return Delayed(config, passes)
-    return Separate(config) if config.prefill_schedule == "separate" else Mixed(config)
+        return Delayed(config, passes, idle)
+    return Separate(config, idle) if config.prefill_schedule == "separate" else Mixed(config)
+
+
+def idle_while_prefilling(config: EngineConfig, speculates: bool) -> bool:
+    """Whether a step with a prefill batch on any rank holds every rank's decoding rows (module docstring);
+    an explicit `decode_during_prefill` is refused in one line where there are no ranks or no separate batches."""
+    dp = config.engine.dp_attention
+    setting = "auto" if dp is None else dp.decode_during_prefill
+    if setting != "auto":
+        key = "engine.dp_attention.decode_during_prefill"
+        if config.dp is None:
+            raise ScenarioError(key, "what a rank runs while another prefills needs dp_attention.ranks >= 2")
+        if not config.chunked or config.prefill_schedule != "separate":
+            raise ScenarioError(key, "a rank runs a separate prefill batch only under engine.prefill chunked with "
+                                "schedule separate (or auto for an SGLang profile)")
+        return setting == "idle"
+    rule = config.serving.dp_scheduler
+    return config.dp is not None and speculates and rule is not None and rule.spec_prefill_idle
 
 
 def delay_passes(config: EngineConfig) -> int | None:
@@ -113,9 +135,10 @@ class Mixed:
 class Separate:
     """A rank with prompts to compute runs a prefill batch; its decoding rows wait (module docstring)."""
 
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, idle: bool = False) -> None:
         self.dp = config.dp
         self.chunk = (config.chunk_tokens or 0) if config.dp is None else config.dp.chunk_tokens
+        self.idle = idle                 # every rank's decoding rows wait while any rank prefills
 
     def decoding(self, batch: Batch) -> tuple[np.ndarray, int]:
         left = batch.ints[PREFILL_LEFT]
@@ -123,9 +146,15 @@ class Separate:
         if self.dp is None:  # one rank: any prompt to compute makes this a prefill step
             held = decode if not decode.all() else np.zeros_like(decode)
         else:
-            ranks = batch.ints[RANK]
-            held = decode & (np.bincount(ranks[~decode], minlength=self.dp.ranks) > 0)[ranks]
+            held = self.waiting(decode, batch.ints[RANK], ~decode)
         return decode & ~held, int(np.count_nonzero(held))
+
+    def waiting(self, decode: np.ndarray, ranks: np.ndarray, computing: np.ndarray) -> np.ndarray:
+        """The decoding rows held back by the prefill batches of the rows `computing` (their ranks', or every
+        rank's under `idle`)."""
+        assert self.dp is not None
+        prefilling = np.bincount(ranks[computing], minlength=self.dp.ranks) > 0
+        return decode & (prefilling.any() if self.idle else prefilling[ranks])
 
     def charged(self, prefill_tokens: int) -> int:
         return 0
@@ -140,8 +169,8 @@ class Separate:
 class Delayed(Separate):
     """Separate under SGLang's prefill delayer (module docstring): new prompts wait while the ranks are mixed."""
 
-    def __init__(self, config: EngineConfig, passes: int) -> None:
-        super().__init__(config)
+    def __init__(self, config: EngineConfig, passes: int, idle: bool = False) -> None:
+        super().__init__(config, idle)
         assert self.dp is not None
         self.ranks, self.passes = self.dp.ranks, passes
         self.delayed = 0                                 # steps in a row the delayer has held new prompts back
@@ -162,7 +191,7 @@ class Delayed(Separate):
         else:
             self.delayed = 0
             self.computing = pending
-        held = decode & (np.bincount(ranks[self.computing], minlength=self.ranks) > 0)[ranks]
+        held = self.waiting(decode, ranks, self.computing)
         return decode & ~held, int(np.count_nonzero(held))
 
     def chunks(self, batch: Batch, rows: Rows, per_request: int) -> np.ndarray:

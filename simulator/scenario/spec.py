@@ -196,6 +196,12 @@ class DpAttention:
                                 "new prompt to prefill and others none, no rank starts one, for up to "
                                 "prefill_delay_passes steps in a row (specplan.engines.dp_scheduler); needs the "
                                 "separate prefill schedule")
+    decode_during_prefill: Literal["auto", "decode", "idle"] = num(
+        "auto", doc="what a rank with decoding requests runs in a step where another rank runs a prefill batch "
+                    "(separate prefill schedule): decode (its decode batch, in the same forward), idle (an idle "
+                    "batch: its decoding requests wait); auto: the engine's rule, idle for SGLang under "
+                    "speculative decoding (its scheduler keeps prefill and decode batches out of one DP step), "
+                    "decode otherwise (specplan.engines.dp_scheduler)")
     prefill_delay_passes: int | None = num(None, ge=1, le=100_000, doc="the most steps in a row the prefill delayer "
                                            "holds new prompts back (--prefill-delayer-max-delay-passes; default: "
                                            "the engine's, 30 in SGLang)", unit="steps")

@@ -25,6 +25,11 @@ ran its steps (`eager_step_share`, `eager_time_share`, `main_mode_reason`:
 the reason most steps ran the mode they ran, with its share), so an error
 reads beside the execution modes that produced it.
 
+**Attribution.** With `ask.attribute`, every serving figure off by more than
+30% with nothing fitted gets the mode, cap or rule responsible for its miss
+(`responsible`, `responsible_reason`: one ablation at a time,
+attribution.py), and replication.json the ablations' errors.
+
 **Acceptance sensitivity.** A case whose acceptance is not published says
 in its source.yaml which preset stands in and the AL it implies
 (`acceptance_assumption`), with override lists moving that AL by -10% and
@@ -50,6 +55,7 @@ from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.scenario.calibration import deployment_of
 from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.replication.attribution import attribute
 from specplan.simulator.study.replication.calibrate import (
     HOST_GRID_MS,
     SCALE_GRID,
@@ -102,6 +108,7 @@ class Replication:
     cases: dict[str, str] = field(default_factory=dict)  # case -> "runs" or why it cannot
     assumed_al: dict[str, str] = field(default_factory=dict)  # case -> the acceptance it assumes
     spread: pd.DataFrame = field(default_factory=pd.DataFrame)  # stale vs newest published figures, apart
+    attribution: list[dict[str, Any]] = field(default_factory=list)  # per figure off > 30%: every ablation's error
 
     def not_predicted(self) -> dict[str, str]:
         """Each case with a figure out of the statistics (or no figure at all), and why: the suite never shrinks
@@ -130,6 +137,7 @@ class ReplicationAsk:
     grid: Path | None = None
     table: Path | None = None
     command: str = ""
+    attribute: bool = False
 
 
 def replicate(source: str | Path | Iterable[Case], ask: ReplicationAsk | None = None,
@@ -148,11 +156,13 @@ def replicate(source: str | Path | Iterable[Case], ask: ReplicationAsk | None = 
         add_sensitivity(row, entry)
     params: dict[str, dict[str, Params]] = {}
     serving = [entry for entry in runnable if not is_step(entry[0])]  # a step case is predicted only
+    attribution = attribute(((rows[id(figure)], figure, runner) for _c, figure, runner in serving
+                             if isinstance(runner, CaseRunner)), progress) if ask.attribute else []
     if ask.calibrate and serving:
         params = calibrations(serving, rows, out, ask, progress, options.workers or 1)
     result = Replication(pd.DataFrame(list(rows.values())), params, {case.name: case_status(case) for case in cases},
                          {case.name: assumed_al(case) for case in cases if "acceptance_assumption" in case.source},
-                         spread_rows(cases))
+                         spread_rows(cases), attribution)
     if options.out_path is not None:
         write_records(result, options.out_path)
     return result
@@ -180,7 +190,7 @@ def write_records(result: Replication, out: Path) -> None:
     steps = step_statistics(result.rows)
     doc = {"cases": result.cases, "cases_not_predicted": result.not_predicted(), "statistics": stats,
            "goals": [*goals(stats), step_goal(steps), step_coverage_goal(steps)], "step_statistics": steps,
-           "responsibility": responsibility(result.rows), "params": params, "version_spread": spread_statistics(result.spread) if not result.spread.empty else {}}
+           "responsibility": responsibility(result.rows), "attribution": result.attribution, "params": params, "version_spread": spread_statistics(result.spread) if not result.spread.empty else {}}
     (out / "replication.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 

@@ -9,7 +9,9 @@ of simulating it again; `--write-table PATH` writes the calibration table
 (the shipped one is hwprofiles/public/calibration.yaml). Writes replication.csv, .md, .json
 and .png to --out and prints the table. `--only step` runs the step cases alone
 (a static batch priced by the step model, no simulation: seconds), `--only
-serving` the serving cases.
+serving` the serving cases. `--attribute` names, for every serving figure off
+by more than 30% with nothing fitted, the mode, cap or rule responsible
+(one ablation at a time: specplan.simulator.study.replication.attribution).
 
 The suite never shrinks in silence: the report opens with "N of M cases not
 predicted" and each such case's reason, and the command then exits with status
@@ -57,6 +59,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-missing", action="store_true",
                    help="exit 0 though some cases are not predicted (a missing built-in, a case marked not runnable); "
                         "without it such a record exits with status 1")
+    p.add_argument("--attribute", action="store_true",
+                   help="for every serving figure off by more than 30%% (predicted), predict it again with each "
+                        "mode, cap or rule removed or at its alternative, and name the one that moves it most "
+                        "toward the published figure (the responsible column)")
     p.add_argument("--quiet", action="store_true", help="print only the statistics")
     p.set_defaults(func=run)
 
@@ -74,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if not cases:
         raise SpecplanError(f"{folder}: no {args.only} case inside")
     ask = ReplicationAsk(calibrate=args.calibrate, grid=Path(args.grid) if args.grid else None,
-                         table=Path(args.write_table) if args.write_table else None, command=command_line(args))
+                         table=Path(args.write_table) if args.write_table else None, command=command_line(args),
+                         attribute=args.attribute)
     result = replicate(cases, ask,
                        RunOptions(out_dir=out, workers=args.workers, progress=not args.quiet))
     if not result.compared():
