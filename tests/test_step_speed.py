@@ -1,6 +1,7 @@
 """The step's fast paths draw and count what the plain ones would (issue 46, item 3: a faster step, the same answers).
 
-Outcome draws come a block at a time (`Drawn`), the speculative counters hold
+Outcome draws come a block at a time (`Drawn`: uniform ones for fixed lengths; a
+draft reader's token noise and logistic outcomes too), the speculative counters hold
 the steps' arrays until they bin them, and the ledger sums with a row of ones:
 each must give the numbers a call per step gives, in the same order.
 """
@@ -10,9 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specplan.simulator.engine.batch import ones
-from specplan.simulator.engine.records.step_log import SpeculationCounters
-from specplan.simulator.engine.speculator import Drawn
+from specplan.simulator.core.streams import stream
+from specplan.simulator.engine.assembly import assemble
+from specplan.simulator.engine.batch import COLUMNS, Batch, Rows, ones
+from specplan.simulator.engine.core.request_log import RequestLog
+from specplan.simulator.engine.records.step_log import SpeculationCounters, StepLog
+from specplan.simulator.engine.speculator import DraftReader, Drawn
+from tests.conftest import make_scenario
 
 
 @pytest.mark.parametrize("block", [5, 64, 1 << 14])
@@ -48,3 +53,41 @@ def test_ones_are_shared_and_read_only() -> None:
         row[0] = 2
     accepted = np.array([0, 3, 2, 1, 3, 0])
     assert int(accepted.dot(ones(accepted.size))) == int(accepted.sum())
+
+
+@pytest.mark.parametrize("kind", ["normal", "logistic"])
+def test_a_draft_readers_draws_in_blocks_are_its_per_step_draws(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The draft reader's token noise (σ · a standard normal) and logistic outcome draws, taken from blocks, are
+    the numbers its per-step calls drew (`rng.normal(0, σ, (R, γ))`, `rng.logistic(size=(R, γ))`)."""
+    monkeypatch.setattr(Drawn, "BLOCK", 50)
+    per_step = {"normal": lambda rng, shape: rng.normal(0.0, 0.3, shape),
+                "logistic": lambda rng, shape: rng.logistic(size=shape)}[kind]
+    blocks = {"normal": lambda rng: lambda n: rng.normal(0.0, 0.3, n),
+              "logistic": lambda rng: lambda n: rng.logistic(size=n)}[kind]
+    plain, drawn = np.random.default_rng(11), Drawn(blocks(np.random.default_rng(11)))
+    for rows in (4, 17, 1, 64, 9, 0, 33, 64):
+        np.testing.assert_array_equal(drawn.take(rows, 3), per_step(plain, (rows, 3)))
+
+
+def test_a_draft_readers_step_draws_the_logits_and_outcomes_of_its_per_step_calls(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`DraftReader.draw_logits` over several steps (every row, some rows, past block edges) gives the x and the
+    accepted prefixes that one `step_logits` call and one logistic draw per step on the same streams gave."""
+    monkeypatch.setattr(Drawn, "BLOCK", 40)
+    scenario = make_scenario(policy={"name": "dspark-async"},
+                             drafter={"acceptance": {"request_sigma": 0.3, "token_sigma": 0.4}})
+    parts = assemble(scenario)
+    reader = parts.core(RequestLog(), StepLog()).rules.speculator
+    assert isinstance(reader, DraftReader) and reader.noise is not None
+    gamma = reader.block_size
+    batch = Batch(gamma, 64)
+    rng = np.random.default_rng(4)
+    batch.append(np.zeros((len(COLUMNS), 30), dtype=np.int64) + np.arange(30), rng.normal(1.0, 1.0, (30, gamma)))
+    noise, outcomes = stream(scenario.seed, "acceptance", 0), stream(scenario.seed, "outcomes", 0)
+    for rows in [Rows.every(30), Rows.some(np.array([0, 3, 7])), Rows.every(30), Rows.some(np.arange(2, 29)),
+                 Rows.every(30)]:
+        x, prefix = reader.draw_logits(batch, rows)
+        expected = parts.drafter.acceptance.step_logits(rows.of(batch.acceptance), noise)
+        np.testing.assert_array_equal(x, expected)
+        survived = np.cumprod(outcomes.logistic(size=expected.shape) < expected, axis=1)
+        np.testing.assert_array_equal(prefix, survived.sum(axis=1))

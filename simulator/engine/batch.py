@@ -128,7 +128,7 @@ class Ledger:
         ints[ACCEPTED] = ints[REMAINING]
         ints[VERIFIED] = -self.verified
 
-    def emit(self, ints: np.ndarray, rows: Rows, accepted: np.ndarray,
+    def emit(self, batch: Batch, rows: Rows, accepted: np.ndarray,
              lengths: np.ndarray | int) -> tuple[int, int, np.ndarray | None]:
         """One decode step of `rows`: each row emits its accepted drafts + 1.
 
@@ -138,8 +138,11 @@ class Ledger:
         Returns (tokens emitted, drafts accepted, what the floor took back
         per row or None when no row finished).
         """
-        remaining = ints[REMAINING] if rows.whole else ints[REMAINING, rows.index]
-        one = ones(accepted.size)
+        ints = batch.ints
+        remaining = batch.remaining if rows.whole else ints[REMAINING, rows.index]
+        one = ONES.get(accepted.size)
+        if one is None:
+            one = ones(accepted.size)
         # array operands only: a Python scalar operand costs numpy more than the operation (`-= 1`, a sum)
         np.subtract(remaining, accepted, out=remaining)
         np.subtract(remaining, one, out=remaining)
@@ -274,8 +277,10 @@ class Batch:
         self.store, self.acceptance_store = store, acceptance
 
     def changed(self) -> None:
-        """After a change of rows: fresh views of the first n rows, and a fresh copy of their ids."""
+        """After a change of rows: fresh views of the first n rows (and of their REMAINING), and a fresh copy of
+        their ids."""
         self.ints = self.store[:, :self.n]
+        self.remaining = self.ints[REMAINING]  # a view: the ledger writes a step's emissions through it
         self.acceptance = self.acceptance_store[:self.n]
         self.rids = self.ints[RID].copy()
 

@@ -75,8 +75,9 @@ class Speculator(Protocol):
 
 class Drawn:
     """A stream's draws made `BLOCK` at a time, handed out r × ℓ per step in the stream's order: the same
-    numbers as one call per step (numpy fills an array one draw after another, each as a lone call makes it),
-    for one numpy call per block of steps. `draw(n)` makes n draws; the stream serves nothing else."""
+    numbers as one call per step (numpy fills an array one draw after another, each as a lone call makes it:
+    uniform, normal σ·z, logistic), for one numpy call per block of steps. `draw(n)` makes n draws; the stream
+    serves nothing else (one `Drawn` per stream, and only one of a stream's kinds of draw is ever taken)."""
 
     BLOCK = 1 << 14
 
@@ -184,6 +185,10 @@ class DraftReader(FixedLengths):
         self.acceptance, self.confidence, self.budget = drafter.acceptance, drafter.confidence, budget
         self.row_acceptance = drafter.row_logits
         self.rng_p = stream(seed, "acceptance", index)
+        # the token noise (`acceptance` stream) and the logistic draws (`outcomes`), a block at a time (`Drawn`)
+        sigma = self.acceptance.token_sigma
+        self.noise = Drawn(lambda n: self.rng_p.normal(0.0, sigma, n)).take if sigma else None
+        self.logistic = Drawn(lambda n: outcomes.rng.logistic(size=n)).take
         self.rng_c = stream(seed, "confidence", index)
         self.max_batch_requests = max_batch_requests
         self.drafted_all = np.ones(max_batch_requests, dtype=bool)
@@ -199,9 +204,14 @@ class DraftReader(FixedLengths):
         return self.decide(batch, rows, x, prefix, step)
 
     def draw_logits(self, batch: Batch, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
-        """A step's drafts: acceptance logits x (R, γ) and the accepted prefixes (logistic draws below x)."""
-        x = self.acceptance.step_logits(rows.of(batch.acceptance), self.rng_p)
-        return x, self.outcomes.first_rejected(self.outcomes.rng.logistic(size=x.shape), x)
+        """A step's drafts: acceptance logits x (R, γ) and the accepted prefixes (logistic draws below x).
+
+        x is the rows plus this step's token noise (`AcceptanceModel.step_logits`: σ · a standard normal per
+        entry), the noise taken from the stream's block of draws: the same numbers as one draw per step."""
+        rows_x = rows.of(batch.acceptance)
+        r, length = rows_x.shape
+        x = rows_x if self.noise is None else rows_x + self.noise(r, length)
+        return x, self.outcomes.first_rejected(self.logistic(r, length), x)
 
     def decide(self, batch: Batch, rows: Rows, x: np.ndarray, prefix: np.ndarray, step: StepInputs) -> Speculation:
         """Confidences, the drafting mask, the view, the policy's Decision; ℓ and what it accepts."""

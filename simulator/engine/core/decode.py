@@ -214,7 +214,7 @@ class DecodeCore:
         """Emit accepted + 1 tokens per decoding row, up to what it has left (`Ledger.emit`); returns
         (emitted, accepted) and tells the emissions' listeners."""
         state, rows, accepted = self.state, plan.rows, plan.accepted
-        emitted, total, over = state.ledger.emit(state.batch.ints, rows, accepted, plan.lengths)
+        emitted, total, over = state.ledger.emit(state.batch, rows, accepted, plan.lengths)
         if over is not None:
             state.finishing = True
         for emission in self.rules.emissions:
