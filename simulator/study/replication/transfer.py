@@ -3,12 +3,12 @@
     folds = fit_folds(members, grid, points)      every fit a re-selection over one simulated grid
     folds.params(member, mode)                   the parameters that predict `member` in a mode (None: no fit)
 
-Place in the data flow: `replicate.py` (with `--calibrate`) has every serving
-figure simulated once at every point of the (host_ms, verify_scale) grid
-(`calibrate.simulate_grid`, kept in calibration_grid.csv); here each fit only
-chooses a grid point (`calibrate.best`: the smallest median |error| over the
-fold's throughput, TPOT and speed-up figures), so the in-sample fit and every
-cross-validation fold cost no simulation. `table.py` writes the in-sample fits
+Place in the data flow: `replicate.py` (with `--calibrate`) has the serving
+figures simulated at the points of the (host_ms, verify_scale) grid each fold
+needs (`calibrate.search_grid`, kept in calibration_grid.csv); here each fit only
+chooses a grid point among its fold's simulated points (`calibrate.best`: the
+smallest median |error| over the fold's throughput, TPOT and speed-up figures),
+so the in-sample fit and every cross-validation fold cost no simulation. `table.py` writes the in-sample fits
 as the shipped calibration table.
 
 A row (`RowKey`) is an engine, the engine version the simulator runs it as
@@ -88,8 +88,10 @@ def training(members: list[Member], fold: FoldKey) -> list[Member]:
     return [m for m in members if m.goal and m.row[:2] == row[:2] and m.row[2] != held]
 
 
-def fit_folds(members: list[Member], grid: Grid, points: list[Params]) -> Folds:
-    """Every fold of every mode over `members`, each the best grid point on its own training figures."""
+def fit_folds(members: list[Member], grid: Grid, points: list[Params] | Callable[[FoldKey], list[Params]]) -> Folds:
+    """Every fold of every mode over `members`, each the best grid point on its own training figures, among
+    `points` (or `points(fold)`: the points the calibration's search simulated for that fold, calibrate.py)."""
+    candidates = points if callable(points) else (lambda _key: points)
     folds = Folds()
     for member in members:
         for mode in TRANSFER_MODES:
@@ -98,7 +100,7 @@ def fit_folds(members: list[Member], grid: Grid, points: list[Params]) -> Folds:
                 continue
             train = training(members, key)
             folds.trained_on[key] = train
-            folds.chosen[key] = best([(m.case, m.figure) for m in train], grid, points) if train else None
+            folds.chosen[key] = best([(m.case, m.figure) for m in train], grid, candidates(key)) if train else None
     return folds
 
 
