@@ -28,6 +28,7 @@ RUNS = {
     "results_hash": (["--duration", "2", "--engine-paths", "--ignore-key", "draft_record"], "engine/split-fleet"),
     "engine_terms": (["--smoke", "--duration", "2"], "256 users  MTP-1"),
     "fit_speed": (["--runs", "3", "--repeats", "1"], "recovered host"),
+    "calibrate_speed": (["--cases", "vllm-41044-v4-flash-mtp-b200", "--workers", "1"], "pairs simulated"),
     "agentic_speed": (["--repeats", "1", "--duration", "20", "--lanes", "4"], "engine steps per reference step"),
 }
 SCRIPTS = sorted(path.stem for path in (REPO / "benchmarks").glob("*.py"))
