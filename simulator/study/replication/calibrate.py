@@ -69,6 +69,7 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -82,6 +83,7 @@ SCALE_GRID = (0.7, 0.85, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0)
 FigureKey = tuple[str, int]     # (case name, the figure's line in published.csv)
 Grid = dict[Params, dict[FigureKey, float]]   # grid point -> figure -> predicted value (summary units)
 Pair = tuple[str, Params]       # a case (by name) at a grid point: one task
+K = TypeVar("K", bound=Hashable)   # what names a fit (transfer.py: a fold)
 GRID_FILE = "calibration_grid.csv"   # every figure's value at every simulated point, written as the tasks finish
 GRID_COLUMNS = ("source", "line", "metric", "published", "host_ms", "verify_scale", "value")
 
@@ -116,9 +118,9 @@ class Fit:
 Simulate = Callable[[list[Pair]], None]   # simulates the pairs, adding their figures' values to the grid
 
 
-def search_grid(fits: Mapping[Hashable, Fit], figures: Mapping[str, list[tuple[Case, Figure]]], values: Grid,
+def search_grid(fits: Mapping[K, Fit], figures: Mapping[str, list[tuple[Case, Figure]]], values: Grid,
                 simulate: Simulate, host_grid: tuple[float, ...], scale_grid: tuple[float, ...],
-                full: bool = False) -> dict[Hashable, list[Params]]:
+                full: bool = False) -> dict[K, list[Params]]:
     """Each fit's candidate points, every one simulated for all its figures (module docstring: the search; with
     `full`, every point for every case in `figures`, each case's figures); `simulate` is called once per round
     with the pairs `values` lacks (a fit's readers join the round after its choice is known)."""
