@@ -29,6 +29,7 @@ RUNS = {
     "engine_terms": (["--smoke", "--duration", "2"], "256 users  MTP-1"),
     "fit_speed": (["--runs", "3", "--repeats", "1"], "recovered host"),
     "fit_devset": (["--census"], "deployments; the most concurrencies one publishes"),
+    "calibrate_speed": (["--cases", "vllm-41044-v4-flash-mtp-b200", "--workers", "1"], "pairs simulated"),
     "agentic_speed": (["--repeats", "1", "--duration", "20", "--lanes", "4"], "engine steps per reference step"),
 }
 SCRIPTS = sorted(path.stem for path in (REPO / "benchmarks").glob("*.py"))

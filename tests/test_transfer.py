@@ -202,7 +202,7 @@ def test_a_refit_from_the_grid_file_simulates_nothing(tmp_path, monkeypatch):
     def refuse(*_args):
         raise AssertionError("simulated again")
 
-    monkeypatch.setattr(calibrate, "group_values", refuse)
+    monkeypatch.setattr(calibrate, "case_values", refuse)
     again = replicate([read_case(p) for p in sorted(folder.iterdir())],
                       dataclasses.replace(ask, grid=tmp_path / "one" / GRID_FILE),
                       RunOptions(out_dir=tmp_path / "two", workers=2))   # nothing left to run: no process pool

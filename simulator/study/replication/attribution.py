@@ -25,16 +25,16 @@ a fix: the rule stays in where the engine's source has it.
     rank_balance        requests to the rank with the fewest (SGLang total_requests) instead
     deepep_mode         DeepEP auto -> low-latency on every step (no normal-mode prefill steps)
 
-Place in the data flow: `replicate.py` calls `attribute` after the
+Place in the data flow: `replicate.py` calls `attribute_figure` after the
 predictions when asked (`ReplicationAsk.attribute`, `specplan replicate
---attribute`); each row gains `responsible` and `responsible_reason`, and
+--attribute`; a task per case on the run's workers); `recorded` gives each row `responsible` and `responsible_reason`, and
 replication.json an `attribution` list with every ablation's error.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -229,18 +229,10 @@ def records_line(summary: dict[str, Any]) -> str:
     return f"{steps}, cap binding {summary.get('engine_cap_binding', 'none')}"
 
 
-def attribute(entries: Iterable[tuple[dict[str, Any], Figure, Predicts]],
-              progress: Callable[[str], None] = lambda _m: None) -> list[dict[str, Any]]:
-    """Each (row, figure, runner) off by more than ATTRIBUTE_AT gets `responsible` and `responsible_reason` in its
-    row; returns the attribution list replication.json keeps (every ablation's error per figure)."""
-    out = []
-    for row, figure, runner in entries:
-        if not needs_attribution(row):
-            continue
-        progress(f"{row['source']}: attributing {row['metric']} at c = {row['concurrency']}")
-        found = attribute_figure(runner, figure, float(row["predicted_error"]))
-        row["responsible"], row["responsible_reason"] = found.responsible, found.reason
-        out.append({"source": row["source"], "metric": row["metric"], "concurrency": row["concurrency"],
-                    "predicted_error": row["predicted_error"], "responsible": found.responsible,
-                    "reason": found.reason, "ablation_errors": found.errors})
-    return out
+def recorded(row: dict[str, Any], found: Verdict) -> dict[str, Any]:
+    """`found` written into the figure's row (`responsible`, `responsible_reason`); returns the entry
+    replication.json's attribution list keeps (every ablation's error)."""
+    row["responsible"], row["responsible_reason"] = found.responsible, found.reason
+    return {"source": row["source"], "metric": row["metric"], "concurrency": row["concurrency"],
+            "predicted_error": row["predicted_error"], "responsible": found.responsible,
+            "reason": found.reason, "ablation_errors": found.errors}

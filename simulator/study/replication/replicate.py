@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,15 +55,26 @@ import pandas as pd
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.scenario.calibration import deployment_of
+from specplan.simulator.study.backends import map_calls
 from specplan.simulator.study.options import RunOptions
-from specplan.simulator.study.replication.attribution import attribute
+from specplan.simulator.study.replication.attribution import (
+    Verdict,
+    attribute_figure,
+    needs_attribution,
+    recorded,
+)
 from specplan.simulator.study.replication.calibrate import (
+    GRID_FILE,
     HOST_GRID_MS,
     SCALE_GRID,
+    Fit,
     Grid,
+    Pair,
     figure_key,
     read_grid,
-    simulate_grid,
+    search_grid,
+    simulate_pairs,
+    write_grid,
 )
 from specplan.simulator.study.replication.case_runner import (
     AS_RUN,
@@ -89,10 +101,13 @@ from specplan.simulator.study.replication.step_cases import StepRunner, is_step
 from specplan.simulator.study.replication.table import write_table
 from specplan.simulator.study.replication.transfer import (
     TRANSFER_MODES,
+    FoldKey,
     Folds,
     Member,
     RowKey,
     fit_folds,
+    fitted_on,
+    training,
 )
 from specplan.simulator.study.replication.version_spread import spread_rows, spread_statistics
 
@@ -128,13 +143,15 @@ Entry = tuple[Case, Figure, Runner]
 class ReplicationAsk:
     """What a replication computes beyond the predictions: with `calibrate`, the calibrated and transferred errors
     (host time × level per engine version and layout, over these grids; transfer.py); `grid` reads an earlier
-    run's calibration_grid.csv instead of simulating what it holds; `table` writes the calibration table there,
-    with `command` as its provenance."""
+    run's calibration_grid.csv instead of simulating what it holds; `full_grid` simulates every grid point for
+    every case (else the search of calibrate.py); `table` writes the calibration table there, with `command` as
+    its provenance."""
 
     calibrate: bool = False
     host_grid: tuple[float, ...] = HOST_GRID_MS
     scale_grid: tuple[float, ...] = SCALE_GRID
     grid: Path | None = None
+    full_grid: bool = False
     table: Path | None = None
     command: str = ""
     attribute: bool = False
@@ -149,17 +166,12 @@ def replicate(source: str | Path | Iterable[Case], ask: ReplicationAsk | None = 
     out = options.out_path or Path(tempfile.mkdtemp(prefix="specplan-replicate-"))
     progress = (lambda m: print(m, file=sys.stderr)) if options.progress else (lambda _m: None)
     rows, runnable = statuses(cases, out, progress)
-    for entry in runnable:
-        row = rows[id(entry[1])]
-        add_prediction(row, entry[1], entry[2].predict(entry[1], Params()), "predicted")
-        row.update(entry[2].modes(entry[1], Params()))
-        add_sensitivity(row, entry)
+    predicted = predictions(runnable, rows, out, options.workers or 1)
     params: dict[str, dict[str, Params]] = {}
     serving = [entry for entry in runnable if not is_step(entry[0])]  # a step case is predicted only
-    attribution = attribute(((rows[id(figure)], figure, runner) for _c, figure, runner in serving
-                             if isinstance(runner, CaseRunner)), progress) if ask.attribute else []
+    attribution = attributions(serving, rows, out, options.workers or 1, progress) if ask.attribute else []
     if ask.calibrate and serving:
-        params = calibrations(serving, rows, out, ask, progress, options.workers or 1)
+        params = calibrations(serving, rows, out, ask, progress, options.workers or 1, predicted)
     result = Replication(pd.DataFrame(list(rows.values())), params, {case.name: case_status(case) for case in cases},
                          {case.name: assumed_al(case) for case in cases if "acceptance_assumption" in case.source},
                          spread_rows(cases), attribution)
@@ -257,31 +269,113 @@ def add_prediction(row: dict[str, Any], figure: Figure, value: float, mode: str)
     row[f"{mode}_error"] = signed_error(figure, value)
 
 
-def add_sensitivity(row: dict[str, Any], entry: Entry) -> None:
-    """The figure predicted at AL -10% and +10% where the case assumes its acceptance (module docstring)."""
-    case, figure, runner = entry
+@dataclass
+class Predicted:
+    """A case's plain predictions: each figure's value (summary units), how its steps ran, its sensitivities; the
+    case's own host time where every run of it has one (the grid point the predicted runs are), and the CPU
+    seconds its predicted runs took (the calibration's tasks go costliest first)."""
+
+    values: list[float]
+    modes: list[dict[str, Any]]
+    sensitivity: list[dict[str, float]]
+    host_ms: float | None
+    cpu_s: float
+
+
+def case_predictions(case: Case, figures: list[Figure], out: Path) -> Predicted:
+    """Every figure of one case predicted with nothing fitted (a task of `predictions`)."""
+    runner = runner_for(case, out)
+    started = time.process_time()
+    values = [runner.predict(figure, Params()) for figure in figures]
+    cpu = time.process_time() - started
+    modes = [runner.modes(figure, Params()) for figure in figures]
     lists = (case.source.get("acceptance_assumption") or {}).get("sensitivity") or {}
-    for name in SENSITIVITIES:
-        if name in lists and figure.metric != "speedup_sign":
-            value = runner.predict(figure, Params(), tuple(map(str, lists[name])))
-            row[f"{name}_value"] = in_unit(figure, value) if figure.metric not in RATIO_METRICS else value
-            row[f"{name}_change"] = value / runner.predict(figure, Params()) - 1.0
+    sensitivity = [{name: runner.predict(figure, Params(), tuple(map(str, lists[name])))
+                    for name in SENSITIVITIES if name in lists and figure.metric != "speedup_sign"}
+                   for figure in figures]
+    hosts = set() if is_step(case) else {runner.scenario(figure, arm, Params()).engine.host_overhead_ms
+                                         for figure in figures for arm in figure.arms}
+    return Predicted(values, modes, sensitivity, hosts.pop() if len(hosts) == 1 else None, cpu)
+
+
+def predictions(runnable: list[Entry], rows: dict[int, dict], out: Path, workers: int) -> dict[str, Predicted]:
+    """Every runnable figure predicted (a task per case on `workers` processes), its row filled in: the value,
+    how its steps ran, the acceptance sensitivity (module docstring)."""
+    by_case: dict[str, tuple[Case, list[Figure]]] = {}
+    for case, figure, _runner in runnable:
+        by_case.setdefault(case.name, (case, []))[1].append(figure)
+    names = sorted(by_case, key=lambda n: -sum(f.concurrency * (f.num_prompts or 1) for f in by_case[n][1]))
+    got: dict[str, Predicted] = {}
+
+    def done(index: int, get: Callable[[], Predicted]) -> None:
+        got[names[index]] = get()
+
+    calls = [(case_predictions, (*by_case[name], out)) for name in names]
+    map_calls(calls, done, workers, what="case", kept="nothing: the predictions are written at the end")
+    for name, result in got.items():
+        case, figures = by_case[name]
+        for index, figure in enumerate(figures):
+            row = rows[id(figure)]
+            add_prediction(row, figure, result.values[index], "predicted")
+            row.update(result.modes[index])
+            for key, value in result.sensitivity[index].items():
+                row[f"{key}_value"] = in_unit(figure, value) if figure.metric not in RATIO_METRICS else value
+                row[f"{key}_change"] = value / result.values[index] - 1.0
+    return got
+
+
+def case_attributions(case: Case, figures: list[tuple[Figure, float]], out: Path) -> list[Verdict]:
+    """Each (figure, its predicted signed error) of one case attributed (a task of `attributions`)."""
+    runner = CaseRunner(case, out)
+    return [attribute_figure(runner, figure, error) for figure, error in figures]
+
+
+def attributions(serving: list[Entry], rows: dict[int, dict], out: Path, workers: int,
+                 progress: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Every serving figure off by more than attribution.ATTRIBUTE_AT attributed (a task per case on `workers`
+    processes, costliest first), its row given `responsible` and `responsible_reason`; returns
+    replication.json's attribution list."""
+    by_case: dict[str, tuple[Case, list[Figure]]] = {}
+    for case, figure, runner in serving:
+        if isinstance(runner, CaseRunner) and needs_attribution(rows[id(figure)]):
+            by_case.setdefault(case.name, (case, []))[1].append(figure)
+    names = sorted(by_case, key=lambda n: -sum(f.concurrency * (f.num_prompts or 1) for f in by_case[n][1]))
+    found: dict[str, list[Verdict]] = {}
+
+    def done(index: int, get: Callable[[], list[Verdict]]) -> None:
+        found[names[index]] = get()
+        progress(f"{names[index]}: {len(found[names[index]])} figure(s) attributed")
+
+    calls = [(case_attributions, (by_case[name][0], [(f, float(rows[id(f)]["predicted_error"]))
+                                                     for f in by_case[name][1]], out)) for name in names]
+    map_calls(calls, done, workers, what="case", kept="nothing: the attribution is written at the end")
+    return [recorded(rows[id(figure)], verdict) for name in names if name in found
+            for figure, verdict in zip(by_case[name][1], found[name], strict=True)]
 
 
 def calibrations(runnable: list[Entry], rows: dict[int, dict], out: Path, ask: ReplicationAsk,
-                 progress: Callable[[str], None], workers: int) -> dict[str, dict[str, Params]]:
-    """Every serving figure simulated once on the grid (calibrate.py), every fold fitted over it (transfer.py),
-    each figure's calibrated and transferred predictions recorded; the table written where asked (table.py)."""
-    groups: dict[str, list[tuple[Case, Figure]]] = {}
+                 progress: Callable[[str], None], workers: int,
+                 predicted: dict[str, Predicted]) -> dict[str, dict[str, Params]]:
+    """The serving figures simulated at the grid points the fits need (calibrate.py's search, or every point with
+    `full_grid`), every fold fitted among its own points (transfer.py), each figure's calibrated and transferred
+    predictions recorded; the table written where asked (table.py)."""
+    figures: dict[str, list[tuple[Case, Figure]]] = {}
     for case, figure, _runner in runnable:
-        groups.setdefault(case.group, []).append((case, figure))
-    everything = [pair for members in groups.values() for pair in members]
-    cached = read_grid(ask.grid, everything) if ask.grid is not None else None
-    grid = simulate_grid(groups, out, ask.host_grid, ask.scale_grid, workers, progress, cached)
-    points = [Params(h, s) for h in ask.host_grid for s in ask.scale_grid]
+        figures.setdefault(case.name, []).append((case, figure))
+    everything = [pair for members in figures.values() for pair in members]
+    grid: Grid = read_grid(ask.grid, everything) if ask.grid is not None else {}
+    seed(grid, figures, predicted, ask)
+    write_grid(out / GRID_FILE, everything, grid)
     rowkeys = {case.name: row_key(case) for case, _f, _r in runnable}
     members = [Member(case, figure, rowkeys[case.name], gpu_of(case)) for case, figure in everything]
-    folds = fit_folds(members, grid, points)
+    fits = fold_fits(members)
+    cost = {name: result.cpu_s for name, result in predicted.items()}
+
+    def simulate(pairs: list[Pair]) -> None:
+        simulate_pairs(pairs, figures, grid, out, workers, cost, progress)
+
+    visited = search_grid(fits, figures, grid, simulate, ask.host_grid, ask.scale_grid, full=ask.full_grid)
+    folds = fit_folds(members, grid, lambda key: visited[key])
     for member in members:
         row = rows[id(member.figure)]
         for mode in TRANSFER_MODES:
@@ -289,6 +383,30 @@ def calibrations(runnable: list[Entry], rows: dict[int, dict], out: Path, ask: R
     if ask.table is not None:
         progress(f"calibration table written: {write_table(ask.table, members, folds, grid, ask.command)}")
     return fold_params(folds)
+
+
+def seed(grid: Grid, figures: dict[str, list[tuple[Case, Figure]]], predicted: dict[str, Predicted],
+         ask: ReplicationAsk) -> None:
+    """The plain predictions as the grid point they are (the case's own host time at scale 1, where that is a grid
+    point): the same scenarios, so the same values, simulated once."""
+    for name, members in figures.items():
+        result = predicted[name]
+        if result.host_ms is None or result.host_ms not in ask.host_grid or 1.0 not in ask.scale_grid:
+            continue
+        values = dict(zip(((c.name, f.line) for c, f in members), result.values, strict=True))
+        grid.setdefault(Params(result.host_ms, 1.0), {}).update(values)
+
+
+def fold_fits(members: list[Member]) -> dict[FoldKey, Fit]:
+    """Every fold of every mode (transfer.py), as the search sees it: its training figures and the cases that read
+    its choice."""
+    keys = Folds()
+    readers: dict[FoldKey, set[str]] = {}
+    for member in members:
+        for mode in TRANSFER_MODES:
+            readers.setdefault(keys.fold_of(member, mode), set()).add(member.case.name)
+    return {key: Fit(tuple((m.case, m.figure) for m in fitted_on(training(members, key))), frozenset(names))
+            for key, names in readers.items()}
 
 
 def row_key(case: Case) -> RowKey:

@@ -3,11 +3,12 @@
     folds = fit_folds(members, grid, points)      every fit a re-selection over one simulated grid
     folds.params(member, mode)                   the parameters that predict `member` in a mode (None: no fit)
 
-Place in the data flow: `replicate.py` (with `--calibrate`) has every serving
-figure simulated once at every point of the (host_ms, verify_scale) grid
-(`calibrate.simulate_grid`, kept in calibration_grid.csv); here each fit only
-chooses a grid point (`choose`), so the in-sample fit and every
-cross-validation fold cost no simulation. `table.py` writes the in-sample fits
+Place in the data flow: `replicate.py` (with `--calibrate`) has the serving
+figures simulated at the points of the (host_ms, verify_scale) grid each fold
+needs (`calibrate.search_grid`, kept in calibration_grid.csv; `--full-grid`:
+every point); here each fit only chooses a grid point among its fold's
+simulated points (`choose`), so the in-sample fit and every cross-validation
+fold cost no simulation. `table.py` writes the in-sample fits
 as the shipped calibration table.
 
 A row (`RowKey`) is an engine, the engine version the simulator runs it as
@@ -119,8 +120,10 @@ def choose(train: list[Member], grid: Grid, points: list[Params]) -> Params | No
     return best([(m.case, m.figure) for m in fit], grid, eligible)
 
 
-def fit_folds(members: list[Member], grid: Grid, points: list[Params]) -> Folds:
-    """Every fold of every mode over `members`, each `choose`n on its own training figures."""
+def fit_folds(members: list[Member], grid: Grid, points: list[Params] | Callable[[FoldKey], list[Params]]) -> Folds:
+    """Every fold of every mode over `members`, each `choose`n on its own training figures among `points`
+    (or `points(fold)`: the points the calibration's search simulated for that fold, calibrate.py)."""
+    candidates = points if callable(points) else (lambda _key: points)
     folds = Folds()
     for member in members:
         for mode in TRANSFER_MODES:
@@ -129,7 +132,7 @@ def fit_folds(members: list[Member], grid: Grid, points: list[Params]) -> Folds:
                 continue
             train = fitted_on(training(members, key))
             folds.trained_on[key] = train
-            folds.chosen[key] = choose(train, grid, points)
+            folds.chosen[key] = choose(train, grid, candidates(key))
     return folds
 
 

@@ -4,8 +4,9 @@ DIR is one case folder (source.yaml, scenario.yaml, published.csv) or a
 folder of them. `--calibrate` adds the calibrated and transferred errors
 (specplan.simulator.study.replication.replicate: host time and a level fitted
 per engine version and layout, and cross-validated leaving one GPU, then one
-layout, out); `--grid FILE` reuses an earlier run's calibration_grid.csv instead
-of simulating it again; `--write-table PATH` writes the calibration table
+layout, out: the grid points each fit needs are searched, `--full-grid`
+simulates them all); `--grid FILE` reuses an earlier run's calibration_grid.csv
+instead of simulating it again; `--write-table PATH` writes the calibration table
 (the shipped one is hwprofiles/public/calibration.yaml). Writes replication.csv, .md, .json
 and .png to --out and prints the table. `--only step` runs the step cases alone
 (a static batch priced by the step model, no simulation: seconds), `--only
@@ -48,11 +49,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grid", metavar="FILE",
                    help="with --calibrate: read the grid values an earlier --calibrate run wrote "
                         "(its calibration_grid.csv) instead of simulating them again")
+    p.add_argument("--full-grid", action="store_true",
+                   help="with --calibrate: simulate every grid point for every case and let every fit choose among "
+                        "all of them (default: the search simulates the points the fits need, calibrate.py)")
     p.add_argument("--write-table", metavar="PATH",
                    help="with --calibrate: write the calibration table `run`, `sweep`, `plan` and `tune` apply "
                         "(the shipped one: hwprofiles/public/calibration.yaml)")
     p.add_argument("--workers", type=whole_number, default=1,
-                   help="processes the calibration's grid points run on (default 1; the cores you can spare)")
+                   help="processes the predictions and the calibration's grid points run on (default 1; the cores you can spare)")
     p.add_argument("--only", choices=("step", "serving"),
                    help="run only the step cases (a static batch priced by the step model: seconds) or only the "
                         "serving cases")
@@ -72,14 +76,16 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else folder / "results"
     if args.workers < 1:
         raise SpecplanError(f"--workers must be at least 1, got {args.workers}")
-    if (args.grid or args.write_table) and not args.calibrate:
-        raise SpecplanError(f"{'--grid' if args.grid else '--write-table'} needs --calibrate")
+    needs = [flag for flag, given in (("--grid", args.grid), ("--write-table", args.write_table),
+                                      ("--full-grid", args.full_grid)) if given]
+    if needs and not args.calibrate:
+        raise SpecplanError(f"{needs[0]} needs --calibrate")
     if args.grid and not Path(args.grid).is_file():
         raise SpecplanError(f"--grid {args.grid}: no such file")
     cases = [case for case in read_cases(folder) if args.only is None or case.kind == args.only]
     if not cases:
         raise SpecplanError(f"{folder}: no {args.only} case inside")
-    ask = ReplicationAsk(calibrate=args.calibrate, grid=Path(args.grid) if args.grid else None,
+    ask = ReplicationAsk(calibrate=args.calibrate, grid=Path(args.grid) if args.grid else None, full_grid=args.full_grid,
                          table=Path(args.write_table) if args.write_table else None, command=command_line(args),
                          attribute=args.attribute)
     result = replicate(cases, ask,
@@ -101,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
 def command_line(args: argparse.Namespace) -> str:
     """The command as the table's provenance records it (the folder and flags that shape the fit)."""
-    flags = ["--calibrate"] + (["--only", args.only] if args.only else []) + \
+    flags = ["--calibrate"] + (["--full-grid"] if args.full_grid else []) + (["--only", args.only] if args.only else []) + \
         (["--write-table", args.write_table] if args.write_table else [])
     return " ".join(["specplan replicate", args.dir, *flags])
 
