@@ -1,15 +1,18 @@
 """The calibration's search (issue 46 item 4: `replicate --calibrate` in minutes): which grid points it simulates.
 
-On the committed grid (benchmarks/published/results/calibration_grid.csv, every figure at all 48 points) the
-search is run with that file as its simulator: it must choose each fold's full-grid point (or one a grid step
+On a full grid (tests/data/calibration-grid-full-e3e4468.csv.gz: a record's calibration_grid.csv with every
+figure at all 48 points, written before the search) the search is run with that file as its simulator: it must choose each fold's full-grid point (or one a grid step
 away), at a fraction of the pairs, and a fold's points must never depend on the figures it holds out.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import shutil
+import tempfile
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -40,22 +43,27 @@ from specplan.simulator.study.replication.transfer import Member, fit_folds
 from tests.conftest import REPO
 
 PUBLISHED = REPO / "benchmarks" / "published"
-COMMITTED = PUBLISHED / "results" / GRID_FILE
+# Every figure at every grid point (a --full-grid run, the record of e3e4468, before the search): what a full
+# grid chooses, against which the search is checked; the record's own grid file holds the searched points only.
+FULL_GRID = REPO / "tests" / "data" / "calibration-grid-full-e3e4468.csv.gz"
 TINY = REPO / "tests" / "data" / "replication-tiny"
 
 
 @cache
-def committed() -> tuple[list[Member], dict]:
-    """The development set's serving figures that the committed grid holds, as the fits see them, and the grid."""
+def full_grid() -> tuple[list[Member], dict]:
+    """The development set's serving figures that the full grid holds, as the fits see them, and the grid."""
     cases = [c for c in read_cases(PUBLISHED) if c.kind != "step" and availability(c) is None]
-    grid = read_grid(COMMITTED, [(c, f) for c in cases for f in c.figures])
+    with tempfile.TemporaryDirectory() as folder:
+        full = Path(folder) / GRID_FILE
+        full.write_bytes(gzip.decompress(FULL_GRID.read_bytes()))
+        grid = read_grid(full, [(c, f) for c in cases for f in c.figures])
     held = grid[Params(0.0, 1.0)]
     members = [Member(c, f, row_key(c), gpu_of(c)) for c in cases for f in c.figures if figure_key(c, f) in held]
     return members, grid
 
 
 def searched(members: list[Member], grid: dict) -> tuple[dict, dict, list]:
-    """The search run with the committed grid as its simulator: each fold's points, the values it read, the pairs."""
+    """The search run with the full grid as its simulator: each fold's points, the values it read, the pairs."""
     figures: dict[str, list] = {}
     for m in members:
         figures.setdefault(m.case.name, []).append((m.case, m.figure))
@@ -76,10 +84,10 @@ def steps_apart(a: Params, b: Params) -> int:
                abs(SCALE_GRID.index(a.verify_scale) - SCALE_GRID.index(b.verify_scale)))
 
 
-def test_the_search_picks_the_full_grids_point_on_the_committed_grid():
+def test_the_search_picks_the_full_grids_point_on_a_full_grid():
     """Every in-sample row and every fold: the point the full grid chooses, or one within a grid step; the search
     reads under a third of the full grid's (case, point) pairs."""
-    members, grid = committed()
+    members, grid = full_grid()
     full = fit_folds(members, grid, grid_points(HOST_GRID_MS, SCALE_GRID))
     visited, values, pairs = searched(members, grid)
     found = fit_folds(members, values, lambda key: visited[key])
@@ -94,7 +102,7 @@ def test_the_search_picks_the_full_grids_point_on_the_committed_grid():
 def test_a_folds_points_never_depend_on_its_held_out_figures():
     """Garbage in place of the held-out GPU's (or layout's) published values: the fold simulates the same points and
     chooses the same one; the in-sample fit, which sees them, moves."""
-    members, grid = committed()
+    members, grid = full_grid()
     visited, values, _pairs = searched(members, grid)
     folds = fit_folds(members, values, lambda key: visited[key])
     checked = 0
@@ -120,7 +128,7 @@ def test_a_folds_points_never_depend_on_its_held_out_figures():
 
 def test_a_fit_chooses_only_among_points_where_all_its_figures_were_simulated():
     """A better point that lacks one of the fit's figures is not eligible."""
-    members, grid = committed()
+    members, grid = full_grid()
     train = [(m.case, m.figure) for m in members if m.row == ("sglang", "0.5.14", "dp-attention") and m.goal]
     points = grid_points(HOST_GRID_MS, SCALE_GRID)
     chosen = best(train, grid, points)

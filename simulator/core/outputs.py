@@ -521,6 +521,8 @@ transferred_value | the unit column's | predicted with the fit on the other GPUs
 transferred_error | share | transferred_value / published − 1
 transferred_layout_value | the unit column's | predicted with the fit on the other layout of its engine version (leave one layout out; empty where there is none)
 transferred_layout_error | share | transferred_layout_value / published − 1
+responsible | — | with `replicate --attribute`, for a serving figure off by more than 30% (predicted): the mode, cap or rule whose one ablation brings |error| down most, by 5 points at least, else "step price" (attribution.py); empty otherwise
+responsible_reason | — | what that ablation changed and the error before and after, or (step price) the run's records: the main reason steps left the decode graph, the binding cap, the closest ablation
 """)
 
 VERSION_SPREAD = table("""
