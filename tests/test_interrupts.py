@@ -87,3 +87,25 @@ def test_a_second_ctrl_c_stops_the_workers_at_once(tmp_path):
     assert "Traceback" not in err and "stopped" in err
     assert len(err.strip().splitlines()) <= 3  # the finishing line, the stopped line, nothing else
     assert not list((out / "points").glob(".*.tmp"))
+
+
+def test_a_stopping_command_ignores_further_stop_signals(monkeypatch):
+    """A second Ctrl-C while the command says it stopped and exits would end it by the signal (status -2, no line
+    of its own): once stopping, the command ignores stop signals."""
+    from types import SimpleNamespace
+
+    from specplan.cli import main as cli
+    from specplan.simulator.study.interrupts import STOP_SIGNALS
+
+    def interrupted(_args):
+        raise KeyboardInterrupt
+
+    saved = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    try:
+        monkeypatch.setattr(cli, "parser", lambda _modules: SimpleNamespace(
+            parse_args=lambda _argv: SimpleNamespace(func=interrupted)))
+        assert cli.main(["run"]) == 130
+        assert all(signal.getsignal(signum) == signal.SIG_IGN for signum in STOP_SIGNALS)
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)

@@ -68,6 +68,14 @@ class Interrupted(KeyboardInterrupt):
         return str(self.args[0])
 
 
+def stopping() -> None:
+    """A command already stopping ignores further stop signals (main thread only): a second Ctrl-C while it
+    says so and exits would end it by the signal itself (no exit status of its own)."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+
+
 def stop_on_signals() -> None:
     """The command's handlers: SIGTERM and SIGHUP stop it as Ctrl-C does (main thread only)."""
     if threading.current_thread() is not threading.main_thread():

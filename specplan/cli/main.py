@@ -21,7 +21,7 @@ from collections.abc import Collection
 
 from specplan.cli.commands import COMMANDS
 from specplan.errors import SpecplanError
-from specplan.simulator.study.interrupts import say, stop_on_signals
+from specplan.simulator.study.interrupts import say, stop_on_signals, stopping
 
 
 class Parser(argparse.ArgumentParser):
@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"specplan: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP; a batch says what it kept (Interrupted)
+        stopping()
         say(f"specplan: interrupted{': ' + str(exc) if str(exc) else ''}")
         return 128 + int(getattr(exc, "signum", signal.SIGINT))
     except BrokenPipeError:  # `specplan ... | head`: the reader went away; not an error of ours
