@@ -76,15 +76,22 @@ def idle_while_prefilling(config: EngineConfig, speculates: bool) -> bool:
     dp = config.engine.dp_attention
     setting = "auto" if dp is None else dp.decode_during_prefill
     if setting != "auto":
-        key = "engine.dp_attention.decode_during_prefill"
-        if config.dp is None:
-            raise ScenarioError(key, "what a rank runs while another prefills needs dp_attention.ranks >= 2")
-        if not config.chunked or config.prefill_schedule != "separate":
-            raise ScenarioError(key, "a rank runs a separate prefill batch only under engine.prefill chunked with "
-                                "schedule separate (or auto for an SGLang profile)")
+        needs_separate_ranks(config, "engine.dp_attention.decode_during_prefill",
+                             "what a rank runs while another prefills needs dp_attention.ranks >= 2",
+                             "a rank runs a separate prefill batch only under engine.prefill chunked with "
+                             "schedule separate (or auto for an SGLang profile)")
         return setting == "idle"
     rule = config.serving.dp_scheduler
     return config.dp is not None and speculates and rule is not None and rule.spec_prefill_idle
+
+
+def needs_separate_ranks(config: EngineConfig, key: str, no_ranks: str, not_separate: str) -> None:
+    """A DP rule's key refused in one line without data-parallel ranks (`no_ranks`) or without separate prefill
+    batches (`not_separate`)."""
+    if config.dp is None:
+        raise ScenarioError(key, no_ranks)
+    if not config.chunked or config.prefill_schedule != "separate":
+        raise ScenarioError(key, not_separate)
 
 
 def delay_passes(config: EngineConfig) -> int | None:
@@ -94,11 +101,9 @@ def delay_passes(config: EngineConfig) -> int | None:
     if dp is None or not dp.prefill_delayer:
         return None
     key = "engine.dp_attention.prefill_delayer"
-    if config.dp is None:
-        raise ScenarioError(key, "the prefill delayer aligns data-parallel ranks: it needs dp_attention.ranks >= 2")
-    if not config.chunked or config.prefill_schedule != "separate":
-        raise ScenarioError(key, "the prefill delayer is modelled for SGLang's separate prefill batches: set "
-                            "engine.prefill to chunked with schedule separate (or auto for an SGLang profile)")
+    needs_separate_ranks(config, key, "the prefill delayer aligns data-parallel ranks: it needs dp_attention.ranks >= 2",
+                         "the prefill delayer is modelled for SGLang's separate prefill batches: set engine.prefill "
+                         "to chunked with schedule separate (or auto for an SGLang profile)")
     serving = config.serving
     rule = None if serving.dp_scheduler is None else serving.dp_scheduler.delayer
     if rule is None and serving.name != "none":
