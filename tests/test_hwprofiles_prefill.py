@@ -62,6 +62,7 @@ def test_prefill_builtins_are_prefill_phase_and_physical() -> None:
         profile = load_profile(f"builtin:{name}")
         meta = profile.provenance
         assert meta["phase"] == "prefill" and "NVIDIA AIConfigurator" in meta["source"]
+        assert "past the last row the last two rows' slope continues (an estimate" in meta["context_axis"], name
         assert profile.max_tokens == 16384 and int(meta["kv_capacity_tokens"].split()[0]) > 100_000
         t = np.array([1024, 4096, 16384])
         ms = profile.step_ms(t, t * t)

@@ -222,7 +222,9 @@ def prefill_provenance(compiled: CompiledTarget, tokens: np.ndarray, plain: np.n
         "license": "Apache-2.0 (NVIDIA AIConfigurator); a table derived from it, not its raw timings",
         "tokens_axis": "T: new prompt tokens computed in the step (all requests of the batch)",
         "context_axis": "C = sum over the batch's requests of n*(n + 2p): n new tokens over p tokens already "
-                        "cached (twice the causal attention pairs); C >= T",
+                        "cached (twice the causal attention pairs); C >= T; past the last row the last two rows' "
+                        "slope continues (an estimate: the attention is bound by the pairs it computes; "
+                        "hwprofiles/profile.py)",
         "layout": "(T, C) is priced as R = round(T/s) requests of s = C/T new tokens and no prefix when s <= T, "
                   "else one request of T new tokens over a prefix (C/T - T)/2",
         "composition": "step_ms(T, C) = context-phase non-attention operators at T tokens (GEMMs, norms, "
