@@ -7,13 +7,16 @@ hardware, cluster, engine, drafter and policy after the workload's and arm's ove
 names, so cases that publish the same deployment at other concurrencies pool (the census prints each deployment
 and its concurrencies).
 
-The goal's reading, a deployment with three or more concurrencies: for every pair, the terms (host time and
-verify scale: specplan.simulator.study.fit.fitting, the linear surrogate solved and re-centred once) fitted on
-the runs at the pair, and the runs at every other concurrency simulated at them. Where a deployment publishes
-two concurrencies only, there are no others: what it can say is the leave-one-concurrency-out error (the scale
-fitted on one concurrency with host time kept at the scenario's own, since one setting cannot tell it from the
-level; the other predicted). Prints each deployment's errors and the median |error| of each reading over every
-predicted figure, beside the same figures predicted with nothing fitted.
+The fold rule (FOLD_RULE, fixed before any result was read): a deployment with three or more concurrencies
+is fitted on every pair of them in turn, and each fold predicts every other concurrency; the terms (host time
+and verify scale: specplan.simulator.study.fit.fitting, the linear surrogate solved and re-centred once) are
+fitted on the pair's runs only (`folds` and `split`: a held-out run never enters its fold's training runs). A
+held-out figure is counted once per fold that holds it out (with four concurrencies, each is predicted by the
+three pairs that leave it out). Where a deployment publishes two concurrencies only, there are no others: what
+it can say is the leave-one-concurrency-out error (the scale fitted on one concurrency with host time kept at
+the scenario's own, since one setting cannot tell it from the level; the other predicted). Prints each fold's
+errors, each deployment's median |error| over its held-out figures, and the median of each reading over every
+held-out figure, each beside the same figures predicted with nothing fitted.
 
     .venv/bin/python benchmarks/fit_devset.py [--cases benchmarks/published] [--only NAME ...] [--census]
 """
@@ -44,6 +47,9 @@ SHORT = {"output_throughput": "throughput", "mean_tpot_ms": "TPOT"}
 HELD_OUT = ("v4-pro", "deepseek-v4-pro")
 DEPLOYMENT_KEYS = ("hardware", "cluster", "engine", "drafter", "policy")
 Errors = list[tuple[float, float]]   # (predicted with nothing fitted, fitted elsewhere) relative errors
+Fold = tuple[tuple[int, ...], tuple[int, ...]]   # (training concurrencies, held-out concurrencies)
+FOLD_RULE = ("three or more concurrencies: every pair fitted in turn, every other concurrency predicted; "
+             "two: each fitted in turn, the other predicted")
 
 
 class DeploymentSimulator:
@@ -134,6 +140,23 @@ def predicted(sim: DeploymentSimulator, runs: list[MeasuredRun], point: fitting.
     return out
 
 
+def folds(levels: list[int]) -> list[Fold]:
+    """The folds of a deployment publishing these concurrencies, by FOLD_RULE: with three or more, every pair is a
+    training fold and the rest are held out; with two, each one trains and the other is held out; with one, none."""
+    levels = sorted(set(levels))
+    size = 2 if len(levels) >= 3 else 1
+    if len(levels) < 2:
+        return []
+    return [(train, tuple(c for c in levels if c not in train)) for train in itertools.combinations(levels, size)]
+
+
+def split(runs: list[MeasuredRun], fold: Fold) -> tuple[list[MeasuredRun], list[MeasuredRun]]:
+    """A fold's (training runs, held-out runs): a run trains only at a training concurrency, and is held out only
+    at a held-out one, so no held-out figure is ever fitted on."""
+    train_at, held_at = fold
+    return [r for r in runs if r.concurrency in train_at], [r for r in runs if r.concurrency in held_at]
+
+
 def deployment(cases: dict[str, Case], groups: dict[str, list[Figure]], work: Path) -> tuple[Errors, Errors]:
     """(fit-on-two errors, leave-one-concurrency-out errors) of every held-out figure of one deployment."""
     runs, label = measured(groups), "+".join(cases)
@@ -142,18 +165,18 @@ def deployment(cases: dict[str, Case], groups: dict[str, list[Figure]], work: Pa
         return [], []
     sim = DeploymentSimulator(cases, work, groups)
     host0 = sim.base.engine.host_overhead_ms
-    pairs = list(itertools.combinations(levels, 2)) if len(levels) >= 3 else [(c,) for c in levels]
     out: Errors = []
-    for train_at in pairs:
-        point = fitted(sim, [r for r in runs if r.concurrency in train_at], host0)
-        held = [r for r in runs if r.concurrency not in train_at]
+    for fold in folds(levels):
+        train, held = split(runs, fold)
+        point = fitted(sim, train, host0)
         errors = predicted(sim, held, point, host0)
         names = [SHORT[m] for r in held for m in r.figures]
         out += errors
-        host = "fitted" if len(train_at) > 1 else "the scenario's, kept"
-        print(f"  {label}: fitted on concurrency {list(train_at)} -> host {point.host_ms:.3f} ms ({host}), scale "
-              f"{point.scale:.3f}; predicting {[c for c in levels if c not in train_at]}: "
+        host = "fitted" if len(fold[0]) > 1 else "the scenario's, kept"
+        print(f"  {label}: fitted on concurrency {list(fold[0])} -> host {point.host_ms:.3f} ms ({host}), scale "
+              f"{point.scale:.3f}; predicting {list(fold[1])}: "
               + ", ".join(f"{name} {e:+.1%}" for name, (_, e) in zip(names, errors, strict=True)), flush=True)
+    print(median_line(out, f"  {label}, held-out figures"), flush=True)
     return (out, []) if len(levels) >= 3 else ([], out)
 
 
@@ -187,6 +210,7 @@ def main() -> int:
     if most < 3:
         print("no deployment publishes three concurrencies: 'fit on two, predict the others' has no others here; "
               "the leave-one-concurrency-out reading follows")
+    print(f"fold rule: {FOLD_RULE}")
     two: Errors = []
     one: Errors = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
+import types
+from pathlib import Path
 
 import pandas as pd
 
@@ -39,3 +41,60 @@ def test_a_deployment_pools_its_cases_and_another_model_stays_apart(tmp_path, ca
     assert sorted(sorted(cases) for cases, _ in pooled) == [[CELL.name, again.name], [SAME_SCENARIO_OTHER_MODEL.name]]
     assert devset.census(pooled) == 3
     assert f"deployment of {CELL.name} + {again.name}: concurrency [1, 4, 16]" in capsys.readouterr().out
+
+
+def hand_made_runs(devset, levels, cases=("a", "b")):
+    """A small deployment: two cases, each with a throughput and a TPOT figure at every concurrency."""
+    return [devset.MeasuredRun(f"{case}|w|arm|{c}", "case", c, 1, 1, 1,
+                               {"output_throughput": 100.0 * c, "mean_tpot_ms": 10.0 + c})
+            for case in cases for c in levels]
+
+
+def test_the_fold_rule_never_trains_on_a_held_out_figure():
+    """Four concurrencies: every pair trains once (six folds), its runs are exactly the pair's, and every other
+    concurrency's runs, of both cases, are held out; two concurrencies: each trains once; one: no fold."""
+    devset = devset_module()
+    levels = [1, 4, 16, 64]
+    runs = hand_made_runs(devset, levels)
+    folds = devset.folds([r.concurrency for r in runs])
+    assert [train for train, _ in folds] == [(1, 4), (1, 16), (1, 64), (4, 16), (4, 64), (16, 64)]
+    for fold in folds:
+        train, held = devset.split(runs, fold)
+        assert {r.concurrency for r in train} == set(fold[0]) and len(train) == 4
+        assert {r.concurrency for r in held} == set(levels) - set(fold[0]) and len(held) == 4
+        assert not {r.name for r in train} & {r.name for r in held}
+    held_counts = {c: sum(c in held for _, held in folds) for c in levels}
+    assert held_counts == {1: 3, 4: 3, 16: 3, 64: 3}
+    assert devset.folds([16, 1, 16]) == [((1,), (16,)), ((16,), (1,))]
+    assert devset.folds([8, 8]) == []
+
+
+def test_a_deployment_fits_each_fold_on_its_training_runs_only(monkeypatch, capsys):
+    """deployment() hands the fit a fold's training runs and the prediction its held-out runs, never one run to
+    both, and prints the deployment's median beside the nothing-fitted one."""
+    devset = devset_module()
+    seen: list[tuple[set[str], set[str]]] = []
+
+    class Stub:
+        def __init__(self, *args):
+            self.base = types.SimpleNamespace(engine=types.SimpleNamespace(host_overhead_ms=0.5))
+
+    def fitted(sim, train, host0):
+        seen.append(({r.name for r in train}, set()))
+        return devset.fitting.Point(host0, 1.0)
+
+    def predicted(sim, held, point, host0):
+        seen[-1][1].update(r.name for r in held)
+        return [(0.2, 0.1) for r in held for _ in r.figures]
+
+    monkeypatch.setattr(devset, "DeploymentSimulator", Stub)
+    monkeypatch.setattr(devset, "fitted", fitted)
+    monkeypatch.setattr(devset, "predicted", predicted)
+    figure = types.SimpleNamespace
+    groups = {f"a|w|arm|{c}": [figure(metric="output_throughput", value=1.0), figure(metric="mean_tpot", value=2.0)]
+              for c in (1, 4, 16)}
+    two, one = devset.deployment({"a": None}, groups, Path("unused"))
+    assert len(seen) == 3 and one == [] and len(two) == 3 * 2
+    for train, held in seen:
+        assert len(train) == 2 and len(held) == 1 and not train & held
+    assert "a, held-out figures: 6 figures, median |error| 10.0% with the fitted terms" in capsys.readouterr().out
