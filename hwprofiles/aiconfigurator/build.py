@@ -20,13 +20,14 @@ import numpy as np
 from specplan.hwprofiles.aiconfigurator.compile import CompiledTarget, compile_target
 from specplan.hwprofiles.aiconfigurator.deepep import deepep_rule
 from specplan.hwprofiles.aiconfigurator.drafters import attention_window, drafter_ops
-from specplan.hwprofiles.aiconfigurator.megamoe_carry import carried_rows, expert_shape
+from specplan.hwprofiles.aiconfigurator.megamoe_carry import CarryResult, carried_rows, expert_shape
 from specplan.hwprofiles.aiconfigurator.operators import kind_of, walk
 from specplan.hwprofiles.aiconfigurator.package import quiet, require_aic
 from specplan.hwprofiles.aiconfigurator.parts import PUBLIC_PARTS, LeafCurves
 from specplan.hwprofiles.aiconfigurator.physical_rule import apply_physical_rule
 from specplan.hwprofiles.aiconfigurator.provenance import Priced, provenance
 from specplan.hwprofiles.aiconfigurator.public import (
+    Measurement,
     ProfileKey,
     apply_public_rule,
     engine_kernel,
@@ -79,9 +80,7 @@ def price(target: AicTarget, layout: AicLayout, command: str, drafter: AicDrafte
     pricer = VerifyPricer(compiled, ops, layout.query_tokens, 0 if drafter is None else attention_window(ops))
     deepep = deepep_rule(pricer.leaf_curves(layout.max_tokens), pricer.plain_ops, target, prefill=False)
     key = profile_key(compiled, ops, layout.max_tokens)
-    measured = load_measurements()
-    carry = carried_rows(measured, key, expert_shape(moe_body(ops)))
-    rows = measured + carry.rows
+    rows, carry = public_rows(key, ops)
     leaves, checks = apply_public_rule(deepep.leaves, key, rows, moe_layers(ops))
     leaves, gemm_checks = apply_gemm_rule(leaves, gemm_leaves(pricer.plain_ops), target.system, target.dp, rows)
     leaves, physical = apply_physical_rule(leaves, pricer.plain_ops, compiled, layout.query_tokens)
@@ -127,6 +126,14 @@ def moe_layers(ops: list[dict[str, Any]]) -> float:
     """How many MoE layers the operator list stands for (the MoE operator's scale factor; 1 without one)."""
     body = moe_body(ops)
     return float(body["scale_factor"]) if body is not None else 1.0
+
+
+def public_rows(key: ProfileKey, ops: list[dict[str, Any]]) -> tuple[list[Measurement], CarryResult]:
+    """The public table's rows and, where MegaMoE has none at the key's GPU and EP, the rows the carry rule
+    derives (megamoe_carry.py), with its header line."""
+    measured = load_measurements()
+    carry = carried_rows(measured, key, expert_shape(moe_body(ops)))
+    return measured + carry.rows, carry
 
 
 def profile_key(compiled: CompiledTarget, ops: list[dict[str, Any]], max_tokens: int) -> ProfileKey:
