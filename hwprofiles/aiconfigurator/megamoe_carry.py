@@ -1,6 +1,6 @@
 """The MegaMoE carry rule: a public MegaMoE measurement at EP8 carried to another EP degree (and B200 to B300).
 
-Place in the data flow: `build.py` reads the public kernel table
+Place in the data flow: `build.public_rows` reads the public kernel table
 (`public.load_measurements`) and, for a target that runs SGLang's fused
 MegaMoE block where no row of its own GPU and EP degree exists, hands the
 rows here; `carried_rows` returns rows at the target's GPU and EP degree,
@@ -28,8 +28,8 @@ B300; W4A8 issues at the FP8 rate). Why, part by part:
 
 - weights: a rank at EP4 holds 64 of the 256 experts, twice EP8's 32, and
   streams every expert it is routed to from HBM once per step (at t = 64
-  tokens per rank every expert is hit at both degrees: +32 experts, 429 MB,
-  54 us per layer);
+  tokens per rank nearly every expert is hit at both degrees: +31.85
+  experts, 426 MB, 53.2 us per layer);
 - compute: at equal t a rank receives the same t x k token-expert pairs at
   any EP (ep x t tokens x k / ep ranks), so the MMA work C is unchanged; the
   pipelined kernel streams weights under its MMAs, so the extra read costs
