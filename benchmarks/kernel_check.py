@@ -29,12 +29,11 @@ import numpy as np
 
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.aiconfigurator import VerifyPricer, compile_target, price, quiet
-from specplan.hwprofiles.aiconfigurator.build import moe_layers, profile_key
+from specplan.hwprofiles.aiconfigurator.build import moe_layers, profile_key, public_rows
 from specplan.hwprofiles.aiconfigurator.parts import part_of
 from specplan.hwprofiles.aiconfigurator.public import (
     TOLERANCE,
     Check,
-    load_measurements,
     point_checks,
     setting,
 )
@@ -59,7 +58,7 @@ def checks_of(name: str) -> list[Check]:
     pricer = VerifyPricer(compiled, ops, layout.query_tokens)
     parts = sorted({part_of(str(e[0]).removeprefix("generation_")) for e in pricer.leaf_entries(1)})
     key = profile_key(compiled, ops, layout.max_tokens)
-    return point_checks(key, load_measurements(), parts, database_us(pricer, moe_layers(ops)))
+    return point_checks(key, public_rows(key, ops)[0], parts, database_us(pricer, moe_layers(ops)))
 
 
 def line(check: Check) -> str:

@@ -107,11 +107,11 @@ AIC_BUILTINS.update({
 #   routing, DeepSeek-V3's and Kimi's, none of top-6 over 256 experts), so gb200- and
 #   gb300-deepseek-v4-flash-tp4-sglang-nvfp4 (and their -mtp, -prefill) are not written (their cells run on the
 #   MXFP4 x FP8 tp4 built-ins of the same GPU, a stated stand-in); vLLM 0.24 has them on B200 (-nvfp4);
-# - MegaMoE of V4 geometry at a database version aiconfigurator-core serves, and a public MegaMoE measurement
-#   at EP4 on B200 or B300 (public/kernels.csv has EP8 on B200 and EP4 on GB300 only):
-#   b200- and b300-deepseek-v4-flash-dp4ep4-sglang-megamoe are not written (GB300 EP4 is measured:
-#   gb300-deepseek-v4-flash-dp4ep4-sglang-megamoe; B200 EP8 is measured for both geometries by DeepGEMM #316 and
-#   moe_ep_benchmark / vLLM #49636: b200-deepseek-v4-flash-dp8ep8-sglang-megamoe and the Pro one; B300 has none);
+# - MegaMoE of V4 geometry at a database version aiconfigurator-core serves: every -megamoe built-in takes its
+#   block's level from a public measurement (public/kernels.csv: EP8 on B200 for both geometries, DeepGEMM #316,
+#   moe_ep_benchmark / vLLM #49636; EP4 on GB300); b200- and b300-deepseek-v4-flash-dp4ep4-sglang-megamoe, with no
+#   row of their own, take B200's EP8 rows carried to EP4 by a stated rule (aiconfigurator/megamoe_carry.py:
+#   the extra experts' weight read at HBM bandwidth; B300 = B200, equal HBM, NVLink and FP8 peaks);
 # - FP4 (W4A16 MXFP4, Marlin / CUTLASS) experts on H200 and H100: the databases' Hopper W4A16 MXFP4 rows
 #   (SGLang 0.5.14, vLLM 0.24.0) are of gpt-oss (32 or 128 experts, hidden 2880, top-4) and of one 896-expert
 #   model (hidden 3584, ffn 3072, top-16) only, none of V4-Flash (256 x 4096 x 2048, top-6) or V4-Pro (384 x
@@ -189,6 +189,10 @@ V4_SPECS = [  # (gpus, family, topologies, engine, precision suffix, forwards)
     # deepgemm_pr316)
     (("b200",), "flash", ("tp8",), "sglang", "", DSPARK),
     (("b200",), "flash", ("dp8ep8",), "sglang", "-megamoe", ("",)),
+    # the cookbook's DP4 MegaMoE high-throughput cells on B200 and B300 and sglang #25052's step case: no public
+    # MegaMoE row at EP4 on either GPU; B200's EP8 rows carried to EP4 by the MegaMoE carry rule, and to B300
+    # (equal HBM, NVLink and FP8 peaks) unscaled (aiconfigurator/megamoe_carry.py)
+    (("b200", "b300"), "flash", ("dp4ep4",), "sglang", "-megamoe", ("",)),
     # the GB200 NVFP4 low-latency cell's stand-in (SGLang's FP4-expert tables of V4 geometry on GB200; its NVFP4
     # rows are of other routings): TP4 with its MTP drafter
     (("gb200",), "flash", ("tp4",), "sglang", "", MTP),

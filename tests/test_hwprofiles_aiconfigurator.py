@@ -139,14 +139,16 @@ def test_without_the_package_the_command_says_how_to_install_it(cli, tmp_path, m
 # heads past the native count on a DP8 grid, SGLang's FP4 experts on TP4/EP1, an FP8 sliding-window DSpark
 # drafter over 6 positions, a DP8 MTP module, a MegaMoE block set by its public measurement on a DP4 grid;
 # issue 36: shared-expert GEMMs set from their SGLang twin by the physical rule, V4-Pro on 4 GB300s with its own
-# attention rows, a V4-Pro MegaMoE block set by DeepGEMM #316 on a DP8 grid); all 109 regenerate byte for byte
+# attention rows, a V4-Pro MegaMoE block set by DeepGEMM #316 on a DP8 grid; issue 47: a MegaMoE block set by B200's
+# EP8 rows carried to EP4, on B200 and, unscaled, on B300); all regenerate byte for byte
 # with `python -m specplan.hwprofiles.builtins` (~4 min with the rest on the shared machine), and every one's
 # recorded command is checked against its entry below.
 V4_REGENERATED = ("b200-deepseek-v4-flash-tp8ep8-vllm", "b300-deepseek-v4-pro-dp8ep8-vllm",
                   "b200-deepseek-v4-flash-tp4-sglang", "h200-deepseek-v4-flash-tp8ep8-sglang-fp8-dspark",
                   "b300-deepseek-v4-flash-dp8ep8-sglang-mtp", "gb300-deepseek-v4-flash-dp4ep4-sglang-megamoe",
                   "b300-deepseek-v4-pro-tp8ep8-vllm", "gb300-deepseek-v4-pro-tp4-sglang-dspark",
-                  "b200-deepseek-v4-pro-dp8ep8-sglang-megamoe")
+                  "b200-deepseek-v4-pro-dp8ep8-sglang-megamoe", "b200-deepseek-v4-flash-dp4ep4-sglang-megamoe",
+                  "b300-deepseek-v4-flash-dp4ep4-sglang-megamoe")
 
 
 @pytest.mark.slow("regenerates built-in profiles from AIConfigurator's kernel database")

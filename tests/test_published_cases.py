@@ -124,12 +124,11 @@ def test_a_cookbook_case_runs_end_to_end_at_tiny_size(tmp_path, cli):
     assert "AL -10% / +10%, case case (AL 2.97 assumed" in out
 
 
-# the cells whose built-ins the database cannot price (hwprofiles/builtins.py, beside V4_SPECS): MegaMoE at EP4 on
-# B200 / B300; each says why in its source.yaml (requires.unsupported), which is the case's status. (The H200 FP4 and
-# the GB200 / GB300 NVFP4 cells run on stated stand-ins since issue 47: requires.stand_ins.)
-DATABASE_GAPS = {"sglang-cookbook-v4-flash-b200-fp4-high-throughput", "sglang-cookbook-v4-flash-b300-fp4-high-throughput",
-                 # step cases on the same B200 DP4 MegaMoE built-in (sgl-project/sglang PR #25052)
-                 "sglang-25052-v4-flash-megamoe-w4a8-b200-step", "sglang-25052-v4-flash-megamoe-w4a4-b200-step"}
+# the cells whose built-ins no table or public measurement prices: MegaMoE W4A4 (FP4 x FP4) on B200 (sgl-project/sglang
+# PR #25052's step case); it says why in its source.yaml (requires.unsupported), which is the case's status. (The H200
+# FP4 and the GB200 / GB300 NVFP4 cells run on stated stand-ins since issue 47, and MegaMoE W4A8 at EP4 on B200 / B300
+# on B200's EP8 rows carried by the MegaMoE carry rule: requires.stand_ins.)
+DATABASE_GAPS = {"sglang-25052-v4-flash-megamoe-w4a4-b200-step"}
 CASES = sorted(p for p in PUBLISHED.iterdir() if (p / "source.yaml").exists())
 
 

@@ -1,6 +1,7 @@
 """Building a verify-step (or drafter-forward) profile: compile, price the parts, apply the public rule, grid.
 
-    compile_target -> VerifyPricer.leaf_curves (every part at every B) -> deepep_rule -> apply_public_rule
+    compile_target -> VerifyPricer.leaf_curves (every part at every B) -> deepep_rule
+        -> apply_public_rule (with megamoe_carry's rows where MegaMoE has no row at the target's GPU and EP)
         -> apply_gemm_rule -> apply_physical_rule -> token grid of the charged step
         -> attention and indexer at every (B, C) -> StepProfile
 
@@ -19,12 +20,14 @@ import numpy as np
 from specplan.hwprofiles.aiconfigurator.compile import CompiledTarget, compile_target
 from specplan.hwprofiles.aiconfigurator.deepep import deepep_rule
 from specplan.hwprofiles.aiconfigurator.drafters import attention_window, drafter_ops
+from specplan.hwprofiles.aiconfigurator.megamoe_carry import CarryResult, carried_rows, expert_shape
 from specplan.hwprofiles.aiconfigurator.operators import kind_of, walk
 from specplan.hwprofiles.aiconfigurator.package import quiet, require_aic
 from specplan.hwprofiles.aiconfigurator.parts import PUBLIC_PARTS, LeafCurves
 from specplan.hwprofiles.aiconfigurator.physical_rule import apply_physical_rule
 from specplan.hwprofiles.aiconfigurator.provenance import Priced, provenance
 from specplan.hwprofiles.aiconfigurator.public import (
+    Measurement,
     ProfileKey,
     apply_public_rule,
     engine_kernel,
@@ -76,18 +79,19 @@ def price(target: AicTarget, layout: AicLayout, command: str, drafter: AicDrafte
     ops = list(compiled.ops) if drafter is None else drafter_ops(compiled, drafter)
     pricer = VerifyPricer(compiled, ops, layout.query_tokens, 0 if drafter is None else attention_window(ops))
     deepep = deepep_rule(pricer.leaf_curves(layout.max_tokens), pricer.plain_ops, target, prefill=False)
-    rows = load_measurements()
-    leaves, checks = apply_public_rule(deepep.leaves, profile_key(compiled, ops, layout.max_tokens), rows,
-                                       moe_layers(ops))
+    key = profile_key(compiled, ops, layout.max_tokens)
+    rows, carry = public_rows(key, ops)
+    leaves, checks = apply_public_rule(deepep.leaves, key, rows, moe_layers(ops))
     leaves, gemm_checks = apply_gemm_rule(leaves, gemm_leaves(pricer.plain_ops), target.system, target.dp, rows)
     leaves, physical = apply_physical_rule(leaves, pricer.plain_ops, compiled, layout.query_tokens)
     if target.moe_backend == "megamoe" and not any(p in leaves.notes for p in PUBLIC_PARTS["moe_block"]):
         raise ProfileError(f"--moe-backend megamoe: no public MegaMoE measurement matches {target.model} on "
-                           f"{target.system} at EP{target.ep} with data-parallel attention, and the database has "
-                           "no MegaMoE table of this geometry (hwprofiles/public/kernels.csv)")
+                           f"{target.system} at EP{target.ep} with data-parallel attention, none at EP8 on it (or "
+                           "on a GPU of equal peaks) for the MegaMoE carry rule (megamoe_carry.py) to carry, and "
+                           "the database has no MegaMoE table of this geometry (hwprofiles/public/kernels.csv)")
     tokens = replica_grid(gemm_sample_tokens(compiled, ops), layout.query_tokens, leaves.charged_ms(), target.dp)
     return Priced(compiled, layout, drafter, pricer, leaves, tokens, checks, command, gemm_checks, physical,
-                  deepep.line)
+                  deepep.line, carry.line)
 
 
 def build_profile(target: AicTarget, layout: AicLayout, name: str, command: str,
@@ -122,6 +126,14 @@ def moe_layers(ops: list[dict[str, Any]]) -> float:
     """How many MoE layers the operator list stands for (the MoE operator's scale factor; 1 without one)."""
     body = moe_body(ops)
     return float(body["scale_factor"]) if body is not None else 1.0
+
+
+def public_rows(key: ProfileKey, ops: list[dict[str, Any]]) -> tuple[list[Measurement], CarryResult]:
+    """The public table's rows and, where MegaMoE has none at the key's GPU and EP, the rows the carry rule
+    derives (megamoe_carry.py), with its header line."""
+    measured = load_measurements()
+    carry = carried_rows(measured, key, expert_shape(moe_body(ops)))
+    return measured + carry.rows, carry
 
 
 def profile_key(compiled: CompiledTarget, ops: list[dict[str, Any]], max_tokens: int) -> ProfileKey:

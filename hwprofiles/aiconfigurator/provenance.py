@@ -63,6 +63,7 @@ class Priced:
     gemm_checks: list[GemmCheck] = field(default_factory=list)
     physical: list[Finding] = field(default_factory=list)
     deepep: str = ""                # the DeepEP rule's header line (deepep.py); empty where it does not apply
+    megamoe_carry: str = ""         # the MegaMoE carry rule's header line (megamoe_carry.py); empty where not applied
 
     @property
     def plain(self) -> np.ndarray:
@@ -140,7 +141,10 @@ def identity(priced: Priced) -> dict[str, str]:
         **attention_data(target, list(compiled.ops), "generation"),
         **({"moe_backend": f"{target.moe_backend}: the engine's MoE backend; the database has no table of it for "
                            f"this geometry, so its default MoE path at {engine['moe_dtype']} gives the block's shape "
-                           "and the public measurement its level (public_rule)"} if target.moe_backend else {}),
+                           "and the public measurement its level (public_rule)"
+                           + (f"; the EP{target.ep} level is carried from EP8 by the MegaMoE carry rule "
+                              "(megamoe_carry)" if priced.megamoe_carry else "")} if target.moe_backend else {}),
+        **({"megamoe_carry": priced.megamoe_carry} if priced.megamoe_carry else {}),
     }
 
 
