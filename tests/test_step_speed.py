@@ -9,14 +9,17 @@ each must give the numbers a call per step gives, in the same order.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from specplan.simulator.core.streams import stream
 from specplan.simulator.engine.assembly import assemble
 from specplan.simulator.engine.batch import COLUMNS, Batch, Rows, ones
+from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.engine.core.request_log import RequestLog
+from specplan.simulator.engine.intake import register
 from specplan.simulator.engine.records.step_log import SpeculationCounters, StepLog
-from specplan.simulator.engine.speculator import DraftReader, Drawn
+from specplan.simulator.engine.speculator import AcceptanceRows, DraftReader, Drawn
 from tests.conftest import make_scenario
 
 
@@ -91,3 +94,43 @@ def test_a_draft_readers_step_draws_the_logits_and_outcomes_of_its_per_step_call
         np.testing.assert_array_equal(x, expected)
         survived = np.cumprod(outcomes.logistic(size=expected.shape) < expected, axis=1)
         np.testing.assert_array_equal(prefix, survived.sum(axis=1))
+
+
+def test_acceptance_rows_in_blocks_are_the_rows_one_call_per_request_makes() -> None:
+    """`AcceptanceRows` makes every registered request's row at once when an admitted one is missing: each row
+    equals the rule called for that request alone (admissions out of order, past the storage's doubling)."""
+    scenario = make_scenario(drafter={"acceptance": {"per_position": {"chat": [0.8, 0.7, 0.6], "code": [0.9, 0.8, 0.7]},
+                                                     "domains": {"chat": 0.5, "code": 0.5},
+                                                     "request_sigma": 0.4, "token_sigma": 0.3}})
+    drafter = assemble(scenario).drafter
+    rng = np.random.default_rng(5)
+    for rule in (drafter.row_probabilities, drafter.row_logits):
+        log, rows = RequestLog(), AcceptanceRows(rule, drafter.block_size)
+        for burst in (1, 3, 700, 2, 40):
+            for _ in range(burst):
+                register(log, 0.0, 100, 10, int(rng.integers(2)), float(rng.normal(0.0, 0.4)))
+            admitted = rng.permutation(log.size)[:min(5, log.size)]
+            for ids in (np.array([0, log.size - 1]), admitted[:1], admitted):  # an old row and a new one at once
+                expected = np.concatenate([rule(log["domain"][[rid]], log["acceptance_offset"][[rid]])
+                                           for rid in ids.tolist()])
+                np.testing.assert_array_equal(rows.of(log, ids), expected)
+        last = np.array([log.size - 1])  # the newest request: every registered row is made
+        np.testing.assert_array_equal(rows.of(log, last), rule(log["domain"][last], log["acceptance_offset"][last]))
+        assert rows.made == log.size
+
+
+@pytest.mark.parametrize("policy", [{"name": "static", "params": {"length": 3}}, {"name": "dspark-async"}])
+def test_acceptance_rows_in_blocks_give_the_records_of_one_row_per_admission(
+        policy: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose admissions read the block-made rows records what a run calling the rule at each admission (the
+    path they replace) records: the same requests and steps, on two replicas sharing one log."""
+    scenario = make_scenario(policy=policy, cluster={"replicas": 2, "router": "least_loaded"},
+                             drafter={"acceptance": {"request_sigma": 0.4, "token_sigma": 0.3}},
+                             workload={"arrivals": {"kind": "poisson", "rate_per_s": 12}})
+    blocks = simulate(scenario)
+    monkeypatch.setattr(AcceptanceRows, "of", lambda self, log, rids: self.rule(log["domain"][rids],
+                                                                                  log["acceptance_offset"][rids]))
+    one_by_one = simulate(scenario)
+    assert len(blocks.steps) > 100
+    pd.testing.assert_frame_equal(blocks.requests, one_by_one.requests)
+    pd.testing.assert_frame_equal(blocks.steps, one_by_one.steps)

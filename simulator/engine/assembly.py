@@ -17,8 +17,9 @@ the step never tests a mode.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.profile import StepProfile
@@ -49,7 +50,7 @@ from specplan.simulator.engine.records.recorders import (
     Recorders,
 )
 from specplan.simulator.engine.records.step_log import ChunkLog, SpeculationCounters, StepLog
-from specplan.simulator.engine.speculator import speculator
+from specplan.simulator.engine.speculator import AcceptanceRows, speculator
 from specplan.simulator.engine.step_modes import step_modes
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.policy import policy_params
@@ -64,6 +65,9 @@ class EngineParts:
     drafter: Drafter
     config: EngineConfig
     policy_params: Any
+    # each log's requests' acceptance rows, made in blocks and shared by the cores that admit them
+    acceptance_rows: WeakKeyDictionary[RequestLog, AcceptanceRows] = field(
+        default_factory=WeakKeyDictionary, compare=False, repr=False)
 
     def policy(self) -> Policy:
         return make_policy(self.scenario.policy.name, self.policy_params, self.drafter.block_size)
@@ -85,10 +89,13 @@ class EngineParts:
         emissions: list[Emission] = [] if chunks is None else [ChunkEmission(chunks)]
         if policy.learns:
             emissions.append(PolicyLearns(policy))
+        drafts = speculator(policy, drafter, quote_book(pricer, reads_context), budget, sampler, self.scenario.seed,
+                            index, config.batch_requests)
+        acceptance = self.acceptance_rows.get(log)
+        if acceptance is None or acceptance.rule != drafts.row_acceptance:  # one rule per log: its policy's
+            acceptance = self.acceptance_rows[log] = AcceptanceRows(drafts.row_acceptance, drafter.block_size)
         rules = Rules(kv=kv_caches(config), budget=budget, phases=prefill_phases(config, speculates),
-                      prompts=prompts(config.chunked, prompt_cache),
-                      speculator=speculator(policy, drafter, quote_book(pricer, reads_context), budget, sampler,
-                                            self.scenario.seed, index, config.batch_requests),
+                      prompts=prompts(config.chunked, prompt_cache), speculator=drafts, acceptance=acceptance,
                       context=context_rule(config, reads_context), loads=load_rule(config, pricer.loads),
                       emissions=tuple(emissions))
         return DecodeCore(config, rules, recorders, index)

@@ -33,6 +33,7 @@ from specplan.simulator.core.streams import stream
 from specplan.simulator.drafters.drafter import Drafter
 from specplan.simulator.engine.batch import Batch, Rows, ones
 from specplan.simulator.engine.budget import TokenBudget
+from specplan.simulator.engine.core.request_log import RequestLog
 from specplan.simulator.engine.price.pricer import QuoteBook
 from specplan.simulator.engine.price.quote import StepQuote
 from specplan.simulator.engine.price.rank_load import StepLoad
@@ -67,10 +68,43 @@ class Speculator(Protocol):
         ...
 
     def row_acceptance(self, domains: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        """Each admitted request's acceptance, fixed at admission (`Batch.acceptance`)."""
+        """Requests' acceptance rows, fixed at arrival (`Batch.acceptance`), from their domains and offsets
+        (elementwise: a row reads its own request alone; `AcceptanceRows` makes them in blocks)."""
         ...
 
     def speculate(self, batch: Batch, rows: Rows, planned: int | None, step: StepInputs) -> Speculation: ...
+
+
+class AcceptanceRows:
+    """Each request's acceptance row (`Speculator.row_acceptance` of its domain and offset), made for every
+    request the log has registered since the last block when an admitted request's row is not made yet: the
+    same numbers as one call per admission (the rule is elementwise), for one call per block of arrivals.
+
+    A request's domain and offset are written when it registers (specplan.simulator.engine.intake.register),
+    before any core can admit it, and never change. One per log, shared by the cores that admit its requests
+    (`EngineParts.core`); `of(log, rids)` is what `DecodeCore.add_rows` reads.
+    """
+
+    def __init__(self, rule: Callable[[np.ndarray, np.ndarray], np.ndarray], width: int) -> None:
+        self.rule = rule
+        self.rows = np.zeros((256, width))
+        self.made = 0  # rows 0 .. made − 1 are made
+
+    def of(self, log: RequestLog, rids: np.ndarray) -> np.ndarray:
+        """The rows of requests `rids` (k,) as a (k, γ) array."""
+        if rids[rids.argmax()] >= self.made:
+            self.make(log)
+        return self.rows[rids]
+
+    def make(self, log: RequestLog) -> None:
+        """Rows for every request registered since the last block."""
+        start, stop = self.made, log.size
+        if stop > self.rows.shape[0]:  # storage doubles
+            rows = np.zeros((max(stop, 2 * self.rows.shape[0]), self.rows.shape[1]))
+            rows[:start] = self.rows[:start]
+            self.rows = rows
+        self.rows[start:stop] = self.rule(log["domain"][start:stop], log["acceptance_offset"][start:stop])
+        self.made = stop
 
 
 class Drawn:

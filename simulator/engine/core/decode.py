@@ -25,6 +25,8 @@ branch in the step:
     phases      chunked prefill's schedule (phases: mixed or separate)
     prompts     where prompts are computed (prompts: staged before the engine, or chunked here)
     speculator  the drafts and their outcomes (speculator: none, fixed lengths, read by the policy)
+    acceptance  each admitted request's acceptance row, the speculator's rule made for every request
+                registered since the last block (speculator.AcceptanceRows, one per log)
     quotes      the step's price (price: one pricer, quotes cached by batch shape or fresh), its mode
                 decided by the engine's rule (step_modes: graph, piecewise or eager) and kept in the plan
     context, loads  what the price reads besides B (forward: the KV context, the per-rank load)
@@ -69,7 +71,7 @@ from specplan.simulator.engine.phases import PrefillPhases
 from specplan.simulator.engine.price.context import ContextRule, LoadRule
 from specplan.simulator.engine.prompts import Prompts
 from specplan.simulator.engine.records.recorders import Emission, Recorders
-from specplan.simulator.engine.speculator import Speculator, StepInputs
+from specplan.simulator.engine.speculator import AcceptanceRows, Speculator, StepInputs
 
 NONE = np.zeros(0, dtype=np.int64)
 
@@ -83,6 +85,7 @@ class Rules:
     phases: PrefillPhases
     prompts: Prompts
     speculator: Speculator
+    acceptance: AcceptanceRows        # the requests' acceptance rows (the speculator's rule, made in blocks)
     context: ContextRule
     loads: LoadRule
     emissions: tuple[Emission, ...]   # told what each decode step emitted (chunk log, a learning policy)
@@ -152,8 +155,7 @@ class DecodeCore:
         block = np.array(rows, dtype=np.int64).T
         rid = block[RID]
         rules.prompts.started(rid, now, log)  # a chunked prompt's computation starts now (TTFT's queue ends)
-        self.state.add(block, rules.speculator.row_acceptance(log["domain"][rid], log["acceptance_offset"][rid]), kv,
-                       prefilling)
+        self.state.add(block, rules.acceptance.of(log, rid), kv, prefilling)
 
     # ---- schedule ---------------------------------------------------------------------------
     def schedule(self, now: float) -> StepPlan:
