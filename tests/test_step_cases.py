@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from specplan.simulator.study.options import RunOptions
+from specplan.simulator.study.replication.case_runner import moe_path
 from specplan.simulator.study.replication.published import read_case
 from specplan.simulator.study.replication.replicate import replicate
 from specplan.simulator.study.replication.stats import (
@@ -80,7 +81,8 @@ def frame(serving_errors: list[float], step_errors: list[float], step_group: str
      "both (its step case misses by 25%, the cell by 75%: more than the step price explains)"),
     ([0.25], [0.40], "e/G/tp", "neither", "neither (the serving cell is within 30%; its step case is off 40%)"),
     ([0.05], [0.02], "e/G/tp", "neither", "neither (the serving cell is within 30%; its step case is off 2%)"),
-    ([0.40], [0.02], "e/G/dp-attention", "unknown", "no step case of this model, engine, GPU and layout: cannot tell"),
+    ([0.40], [0.02], "e/G/dp-attention", "unknown",
+     "no step case of this model, engine, GPU, layout and MoE path: cannot tell"),
 ], ids=["schedule", "step price", "both", "step off, serving within 30%", "neither", "no step case of its layout"])
 def test_the_responsible_one_is_the_step_price_or_the_schedule(serving, step, group, key, words):
     (cell,) = responsibility(frame(serving, step, group))
@@ -165,6 +167,28 @@ def test_a_step_case_on_another_count_of_gpus_is_not_the_nearest():
     (cell,) = responsibility(rows)
     assert cell["step_case"] is None and cell["step_vs_schedule"] == "unknown"
     assert cell["responsible"].startswith("no step case")
+
+
+def test_a_step_case_on_another_moe_path_is_not_the_nearest():
+    """A MegaMoE step case prices the fused block, not the DeepEP + grouped-GEMM path a cell on the same GPUs and
+    layout ran (sglang #25052's W4A8 table beside the B200 balanced cell): it says nothing of that cell's step."""
+    rows = frame([0.40], [0.02])
+    rows["moe_path"] = ["default", "megamoe"]
+    (cell,) = responsibility(rows)
+    assert cell["step_case"] is None and cell["step_vs_schedule"] == "unknown"
+    rows["moe_path"] = ["megamoe", "megamoe"]
+    (cell,) = responsibility(rows)
+    assert cell["step_case"] == "steps" and cell["step_vs_schedule"] == "schedule"
+
+
+def test_the_moe_path_is_read_from_the_cases_built_ins():
+    cases = {name: read_case(PUBLISHED / name) for name in (
+        "sglang-cookbook-v4-flash-b200-fp4-balanced", "sglang-cookbook-v4-flash-b200-fp4-high-throughput",
+        "sglang-25052-v4-flash-megamoe-w4a8-b200-step")}
+    assert {name: moe_path(case) for name, case in cases.items()} == {
+        "sglang-cookbook-v4-flash-b200-fp4-balanced": "default",
+        "sglang-cookbook-v4-flash-b200-fp4-high-throughput": "megamoe",
+        "sglang-25052-v4-flash-megamoe-w4a8-b200-step": "megamoe"}
 
 
 def test_a_sign_case_has_no_error_to_set_beside_its_step_case():

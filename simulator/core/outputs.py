@@ -495,6 +495,7 @@ model | — | the model the case ran, as step and serving cases are matched on i
 kind | — | the kind of cell: a cookbook recipe's strategy (low-latency, balanced, high-throughput), PR case, or step case
 gpu | — | the GPU the figure was measured on
 gpu_count | GPUs | how many of them the deployment ran on (step and serving cases are matched on it too)
+moe_path | — | the MoE kernel path the case's built-ins price: megamoe (SGLang's fused DeepGEMM MegaMoE) or default (the engine's default MoE path); step and serving cases are matched on it too
 workload | — | the benchmarked workload
 arm | — | the compared arm (a speed-up is an arm ratio, dspark/none)
 metric | — | what was published (throughput, TPOT, TTFT, speed-up, sign), with its statistic (mean_, median_)

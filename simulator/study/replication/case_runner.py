@@ -186,11 +186,19 @@ def base_row(case: Case, figure: Figure) -> dict[str, Any]:
     return {"source": case.name, "reference": case.source.get("reference", ""), "group": case.group,
             "level": case.kind, "model": model_key(case),
             "kind": kind(case), "gpu": str((case.source.get("gpus") or {}).get("type", "?")),
-            "gpu_count": int((case.source.get("gpus") or {}).get("count", 1) or 1),
+            "gpu_count": int((case.source.get("gpus") or {}).get("count", 1) or 1), "moe_path": moe_path(case),
             "workload": figure.workload, "arm": figure.arm, "metric": figure.metric,
             "statistic": figure.statistic or "-", "length_rule": figure.length_rule or "-",
             "concurrency": figure.concurrency, "published": figure.published, "unit": figure.unit,
             "line": figure.line, "basis": basis(case)}
+
+
+def moe_path(case: Case) -> str:
+    """The MoE kernel path the case's built-ins price: `megamoe` (SGLang's fused DeepGEMM MegaMoE, a `-megamoe`
+    built-in) or `default` (the engine's default MoE path for the checkpoint); a step case prices only the path it
+    ran, so step and serving cases are matched on it."""
+    profiles = (case.source.get("requires") or {}).get("profiles") or []
+    return "megamoe" if any("-megamoe" in str(name) for name in profiles) else "default"
 
 
 def kind(case: Case) -> str:

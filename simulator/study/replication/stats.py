@@ -5,7 +5,7 @@ below but the step ones) read only serving cases' rows (`serving_rows`); step
 cases' figures (a static batch priced by the step model, step_cases.py) have
 their own (`step_statistics`, goal: predicted median |error| <= 10%), and
 `responsibility` sets each serving cell beside its nearest step case (same
-model, engine, GPU, layout and GPU count, at the batch nearest the cell's
+model, engine, GPU, layout, GPU count and MoE path, at the batch nearest the cell's
 concurrency) to say which is responsible for its miss (`step_vs_schedule`,
 the rule in `verdict`): the step price (its step case is off by about the
 serving miss), the schedule (its step case is within 15%, the serving cell
@@ -200,12 +200,12 @@ def step_coverage_goal(steps: dict[str, Any]) -> dict[str, Any]:
 
 def responsibility(rows: pd.DataFrame) -> list[dict[str, Any]]:
     """Per serving cell (case): its predicted median |error| over its throughput and TPOT figures, its nearest
-    step case (same model, engine, GPU, layout and GPU count, at the batch nearest the cell's concurrency:
+    step case (same model, engine, GPU, layout, GPU count and MoE path, at the batch nearest the cell's concurrency:
     `nearest_step`) with that batch's median |error|, and which one is responsible (`step_vs_schedule`, the rule
     of `verdict`; `responsible` says it in words)."""
     if "model" not in rows:
         return []
-    same = ["group", "model", *(["gpu_count"] if "gpu_count" in rows else [])]
+    same = ["group", "model", *(key for key in ("gpu_count", "moe_path") if key in rows)]
     serving, steps = serving_rows(rows), step_rows(rows)
     out = []
     for source, part in serving.groupby("source", sort=False):
@@ -263,7 +263,7 @@ def verdict(serving: float | None, step_case: str | None, step: float | None,
         step |error| >  15%                 serving |error| <= 30%                     neither (no serving miss)
         step |error| >  15%                 serving |error| > 30%, <= step + 15 points step price
         step |error| >  15%                 serving |error| > step + 15 points         both
-        no predicted step case of the cell's model, engine, GPU, layout and GPU count, or
+        no predicted step case of the cell's model, engine, GPU, layout, GPU count and MoE path, or
         no serving throughput or TPOT figure predicted                                 unknown
 
     The step case's error is read at the batch nearest the cell's concurrency (`nearest_step`): a step price
@@ -274,7 +274,7 @@ def verdict(serving: float | None, step_case: str | None, step: float | None,
         return "unknown", ("no throughput or TPOT figure to compare (a sign or TTFT figure only)" if predicted
                            else "the serving cell is not predicted")
     if step_case is None:
-        return "unknown", "no step case of this model, engine, GPU and layout: cannot tell"
+        return "unknown", "no step case of this model, engine, GPU, layout and MoE path: cannot tell"
     if step is None:
         return "unknown", f"its step case ({step_case}) is not predicted: cannot tell"
     if serving <= SERVING_MISS:
