@@ -18,6 +18,21 @@ the scenario's own, since one setting cannot tell it from the level; the other p
 errors, each deployment's median |error| over its held-out figures, and the median of each reading over every
 held-out figure, each beside the same figures predicted with nothing fitted.
 
+Step cases (`kind: step`: one static batch per figure, priced by the step price with no scheduler, step_cases.py)
+join as deployments of their own level (never pooled with a serving case, and read apart from them) where they
+publish three or more batch sizes; one with fewer is skipped, said so. Their runs are (case, workload, arm, batch)
+and their fit figures the case's time figures, mapped onto the fit's names (fitting.time_like and linearise take
+each as a time, like TPOT):
+
+    step_itl        -> mean_tpot_ms       (the decode steps over the output tokens: the TPOT-like figure)
+    batch_latency   -> batch_latency_ms   (the batch's prefill and every decode step)
+    batch_ttft      -> batch_ttft_ms      (the batch's prefill, to the last first token)
+
+(the other step metrics, a median TTFT, an offline throughput or a log line's gen throughput, are not fit figures).
+The params reach a step's price as they reach a serving run (case_runner.calibrated_scenario: host time added to
+every prefill and decode step, the scale on the step's kernels), under the same FOLD_RULE, the batch size standing
+for the concurrency: with three batch sizes, every pair is fitted and the third predicted.
+
     .venv/bin/python benchmarks/fit_devset.py [--cases benchmarks/published] [--only NAME ...] [--census]
 """
 
@@ -32,18 +47,23 @@ from pathlib import Path
 
 import numpy as np
 
-from specplan.simulator.scenario import load_scenario
 from specplan.simulator.scenario.load import resolved_mapping
 from specplan.simulator.study.fit import fitting
 from specplan.simulator.study.fit.runs import MeasuredRun
-from specplan.simulator.study.replication.case_runner import CaseRunner, Params, availability
+from specplan.simulator.study.replication.case_runner import Params, availability
 from specplan.simulator.study.replication.published import Case, Figure, read_case
+from specplan.simulator.study.replication.replicate import runner_for
+from specplan.simulator.study.replication.step_cases import is_step
 
 REPO = Path(__file__).resolve().parents[1]
 FIT_NAME = {"output_throughput": "output_throughput", "output_throughput_per_gpu": "output_throughput",
             "total_throughput": "output_throughput", "total_throughput_per_gpu": "output_throughput",
             "mean_tpot": "mean_tpot_ms", "median_tpot": "mean_tpot_ms"}
-SHORT = {"output_throughput": "throughput", "mean_tpot_ms": "TPOT"}
+STEP_FIT_NAME = {"step_itl": "mean_tpot_ms", "batch_latency": "batch_latency_ms", "batch_ttft": "batch_ttft_ms"}
+SHORT = {"output_throughput": "throughput", "output_throughput_per_gpu": "throughput",
+         "total_throughput": "throughput", "total_throughput_per_gpu": "throughput", "mean_tpot": "TPOT",
+         "median_tpot": "TPOT", "step_itl": "ITL", "batch_latency": "latency", "batch_ttft": "TTFT"}
+STEP_LEVELS = 3   # a step case joins with this many batch sizes or more (FOLD_RULE's pairs need a third)
 HELD_OUT = ("v4-pro", "deepseek-v4-pro")
 DEPLOYMENT_KEYS = ("hardware", "cluster", "engine", "drafter", "policy")
 Errors = list[tuple[float, float]]   # (predicted with nothing fitted, fitted elsewhere) relative errors
@@ -54,10 +74,11 @@ FOLD_RULE = ("three or more concurrencies: every pair fitted in turn, every othe
 
 class DeploymentSimulator:
     """fitting.RunSimulator's interface over replication cases: a run is a (case, workload, arm, concurrency)
-    group of figures, simulated by its own case's runner."""
+    group of figures, simulated by its own case's runner (a step case's: priced by its step price)."""
 
     def __init__(self, cases: dict[str, Case], work: Path, groups: dict[str, list[Figure]]) -> None:
-        self.runners = {name: CaseRunner(case, work / name) for name, case in cases.items()}
+        self.runners = {name: runner_for(case, work / name) for name, case in cases.items()}
+        self.fit_name = {name: fit_names(case) for name, case in cases.items()}
         self.groups, self.count = groups, 0
         name, first = next(iter(groups.items()))
         self.base = self.runners[name.split("|")[0]].scenario(first[0], first[0].arms[0], Params())
@@ -66,30 +87,38 @@ class DeploymentSimulator:
     def figures(self, run: MeasuredRun, point: fitting.Point) -> dict[str, float]:
         key = (run.name, point)
         if key not in self.cache:
-            runner, params = self.runners[run.name.split("|")[0]], Params(point.host_ms, point.scale)
-            self.cache[key] = {FIT_NAME[f.metric]: runner.predict(f, params) for f in self.groups[run.name]}
+            case = run.name.split("|")[0]
+            runner, params, names = self.runners[case], Params(point.host_ms, point.scale), self.fit_name[case]
+            self.cache[key] = {names[f.metric]: runner.predict(f, params) for f in self.groups[run.name]}
             self.count += 1
         return self.cache[key]
 
 
+def fit_names(case: Case) -> dict[str, str]:
+    """The case's metrics as the fit names them: a serving case's FIT_NAME, a step case's STEP_FIT_NAME."""
+    return STEP_FIT_NAME if is_step(case) else FIT_NAME
+
+
 def groups_of(case: Case) -> dict[str, list[Figure]]:
     """The case's fit figures by run (case|workload|arm|concurrency), one per fit metric; ratio arms left out."""
+    names = fit_names(case)
     groups: dict[str, list[Figure]] = {}
     for figure in case.figures:
-        if figure.metric in FIT_NAME and "/" not in figure.arm:
+        if figure.metric in names and "/" not in figure.arm:
             group = groups.setdefault(f"{case.name}|{figure.workload}|{figure.arm}|{figure.concurrency}", [])
-            if FIT_NAME[figure.metric] not in {FIT_NAME[f.metric] for f in group}:
+            if names[figure.metric] not in {names[f.metric] for f in group}:
                 group.append(figure)
     return groups
 
 
 def deployment_key(case: Case, figure: Figure) -> str:
-    """What a run's deployment is: the resolved scenario's serving blocks under its overrides, and the model."""
-    runner = CaseRunner(case, Path(tempfile.gettempdir()))
-    scenario = load_scenario(case.folder / "scenario.yaml", runner.overrides(figure, figure.arm))
-    plain = resolved_mapping(scenario)
+    """What a run's deployment is: the resolved scenario's serving blocks under its overrides, the model, and the
+    level (a step case's static batches never pool with a serving case's runs)."""
+    runner = runner_for(case, Path(tempfile.gettempdir()))
+    plain = resolved_mapping(runner.scenario(figure, figure.arm, Params()))
     blocks = {key: plain.get(key) for key in DEPLOYMENT_KEYS}
-    return json.dumps({"model": str(case.source.get("model", "")), **blocks}, sort_keys=True, default=str)
+    return json.dumps({"model": str(case.source.get("model", "")), "level": case.kind, **blocks}, sort_keys=True,
+                      default=str)
 
 
 def runnable_cases(folder: Path, only: list[str]) -> list[Case]:
@@ -100,12 +129,20 @@ def runnable_cases(folder: Path, only: list[str]) -> list[Case]:
         case = read_case(path)
         if any(word in str(case.source.get("model", "")).lower() for word in HELD_OUT):
             continue
-        reason = availability(case)
-        if reason or case.source.get("kind") == "step":
-            print(f"  {case.name}: skipped ({reason or 'a step case: predicted by the step price, not simulated'})")
+        reason = availability(case) or (step_reason(case) if is_step(case) else None)
+        if reason:
+            print(f"  {case.name}: skipped ({reason})")
             continue
         cases.append(case)
     return cases
+
+
+def step_reason(case: Case) -> str | None:
+    """Why a step case does not join (None: it publishes STEP_LEVELS batch sizes or more of its fit figures)."""
+    sizes = sorted({f.concurrency for f in case.figures if f.metric in STEP_FIT_NAME and "/" not in f.arm})
+    if len(sizes) >= STEP_LEVELS:
+        return None
+    return f"a step case with batch sizes {sizes} of {', '.join(STEP_FIT_NAME)}: the fold rule needs {STEP_LEVELS}"
 
 
 def deployments(cases: list[Case]) -> list[tuple[dict[str, Case], dict[str, list[Figure]]]]:
@@ -119,8 +156,9 @@ def deployments(cases: list[Case]) -> list[tuple[dict[str, Case], dict[str, list
     return list(pooled.values())
 
 
-def measured(groups: dict[str, list[Figure]]) -> list[MeasuredRun]:
-    return [MeasuredRun(name, "case", int(name.split("|")[3]), 1, 1, 1, {FIT_NAME[f.metric]: f.value for f in figs})
+def measured(groups: dict[str, list[Figure]], level: str = "serving") -> list[MeasuredRun]:
+    names = STEP_FIT_NAME if level == "step" else FIT_NAME
+    return [MeasuredRun(name, "case", int(name.split("|")[3]), 1, 1, 1, {names[f.metric]: f.value for f in figs})
             for name, figs in groups.items()]
 
 
@@ -157,9 +195,14 @@ def split(runs: list[MeasuredRun], fold: Fold) -> tuple[list[MeasuredRun], list[
     return [r for r in runs if r.concurrency in train_at], [r for r in runs if r.concurrency in held_at]
 
 
+def level_of(cases: dict[str, Case]) -> str:
+    """A deployment's level of evidence: "step" (static batches) or "serving" (its cases share one: the key)."""
+    return next(iter(cases.values())).kind
+
+
 def deployment(cases: dict[str, Case], groups: dict[str, list[Figure]], work: Path) -> tuple[Errors, Errors]:
     """(fit-on-two errors, leave-one-concurrency-out errors) of every held-out figure of one deployment."""
-    runs, label = measured(groups), "+".join(cases)
+    runs, label = measured(groups, level_of(cases)), "+".join(cases)
     levels = sorted({r.concurrency for r in runs})
     if len(levels) < 2:
         return [], []
@@ -170,24 +213,35 @@ def deployment(cases: dict[str, Case], groups: dict[str, list[Figure]], work: Pa
         train, held = split(runs, fold)
         point = fitted(sim, train, host0)
         errors = predicted(sim, held, point, host0)
-        names = [SHORT[m] for r in held for m in r.figures]
+        names = [SHORT[f.metric] for r in held for f in groups[r.name]]
         out += errors
         host = "fitted" if len(fold[0]) > 1 else "the scenario's, kept"
-        print(f"  {label}: fitted on concurrency {list(fold[0])} -> host {point.host_ms:.3f} ms ({host}), scale "
+        print(f"  {label}: fitted on {setting(cases)} {list(fold[0])} -> host {point.host_ms:.3f} ms ({host}), scale "
               f"{point.scale:.3f}; predicting {list(fold[1])}: "
               + ", ".join(f"{name} {e:+.1%}" for name, (_, e) in zip(names, errors, strict=True)), flush=True)
     print(median_line(out, f"  {label}, held-out figures"), flush=True)
     return (out, []) if len(levels) >= 3 else ([], out)
 
 
+def setting(cases: dict[str, Case]) -> str:
+    """What a run's level is called: a serving run's concurrency, a step case's batch size."""
+    return "batch" if level_of(cases) == "step" else "concurrency"
+
+
 def census(pooled: list[tuple[dict[str, Case], dict[str, list[Figure]]]]) -> int:
-    """Print each deployment's cases and concurrencies; the most concurrencies any deployment publishes."""
+    """Print each deployment's cases and concurrencies (a step deployment's batch sizes); the most concurrencies any
+    serving deployment publishes."""
     most = 0
     for cases, groups in pooled:
         levels = sorted({int(name.split("|")[3]) for name in groups})
+        if level_of(cases) == "step":
+            print(f"  step deployment of {' + '.join(cases)}: batch {levels}")
+            continue
         most = max(most, len(levels))
         print(f"  deployment of {' + '.join(cases)}: concurrency {levels}")
-    print(f"{len(pooled)} deployments; the most concurrencies one publishes: {most}")
+    steps = sum(level_of(cases) == "step" for cases, _ in pooled)
+    print(f"{len(pooled) - steps} deployments; the most concurrencies one publishes: {most}"
+          + (f"; step deployments: {steps}" if steps else ""))
     return most
 
 
@@ -208,17 +262,22 @@ def main() -> int:
     if args.census:
         return 0
     if most < 3:
-        print("no deployment publishes three concurrencies: 'fit on two, predict the others' has no others here; "
+        print("no serving deployment publishes three concurrencies: 'fit on two, predict the others' has no others here; "
               "the leave-one-concurrency-out reading follows")
     print(f"fold rule: {FOLD_RULE}")
     two: Errors = []
     one: Errors = []
+    step: Errors = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, (cases, groups) in enumerate(pooled):
             a, b = deployment(cases, groups, Path(tmp) / str(i))
-            two, one = two + a, one + b
+            if level_of(cases) == "step":
+                step += a
+            else:
+                two, one = two + a, one + b
     for errors, reading in ((two, "fitted on two concurrencies, the others predicted"),
-                            (one, "fitted on one concurrency, the other predicted")):
+                            (one, "fitted on one concurrency, the other predicted"),
+                            (step, "step cases: fitted on two batch sizes, the others predicted")):
         print(median_line(errors, reading) if errors else f"{reading}: no deployment to read")
     return 0
 

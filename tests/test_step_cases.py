@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from specplan.simulator.study.options import RunOptions
-from specplan.simulator.study.replication.case_runner import moe_path
+from specplan.simulator.study.replication.case_runner import Params, moe_path
 from specplan.simulator.study.replication.published import read_case
 from specplan.simulator.study.replication.replicate import replicate
 from specplan.simulator.study.replication.stats import (
@@ -23,6 +23,7 @@ from specplan.simulator.study.replication.stats import (
     step_coverage_goal,
     step_statistics,
 )
+from specplan.simulator.study.replication.step_cases import StepRunner
 from tests.conftest import REPO
 
 STEP_TINY = REPO / "tests" / "data" / "replication-step-tiny"
@@ -50,6 +51,27 @@ def test_a_step_case_is_read_and_predicted_by_the_step_price(tmp_path):
     assert got[("batch_output_throughput", 4)] == pytest.approx(4 * 5 / (latency / 1000))
     assert got[("gen_throughput", 32)] == pytest.approx(32 / (step_ms(32) / 1000))   # a log line's N / one step
     assert rows["predicted_error"].abs().max() < 1e-5                               # the published closed forms
+
+
+def test_a_step_figure_takes_a_calibrations_params_as_a_serving_run_does(tmp_path):
+    """Host time 2 ms is added to every step, prefill and decode; scale 3 multiplies the step's kernels (the linear
+    profile's 10 + 0.05 ms per token). Worked out here: batch 4's two prefill chunks cost 2 + 3 x 60 = 182 ms each,
+    its four decode steps 2 + 3 x 10.2 = 32.6 ms each; a log line's step of 32 rows 2 + 3 x 11.6 = 36.8 ms. With no
+    params (None, or Params(): the scenario's own host time, scale 1) the figures are the published closed forms."""
+    case = read_case(STEP_TINY)
+    runner = StepRunner(case, tmp_path)
+    figure = {(f.metric, f.concurrency): f for f in case.figures}
+    calibrated = Params(host_ms=2.0, verify_scale=3.0)
+    expected = {("batch_ttft", 4): 2 * 182.0, ("batch_ttft", 8): 4 * 182.0, ("step_itl", 4): 4 * 32.6 / 5,
+                ("batch_latency", 4): 2 * 182.0 + 4 * 32.6, ("batch_median_ttft", 4): (182.0 + 364.0) / 2,
+                ("batch_output_throughput", 4): 1000.0 * 4 * 5 / (2 * 182.0 + 4 * 32.6),
+                ("gen_throughput", 32): 1000.0 * 32 / 36.8}
+    for key, value in expected.items():
+        assert runner.predict(figure[key], calibrated) == pytest.approx(value), key
+    only_host = runner.predict(figure[("batch_latency", 4)], Params(host_ms=2.0))
+    assert only_host == pytest.approx(2 * 62.0 + 4 * 12.2)                           # 2 ms on each of six steps
+    for key, f in figure.items():
+        assert runner.predict(f) == runner.predict(f, Params()) == pytest.approx(f.value), key
 
 
 def test_a_step_case_is_never_calibrated_and_in_no_serving_statistic(tmp_path):

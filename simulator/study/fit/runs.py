@@ -10,14 +10,18 @@ Its figures, in the units the tools print:
     mean_ttft_ms        mean time to first token (ms)
     decode_tok_s        a server log's generation throughput at `concurrency` running requests
                         (SGLang's `gen throughput (token/s)`), compared with concurrency x 1000 / TPOT
+    batch_latency_ms    a static batch's (a replication step case's, benchmarks/fit_devset.py) whole latency
+    batch_ttft_ms       and its prefill to the last first token (ms): times, fitted like TPOT; no reader of
+                        `specplan fit` gives them
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-METRICS = ("output_throughput", "mean_tpot_ms", "mean_ttft_ms", "decode_tok_s")
-FIT_METRICS = ("output_throughput", "mean_tpot_ms", "decode_tok_s")   # what host time and the scale are fitted on
+METRICS = ("output_throughput", "mean_tpot_ms", "mean_ttft_ms", "decode_tok_s", "batch_latency_ms", "batch_ttft_ms")
+FIT_METRICS = ("output_throughput", "mean_tpot_ms", "decode_tok_s",   # what host time and the scale are fitted on
+               "batch_latency_ms", "batch_ttft_ms")
 
 
 @dataclass(frozen=True)

@@ -84,14 +84,7 @@ class CaseRunner:
         return self.cache[key]  # type: ignore[return-value]
 
     def scenario(self, figure: Figure, arm: str, params: Params, extra: tuple[str, ...] = ()) -> Any:
-        overrides = [*self.overrides(figure, arm), *extra]
-        if params.host_ms is not None:
-            overrides.append(f"engine.host_overhead_ms={params.host_ms}")
-        scenario = load_scenario(self.case.folder / "scenario.yaml", overrides)
-        if params.verify_scale != 1.0:
-            scaled = scaled_profile_overrides(scenario, params.verify_scale, self.out_dir / "profiles")
-            scenario = load_scenario(self.case.folder / "scenario.yaml", [*overrides, *scaled])
-        return scenario
+        return calibrated_scenario(self.case, [*self.overrides(figure, arm), *extra], params, self.out_dir)
 
     def modes(self, figure: Figure, params: Params) -> dict[str, Any]:
         """How the figure's first arm ran its steps: the share of steps and of time that ran eager, and the
@@ -116,6 +109,20 @@ class CaseRunner:
             ratio = values[0] / values[1] if values[1] > 0 else math.nan
             return float(np.sign(ratio - 1.0)) if figure.metric == "speedup_sign" else ratio
         return values[0]
+
+
+def calibrated_scenario(case: Case, overrides: list[str], params: Params, out_dir: Path) -> Any:
+    """The case's scenario under `overrides` at a calibration's params: host time as engine.host_overhead_ms (None:
+    the scenario's own), the verify scale as scaled copies of its profiles (scaled_profile_overrides, written under
+    `out_dir`). The one way a replication case takes params: a serving case's runs and a step case's steps alike."""
+    overrides = list(overrides)
+    if params.host_ms is not None:
+        overrides.append(f"engine.host_overhead_ms={params.host_ms}")
+    scenario = load_scenario(case.folder / "scenario.yaml", overrides)
+    if params.verify_scale != 1.0:
+        scaled = scaled_profile_overrides(scenario, params.verify_scale, out_dir / "profiles")
+        scenario = load_scenario(case.folder / "scenario.yaml", [*overrides, *scaled])
+    return scenario
 
 
 GRAPH_REASON = "decode_graph"  # a step that replayed its decode graph (specplan.engines.REASONS)

@@ -20,10 +20,15 @@ each figure with `step_price.StaticBatch` and nothing else:
     gen_throughput            a log line (`Decode batch. #running-req: N, #token: T, ... gen throughput`):
                               N / one decode step of N rows holding T / N KV tokens each
 
-A step case is predicted, never calibrated: replicate.py leaves it out of the
+A step case is predicted, never calibrated, by replicate.py: it is priced with
+no params (Params(): the scenario's own host time, scale 1), left out of the
 calibration's groups and out of every serving statistic (stats.py keeps the two
 levels of evidence apart), and the report sets each serving cell beside its
-nearest step case (stats.responsibility).
+nearest step case (stats.responsibility). Given a calibration's params (as
+benchmarks/fit_devset.py fits them), its figures take them the way a serving
+case's do, through the one override path (case_runner.calibrated_scenario): host
+time per step as `engine.host_overhead_ms` (so it adds to every prefill and decode
+step), the verify scale as scaled profiles (so it multiplies the step's kernels).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from specplan.simulator.scenario import load_scenario
+from specplan.simulator.study.replication.case_runner import Params, calibrated_scenario
 from specplan.simulator.study.replication.published import Case, Figure
 from specplan.simulator.study.replication.step_price import StaticBatch
 
@@ -43,8 +48,8 @@ class StepRunner:
 
     def __init__(self, case: Case, out_dir: Path) -> None:
         self.case, self.out_dir = case, out_dir
-        self.batches: dict[tuple[str, str, tuple[str, ...]], StaticBatch] = {}
-        self.decodes: dict[tuple[str, str, int], np.ndarray] = {}
+        self.batches: dict[tuple[str, str, tuple[str, ...], Params], StaticBatch] = {}
+        self.decodes: dict[tuple[str, str, int, tuple[str, ...], Params], np.ndarray] = {}
 
     def workload(self, name: str) -> dict[str, Any]:
         return dict(self.case.source.get("workloads", {}).get(name) or {})
@@ -55,22 +60,23 @@ class StepRunner:
         spec = self.workload(figure.workload)
         return int(spec["input_len"]), int(spec["output_len"])
 
-    def scenario(self, figure: Figure, arm: str, params: Any = None, extra: tuple[str, ...] = ()) -> Any:
-        """The case's scenario with the workload's and the arm's overrides (a step case has no load to set)."""
+    def scenario(self, figure: Figure, arm: str, params: Params | None = None, extra: tuple[str, ...] = ()) -> Any:
+        """The case's scenario with the workload's and the arm's overrides (a step case has no load to set), at
+        `params` (None: Params(), the scenario's own terms)."""
         overrides = [*map(str, self.workload(figure.workload).get("overrides", [])),
                      *map(str, self.case.source["arms"][arm] or []), *extra]
-        return load_scenario(self.case.folder / "scenario.yaml", overrides)
+        return calibrated_scenario(self.case, overrides, params or Params(), self.out_dir)
 
-    def batch(self, figure: Figure, arm: str, extra: tuple[str, ...] = ()) -> StaticBatch:
-        key = (figure.workload, arm, extra)
+    def batch(self, figure: Figure, arm: str, params: Params | None = None, extra: tuple[str, ...] = ()) -> StaticBatch:
+        key = (figure.workload, arm, extra, params or Params())
         if key not in self.batches:
-            self.batches[key] = StaticBatch.of(self.scenario(figure, arm, None, extra))
+            self.batches[key] = StaticBatch.of(self.scenario(figure, arm, params, extra))
         return self.batches[key]
 
-    def predict(self, figure: Figure, params: Any = None, extra: tuple[str, ...] = ()) -> float:
-        """The figure's predicted value in its metric's unit (ms, or tok/s); `params` (a calibration's) are not
-        used: a step case is predicted only."""
-        batch = self.batch(figure, figure.arm, extra)
+    def predict(self, figure: Figure, params: Params | None = None, extra: tuple[str, ...] = ()) -> float:
+        """The figure's predicted value in its metric's unit (ms, or tok/s) at a calibration's `params` (None: the
+        scenario's own terms, as replicate.py predicts it)."""
+        batch = self.batch(figure, figure.arm, params, extra)
         requests = figure.concurrency
         if figure.metric == "gen_throughput":
             assert figure.context_tokens is not None  # published.context requires it
@@ -79,7 +85,7 @@ class StepRunner:
         if figure.metric == "batch_median_ttft":
             return float(np.median(batch.first_tokens_ms(requests, input_len)))
         prefill = batch.prefill_ms(requests, input_len)
-        key = (figure.workload, figure.arm, requests)
+        key = (figure.workload, figure.arm, requests, extra, params or Params())
         if key not in self.decodes:
             self.decodes[key] = decode_steps_ms(batch, requests, input_len, output_len)
         decode = self.decodes[key]
@@ -92,7 +98,7 @@ class StepRunner:
             return latency
         return 1000.0 * requests * output_len / latency  # batch_output_throughput
 
-    def modes(self, figure: Figure, params: Any = None) -> dict[str, Any]:
+    def modes(self, figure: Figure, params: Params | None = None) -> dict[str, Any]:
         """A serving run's mode shares have no meaning for one static batch: none are reported."""
         return {}
 
