@@ -49,8 +49,8 @@ def rows_by_id(past, request_ids, drafted):
     """The plan's rows by definition, one request at a time: its row two steps back, else that step's mean row;
     a zero row where it does not draft now."""
     mean = past.survivals.sum(axis=0) / past.survivals.shape[0]
-    index = {int(i): row for i, row in zip(past.request_ids, past.survivals)}
-    rows = [index.get(int(i), mean) if d else np.zeros(GAMMA) for i, d in zip(request_ids, drafted)]
+    index = {int(i): row for i, row in zip(past.request_ids, past.survivals, strict=True)}
+    rows = [index.get(int(i), mean) if d else np.zeros(GAMMA) for i, d in zip(request_ids, drafted, strict=True)]
     return np.array(rows, dtype=float).reshape(len(rows), GAMMA)
 
 
