@@ -302,7 +302,11 @@ def lagged_survivals(past: Snapshot, request_ids: np.ndarray, drafted: np.ndarra
     """
     ids, rows = past.request_ids, past.survivals
     pos = ids.searchsorted(request_ids)
-    planned = rows.take(pos, axis=0, mode="clip", out=out)
+    if out is None or out.dtype == rows.dtype:
+        planned = rows.take(pos, axis=0, mode="clip", out=out)
+    else:  # take writes only into its own dtype
+        planned = out
+        planned[...] = rows.take(pos, axis=0, mode="clip")
     found = ids.take(pos, mode="clip")
     if found.tobytes() != request_ids.tobytes():  # some request is new to `past` (bytes: cheaper than ==)
         missing = (found != request_ids).nonzero()[0]

@@ -54,7 +54,7 @@ def rows_by_id(past, request_ids, drafted):
     return np.array(rows, dtype=float).reshape(len(rows), GAMMA)
 
 
-def episode(seed: int, steps: int, narrowing: bool) -> list[StepView]:
+def episode(seed: int, steps: int, narrowing: bool, dtype: type = np.float64) -> list[StepView]:
     """Steps of one replica: ids ascending, some leave and some join each step, some rows skip drafting."""
     rng = np.random.default_rng(seed)
     running, next_id, views = list(range(6)), 6, []
@@ -69,7 +69,7 @@ def episode(seed: int, steps: int, narrowing: bool) -> list[StepView]:
         c[~drafted] = 0.0
         price = (Narrowing if narrowing else SpsTable)(SAWTOOTH)
         max_tokens = r + int(rng.integers(0, r * GAMMA + 8))  # a capacity that sometimes cuts the ranking
-        views.append(StepView(c, np.asarray(running, dtype=np.int64), price, max_tokens, int(rng.integers(0, 4)),
+        views.append(StepView(c.astype(dtype), np.asarray(running, dtype=np.int64), price, max_tokens, int(rng.integers(0, 4)),
                               16, GAMMA, step, 0.01 * step, drafted, int(np.count_nonzero(drafted))))
     return views
 
@@ -98,6 +98,15 @@ def test_the_kept_buffer_plans_exactly_as_the_rebuilt_plan(seed, narrowing, widt
             np.testing.assert_array_equal(got, want)
         else:
             assert got is None  # nothing reads the plan's rows in capacity mode: none kept
+
+
+def test_single_precision_confidences_plan_as_rebuilt():
+    params = DSparkAsyncParams(cold_length=2)
+    kept, rebuilt = DSparkAsync(params, GAMMA), Rebuilt(params, GAMMA)
+    for view in episode(4, 60, False, np.float32):
+        got, want = kept.decide(view), rebuilt.decide(view)
+        assert got.theta == want.theta
+        np.testing.assert_array_equal(np.asarray(got.lengths), np.asarray(want.lengths))
 
 
 def test_same_requests_by_value_whatever_the_dtype():
