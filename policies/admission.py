@@ -18,6 +18,7 @@ r's candidates are in it. Everything here is one sort plus cumulative sums:
 no per-candidate Python loop.
 
     ranked = rank_candidates(view)      sorted gains, expected tokens and the Θ curve
+    gains, τ, Θ = throughput_curve(view, buffer)  the same from survivals already in a buffer (sorted in place)
     n = early_stop(ranked.theta)        Algorithm 1 (lossless)
     n = global_best(ranked.theta)       argmax over every prefix (lossy when synchronous)
     ℓ = top_lengths(ranked, n)          per-request lengths of the top-n set
@@ -66,10 +67,19 @@ def rank_candidates(view: StepView, survivals: np.ndarray | None = None) -> Rank
     reserved tokens, the capacity and the step's price.
     """
     a = survival(view.confidences) if survivals is None else survivals
-    n = a.size
-    ordered = np.empty(n + 1)  # candidates ascending, then R: reversed, [R, a_(1), a_(2), ...] sums to τ
+    ordered = np.empty(a.size + 1)
+    ordered[:a.size] = a.ravel()
+    return NEW(Ranked, (a, *throughput_curve(view, ordered)))
+
+
+def throughput_curve(view: StepView, ordered: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(gains, τ, Θ) of the candidates whose survivals fill `ordered` but its last slot (sorted there, in place).
+
+    The buffer is one longer than the candidates so that, sorted ascending and
+    R written last, its reverse [R, a_(1), a_(2), ...] sums to τ in one pass.
+    """
+    n = ordered.size - 1
     ascending = ordered[:n]
-    ascending[:] = a.ravel()
     ascending.sort()
     ordered[n] = view.batch_requests
     zeros = 0 if ascending[0] > 0.0 else int(ascending.searchsorted(0.0, side="right"))  # they add no token
@@ -77,7 +87,7 @@ def rank_candidates(view: StepView, survivals: np.ndarray | None = None) -> Rank
     descending = ordered[::-1]
     tau = np.add.accumulate(descending[:limit + 1])  # τ_n = R + Σ_{m≤n} a_(m), n = 0..limit
     base = view.base_tokens
-    return NEW(Ranked, (a, descending[1:limit + 1], tau, tau * view.price.steps_per_s_range(base, base + limit + 1)))
+    return descending[1:limit + 1], tau, tau * view.price.steps_per_s_range(base, base + limit + 1)
 
 
 def theta_choice(view: StepView, ranked: Ranked, n: int) -> ThetaChoice:
