@@ -12,6 +12,7 @@ from specplan.hwprofiles.aiconfigurator import prefill_layout
 from specplan.hwprofiles.builtins import PREFILL_BUILTINS
 from specplan.hwprofiles.fileformat import DATA_DIR, builtin_names
 from specplan.hwprofiles.profile import StepProfile
+from tests.conftest import REPO
 
 needs_aic = pytest.mark.skipif(importlib.util.find_spec("aiconfigurator_core") is None,
                                reason="aiconfigurator-core (the 'aic' extra) is not installed")
@@ -105,3 +106,17 @@ def test_the_v4_prefill_builtin_prices_a_chunk_over_a_1m_prefix_past_its_last_ro
     assert pairs > c[-1]
     assert float(profile.step_ms(8192, pairs)) == pytest.approx(last + (last - before) / (c[-1] - c[-2])
                                                                 * (pairs - c[-1]))
+
+
+def test_a_scenario_whose_prompts_read_past_the_pairs_axis_says_so_in_one_note() -> None:
+    """vLLM #51454's TP8 case: a 1,040,000-token prompt's last 8,192-token chunk reaches 8,192 x (8,192 + 2 x
+    1,031,808) = 1.70e10 pairs, past the prefill built-in's last row (8.59e9): its notes say the slope is an
+    estimate; at 65,536 tokens the chunk stays inside the table and nothing is said."""
+    from specplan.simulator.scenario import load_scenario
+
+    case = REPO / "benchmarks" / "published" / "vllm-51454-v4-flash-b200-tp8-step" / "scenario.yaml"
+    (note,) = [n for n in load_scenario(case).notes if n.startswith("engine.prefill.profile")]
+    assert "a prompt of 1,040,000 tokens reaches 1.7e+10 attention pairs in its last chunk of 8,192" in note
+    assert "past the profile's last row (8.59e+09)" in note and "an estimate" in note
+    short = load_scenario(case, ["workload.prompt_tokens={kind: fixed, value: 65536}"])
+    assert not [n for n in short.notes if n.startswith("engine.prefill.profile")]
