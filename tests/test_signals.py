@@ -180,3 +180,18 @@ def test_a_signal_survives_simpy_re_raising_it():
     with pytest.raises(Interrupted) as caught:
         env.run()
     assert caught.value.signum == signal.SIGTERM and str(caught.value) == "kept"
+
+
+def test_a_worker_whose_parent_died_before_its_initializer_ran_ends_at_once():
+    """A parent killed between a worker's fork and its pool initializer has already handed the worker to init:
+    the worker's own getppid() then names init, so the initializer compares it with the pid the pool's owner
+    passed (initargs) and ends, silently, instead of living on as an orphan (the race behind a flaky
+    test_killing_a_sweep_by_sigkill_ends_its_workers under load)."""
+    script = ("import sys; from specplan.simulator.study.interrupts import die_with_parent; "
+              "die_with_parent(int(sys.argv[1])); print('alive')")
+    orphan = subprocess.run([sys.executable, "-c", script, str(os.getpid() + 10**6)], capture_output=True, text=True,
+                            timeout=60)
+    assert (orphan.returncode, orphan.stdout, orphan.stderr) == (1, "", "")
+    child = subprocess.run([sys.executable, "-c", script, str(os.getpid())], capture_output=True, text=True,
+                           timeout=60)
+    assert (child.returncode, child.stdout) == (0, "alive\n")

@@ -120,7 +120,8 @@ def pool_map(calls: Sequence[tuple[Callable[..., Any], tuple]], on_result: Calla
     Ctrl-C finishes exactly the running ones. Results of one wake-up go in `order`; `on_killed`
     gets the indices of the calls a second Ctrl-C killed.
     """
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(calls)), initializer=worker_init)
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(calls)), initializer=worker_init,
+                               initargs=(os.getpid(),))
     queue = iter(range(len(calls)))
     futures: dict[Future, int] = {}
     killed: list[int] = []

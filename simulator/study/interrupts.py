@@ -89,17 +89,21 @@ def raise_interrupted(signum: int, frame: Any) -> None:
     raise Interrupted("", signum)
 
 
-def worker_init() -> None:
-    """Pool initializer: leave Ctrl-C and hang-ups to the parent, keep SIGTERM's default, die with the parent."""
+def worker_init(parent: int) -> None:
+    """Pool initializer (`initargs=(os.getpid(),)`: the pool's owner): leave Ctrl-C and hang-ups to the parent, keep
+    SIGTERM's default, die with the parent."""
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_DFL if signum == getattr(signal, "SIGTERM", None) else signal.SIG_IGN)
-    die_with_parent()
+    die_with_parent(parent)
 
 
-def die_with_parent() -> None:
+def die_with_parent(parent: int) -> None:
     """End this process when its parent dies (SIGKILL included): the kernel's parent-death signal on Linux,
-    else a thread that polls the parent's pid."""
-    parent = os.getppid()
+    else a thread that polls the parent's pid. `parent` is the pid the pool's owner gave, not this process's
+    getppid() at start: a parent killed before the initializer runs has already handed its child to init, and
+    the check below must see that."""
+    if os.getppid() != parent:  # the parent died before this worker's initializer ran
+        os._exit(1)
     if sys.platform.startswith("linux") and set_parent_death_signal():
         if os.getppid() != parent:  # the parent died before the signal was set
             os._exit(1)

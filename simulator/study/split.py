@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 
@@ -88,7 +89,8 @@ def split_scenarios(scenario: Scenario) -> list[Scenario]:
 def run_all(scenarios: list[Scenario], workers: int, itl: bool = False) -> list[SimResult]:
     if workers <= 1 or len(scenarios) == 1:
         return [simulate(s, itl) for s in scenarios]
-    with ProcessPoolExecutor(max_workers=min(workers, len(scenarios)), initializer=worker_init) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(scenarios)), initializer=worker_init,
+                             initargs=(os.getpid(),)) as pool:
         return list(pool.map(functools.partial(simulate, itl=itl), scenarios))
 
 
