@@ -92,7 +92,12 @@ def throughput_curve(view: StepView, ordered: np.ndarray) -> tuple[np.ndarray, n
 
 def theta_choice(view: StepView, ranked: Ranked, n: int) -> ThetaChoice:
     """Θ_n with its B and expected tokens: what the policy optimised, for its Decision."""
-    return NEW(ThetaChoice, (view.base_tokens + n, float(ranked.tau[n]), float(ranked.theta[n])))
+    return choice_at(view, ranked.tau, ranked.theta, n)
+
+
+def choice_at(view: StepView, tau: np.ndarray, theta: np.ndarray, n: int) -> ThetaChoice:
+    """The same from a throughput curve's τ and Θ (`throughput_curve`)."""
+    return NEW(ThetaChoice, (view.base_tokens + n, float(tau[n]), float(theta[n])))
 
 
 def early_stop(theta: np.ndarray) -> int:

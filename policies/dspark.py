@@ -56,6 +56,7 @@ import numpy as np
 from specplan.fields import bounded
 from specplan.policies.admission import (
     Ranked,
+    choice_at,
     early_stop,
     global_best,
     rank_candidates,
@@ -247,8 +248,7 @@ class DSparkAsync(DSparkPolicy):
             self.planned = planned.copy()
         _, tau, theta = throughput_curve(view, ordered)
         k = global_best(theta)
-        return k, NEW(ThetaChoice, (view.base_tokens + k, float(tau[k]), float(theta[k])))
-
+        return k, choice_at(view, tau, theta, k)
 
     def plan_buffer(self, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
         """The buffer a plan of `shape` (R, γ) is written and sorted in, and its head as the plan's rows.

@@ -101,11 +101,9 @@ def die_with_parent(parent: int) -> None:
     """End this process when its parent dies (SIGKILL included): the kernel's parent-death signal on Linux,
     else a thread that polls the parent's pid. `parent` is the pid the pool's owner gave, not this process's
     getppid() at start: a parent killed before the initializer runs has already handed its child to init, and
-    the check below must see that."""
-    if os.getppid() != parent:  # the parent died before this worker's initializer ran
-        os._exit(1)
+    the checks below (here, and the watcher's first look) must see that."""
     if sys.platform.startswith("linux") and set_parent_death_signal():
-        if os.getppid() != parent:  # the parent died before the signal was set
+        if os.getppid() != parent:  # the parent died before the signal was set (or before this initializer ran)
             os._exit(1)
         return
     threading.Thread(target=watch_parent, args=(parent,), daemon=True, name="specplan-parent-watch").start()
