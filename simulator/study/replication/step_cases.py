@@ -17,6 +17,8 @@ each figure with `step_price.StaticBatch` and nothing else:
     batch_median_ttft         the median request's first token (a client's TTFT p50 over a batch sent at once)
     batch_latency             batch_ttft + every decode step (`vllm bench latency`'s latency, bench_one_batch's)
     batch_output_throughput   requests × output_len / batch_latency (an offline batch's output tok/s)
+    batch_input_throughput    requests × input_len / batch_ttft (bench_one_batch_server's input throughput: a
+                              row whose TTFT column is not published still gives its prefill this way)
     gen_throughput            a log line (`Decode batch. #running-req: N, #token: T, ... gen throughput`):
                               N / one decode step of N rows holding T / N KV tokens each
 
@@ -85,6 +87,8 @@ class StepRunner:
         if figure.metric == "batch_median_ttft":
             return float(np.median(batch.first_tokens_ms(requests, input_len)))
         prefill = batch.prefill_ms(requests, input_len)
+        if figure.metric == "batch_input_throughput":
+            return 1000.0 * requests * input_len / prefill
         key = (figure.workload, figure.arm, requests, extra, params or Params())
         if key not in self.decodes:
             self.decodes[key] = decode_steps_ms(batch, requests, input_len, output_len)
