@@ -18,9 +18,9 @@ its text config read from the released config.json in public code:
     layers          43                                           40 (+ 3 DSpark stages)
     hidden          4096                                         5120
     routed experts  256 of ffn 2048, top-6, 1 shared             384 of ffn 2304, top-6, 1 shared
-    attention       CSA x 21 + HCA x 22 (ratios 4 / 128),        CSA2: ratios 0 / 1 / 2 over contiguous bands;
-                    a compressor and an indexer (64 heads)       compressed KV written by 4 source layers and
-                    in every compressed layer                    shared by the rest; indexer keys from 8 source
+    attention       CSA x 21 + HCA x 22 (ratios 4 / 128): each   CSA2: ratios 0 / 1 / 2 over contiguous bands;
+                    compressed layer compresses its own KV,      compressed KV written by 4 source layers and
+                    each CSA layer runs its own indexer (64 h.)  shared by the rest; indexer keys from 8 source
                                                                  layers (32 heads), two-level candidate top-k
     memory          none                                         Engram n-gram tables at layers 1 and 14
                                                                  (~196B parameters, looked up per token)
@@ -28,10 +28,10 @@ its text config read from the released config.json in public code:
     DSpark head     3 target-width MoE layers (the -dspark       3 stages, each an MoE of 128 experts top-3,
                     built-ins' drafter)                          reading target layers 37-39
 
-Sources: NVIDIA/TensorRT-LLM `tensorrt_llm/_torch/configs/deepseek_v41.py` ("not a config-compatible
-variant of DeepSeek-V4", compress_ratios {0, 1, 2} against V4's {0, 4, 128}, KV and index source
+Sources: NVIDIA/TensorRT-LLM `tensorrt_llm/_torch/configs/deepseek_v41.py` (V4.1 is a
+separate config family, V4's config builds a wrong network for it; compress_ratios {0, 1, 2} against V4's {0, 4, 128}, KV and index source
 layers); sgl-project/sglang `python/sglang/srt/configs/deepseek_v41.py` (the V4.1 fields: KV and
-index source layers, candidate top-k, Engram, mHC handoff; "the native V4 config rejects 1/2");
+index source layers, candidate top-k, Engram, mHC handoff; its comment: V4's native config refuses ratios 1 and 2);
 ztxz16/fastllm PR #727 (a V4-vs-V4.1 difference table); NVIDIA-NeMo/Automodel PR #3855 (causal
 encoder/decoder schedule, CSA2 cross-layer sharing); FlashML-org/FreeToken issue #444
 (`DeepseekV41ForCausalLM`, FP4 experts with 32x32 FP8 dense); the released text config's figures
@@ -39,8 +39,8 @@ encoder/decoder schedule, CSA2 cross-layer sharing); FlashML-org/FreeToken issue
 index_source_layer_ids [2, 8, 14, 20, 24, 28, 32, 36], engram_layer_ids [1, 14], a 43-entry
 compress_ratios: 40 layers and 3 DSpark stages) as copied into public V4.1 ports' test fixtures
 (an exact-string search for `"kv_source_layer_ids": [` finds several, vllm-ascend's among them) and
-Scottcjn/ram-coffers PR #710 ("20 encoder layers + 20 decoder layers"); the model card's "552B-parameter
-MoE, 8B active for input, 16B for output" (DeepSeek's release note, quoted in
+Scottcjn/ram-coffers PR #710 (20 encoder and 20 decoder layers); the model card's 552B-parameter MoE
+with 8B parameters active for input and 16B for output (DeepSeek's release note, quoted in
 SemiAnalysisAI/InferenceX-app PR #1109, which keeps V4.1 in its own bucket for the same reason).
 V4-Flash's side is what the built-ins priced (their `# model:` header), also sglang-jax issue #1678.
 """
@@ -64,7 +64,7 @@ class ForwardShape:
 
 
 V4_FLASH = ForwardShape(layers=43, hidden=4096, routed_experts=256, top_k=6, expert_ffn=2048,
-                        attention="CSA x 21 + HCA x 22, a compressor and indexer in each compressed layer",
+                        attention="CSA x 21 + HCA x 22, each compressing its own KV, an indexer per CSA layer",
                         memory="none")
 V41_FLASH = ForwardShape(layers=40, hidden=5120, routed_experts=384, top_k=6, expert_ffn=2304,
                          attention="CSA2, KV from 4 source layers shared, indexer from 8, two-level top-k",
