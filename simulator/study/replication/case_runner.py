@@ -12,8 +12,9 @@ the two arms' output throughput). Signed error = predicted / published - 1.
 
 Availability is checked before anything runs, and never silently: a case
 with `runnable: false`, a `requires.unsupported` entry (a GPU, engine
-version or kernel the database lacks), a required built-in profile that is
-not installed, a workload marked `unavailable`, or a scenario that does not
+version or kernel the database lacks), a built-in that prices another
+model's forward (forwards.py: V4.1-Flash on a V4-Flash built-in), a required
+built-in profile that is not installed, a workload marked `unavailable`, or a scenario that does not
 load gets that reason as its status and stays out of every error statistic.
 A case run on the database's nearest version of its engine says so
 (`requires.nearest_version`: basis "nearest database version", else "as
@@ -36,6 +37,7 @@ from specplan.simulator.engine.cluster.simulation import simulate
 from specplan.simulator.engine.records.bench_metrics import metric_key
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.scenario.calibration import scaled_profile_overrides
+from specplan.simulator.study.replication.forwards import foreign_forward
 from specplan.simulator.study.replication.published import METRICS, RATIO_METRICS, Case, Figure
 
 DEFAULT_PROMPTS_PER_CONCURRENCY = 4
@@ -137,6 +139,9 @@ def availability(case: Case) -> str | None:
     unsupported = requires.get("unsupported") or []
     if unsupported:
         return "database lacks: " + "; ".join(map(str, unsupported))
+    foreign = foreign_forward(model_key(case), [str(p) for p in requires.get("profiles") or []])
+    if foreign:
+        return f"another model's forward: {foreign}"
     installed = set(builtin_names())
     missing = [p for p in requires.get("profiles") or [] if p.removeprefix("builtin:") not in installed]
     if missing:
@@ -223,7 +228,8 @@ MODEL_SUFFIXES = ("-0731", "-fp8", "-nvfp4", "-dspark", "-instruct")
 def model_key(case: Case) -> str:
     """The model a case ran, as step and serving cases are matched on it: source.yaml's `model` without its
     organisation, notes, checkpoint date or precision ("deepseek-ai/DeepSeek-V4-Flash-0731 (FP4)" ->
-    "deepseek-v4-flash"; V4.1 stays apart)."""
+    "deepseek-v4-flash"). DeepSeek-V4.1-Flash stays apart ("deepseek-v4.1-flash"): its forward does not have
+    V4-Flash's shapes, so no V4-Flash built-in prices it (forwards.py states the rule and its sources)."""
     name = str(case.source.get("model", "?")).split()[0].split("/")[-1].lower()
     changed = True
     while changed:
