@@ -100,7 +100,7 @@ def test_the_25052_w4a8_step_case_is_predicted_on_the_carried_built_in(tmp_path)
     case = read_case(STEP_CASE)
     assert case.kind == "step" and not case.source["requires"].get("unsupported")
     rows = replicate([case], None, RunOptions(out_dir=tmp_path)).rows
-    assert len(rows) == 7 and (rows["status"] == "ok").all()
+    assert len(rows) == 8 and (rows["status"] == "ok").all()
     itl = rows[rows["metric"] == "step_itl"]
     assert len(itl) == 2 and itl["predicted_error"].abs().max() < 0.20
     assert all(math.isfinite(v) for v in rows["predicted_value"])
