@@ -49,6 +49,7 @@ def test_a_step_case_is_read_and_predicted_by_the_step_price(tmp_path):
     latency = prefill_4 + 4 * step_ms(4)
     assert got[("batch_latency", 4)] == pytest.approx(latency)
     assert got[("batch_output_throughput", 4)] == pytest.approx(4 * 5 / (latency / 1000))
+    assert got[("batch_total_throughput", 4)] == pytest.approx(4 * (500 + 5) / (latency / 1000))
     assert got[("gen_throughput", 32)] == pytest.approx(32 / (step_ms(32) / 1000))   # a log line's N / one step
     assert rows["predicted_error"].abs().max() < 1e-5                               # the published closed forms
 
@@ -65,6 +66,7 @@ def test_a_step_figure_takes_a_calibrations_params_as_a_serving_run_does(tmp_pat
     expected = {("batch_ttft", 4): 2 * 182.0, ("batch_ttft", 8): 4 * 182.0, ("step_itl", 4): 4 * 32.6 / 5,
                 ("batch_latency", 4): 2 * 182.0 + 4 * 32.6, ("batch_median_ttft", 4): (182.0 + 364.0) / 2,
                 ("batch_output_throughput", 4): 1000.0 * 4 * 5 / (2 * 182.0 + 4 * 32.6),
+                ("batch_total_throughput", 4): 1000.0 * 4 * 505 / (2 * 182.0 + 4 * 32.6),
                 ("gen_throughput", 32): 1000.0 * 32 / 36.8}
     for key, value in expected.items():
         assert runner.predict(figure[key], calibrated) == pytest.approx(value), key
@@ -79,7 +81,7 @@ def test_a_step_case_is_never_calibrated_and_in_no_serving_statistic(tmp_path):
     rows = replicate(cases, None, RunOptions(out_dir=tmp_path)).rows
     serving = rows[rows["level"] == "serving"]
     assert statistics(rows, ("as run",)) == statistics(serving, ("as run",))
-    assert step_statistics(rows)["figures"] == 7 and step_statistics(serving)["figures"] == 0
+    assert step_statistics(rows)["figures"] == 8 and step_statistics(serving)["figures"] == 0
 
 
 def frame(serving_errors: list[float], step_errors: list[float], step_group: str = "e/G/tp",
@@ -136,11 +138,11 @@ def test_the_report_sets_each_serving_cell_beside_its_nearest_step_case(tmp_path
     shutil.copytree(STEP_TINY, folder / "replication-step-tiny")
     code, out, _err = cli("replicate", str(folder), "--out", str(tmp_path / "out"))
     assert code == 0
-    assert "step cases: 1 cases, 7 of 7 figures predicted, median |error| 0.0%" in out
-    assert ("| replication-tiny | none, synthetic/cpu/tp | 1.5% | replication-step-tiny (batch 4) | 0.0% (5 figures) "
+    assert "step cases: 1 cases, 8 of 8 figures predicted, median |error| 0.0%" in out
+    assert ("| replication-tiny | none, synthetic/cpu/tp | 1.5% | replication-step-tiny (batch 4) | 0.0% (6 figures) "
             "| neither | neither (the serving cell is within 30%; its step case is off 0%) |") in out
     assert "step_vs_schedule: neither 1" in out
-    assert "5 of 5 figures predicted" in out and "7 of 7 step figures predicted" in out
+    assert "5 of 5 figures predicted" in out and "8 of 8 step figures predicted" in out
 
 
 BAD = [
@@ -178,7 +180,7 @@ def test_only_step_runs_the_step_cases_alone(tmp_path, cli):
     shutil.copytree(SERVING_TINY, folder / "replication-tiny")
     shutil.copytree(STEP_TINY, folder / "replication-step-tiny")
     code, out, _err = cli("replicate", str(folder), "--only", "step", "--out", str(tmp_path / "out"), "--quiet")
-    assert code == 0 and out.startswith("0 of 1 cases not predicted") and "7 of 7 step figures predicted" in out
+    assert code == 0 and out.startswith("0 of 1 cases not predicted") and "8 of 8 step figures predicted" in out
     assert "replication-tiny: runs" not in out and "5 of 5 figures predicted" not in out
 
 

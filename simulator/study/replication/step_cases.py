@@ -17,6 +17,8 @@ each figure with `step_price.StaticBatch` and nothing else:
     batch_median_ttft         the median request's first token (a client's TTFT p50 over a batch sent at once)
     batch_latency             batch_ttft + every decode step (`vllm bench latency`'s latency, bench_one_batch's)
     batch_output_throughput   requests × output_len / batch_latency (an offline batch's output tok/s)
+    batch_total_throughput    requests × (input_len + output_len) / batch_latency (an offline batch's total tok/s,
+                              prompt and output tokens over the batch's wall time)
     gen_throughput            a log line (`Decode batch. #running-req: N, #token: T, ... gen throughput`):
                               N / one decode step of N rows holding T / N KV tokens each
 
@@ -96,6 +98,8 @@ class StepRunner:
         latency = prefill + float(decode.sum())
         if figure.metric == "batch_latency":
             return latency
+        if figure.metric == "batch_total_throughput":
+            return 1000.0 * requests * (input_len + output_len) / latency
         return 1000.0 * requests * output_len / latency  # batch_output_throughput
 
     def modes(self, figure: Figure, params: Params | None = None) -> dict[str, Any]:
