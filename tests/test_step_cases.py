@@ -50,6 +50,7 @@ def test_a_step_case_is_read_and_predicted_by_the_step_price(tmp_path):
     assert got[("batch_latency", 4)] == pytest.approx(latency)
     assert got[("batch_output_throughput", 4)] == pytest.approx(4 * 5 / (latency / 1000))
     assert got[("batch_input_throughput", 4)] == pytest.approx(4 * 500 / (prefill_4 / 1000))   # the bench's formula
+    assert got[("batch_total_throughput", 4)] == pytest.approx(4 * (500 + 5) / (latency / 1000))
     assert got[("gen_throughput", 32)] == pytest.approx(32 / (step_ms(32) / 1000))   # a log line's N / one step
     assert rows["predicted_error"].abs().max() < 1e-5                               # the published closed forms
 
@@ -67,6 +68,7 @@ def test_a_step_figure_takes_a_calibrations_params_as_a_serving_run_does(tmp_pat
                 ("batch_latency", 4): 2 * 182.0 + 4 * 32.6, ("batch_median_ttft", 4): (182.0 + 364.0) / 2,
                 ("batch_output_throughput", 4): 1000.0 * 4 * 5 / (2 * 182.0 + 4 * 32.6),
                 ("batch_input_throughput", 4): 1000.0 * 4 * 500 / (2 * 182.0),
+                ("batch_total_throughput", 4): 1000.0 * 4 * 505 / (2 * 182.0 + 4 * 32.6),
                 ("gen_throughput", 32): 1000.0 * 32 / 36.8}
     for key, value in expected.items():
         assert runner.predict(figure[key], calibrated) == pytest.approx(value), key
@@ -81,7 +83,7 @@ def test_a_step_case_is_never_calibrated_and_in_no_serving_statistic(tmp_path):
     rows = replicate(cases, None, RunOptions(out_dir=tmp_path)).rows
     serving = rows[rows["level"] == "serving"]
     assert statistics(rows, ("as run",)) == statistics(serving, ("as run",))
-    assert step_statistics(rows)["figures"] == 8 and step_statistics(serving)["figures"] == 0
+    assert step_statistics(rows)["figures"] == 9 and step_statistics(serving)["figures"] == 0
 
 
 def frame(serving_errors: list[float], step_errors: list[float], step_group: str = "e/G/tp",
@@ -138,11 +140,11 @@ def test_the_report_sets_each_serving_cell_beside_its_nearest_step_case(tmp_path
     shutil.copytree(STEP_TINY, folder / "replication-step-tiny")
     code, out, _err = cli("replicate", str(folder), "--out", str(tmp_path / "out"))
     assert code == 0
-    assert "step cases: 1 cases, 8 of 8 figures predicted, median |error| 0.0%" in out
-    assert ("| replication-tiny | none, synthetic/cpu/tp | 1.5% | replication-step-tiny (batch 4) | 0.0% (6 figures) "
+    assert "step cases: 1 cases, 9 of 9 figures predicted, median |error| 0.0%" in out
+    assert ("| replication-tiny | none, synthetic/cpu/tp | 1.5% | replication-step-tiny (batch 4) | 0.0% (7 figures) "
             "| neither | neither (the serving cell is within 30%; its step case is off 0%) |") in out
     assert "step_vs_schedule: neither 1" in out
-    assert "5 of 5 figures predicted" in out and "8 of 8 step figures predicted" in out
+    assert "5 of 5 figures predicted" in out and "9 of 9 step figures predicted" in out
 
 
 BAD = [
@@ -180,7 +182,7 @@ def test_only_step_runs_the_step_cases_alone(tmp_path, cli):
     shutil.copytree(SERVING_TINY, folder / "replication-tiny")
     shutil.copytree(STEP_TINY, folder / "replication-step-tiny")
     code, out, _err = cli("replicate", str(folder), "--only", "step", "--out", str(tmp_path / "out"), "--quiet")
-    assert code == 0 and out.startswith("0 of 1 cases not predicted") and "8 of 8 step figures predicted" in out
+    assert code == 0 and out.startswith("0 of 1 cases not predicted") and "9 of 9 step figures predicted" in out
     assert "replication-tiny: runs" not in out and "5 of 5 figures predicted" not in out
 
 
@@ -234,7 +236,7 @@ def test_the_published_step_record_does_not_shrink():
     figures = sum(len(c.figures) for c in steps)
     gpus = {c.source["gpus"]["type"] for c in steps}
     engines = {c.source["engine"]["name"] for c in steps}
-    assert (len(steps), figures) >= (7, 27)
+    assert (len(steps), figures) >= (8, 33)
     assert gpus >= {"B200", "B300", "H100", "H200"} and engines == {"sglang", "vllm"}
 
 

@@ -86,10 +86,11 @@ METRICS: dict[str, tuple[str, dict[str, float]]] = {
     "batch_latency": ("step:latency_ms", TIME_MS),              # prefill and every decode step of the batch
     "batch_output_throughput": ("step:output_tok_s", {"tok/s": 1.0}),   # batch x output tokens / latency
     "batch_input_throughput": ("step:input_tok_s", {"tok/s": 1.0}),     # batch x input tokens / the batch's TTFT
+    "batch_total_throughput": ("step:total_tok_s", {"tok/s": 1.0}),     # batch x (input + output) tokens / latency
     "gen_throughput": ("step:gen_tok_s", {"tok/s": 1.0}),       # a log line: running requests / one decode step
 }
 STEP_METRICS = ("step_itl", "batch_ttft", "batch_median_ttft", "batch_latency", "batch_output_throughput",
-                "batch_input_throughput", "gen_throughput")
+                "batch_input_throughput", "batch_total_throughput", "gen_throughput")
 CASE_KINDS = ("serving", "step")
 RATIO_METRICS = ("speedup_output_throughput", "speedup_sign")
 GOAL_METRICS = ("output_throughput", "total_throughput", "output_throughput_per_gpu", "total_throughput_per_gpu",

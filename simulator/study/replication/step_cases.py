@@ -19,6 +19,8 @@ each figure with `step_price.StaticBatch` and nothing else:
     batch_output_throughput   requests × output_len / batch_latency (an offline batch's output tok/s)
     batch_input_throughput    requests × input_len / batch_ttft (bench_one_batch_server's input throughput: a
                               row whose TTFT column is not published still gives its prefill this way)
+    batch_total_throughput    requests × (input_len + output_len) / batch_latency (an offline batch's total tok/s,
+                              prompt and output tokens over the batch's wall time)
     gen_throughput            a log line (`Decode batch. #running-req: N, #token: T, ... gen throughput`):
                               N / one decode step of N rows holding T / N KV tokens each
 
@@ -100,6 +102,8 @@ class StepRunner:
         latency = prefill + float(decode.sum())
         if figure.metric == "batch_latency":
             return latency
+        if figure.metric == "batch_total_throughput":
+            return 1000.0 * requests * (input_len + output_len) / latency
         return 1000.0 * requests * output_len / latency  # batch_output_throughput
 
     def modes(self, figure: Figure, params: Params | None = None) -> dict[str, Any]:
