@@ -18,6 +18,7 @@ from tests.conftest import REPO
 
 RUNS = {
     "sim_speed": (["--repeats", "1", "--duration", "12"], "dspark-async"),
+    "request_floor": (["--repeats", "1", "--duration", "12"], "simulated output tokens in the floor"),
     "draft_speed": (["--requests", "8", "--steps", "5", "--repeats", "1"], "outcomes only"),
     "policy_speed": (["--requests", "8", "--repeats", "1"], "dspark-async"),
     "bypass_gain": (["--duration", "4", "--users", "1", "--seeds", "2"], "throughput gain"),
