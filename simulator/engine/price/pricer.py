@@ -18,7 +18,9 @@ bisection and its lookups are slices), builds the engine's terms
     RequestPadded   SGLang's request-axis graphs (a quote of R requests reads row[ceil(B · pad(R) / R)])
     PerRank         data-parallel attention or separate prefill batches, over one of the two: a step
                     lasts its busiest rank (price.rank_forward), its prefill ranks priced from the
-                    prefill profile (`engine.prefill.profile`)
+                    prefill profile (`engine.prefill.profile`); where the engine's DP ranks run their
+                    own prompt chunks in lockstep (its row's `dp_scheduler.chunks_per_rank`: vLLM), a
+                    step of prompt chunks too, whether or not a row decodes
 
 Each quote asks the engine's mode rule (specplan.simulator.engine.step_modes)
 for the step's mode and charge, has the forward price its verify pass with
@@ -149,7 +151,9 @@ class StepPricer:
             return balanced
         source = getattr(config.engine.prefill, "profile", None)
         prefill = None if source is None else RankSplit(load_profile(source), reach)
-        return PerRank(balanced, self.ranks, RankSplit(profile, reach), prefill, verify_terms)
+        rule = config.serving.dp_scheduler
+        return PerRank(balanced, self.ranks, RankSplit(profile, reach), prefill, verify_terms,
+                       chunks_per_rank=rule is not None and rule.chunks_per_rank)
 
     def kernel_reach(self, config: EngineConfig) -> int:
         """The most tokens a verify lookup asks for: the budget, or an SGLang-padded step's widest."""
