@@ -180,6 +180,16 @@ def test_a_static_batch_on_vllm_dp_ranks_prefills_at_the_busiest_rank(tmp_path):
     assert first_tokens == pytest.approx([21.0, 21.0, 39.0])
 
 
+def test_vllm_dp_chunks_past_the_profiles_steps_are_refused_in_one_line(tmp_path):
+    """Two ranks of 600 chunk tokens each read the hand-made table at 1,200 tokens together and at 2 x 600 for a
+    rank, past the 1,024 it prices: refused when the engine is built (it used to fail mid-run on an index)."""
+    with pytest.raises(ScenarioError, match=r"engine.dp_attention.max_step_tokens: .*2 DP ranks each compute up to "
+                                            r"600 .*1,200 together.*at most 512 per rank"):
+        dp_pricer(tmp_path, name="vllm", max_step_tokens=1024,
+                  prefill={"mode": "chunked", "chunk_tokens": 1200, "schedule": "mixed"},
+                  dp_attention={"ranks": 2, "max_step_tokens": 600, "chunk_tokens": 600})
+
+
 def test_the_engines_dispatch_sends_requests_to_ranks():
     turn = RankRouter("round_robin", 3)
     assert [turn.send(rid, np.array([], dtype=np.int64)) for rid in range(5)] == [0, 1, 2, 0, 1]

@@ -38,6 +38,7 @@ from typing import Protocol
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.dense import DenseCurve
 from specplan.hwprofiles.profile import StepProfile
+from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.price.forwards import Forward, PerRank, RequestPadded, TokenDense
 from specplan.simulator.engine.price.graphs import widest_padded
@@ -152,8 +153,25 @@ class StepPricer:
         source = getattr(config.engine.prefill, "profile", None)
         prefill = None if source is None else RankSplit(load_profile(source), reach)
         rule = config.serving.dp_scheduler
+        chunks_per_rank = rule is not None and rule.chunks_per_rank
+        if chunks_per_rank:
+            self.check_chunk_reach(profile, config)
         return PerRank(balanced, self.ranks, RankSplit(profile, reach), prefill, verify_terms,
-                       chunks_per_rank=rule is not None and rule.chunks_per_rank)
+                       chunks_per_rank=chunks_per_rank)
+
+    def check_chunk_reach(self, profile: StepProfile, config: EngineConfig) -> None:
+        """Mixed prompt chunks priced per rank read the profile at the ranks' tokens together (the balanced forward)
+        and at ranks x a rank's tokens (its own part): refused in one line past the steps the profile prices."""
+        dp = config.dp
+        if dp is None or not config.chunked or config.prefill_schedule != "mixed":
+            return
+        together, top = dp.ranks * dp.step_tokens, self.kernels.max_tokens
+        if together > top:
+            raise ScenarioError("engine.dp_attention.max_step_tokens",
+                                f"{config.serving.label}'s {dp.ranks} DP ranks each compute up to {dp.step_tokens:,} "
+                                f"tokens of prompt chunks a step ({together:,} together; a rank is priced at "
+                                f"{dp.ranks} x its tokens), past the {top:,}-token steps profile {profile.name} "
+                                f"prices (engine.max_step_tokens): at most {top // dp.ranks:,} per rank")
 
     def kernel_reach(self, config: EngineConfig) -> int:
         """The most tokens a verify lookup asks for: the budget, or an SGLang-padded step's widest."""
