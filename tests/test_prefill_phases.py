@@ -28,7 +28,7 @@ from specplan.simulator.engine.price.forwards import RankQuote
 from specplan.simulator.engine.price.pricer import StepPricer
 from specplan.simulator.engine.price.rank_load import StepLoad
 from specplan.simulator.study.replication.step_price import StaticBatch
-from tests.conftest import make_scenario
+from tests.conftest import REPO, make_scenario
 from tests.drive import drive
 
 NO_DRAFTS = {"policy": {"name": "none"}}
@@ -188,6 +188,21 @@ def test_vllm_dp_chunks_past_the_profiles_steps_are_refused_in_one_line(tmp_path
         dp_pricer(tmp_path, name="vllm", max_step_tokens=1024,
                   prefill={"mode": "chunked", "chunk_tokens": 1200, "schedule": "mixed"},
                   dp_attention={"ranks": 2, "max_step_tokens": 600, "chunk_tokens": 600})
+
+
+def test_vllm_51454s_dp8_step_case_names_the_table_it_lacks():
+    """vLLM #51454's DP8 step: each rank computes 8,192 prompt tokens a step, priced per rank at 8 x 8,192 on the
+    DP8 built-in, whose steps stop at 8,192 tokens: its engine is refused in one line, and every workload of the
+    case says which table is missing instead of a figure."""
+    from specplan.simulator.scenario import load_scenario
+    from specplan.simulator.study.replication.published import read_case
+
+    folder = REPO / "benchmarks" / "published" / "vllm-51454-v4-flash-b200-dp8-step"
+    with pytest.raises(ScenarioError, match=r"8 DP ranks each compute up to 8,192 .*65,536 together.*"
+                                            r"b200-deepseek-v4-flash-dp8ep8-vllm .*at most 1,024 per rank"):
+        StaticBatch.of(load_scenario(folder / "scenario.yaml"))
+    workloads = read_case(folder).source["workloads"]
+    assert all("a B200 DP8 EP8 context-phase table to 65,536 tokens" in w["unavailable"] for w in workloads.values())
 
 
 def test_the_engines_dispatch_sends_requests_to_ranks():
