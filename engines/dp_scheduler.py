@@ -1,10 +1,13 @@
-"""How an engine's scheduler runs data-parallel attention ranks together: SGLang's rules, read at the source.
+"""How an engine's scheduler runs data-parallel attention ranks together: SGLang's and vLLM's rules, read at the source.
 
 Place in the data flow: an engine's row (specplan.engines.traits) carries a
 `DpScheduler`; the engine model reads it when its core is assembled
-(specplan.simulator.engine.phases: the prefill schedule) and nowhere else.
+(specplan.simulator.engine.phases: the prefill schedule; specplan.simulator.engine.price.pricer:
+which steps are priced per rank) and nowhere else.
 Under DP attention every rank runs each forward together (the MoE all-to-all
 meets them), so what one rank schedules decides the step of all.
+
+SGLang's rules:
 
     prefill delayer   python/sglang/srt/managers/prefill_delayer.py (`PrefillDelayer`,
                       `_negotiate_should_allow_prefill`): every scheduler pass the ranks all-gather
@@ -58,6 +61,21 @@ meets them), so what one rank schedules decides the step of all.
                       prefill graphs, no speculation and no all-to-all backend (`get_moe_a2a_backend().is_none()`),
                       so no MegaMoE or DeepEP cell takes it. DeepSeek-V4 prefill stays eager under DP
                       attention in the rows here (specplan.engines.modes.RankVote.eager_prefill_models)
+
+vLLM's rule (`chunks_per_rank`):
+
+    ranks in lockstep vllm/v1/engine/core.py (`DPEngineCoreProc`, vllm-project/vllm at commit
+    with prompt chunks 00080ee13c7a451fce071ccb8d0e94d395acf5a7): each DP rank is its own engine core with
+                      its own scheduler, so its own token budget (--max-num-batched-tokens per rank) and its
+                      own prompt chunks; `run_busy_loop` steps every rank together, a rank that ran no
+                      request running `execute_dummy_batch`; attention runs on the rank's own tokens and the
+                      MoE's all-to-all spans every rank's (vllm/v1/worker/dp_utils.py
+                      `coordinate_batch_across_dp`: the ranks all-reduce their token counts each forward,
+                      padded to the largest only where the step runs a CUDA graph). So a step whose ranks
+                      hold prompt chunks lasts its busiest rank, as a decoding step does: the per-rank
+                      forward (specplan.simulator.engine.price.forwards.PerRank) prices it whether or not
+                      any row decodes. SGLang's mixed chunks (--enable-mixed-chunk, which no cell passes)
+                      are not read here: its chunk-only steps keep the balanced forward
 """
 
 from __future__ import annotations
@@ -89,6 +107,7 @@ class DpScheduler:
     delayer: PrefillDelayerRule | None
     sources: dict[str, str]
     spec_prefill_idle: bool = False   # under speculative decoding, ranks without a prefill batch idle while one runs
+    chunks_per_rank: bool = False     # a step with prompt chunks (and no decoding row) is priced at its busiest rank
 
 
 SGLANG_DP_SCHEDULER = DpScheduler(
@@ -101,3 +120,10 @@ SGLANG_DP_SCHEDULER = DpScheduler(
              "mixed_chunk": "sglang server_args: --enable-mixed-chunk turned off under EAGLE / DFlash speculation",
              "breakable_graphs": "sgl-project/sglang PR #25195"},
 )
+
+VLLM_LOCKSTEP_SOURCE = ("vllm/v1/engine/core.py DPEngineCoreProc.run_busy_loop (vllm-project/vllm at commit "
+                        "00080ee13c7a451fce071ccb8d0e94d395acf5a7): one engine core and scheduler per DP rank, every "
+                        "rank steps together, a rank with no request runs execute_dummy_batch; "
+                        "vllm/v1/worker/dp_utils.py coordinate_batch_across_dp (token counts all-reduced per forward)")
+
+VLLM_DP_SCHEDULER = DpScheduler(delayer=None, chunks_per_rank=True, sources={"chunks_per_rank": VLLM_LOCKSTEP_SOURCE})

@@ -142,7 +142,8 @@ class EngineTraits:
     the host's launch cost and kernels per layer (specplan.engines.eager); `caps`: the
     engine's own limits (specplan.engines.caps); `kv_offload`: its host KV tier's default size
     (`engine.prefix_cache.host.ratio` when the scenario gives none); `dp_scheduler`: how its scheduler runs
-    data-parallel attention ranks together (specplan.engines.dp_scheduler: the prefill delayer). None where
+    data-parallel attention ranks together (specplan.engines.dp_scheduler: the prefill delayer, which
+    steps with prompt chunks are priced per rank). None where
     no public rule is pinned. `aic`: the engine in AIConfigurator's database (memory-fraction kind, the
     built-ins' table version, the physical rule's twin engine).
     """

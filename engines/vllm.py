@@ -14,7 +14,9 @@ Sources, per habit (every row below shares them unless it says otherwise):
     scheduler  vllm/v1/core/sched/scheduler.py: one token budget per step, decoding requests
                first, a request's scheduled tokens cut at the budget's edge (drafts past it
                dropped), prompt chunks in the same step (mixed); DP ranks chosen by the DP
-               coordinator's least-loaded rule (4 x waiting + running)
+               coordinator's least-loaded rule (4 x waiting + running); each DP rank is its own engine
+               core (its own scheduler and budget) and the ranks step in lockstep, so a step with
+               prompt chunks lasts its busiest rank (specplan.engines.dp_scheduler: VLLM_DP_SCHEDULER)
     client     vllm/benchmarks/serve.py (`calculate_metrics`): ITL one gap per streamed chunk,
                --metric-percentiles 99 by default, warm-ups (--num-warmups) at the benchmark's
                concurrency
@@ -44,6 +46,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from specplan.engines.dp_scheduler import VLLM_DP_SCHEDULER
 from specplan.engines.eager import PUBLIC_EAGER_COST
 from specplan.engines.launch import (
     CONFIDENCE_SCHEDULED,
@@ -183,6 +186,7 @@ V0_24 = EngineTraits(
                                    "(vllm/config/compilation.py set_splitting_ops_for_v1)"),
     eager=PUBLIC_EAGER_COST,
     caps=VLLMCaps(),
+    dp_scheduler=VLLM_DP_SCHEDULER,
     aic=AicTables(memory_fraction="of_total", version="0.24.0", twin="sglang",
                   source="--gpu-memory-utilization is a share of all GPU memory; the database's vllm 0.24.0 tables "
                          "(the built-ins'); SGLang 0.5.14's tables of the same GPU hold the twin kernels"),

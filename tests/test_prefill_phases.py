@@ -27,7 +27,8 @@ from specplan.simulator.engine.phases import Mixed, Separate
 from specplan.simulator.engine.price.forwards import RankQuote
 from specplan.simulator.engine.price.pricer import StepPricer
 from specplan.simulator.engine.price.rank_load import StepLoad
-from tests.conftest import make_scenario
+from specplan.simulator.study.replication.step_price import StaticBatch
+from tests.conftest import REPO, make_scenario
 from tests.drive import drive
 
 NO_DRAFTS = {"policy": {"name": "none"}}
@@ -139,6 +140,69 @@ def test_a_step_with_a_prefill_batch_pays_the_sampler_per_verified_token(tmp_pat
     assert plain.step_ms(310) == pytest.approx(18.1)
     assert sampled.step_ms(310) == pytest.approx(21.2)
     assert sampled.steps_per_s(np.array([310]))[0] == pytest.approx(1000.0 / 21.2)
+
+
+def chunk_load(chunks) -> StepLoad:
+    """Prompt chunks per rank in a mixed step, no row decoding, nothing cached."""
+    zero = np.zeros(2, dtype=np.int64)
+    return StepLoad(zero, np.array(chunks), zero.astype(float), zero, zero.astype(float), zero.astype(float))
+
+
+@pytest.mark.parametrize(("engine", "expected"), [
+    ("vllm", 1 + 0.01 * 310 + 2 + 0.02 * 600),      # the MoE block over 310 tokens + rank 0's own part at 2 x 300
+    ("none", 1 + 0.01 * 310 + 2 + 0.02 * 310),      # no lockstep rule: the 310 tokens as one even forward
+])
+def test_a_vllm_dp_step_of_prompt_chunks_lasts_its_busiest_rank(tmp_path, engine, expected):
+    """vLLM's DP ranks each run their own engine core and step in lockstep (engines/dp_scheduler.py: vLLM's
+    rule): rank 0 computing a 300-token prompt chunk while rank 1 computes 10, no row decoding, lasts rank 0's
+    forward: 18.1 ms, not 12.3 (the step's 310 tokens spread evenly, as it was priced before)."""
+    mixed = {"mode": "chunked", "chunk_tokens": 600, "schedule": "mixed"}
+    pricer = dp_pricer(tmp_path, name=engine, prefill=mixed)
+    quote = pricer.quote(2, 0, 0, 0, 0, load=chunk_load([300, 10]), prefill_tokens=310)
+    assert quote.step_ms(310) == pytest.approx(expected)
+    even = pricer.quote(2, 0, 0, 0, 0, load=chunk_load([155, 155]), prefill_tokens=310)
+    assert even.step_ms(310) == pytest.approx(1 + 0.01 * 310 + 2 + 0.02 * 310)
+    if engine == "vllm":
+        assert isinstance(quote, RankQuote)
+        assert quote.excess_ms(310) == pytest.approx((0.02 * 600 - 0.02 * 20) / 2)
+
+
+def test_a_static_batch_on_vllm_dp_ranks_prefills_at_the_busiest_rank(tmp_path):
+    """Three 300-token prompts on two vLLM DP ranks, 300 prompt tokens per rank per step (rank 0 holds prompts 0
+    and 2): step 1 is even (600 tokens: 7 + 14 = 21 ms), step 2 is rank 0 alone with prompt 2: the MoE block at
+    300 tokens and rank 0's own part at 2 x 300, 4 + 14 = 18 ms (12 ms when priced as one even forward)."""
+    scenario = make_scenario(hardware={"profile": dp_parts_profile(tmp_path)},
+                             engine={"name": "vllm", "max_batch_requests": 16, "max_step_tokens": 600,
+                                     "prefill": {"mode": "chunked", "chunk_tokens": 600, "schedule": "mixed"},
+                                     "dp_attention": {"ranks": 2, "balance": "round_robin", "max_step_tokens": 300,
+                                                      "chunk_tokens": 300}}, **NO_DRAFTS)
+    first_tokens = StaticBatch.of(scenario).first_tokens_ms(3, 300)
+    assert first_tokens == pytest.approx([21.0, 21.0, 39.0])
+
+
+def test_vllm_dp_chunks_past_the_profiles_steps_are_refused_in_one_line(tmp_path):
+    """Two ranks of 600 chunk tokens each read the hand-made table at 1,200 tokens together and at 2 x 600 for a
+    rank, past the 1,024 it prices: refused when the engine is built (it used to fail mid-run on an index)."""
+    with pytest.raises(ScenarioError, match=r"engine.dp_attention.max_step_tokens: .*2 DP ranks each compute up to "
+                                            r"600 .*1,200 together.*at most 512 per rank"):
+        dp_pricer(tmp_path, name="vllm", max_step_tokens=1024,
+                  prefill={"mode": "chunked", "chunk_tokens": 1200, "schedule": "mixed"},
+                  dp_attention={"ranks": 2, "max_step_tokens": 600, "chunk_tokens": 600})
+
+
+def test_vllm_51454s_dp8_step_case_names_the_table_it_lacks():
+    """vLLM #51454's DP8 step: each rank computes 8,192 prompt tokens a step, priced per rank at 8 x 8,192 on the
+    DP8 built-in, whose steps stop at 8,192 tokens: its engine is refused in one line, and every workload of the
+    case says which table is missing instead of a figure."""
+    from specplan.simulator.scenario import load_scenario
+    from specplan.simulator.study.replication.published import read_case
+
+    folder = REPO / "benchmarks" / "published" / "vllm-51454-v4-flash-b200-dp8-step"
+    with pytest.raises(ScenarioError, match=r"8 DP ranks each compute up to 8,192 .*65,536 together.*"
+                                            r"b200-deepseek-v4-flash-dp8ep8-vllm .*at most 1,024 per rank"):
+        StaticBatch.of(load_scenario(folder / "scenario.yaml"))
+    workloads = read_case(folder).source["workloads"]
+    assert all("a B200 DP8 EP8 context-phase table to 65,536 tokens" in w["unavailable"] for w in workloads.values())
 
 
 def test_the_engines_dispatch_sends_requests_to_ranks():

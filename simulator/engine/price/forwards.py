@@ -13,8 +13,10 @@ the same terms. The pricer adds the fixed terms to whatever quote comes back.
     RequestPadded   SGLang's graphs pad requests: a step of R requests and B tokens runs
                     ceil(B · pad(R) / R) tokens (price.graphs), its mode's charge at that size
     PerRank         a step whose attention ranks hold different work, or that carries a separate
-                    prefill batch: it lasts its busiest rank (price.rank_forward); a step that needs
-                    no rank apart is the balanced forward's (one of the two above)
+                    prefill batch, or (where the engine's ranks step in lockstep with their own prompt
+                    chunks: `DpScheduler.chunks_per_rank`, vLLM) prompt chunks: it lasts its busiest rank
+                    (price.rank_forward); a step that needs no rank apart is the balanced forward's (one
+                    of the two above)
 """
 
 from __future__ import annotations
@@ -144,12 +146,14 @@ class RankQuote(ArrayQuote):
 
 
 class PerRank:
-    """Ranks priced apart: a step with a prefill batch, or decoding ranks a split profile tells apart, lasts its
+    """Ranks priced apart: a step with a prefill batch, or decoding ranks a split profile tells apart, or (with
+    `chunks_per_rank`: each rank runs its own prompt chunks in lockstep) ranks holding prompt chunks, lasts its
     busiest rank; any other step is the balanced forward's."""
 
     def __init__(self, balanced: Forward, ranks: int, decode: RankSplit, prefill: RankSplit | None,
-                 terms: tuple[StepTerm, ...]) -> None:
+                 terms: tuple[StepTerm, ...], chunks_per_rank: bool = False) -> None:
         self.balanced, self.ranks, self.decode, self.prefill, self.terms = balanced, ranks, decode, prefill, terms
+        self.chunks_per_rank = chunks_per_rank
 
     def quote(self, context_tokens: int, decode_requests: int, mode: StepMode, charge: ModeCharge,
               load: StepLoad | None) -> StepQuote:
@@ -160,7 +164,9 @@ class PerRank:
         return RankQuote(quote, forward, charge, self.terms)
 
     def by_rank(self, load: StepLoad) -> bool:
-        """Whether a step is priced per rank: a prefill batch in it, or decoding ranks a split profile tells apart."""
+        """Whether a step is priced per rank: a prefill batch in it, or ranks a split profile tells apart that
+        decode (or, with `chunks_per_rank`, hold prompt chunks)."""
         if load.prefilling:
             return True
-        return self.ranks > 1 and self.decode.divides and bool(load.anchors.any())
+        running = load.anchors.any() or (self.chunks_per_rank and load.fixed.any())
+        return self.ranks > 1 and self.decode.divides and bool(running)

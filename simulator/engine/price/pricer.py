@@ -18,7 +18,9 @@ bisection and its lookups are slices), builds the engine's terms
     RequestPadded   SGLang's request-axis graphs (a quote of R requests reads row[ceil(B · pad(R) / R)])
     PerRank         data-parallel attention or separate prefill batches, over one of the two: a step
                     lasts its busiest rank (price.rank_forward), its prefill ranks priced from the
-                    prefill profile (`engine.prefill.profile`)
+                    prefill profile (`engine.prefill.profile`); where the engine's DP ranks run their
+                    own prompt chunks in lockstep (its row's `dp_scheduler.chunks_per_rank`: vLLM), a
+                    step of prompt chunks too, whether or not a row decodes
 
 Each quote asks the engine's mode rule (specplan.simulator.engine.step_modes)
 for the step's mode and charge, has the forward price its verify pass with
@@ -36,6 +38,7 @@ from typing import Protocol
 from specplan.hwprofiles import load_profile
 from specplan.hwprofiles.dense import DenseCurve
 from specplan.hwprofiles.profile import StepProfile
+from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.price.forwards import Forward, PerRank, RequestPadded, TokenDense
 from specplan.simulator.engine.price.graphs import widest_padded
@@ -149,7 +152,26 @@ class StepPricer:
             return balanced
         source = getattr(config.engine.prefill, "profile", None)
         prefill = None if source is None else RankSplit(load_profile(source), reach)
-        return PerRank(balanced, self.ranks, RankSplit(profile, reach), prefill, verify_terms)
+        rule = config.serving.dp_scheduler
+        chunks_per_rank = rule is not None and rule.chunks_per_rank
+        if chunks_per_rank:
+            self.check_chunk_reach(profile, config)
+        return PerRank(balanced, self.ranks, RankSplit(profile, reach), prefill, verify_terms,
+                       chunks_per_rank=chunks_per_rank)
+
+    def check_chunk_reach(self, profile: StepProfile, config: EngineConfig) -> None:
+        """Mixed prompt chunks priced per rank read the profile at the ranks' tokens together (the balanced forward)
+        and at ranks x a rank's tokens (its own part): refused in one line past the steps the profile prices."""
+        dp = config.dp
+        if dp is None or not config.chunked or config.prefill_schedule != "mixed":
+            return
+        together, top = dp.ranks * dp.step_tokens, self.kernels.max_tokens
+        if together > top:
+            raise ScenarioError("engine.dp_attention.max_step_tokens",
+                                f"{config.serving.label}'s {dp.ranks} DP ranks each compute up to {dp.step_tokens:,} "
+                                f"tokens of prompt chunks a step ({together:,} together; a rank is priced at "
+                                f"{dp.ranks} x its tokens), past the {top:,}-token steps profile {profile.name} "
+                                f"prices (engine.max_step_tokens): at most {top // dp.ranks:,} per rank")
 
     def kernel_reach(self, config: EngineConfig) -> int:
         """The most tokens a verify lookup asks for: the budget, or an SGLang-padded step's widest."""

@@ -2,12 +2,13 @@
 
 Place in the data flow: the per-rank forward (specplan.simulator.engine.price.forwards.PerRank)
 builds a `RankForward` when a step's load (`rank_load.StepLoad`) differs by rank
-or carries a separate prefill batch; the quote it makes reads it at every B,
+or carries a separate prefill batch (or, where the engine's DP ranks run their own
+prompt chunks in lockstep, vLLM's, prompt chunks); the quote it makes reads it at every B,
 for the policy's Θ and the clock alike. With `ranks` attention
 ranks, rank r decoding a_r rows (+ f_r prompt tokens of a mixed step) over
 c_r tokens of KV, or prefilling p_r prompt tokens of q_r attention pairs:
 
-    decode-only step   balanced(B) + max_r own(ranks·b_r(B), ranks·c_r) − own(B, Σ c_r)
+    no prefill batch   balanced(B) + max_r own(ranks·b_r(B), ranks·c_r) − own(B, Σ c_r)
                        balanced: the balanced quote at B (its CUDA-graph padding and its terms
                        included), so the busiest rank adds what its own part costs over an even split
     with a prefill     shared_p(B) + max(max_r own(ranks·b_r(B), ranks·c_r),
