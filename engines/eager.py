@@ -19,7 +19,9 @@ the launcher's microbenchmark. Elsewhere t is the launcher's (`per_launch_us`), 
 carries prompt tokens: the family's figure comes from a decode pair, and a prefill priced with it is
 contradicted by a public step measurement (sgl-project/sglang PR #25052, V4-Flash on 4 x B200 DP4,
 bench_one_batch_server: TTFT 66 ms for one 1,024-token prompt, where 28.5 us a kernel would make its eager
-prefill step alone 240 ms; the launcher's 4.7 us gives 40 ms).
+prefill step alone 240 ms; the launcher's 4.7 us gives 40 ms). No public measurement gives an extend step's
+own host cost per kernel; a scenario may set one (`engine.cuda_graph.extend_op_us`, `EagerCost.extend_op_us`),
+which replaces the extend figure only (benchmarks/extend_op.py brackets the serving cells with it).
 
 A DeepEP normal-mode step's kernels differ too: its MoE block costs the
 graph step's x `AllToAllRule.normal_over_low_latency` where no normal-mode
@@ -76,20 +78,26 @@ class KernelCount:
 
     def op_us(self, cost: EagerCost, extending: bool = False) -> float:
         """The host's cost per kernel of an eager (or piecewise) step of this family: the family's eager op cost
-        for a decode step (what its public pair measured), the launcher's for a step carrying prompt tokens
-        (module docstring: #25052's prefill contradicts the decode figure there)."""
-        return cost.per_launch_us if self.eager_op_us is None or extending else self.eager_op_us
+        for a decode step (what its public pair measured); for a step carrying prompt tokens the scenario's
+        extend figure where it sets one (`EagerCost.extend_op_us`), else the launcher's (module docstring:
+        #25052's prefill contradicts the decode figure there)."""
+        if extending:
+            return cost.per_launch_us if cost.extend_op_us is None else cost.extend_op_us
+        return cost.per_launch_us if self.eager_op_us is None else self.eager_op_us
 
 
 @dataclass(frozen=True)
 class EagerCost:
-    """The host's microseconds per kernel launch (taken, low, high) and each model family's kernels."""
+    """The host's microseconds per kernel launch (taken, low, high) and each model family's kernels;
+    `extend_op_us`: the host's cost per kernel of a step carrying prompt tokens where a scenario sets one
+    (engine.cuda_graph.extend_op_us; None: the launcher's `per_launch_us`)."""
 
     per_launch_us: float
     low_us: float
     high_us: float
     launch_source: str
     kernels: dict[str, KernelCount] = field(default_factory=dict)
+    extend_op_us: float | None = None
 
     def count(self, model: ModelFamily) -> KernelCount:
         if model not in self.kernels:

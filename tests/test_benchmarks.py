@@ -32,6 +32,8 @@ RUNS = {
     "fit_devset": (["--census"], "deployments; the most concurrencies one publishes"),
     "calibrate_speed": (["--cases", "vllm-41044-v4-flash-mtp-b200", "--workers", "1"], "pairs simulated"),
     "agentic_speed": (["--repeats", "1", "--duration", "20", "--lanes", "4"], "engine steps per reference step"),
+    "extend_op": (["--cases", "sglang-cookbook-v4-flash-b300-fp4-low-latency", "--workers", "1"],
+                  "c = 1, host: x86"),
 }
 SCRIPTS = sorted(path.stem for path in (REPO / "benchmarks").glob("*.py"))
 

@@ -9,6 +9,8 @@ engine's caps and the one that binds.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from specplan.engines import NO_ENGINE, ModeSetup, StepShape, engine_traits, step_mode
@@ -256,3 +258,15 @@ def test_a_malformed_step_or_setup_is_one_clear_error():
         StepShape((0, 0), (0, 0), (0, 0))
     with pytest.raises(SpecplanError, match="unknown model 'llama'"):
         ModeSetup(model="llama", capture=(1,))  # type: ignore[arg-type]
+
+
+def test_a_scenarios_extend_figure_replaces_the_launchers_for_extend_steps_only():
+    """EagerCost.extend_op_us (engine.cuda_graph.extend_op_us): a step carrying prompt tokens pays it a kernel, a
+    decode step its family's figure (V4: 28.5 us) or the launcher's (dense: 4.7 us) as before."""
+    cost = replace(PUBLIC_EAGER_COST, extend_op_us=9.1)
+    v4, dense = cost.count("deepseek-v4"), cost.count("dense")
+    assert (v4.op_us(cost, extending=True), v4.op_us(cost)) == (9.1, 28.5)
+    assert (dense.op_us(cost, extending=True), dense.op_us(cost)) == (9.1, 4.7)
+    assert launch_bound_ms(cost, "deepseek-v4", 43, extending=True) == pytest.approx(196 * 43 * 9.1e-3)
+    assert launch_bound_ms(cost, "deepseek-v4", 43, "attention", extending=True) == pytest.approx((8.7 * 43 + 44) * 9.1e-3)
+    assert launch_bound_ms(cost, "deepseek-v4", 43) == pytest.approx(240.198)

@@ -179,6 +179,60 @@ def test_a_prefill_containing_step_pays_its_mode_not_the_decode_graphs_padding(t
     assert quote.verify_ms(3) >= PROMPT_LAUNCH_MS
 
 
+def extend_quote(tmp_path: Path, **graph) -> object:
+    """Rank 0 prefills 500 prompt tokens while rank 1 decodes 3 requests (DP2, no DeepEP): an eager extend step
+    whose kernels (the MoE block over 503 tokens + rank 0's 2 x 500 on the decode profile: 3.503 ms) are under
+    its launches at the launcher's 4.7 us a kernel (3.685 ms)."""
+    parts = assemble(make_scenario(**dp2_scenario(tmp_path, cuda_graph={"engine": "sglang", **graph})))
+    pricer = StepPricer(parts.profile, parts.drafter.draft_ms, parts.config, False)
+    from specplan.simulator.engine.price.rank_load import StepLoad
+    zero = np.zeros(2, dtype=np.int64)
+    load = StepLoad(np.array([0, 3]), zero, zero.astype(float), np.array([500, 0]), np.array([500.0**2, 0.0]),
+                    zero.astype(float))
+    return pricer.quote(4, 3, 0, 0, 0, load=load, prefill_tokens=500)
+
+
+def test_the_extend_op_key_prices_an_extend_step_at_its_figure_where_launches_bind(tmp_path):
+    """engine.cuda_graph.extend_op_us = t: a launch-bound step carrying prompt tokens lasts k x L x t (196 kernels a
+    layer, 4 layers); unset, the launcher's 4.7 us (today's rule)."""
+    kernels = moe_ms(503) + 0.5 + 0.002 * 1000
+    today = extend_quote(tmp_path)
+    assert today.mode.reason == "rank_prefilling" and kernels < PROMPT_LAUNCH_MS
+    assert today.verify_ms(503) == pytest.approx(PROMPT_LAUNCH_MS)
+    for t in (9.1, 28.5):
+        quote = extend_quote(tmp_path, extend_op_us=t)
+        assert quote.mode == today.mode and quote.verify_ms(503) == pytest.approx(196 * 4 * t / 1000)
+    low = extend_quote(tmp_path, extend_op_us=1.0)                      # 0.784 ms of launches: kernel-bound
+    assert low.verify_ms(503) == pytest.approx(kernels)
+
+
+def test_the_extend_op_key_leaves_a_decode_step_at_its_familys_figure(tmp_path):
+    """An eager decode step (8 requests past a capture list of 4) keeps V4's 28.5 us a kernel whatever the key."""
+    def eager_decode(**graph) -> float:
+        scenario = make_scenario(**sglang(v4_profile(tmp_path), cuda_graph={"engine": "sglang", "capture_sizes": [1, 2, 4],
+                                                                             **graph}))
+        parts = assemble(scenario)
+        quote = StepPricer(parts.profile, parts.drafter.draft_ms, parts.config, False).quote(8, 8, 0, 0, 0)
+        assert (quote.mode.mode, quote.mode.reason) == ("eager", "above_capture")
+        return quote.verify_ms(8)
+
+    assert eager_decode() == pytest.approx(LAUNCH_MS)
+    assert eager_decode(extend_op_us=9.1) == eager_decode(extend_op_us=1.0) == pytest.approx(LAUNCH_MS)
+
+
+@pytest.mark.parametrize("profile", ["none", "builtin:h200-deepseek-v3-tp8ep8-vllm"])
+def test_an_extend_op_cost_nothing_prices_by_launches_is_refused_in_one_line(tmp_path, cli, profile):
+    """A profile naming no model (no mode rule reads it) or an MoE family without a public kernel count: the key
+    would move nothing, so `check` refuses it (exit 2, one line)."""
+    engine = {"name": "sglang", "cuda_graph": {"engine": "sglang", "extend_op_us": 9.1}}
+    raw = {"engine": engine} if profile == "none" else {"hardware": {"profile": profile}, "engine": engine}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(merged(BASE, raw)))
+    status, out, err = cli("check", path)
+    assert status == 2 and not out and len(err.strip().splitlines()) == 1
+    assert "engine.cuda_graph.extend_op_us" in err and "launches" in err
+
+
 # --- DeepEP's normal mode -----------------------------------------------------------------------------------
 
 

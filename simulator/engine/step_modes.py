@@ -26,7 +26,9 @@ What a mode adds (specplan.engines.eager, each figure public, none fitted):
     piecewise  the forward lasts at least the host's launches of attention's kernels and the graph pieces
     eager      at least every kernel's launch: kernels per layer x layers x the host's cost per kernel (DeepSeek-V4:
                its eager dispatch, sglang PR #24047, as its steps sync with the host; else the launcher's),
-               plus one host sync per layer in DeepEP's normal mode
+               plus one host sync per layer in DeepEP's normal mode. A step carrying prompt tokens (piecewise or
+               eager) pays the launcher's cost per kernel, or `engine.cuda_graph.extend_op_us` where the scenario
+               sets it (refused where no family here is priced by its launches)
     normal     a decode step's MoE block (dispatch + experts + combine) x 348 / 264 where DeepEP runs
                normal mode (the profile's parts table splits the block out; DeepGEMM PR #383)
 
@@ -44,6 +46,7 @@ B at all: the busiest rank's requests and whether any rank extends decide it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -150,8 +153,10 @@ class EngineModes:
         self.largest = config.graphs.largest
         self.layers, self.family = model.layers, model.family
         cost = config.serving.eager
-        self.cost: EagerCost | None = cost if cost is not None and model.family in cost.kernels else None
         graph = config.engine.cuda_graph
+        if cost is not None and graph is not None and graph.extend_op_us is not None:
+            cost = replace(cost, extend_op_us=graph.extend_op_us)
+        self.cost: EagerCost | None = cost if cost is not None and model.family in cost.kernels else None
         if self.cost is not None and graph is not None and graph.eager_overhead_ms is not None:
             raise ScenarioError("engine.cuda_graph.eager_overhead_ms", f"{config.serving.label} prices an eager "
                                 f"{model.family} step by its kernel launches (public figures: "
@@ -250,7 +255,20 @@ def mode_setup(config: EngineConfig, model: ModelFacts) -> ModeSetup:
 
 
 def step_modes(config: EngineConfig, ragged: bool = False) -> StepModes:
-    """The engine's mode rule (module docstring); `ragged`: the policy sets each request's length per step."""
+    """The engine's mode rule (module docstring); `ragged`: the policy sets each request's length per step.
+    `engine.cuda_graph.extend_op_us` is refused where the rule prices no step by its launches."""
+    modes = engine_modes(config, ragged)
+    graph = config.engine.cuda_graph
+    if graph is not None and graph.extend_op_us is not None and not (
+            isinstance(modes, EngineModes) and modes.cost is not None):
+        model = "a profile naming no model" if config.model is None else f"{config.model.family} models"
+        raise ScenarioError("engine.cuda_graph.extend_op_us", f"{config.serving.label} does not price an extend "
+                            f"step by its kernel launches for {model} (a public kernel count and the engine's "
+                            "mode rule: DeepSeek-V4 under vLLM or SGLang), so it would move nothing; remove the key")
+    return modes
+
+
+def engine_modes(config: EngineConfig, ragged: bool) -> StepModes:
     if config.graphs is None:
         return Unmodelled()
     serving, model = config.serving, config.model

@@ -151,6 +151,12 @@ class CudaGraph:
                                           "model such as DeepSeek-V3); default 2.0, assumed: ~400 kernel launches of "
                                           "~5 µs. Refused where the engine prices an eager step by its launches "
                                           "(DeepSeek-V4 under vLLM or SGLang), which it would not move", unit="ms")
+    extend_op_us: float | None = num(None, gt=0, doc="the host's cost per kernel of an eager or piecewise step that "
+                                     "carries prompt tokens (an extend step), where the engine prices such a step "
+                                     "by its kernel launches (DeepSeek-V4 under vLLM or SGLang); default: the "
+                                     "launcher's 4.7 µs (tritonbench PR #1017). A decode step keeps its family's "
+                                     "figure (V4: 28.5 µs, sglang PR #24047). Refused where no launch-priced family "
+                                     "applies", unit="µs", example=9.1)
 
 
 @dataclass(frozen=True)
