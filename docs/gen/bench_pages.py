@@ -42,6 +42,9 @@ BENCHMARKS = (
      "core", "benchmarks/sim_speed.py", ("--repeats", "3")),
     ("the same, outputs ten times longer (the engine's step alone), 300 simulated s",
      "benchmarks/sim_speed.py", ("--repeats", "3", "--output-median", "3000", "--duration", "300")),
+    ("the same workload with its requests and none of the engine's rules (the floor a request-level loop "
+     "reaches), beside `specplan run`, each a share of the bare SimPy loop", "benchmarks/request_floor.py",
+     ("--repeats", "3")),
     ("one step's draws, R = 256, γ = 7, by the engine's own code", "benchmarks/draft_speed.py", ()),
     ("a policy's decision, R = 256, γ = 7", "benchmarks/policy_speed.py", ()),
     ("`specplan demo` from nothing to report.html (36 points)", "benchmarks/demo_time.py", ("--workers", "2")),
