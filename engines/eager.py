@@ -75,6 +75,7 @@ class KernelCount:
     source: str
     eager_op_us: float | None = None     # what one kernel of an eager step costs where the step syncs with the
     eager_op_source: str = ""            # host (None: the launcher's per_launch_us); module docstring
+    eager_op_added_us: float | None = None   # the same public pair read with launches added to the kernels
 
     def op_us(self, cost: EagerCost, extending: bool = False) -> float:
         """The host's cost per kernel of an eager (or piecewise) step of this family: the family's eager op cost
@@ -154,7 +155,7 @@ PUBLIC_EAGER_COST = EagerCost(
             source="gty111/gLLM PR #264 (V4-Flash TP4 decode step: 12,508 kernels, 8,412 after fusion, 43 layers); "
                    "low: lightseekorg/tokenspeed PR #1686 (~2,960 per V4.1-Flash DSpark step); attention: "
                    "Avarok-Cybersecurity/atlas PR #1147 (374 attention launches per token)",
-            eager_op_us=28.5,
+            eager_op_us=28.5, eager_op_added_us=16.9,
             eager_op_source="sgl-project/sglang PR #24047 (V4-Flash TP8, batch 1: TPOT ~240 ms eager, 97.5 ms with "
                             "CUDA graphs; 240 ms / 8,428 kernels; bracket 16.9 us: (240 - 97.5) / 8,428)"),
         "dense": KernelCount(

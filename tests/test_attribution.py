@@ -15,16 +15,22 @@ import json
 import pytest
 import yaml
 
+from specplan.simulator.engine.assembly import assemble
+from specplan.simulator.scenario import load_scenario
 from specplan.simulator.study.options import RunOptions
 from specplan.simulator.study.replication.attribution import (
     ATTRIBUTE_AT,
     STEP_PRICE,
+    Setting,
+    extend_op,
+    extend_op_added,
     needs_attribution,
     verdict,
 )
 from specplan.simulator.study.replication.case_runner import CaseRunner, Params
 from specplan.simulator.study.replication.published import read_case
 from specplan.simulator.study.replication.replicate import ReplicationAsk, replicate
+from tests.conftest import REPO
 
 SCENARIO = {
     "name": "attribution-hand-made", "seed": 3, "horizon": {"requests": 24},
@@ -94,3 +100,22 @@ def test_only_predicted_serving_figures_past_the_bound_are_attributed():
     assert not needs_attribution({**base, "predicted_error": 0.5, "level": "step"})
     assert not needs_attribution({**base, "predicted_error": 0.5, "status": "database lacks: x"})
     assert not needs_attribution({**base, "predicted_error": float("nan")})
+
+
+V4_CELL = REPO / "benchmarks" / "published" / "sglang-cookbook-v4-flash-b300-fp4-low-latency" / "scenario.yaml"
+
+
+def test_the_extend_ablations_set_the_two_readings_of_the_eager_pair_where_launches_price_a_step(tmp_path):
+    """An extend step's host cost per kernel, at the family's eager decode figure (28.5 us) and at the same pair
+    read with launches added to the kernels (16.9 us), on a DeepSeek-V4 SGLang cell; nowhere else (a profile that
+    names no model), and not where the scenario sets it already."""
+    v4 = load_scenario(V4_CELL)
+    setting = Setting(v4, assemble(v4), {})
+    assert extend_op(setting)[0] == ("engine.cuda_graph.extend_op_us=28.5",)
+    assert extend_op_added(setting)[0] == ("engine.cuda_graph.extend_op_us=16.9",)
+    assert "instead of the launcher's 4.7" in extend_op_added(setting)[1]
+    own = load_scenario(V4_CELL, ["engine.cuda_graph.extend_op_us=9.1"])
+    assert extend_op(Setting(own, assemble(own), {})) is None
+    linear = hand_made_case(tmp_path / "linear", 1.0)
+    plain = CaseRunner(linear, tmp_path / "out").scenario(linear.figures[0], "none", Params())
+    assert extend_op(Setting(plain, assemble(plain), {})) is None

@@ -24,6 +24,10 @@ a fix: the rule stays in where the engine's source has it.
     prefill_delayer     SGLang's prefill delayer on (DP, separate batches, off in the scenario)
     rank_balance        requests to the rank with the fewest (SGLang total_requests) instead
     deepep_mode         DeepEP auto -> low-latency on every step (no normal-mode prefill steps)
+    extend_op           an extend step's host cost per kernel: the launcher's -> the family's eager decode figure
+                        (DeepSeek-V4: 28.5 us, sglang PR #24047; engine.cuda_graph.extend_op_us), where steps are
+                        priced by their launches and the scenario sets none
+    extend_op_added     the same, at that public pair's other reading (launches added to the kernels: 16.9 us)
 
 Place in the data flow: `replicate.py` calls `attribute_figure` after the
 predictions when asked (`ReplicationAsk.attribute`, `specplan replicate
@@ -38,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from specplan.engines.eager import KernelCount
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.engine.assembly import EngineParts, assemble
 from specplan.simulator.engine.phases import idle_while_prefilling
@@ -160,11 +165,36 @@ def deepep_mode(s: Setting) -> tuple[tuple[str, ...], str] | None:
     return ("engine.all_to_all.mode=low_latency",), "DeepEP low-latency on every step (no normal-mode steps)"
 
 
+def extend_cost(s: Setting, figure: Callable[[KernelCount], float | None], reading: str) -> tuple[
+        tuple[str, ...], str] | None:
+    """An extend step's host cost per kernel at one reading of the family's public eager pair, where the engine
+    prices steps by their launches (a mode rule and a kernel count) and the scenario does not set it."""
+    config, graph = s.parts.config, s.scenario.engine.cuda_graph
+    cost, model = config.serving.eager, config.model
+    if graph is None or graph.extend_op_us is not None or cost is None or model is None:
+        return None
+    count = cost.kernels.get(model.family)
+    value = None if count is None else figure(count)
+    if value is None:
+        return None
+    return ((f"engine.cuda_graph.extend_op_us={value:g}",),
+            f"extend steps at {value:g} us a kernel ({reading}) instead of the launcher's {cost.per_launch_us:g}")
+
+
+def extend_op(s: Setting) -> tuple[tuple[str, ...], str] | None:
+    return extend_cost(s, lambda count: count.eager_op_us, "the family's eager decode figure")
+
+
+def extend_op_added(s: Setting) -> tuple[tuple[str, ...], str] | None:
+    return extend_cost(s, lambda count: count.eager_op_added_us, "its eager decode pair, launches added to kernels")
+
+
 ABLATIONS = (Ablation("prefill_schedule", prefill_schedule), Ablation("rank_decode", rank_decode),
              Ablation("graph_modes", graph_modes), Ablation("host_cycle", host_cycle),
              Ablation("token_cap", token_cap), Ablation("request_slots", request_slots),
              Ablation("prefill_delayer", prefill_delayer), Ablation("rank_balance", rank_balance),
-             Ablation("deepep_mode", deepep_mode))
+             Ablation("deepep_mode", deepep_mode), Ablation("extend_op", extend_op),
+             Ablation("extend_op_added", extend_op_added))
 
 
 @dataclass(frozen=True)
