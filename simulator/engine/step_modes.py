@@ -52,7 +52,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from specplan.engines import ModeSetup, StepMode, StepShape, step_mode
-from specplan.engines.eager import EagerCost, launch_bound_ms
+from specplan.engines.eager import EagerCost, KernelCount, launch_bound_ms
 from specplan.engines.modes import AllToAllRule
 from specplan.hwprofiles.facts import ModelFacts
 from specplan.simulator.core.errors import ScenarioError
@@ -259,13 +259,21 @@ def step_modes(config: EngineConfig, ragged: bool = False) -> StepModes:
     `engine.cuda_graph.extend_op_us` is refused where the rule prices no step by its launches."""
     modes = engine_modes(config, ragged)
     graph = config.engine.cuda_graph
-    if graph is not None and graph.extend_op_us is not None and not (
-            isinstance(modes, EngineModes) and modes.cost is not None):
+    if graph is not None and graph.extend_op_us is not None and launch_count(modes) is None:
         model = "a profile naming no model" if config.model is None else f"{config.model.family} models"
         raise ScenarioError("engine.cuda_graph.extend_op_us", f"{config.serving.label} does not price an extend "
                             f"step by its kernel launches for {model} (a public kernel count and the engine's "
                             "mode rule: DeepSeek-V4 under vLLM or SGLang), so it would move nothing; remove the key")
     return modes
+
+
+def launch_count(modes: StepModes) -> tuple[EagerCost, KernelCount] | None:
+    """The host's cost and the family's public kernel count where the mode rule prices steps by their kernel
+    launches (a DeepSeek-V4 engine row); None elsewhere (the one test `engine.cuda_graph.extend_op_us` is
+    refused by, and the attribution's extend ablations apply by)."""
+    if not isinstance(modes, EngineModes) or modes.cost is None:
+        return None
+    return modes.cost, modes.cost.count(modes.family)
 
 
 def engine_modes(config: EngineConfig, ragged: bool) -> StepModes:

@@ -46,6 +46,7 @@ from specplan.engines.eager import KernelCount
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.engine.assembly import EngineParts, assemble
 from specplan.simulator.engine.phases import idle_while_prefilling
+from specplan.simulator.engine.step_modes import engine_modes, launch_count
 from specplan.simulator.study.replication.case_runner import Params, signed_error
 from specplan.simulator.study.replication.published import Figure
 
@@ -168,17 +169,15 @@ def deepep_mode(s: Setting) -> tuple[tuple[str, ...], str] | None:
 def extend_cost(s: Setting, figure: Callable[[KernelCount], float | None], reading: str) -> tuple[
         tuple[str, ...], str] | None:
     """An extend step's host cost per kernel at one reading of the family's public eager pair, where the engine
-    prices steps by their launches (a mode rule and a kernel count) and the scenario does not set it."""
-    config, graph = s.parts.config, s.scenario.engine.cuda_graph
-    cost, model = config.serving.eager, config.model
-    if graph is None or graph.extend_op_us is not None or cost is None or model is None:
-        return None
-    count = cost.kernels.get(model.family)
-    value = None if count is None else figure(count)
-    if value is None:
+    prices steps by their launches (step_modes.launch_count) and the scenario does not set it."""
+    graph = s.scenario.engine.cuda_graph
+    priced = None if graph is None or graph.extend_op_us is not None else launch_count(engine_modes(s.parts.config,
+                                                                                                     False))
+    value = None if priced is None else figure(priced[1])
+    if priced is None or value is None:
         return None
     return ((f"engine.cuda_graph.extend_op_us={value:g}",),
-            f"extend steps at {value:g} us a kernel ({reading}) instead of the launcher's {cost.per_launch_us:g}")
+            f"extend steps at {value:g} us a kernel ({reading}) instead of the launcher's {priced[0].per_launch_us:g}")
 
 
 def extend_op(s: Setting) -> tuple[tuple[str, ...], str] | None:
