@@ -23,7 +23,12 @@ import time
 from pathlib import Path
 
 from specplan.simulator.study.options import RunOptions
-from specplan.simulator.study.replication.calibrate import GRID_FILE, HOST_GRID_MS, SCALE_GRID
+from specplan.simulator.study.replication.calibrate import (
+    EXTEND_GRID_US,
+    GRID_FILE,
+    HOST_GRID_MS,
+    SCALE_GRID,
+)
 from specplan.simulator.study.replication.published import Case
 from specplan.simulator.study.replication.replicate import (
     Replication,
@@ -31,6 +36,7 @@ from specplan.simulator.study.replication.replicate import (
     read_cases,
     replicate,
 )
+from specplan.simulator.study.replication.transfer import describe_params
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLISHED = REPO / "benchmarks" / "published"
@@ -48,7 +54,7 @@ def cpu_seconds() -> float:
 def simulated_pairs(out: Path) -> int:
     """The (case, grid point) pairs the run's grid file holds."""
     with (out / GRID_FILE).open(newline="") as handle:
-        return len({(r["source"], r["host_ms"], r["verify_scale"]) for r in csv.DictReader(handle)})
+        return len({(r["source"], r["host_ms"], r["verify_scale"], r["extend_op_us"]) for r in csv.DictReader(handle)})
 
 
 def timed(cases: list[Case], full: bool, workers: int, out: Path) -> tuple[Replication, float, float]:
@@ -58,9 +64,10 @@ def timed(cases: list[Case], full: bool, workers: int, out: Path) -> tuple[Repli
 
 
 def step_apart(a, b) -> int:
-    """Grid steps between two choices (the larger of the host and scale index differences)."""
+    """Grid steps between two choices (the largest of the host, scale and extend index differences)."""
     return max(abs(HOST_GRID_MS.index(a.host_ms) - HOST_GRID_MS.index(b.host_ms)),
-               abs(SCALE_GRID.index(a.verify_scale) - SCALE_GRID.index(b.verify_scale)))
+               abs(SCALE_GRID.index(a.verify_scale) - SCALE_GRID.index(b.verify_scale)),
+               abs(EXTEND_GRID_US.index(a.extend_op_us) - EXTEND_GRID_US.index(b.extend_op_us)))
 
 
 def main() -> int:
@@ -80,12 +87,12 @@ def main() -> int:
             out = Path(tmp) / label.replace(" ", "-")
             result, wall, cpu = timed(cases, full, args.workers, out)
             runs[label] = result
-            pairs, every = simulated_pairs(out), len(cases) * len(HOST_GRID_MS) * len(SCALE_GRID)
+            pairs, every = simulated_pairs(out), len(cases) * len(HOST_GRID_MS) * len(SCALE_GRID) * len(EXTEND_GRID_US)
             print(f"{label}: {len(cases)} cases, {args.workers} workers: wall {wall:.1f} s, CPU {cpu:.1f} s, "
                   f"{pairs} of {every} (case, grid point) pairs simulated")
             for mode, folds in result.params.items():
                 for fold, p in folds.items():
-                    print(f"  {mode}: {fold}: host {p.host_ms:g} ms, scale {p.verify_scale:g}")
+                    print(f"  {mode}: {fold}: {describe_params(p)}")
     if args.full_grid:
         worst = max((step_apart(p, runs["full grid"].params[mode][fold]) for mode, folds in runs["search"].params.items()
                      for fold, p in folds.items()), default=0)

@@ -116,7 +116,7 @@ def figures(cases_dir: Path, grid_file: Path) -> list[Fig]:
 
 def choose(rule: Rule, train: list[Fig]) -> Params:
     fit = [f for f in train if rule.metrics is None or f.metric in rule.metrics] or train
-    points = sorted(set.intersection(*(set(f.err) for f in fit)), key=lambda p: (p.host_ms or 0, p.verify_scale))
+    points = sorted(set.intersection(*(set(f.err) for f in fit)), key=lambda p: (p.host_ms or 0, p.verify_scale, p.extend_op_us or 0))
     return min(points, key=lambda p: (rule.score(np.array([f.err[p] for f in fit])),
                                       float(np.max(np.abs([f.err[p] for f in fit])))))
 

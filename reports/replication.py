@@ -277,7 +277,8 @@ def params_lines(result: Replication) -> list[str]:
     for mode, groups in result.params.items():
         for group, p in groups.items():
             host = "the scenario's own" if p.host_ms is None else f"{p.host_ms:g}"
-            lines.append(f"{mode} {group}: host_ms {host}, verify_scale {p.verify_scale:g}"
+            extend = "" if p.extend_op_us is None else f", extend_op_us {p.extend_op_us:g}"
+            lines.append(f"{mode} {group}: host_ms {host}, verify_scale {p.verify_scale:g}{extend}"
                          + (" (no throughput or TPOT figure to fit: nothing fitted)" if p == Params() else ""))
     return lines
 

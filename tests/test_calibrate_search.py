@@ -76,7 +76,8 @@ def searched(members: list[Member], grid: dict) -> tuple[dict, dict, list]:
             for case, figure in figures[name]:
                 values.setdefault(p, {})[figure_key(case, figure)] = grid[p][figure_key(case, figure)]
 
-    return search_grid(fold_fits(members), figures, values, simulate, HOST_GRID_MS, SCALE_GRID), values, pairs
+    found = search_grid(fold_fits(members), figures, values, simulate, HOST_GRID_MS, SCALE_GRID)
+    return {key: points for (key, _extend), points in found.items()}, values, pairs   # one slice: the engine's own
 
 
 def steps_apart(a: Params, b: Params) -> int:

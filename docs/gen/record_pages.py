@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from docs.gen.results import REPO, Study, figure, table
-from specplan.simulator.study.replication.calibrate import HOST_GRID_MS, SCALE_GRID
+from specplan.simulator.study.replication.calibrate import EXTEND_GRID_US, HOST_GRID_MS, SCALE_GRID
 from specplan.simulator.study.replication.published import GOAL_METRICS
 
 REPLICATION = REPO / "benchmarks" / "published" / "results"
@@ -60,7 +60,10 @@ def standing(level: int) -> str:
         f"{head} Predicted, calibrated and transferred by kind of cell", "", fits_by_kind_table(record),
         f"{head} What each fit chose", "",
         "A fitted parameter at the edge of the calibration grid (host up to "
-        f"{HOST_GRID_MS[-1]:g} ms, scale {SCALE_GRID[0]:g}–{SCALE_GRID[-1]:g}) is marked: the fit would have gone further.", "",
+        f"{HOST_GRID_MS[-1]:g} ms, scale {SCALE_GRID[0]:g}–{SCALE_GRID[-1]:g}, an extend step's host cost up to "
+        f"{EXTEND_GRID_US[-1]:g} µs a kernel) is marked: the fit would have gone further. The extend cost is fitted "
+        "only where the row's engine prices a step carrying prompt tokens by its kernel launches; \"the engine's "
+        "own\" is the launcher's figure.", "",
         params_table(record),
         f"{head} By kind of cell (predicted)", "", kinds_table(rows),
         f"{head} What the assumed acceptance moves", "",
@@ -168,7 +171,7 @@ def fits_by_kind_table(record: dict) -> str:
 def params_table(record: dict) -> str:
     """Each fit's choice: in sample per engine version and layout, each leave-one-GPU-out and -layout-out fold."""
     rows = [[fit, fold, params_text(p)] for fit in FITS[1:] for fold, p in record.get("params", {}).get(fit, {}).items()]
-    return table(["fit", "engine version layout (held out)", "host ms, scale"], rows)
+    return table(["fit", "engine version layout (held out)", "host ms, scale, extend us a kernel"], rows)
 
 
 def signs_text(s: dict) -> str:
@@ -191,8 +194,12 @@ def params_text(params: dict | None) -> str:
     host, scale = params["host_ms"], params["verify_scale"]
     edges = [name for name, value, ends in (("host", host, HOST_GRID_MS[-1:]), ("scale", scale, (SCALE_GRID[0], SCALE_GRID[-1])))
              if value in ends]
+    extend = params.get("extend_op_us")
+    if extend is not None and extend == EXTEND_GRID_US[-1]:
+        edges.append("extend")
     mark = f" ({' and '.join(edges)} at the grid's edge)" if edges else ""
-    return f"{host:g}, {scale:g}{mark}"
+    own = "the engine's own" if extend is None else f"{extend:g}"
+    return f"{host:g}, {scale:g}, {own}{mark}"
 
 
 KINDS = (  # (label, which rows): the cookbook's cells by their recipe's strategy (the `kind` column), the rest PR cases

@@ -548,7 +548,7 @@ calibration | — | the calibration applied: the file of --calibration FILE (wri
 calibration_deployment | — | the deployment it was fitted for: engine and version, GPU, model, layout (a table row: engine, version and layout)
 calibration_transfer | — | the facts carried across by --calibration-transfer (fitted for -> used on), none when it matched
 overrides | — | the scenario overrides it set, after the command line's own (engine.host_overhead_ms, a scaled hardware.profile, ...)
-not_applied | — | the terms it holds that no scenario key prices (ttft_per_request_ms; dp_sync_ms off DP attention)
+not_applied | — | the terms it holds that no scenario key prices (ttft_per_request_ms; dp_sync_ms off DP attention; extend_op_us where the engine prices no step by its kernel launches)
 terms | — | every term of the file: value, interval and source
 """)
 

@@ -51,7 +51,7 @@ from specplan.simulator.engine.records.recorders import (
 )
 from specplan.simulator.engine.records.step_log import ChunkLog, SpeculationCounters, StepLog
 from specplan.simulator.engine.speculator import AcceptanceRows, speculator
-from specplan.simulator.engine.step_modes import step_modes
+from specplan.simulator.engine.step_modes import engine_modes, launch_count, step_modes
 from specplan.simulator.scenario import Scenario
 from specplan.simulator.scenario.policy import policy_params
 
@@ -107,3 +107,9 @@ def assemble(scenario: Scenario, profile: StepProfile | None = None) -> EnginePa
     drafter = build_drafter(scenario.drafter, profile, seed_sequence(scenario.seed, "calibration"))
     config = EngineConfig.from_scenario(scenario, profile, drafter.block_size)
     return EngineParts(scenario, profile, drafter, config, policy_params(scenario.policy))
+
+
+def prices_extend_by_launches(scenario: Scenario) -> bool:
+    """Whether the scenario's engine prices a step carrying prompt tokens by its kernel launches (step_modes.
+    launch_count): where `engine.cuda_graph.extend_op_us` is accepted, so a calibration's extend term applies."""
+    return launch_count(engine_modes(assemble(scenario).config, False)) is not None

@@ -15,6 +15,7 @@ The file (YAML, `format: specplan-calibration/1`):
       verify_scale:        {value: 1.1, interval: [1.05, 1.15], source: "..."}
       dp_sync_ms:          {value: 0.0, interval: null, source: "shipped value: not constrained by the runs"}
       eager_surcharge_ms:  {value: null, ...}
+      extend_op_us:        {value: 16.9, interval: [10.0, 28.5], source: "..."}
       ttft_per_request_ms: {value: 12.0, ...}
     runs: [...]            # what it was fitted on (informative)
     fit: {...}             # its errors (informative)
@@ -29,6 +30,10 @@ Each term onto the scenario (`TERM_KEYS`):
                          does), written once to the calibration cache (SPECPLAN_CACHE_DIR, else
                          $XDG_CACHE_HOME/specplan, else ~/.cache/specplan) and named by a digest
     eager_surcharge_ms   engine.cuda_graph.eager_overhead_ms (set only where the file gives a value)
+    extend_op_us         engine.cuda_graph.extend_op_us: the host's cost per kernel of a step carrying prompt
+                         tokens, set only where the scenario's engine prices such a step by its kernel launches
+                         (a DeepSeek-V4 engine row; the caller's `launch_priced` says so); elsewhere not applied,
+                         and said so in the printout
     ttft_per_request_ms  no engine key prices it: reported, never applied (said in the printout)
 
 A value of null keeps the scenario's own setting. A file fitted for another engine, engine version, GPU or model
@@ -41,6 +46,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -54,13 +60,16 @@ from specplan.hwprofiles.fileformat import write_profile_csv
 from specplan.simulator.scenario.spec import ChunkedPrefill, Scenario
 
 FORMAT = "specplan-calibration/1"
-TERMS = ("host_cycle_ms", "verify_scale", "dp_sync_ms", "eager_surcharge_ms", "ttft_per_request_ms")
+TERMS = ("host_cycle_ms", "verify_scale", "dp_sync_ms", "eager_surcharge_ms", "extend_op_us", "ttft_per_request_ms")
 TERM_KEYS = {"host_cycle_ms": "engine.host_overhead_ms", "verify_scale": "hardware.profile (scaled copy)",
              "dp_sync_ms": "engine.host_overhead_ms (added, dp-attention)",
-             "eager_surcharge_ms": "engine.cuda_graph.eager_overhead_ms", "ttft_per_request_ms": "no engine key prices it"}
+             "eager_surcharge_ms": "engine.cuda_graph.eager_overhead_ms",
+             "extend_op_us": "engine.cuda_graph.extend_op_us: this engine prices no step by its kernel launches",
+             "ttft_per_request_ms": "no engine key prices it"}
 FACTS = ("engine", "engine_version", "gpu", "model", "layout")
 TRANSFERABLE = ("engine_version", "gpu", "model", "layout")
 SHIPPED = "shipped value: not constrained by the runs"
+LaunchPriced = Callable[[Scenario], bool]   # the engine prices a scenario's steps by their kernel launches
 
 
 class CalibrationError(SpecplanError):
@@ -253,8 +262,11 @@ def check_deployment(calibration: Calibration, here: Deployment, transfer: tuple
     return differ
 
 
-def apply_calibration(calibration: Calibration, scenario: Scenario, transfer: tuple[str, ...] = ()) -> Applied:
-    """The overrides that put `calibration` on `scenario` (loaded without it), after checking its deployment."""
+def apply_calibration(calibration: Calibration, scenario: Scenario, transfer: tuple[str, ...] = (),
+                      launch_priced: LaunchPriced | None = None) -> Applied:
+    """The overrides that put `calibration` on `scenario` (loaded without it), after checking its deployment;
+    `launch_priced` says whether the scenario's engine prices a step by its kernel launches (the engine layer's
+    `prices_extend_by_launches`; asked only where the extend term has a value; None: it does not)."""
     transferred = check_deployment(calibration, deployment_of(scenario), transfer)
     overrides, not_applied = [], []
     host = calibration.term("host_cycle_ms").value
@@ -272,6 +284,11 @@ def apply_calibration(calibration: Calibration, scenario: Scenario, transfer: tu
     eager = calibration.term("eager_surcharge_ms").value
     if eager is not None:
         overrides.append(f"engine.cuda_graph.eager_overhead_ms={eager!r}")
+    extend = calibration.term("extend_op_us").value
+    if extend is not None and launch_priced is not None and launch_priced(scenario):
+        overrides.append(f"engine.cuda_graph.extend_op_us={extend!r}")
+    elif extend is not None:
+        not_applied.append("extend_op_us")
     if calibration.term("ttft_per_request_ms").value is not None:
         not_applied.append("ttft_per_request_ms")
     return Applied(calibration, overrides, transferred, not_applied)

@@ -20,7 +20,7 @@ The file (YAML, `format: specplan-calibration-table/1`):
       - match: {engine: sglang, engine_version: 0.5.14, layout: dp-attention}
         label: 18 public sglang DP-attention runs (...)
         terms: {host_cycle_ms: {value, interval, source}, verify_scale: ..., dp_sync_ms: ...,
-                eager_surcharge_ms: ..., ttft_per_request_ms: ...}     # as a calibration file's
+                eager_surcharge_ms: ..., extend_op_us: ..., ttft_per_request_ms: ...}   # a calibration file's
         fitted_on: {runs, figures, cases, gpus, models, measured_versions}
         errors: {calibrated: ..., transferred: ..., transferred_layout: ...}   # median |error| (informative)
     not_shipped:
@@ -41,12 +41,15 @@ from typing import Any
 from specplan import hwprofiles
 from specplan.simulator.scenario.calibration import (
     FACTS,
+    TERM_KEYS,
     Applied,
     Calibration,
     CalibrationError,
     Deployment,
+    LaunchPriced,
     apply_calibration,
     deployment_of,
+    fmt,
     read_term,
     read_yaml_of_format,
 )
@@ -152,6 +155,8 @@ class TableApplied(Applied):
                           if self.calibration.term(name).value is not None and name not in self.not_applied)
         if shown:
             out.append(f"  applied: {shown}")
+        out += [f"  not applied: {name} {fmt(self.calibration.term(name).value)} ({TERM_KEYS[name]})"
+                for name in self.not_applied]
         transferred = self.row.errors.get("transferred")
         if isinstance(transferred, float):
             out.append(f"  carried to {self.here.gpu}, {self.here.model} by the table's rule (engine, version and "
@@ -167,8 +172,10 @@ class TableApplied(Applied):
                 "calibration_transfer": f"gpu any -> {self.here.gpu}; model any -> {self.here.model} (the table's rule)"}
 
 
-def table_calibration(scenario: Scenario, table: Table | None = None) -> TableApplied:
-    """The shipped table's row for `scenario` (loaded without it) as overrides, or no row (a line says so)."""
+def table_calibration(scenario: Scenario, table: Table | None = None,
+                      launch_priced: LaunchPriced | None = None) -> TableApplied:
+    """The shipped table's row for `scenario` (loaded without it) as overrides, or no row (a line says so);
+    `launch_priced` as for `apply_calibration` (the extend term applies)."""
     here = deployment_of(scenario)
     if table is None and not SHIPPED_TABLE.exists():   # an install without its package data: said, never guessed
         return TableApplied.of(None, Table(0, [], [], str(SHIPPED_TABLE)), None, here)
@@ -179,4 +186,4 @@ def table_calibration(scenario: Scenario, table: Table | None = None) -> TableAp
     fitted = Deployment(*(getattr(here, f) if f in ("gpu", "model") else getattr(row.calibration.deployment, f)
                           for f in FACTS))
     calibration = Calibration(fitted, row.calibration.terms, path=table.path)
-    return TableApplied.of(apply_calibration(calibration, scenario), table, row, here)
+    return TableApplied.of(apply_calibration(calibration, scenario, launch_priced=launch_priced), table, row, here)

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from specplan.errors import SpecplanError
+from specplan.simulator.engine.assembly import prices_extend_by_launches
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.scenario.calibration import (
     TRANSFERABLE,
@@ -55,7 +56,8 @@ def take_calibration(args: argparse.Namespace) -> Applied | None:
             parse_transfer(args.calibration_transfer)  # a bad name is still refused
         if getattr(args, "uncalibrated", False):
             return None
-        table = table_calibration(load_scenario(args.scenario, args.overrides, getattr(args, "seed", None)))
+        scenario = load_scenario(args.scenario, args.overrides, getattr(args, "seed", None))
+        table = table_calibration(scenario, launch_priced=prices_extend_by_launches)
         if table.row is None and not table.here.engine_version:
             return None   # no serving engine (a synthetic profile): no table could have its row, nothing to say
         args.overrides = [*args.overrides, *table.overrides]
@@ -63,7 +65,7 @@ def take_calibration(args: argparse.Namespace) -> Applied | None:
     calibration = read_calibration(path)
     transfer = parse_transfer(getattr(args, "calibration_transfer", None))
     scenario = load_scenario(args.scenario, args.overrides, getattr(args, "seed", None))
-    applied = apply_calibration(calibration, scenario, transfer)
+    applied = apply_calibration(calibration, scenario, transfer, launch_priced=prices_extend_by_launches)
     args.overrides = [*args.overrides, *applied.overrides]
     return applied
 

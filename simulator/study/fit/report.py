@@ -68,7 +68,10 @@ def calibration_of(result: FitResult, runs: list[MeasuredRun], deployment: Deplo
              "dp_sync_ms": Term(None, None, f"{SHIPPED} (within one layout a per-step DP sync is per-step host "
                                 f"time: the host cycle {'of this dp-attention fit includes it' if deployment.layout != 'tp' else 'holds none'})"),
              "eager_surcharge_ms": Term(None, None, f"{SHIPPED} (the runs do not separate eager steps from graph "
-                                       "steps; the engine's own rule prices them)")}
+                                       "steps; the engine's own rule prices them)"),
+             "extend_op_us": Term(None, None, f"{SHIPPED} (not fitted by specplan fit: the runs were simulated at "
+                                  "the engine's own host cost per kernel of a step carrying prompt tokens, which the "
+                                  "file keeps)")}
     if result.ttft_gap_ms is not None:
         gaps = [r["published"] - r["fitted"] for r in rows if r["metric"] == "mean_ttft_ms"]
         terms["ttft_per_request_ms"] = Term(round(max(0.0, result.ttft_gap_ms), 3),

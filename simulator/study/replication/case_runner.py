@@ -48,10 +48,11 @@ AS_RUN = "as run"
 
 @dataclass(frozen=True)
 class Params:
-    """The free parameters of one group (None: the scenario's own host time)."""
+    """The free parameters of one group (None: the scenario's own host time, the engine's own extend cost)."""
 
     host_ms: float | None = None
     verify_scale: float = 1.0
+    extend_op_us: float | None = None   # engine.cuda_graph.extend_op_us (only where steps are priced by launches)
 
 
 class CaseRunner:
@@ -115,11 +116,15 @@ class CaseRunner:
 
 def calibrated_scenario(case: Case, overrides: list[str], params: Params, out_dir: Path) -> Any:
     """The case's scenario under `overrides` at a calibration's params: host time as engine.host_overhead_ms (None:
-    the scenario's own), the verify scale as scaled copies of its profiles (scaled_profile_overrides, written under
-    `out_dir`). The one way a replication case takes params: a serving case's runs and a step case's steps alike."""
+    the scenario's own), the extend step's host cost per kernel as engine.cuda_graph.extend_op_us (None: the
+    engine's own; set only on a case whose engine prices steps by their launches, `extend_priced`), the verify scale
+    as scaled copies of its profiles (scaled_profile_overrides, written under `out_dir`). The one way a replication
+    case takes params: a serving case's runs and a step case's steps alike."""
     overrides = list(overrides)
     if params.host_ms is not None:
         overrides.append(f"engine.host_overhead_ms={params.host_ms}")
+    if params.extend_op_us is not None:
+        overrides.append(f"engine.cuda_graph.extend_op_us={params.extend_op_us}")
     scenario = load_scenario(case.folder / "scenario.yaml", overrides)
     if params.verify_scale != 1.0:
         scaled = scaled_profile_overrides(scenario, params.verify_scale, out_dir / "profiles")

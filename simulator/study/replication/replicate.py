@@ -53,6 +53,7 @@ from typing import Any
 import pandas as pd
 
 from specplan.simulator.core.errors import SpecplanError
+from specplan.simulator.engine.assembly import prices_extend_by_launches
 from specplan.simulator.scenario import load_scenario
 from specplan.simulator.scenario.calibration import deployment_of
 from specplan.simulator.study.backends import map_calls
@@ -64,13 +65,16 @@ from specplan.simulator.study.replication.attribution import (
     recorded,
 )
 from specplan.simulator.study.replication.calibrate import (
+    EXTEND_GRID_US,
     GRID_FILE,
     HOST_GRID_MS,
     SCALE_GRID,
     Fit,
     Grid,
     Pair,
+    canonical,
     figure_key,
+    missing,
     read_grid,
     search_grid,
     simulate_pairs,
@@ -105,6 +109,7 @@ from specplan.simulator.study.replication.transfer import (
     Folds,
     Member,
     RowKey,
+    extend_training,
     fit_folds,
     fitted_on,
     training,
@@ -150,6 +155,7 @@ class ReplicationAsk:
     calibrate: bool = False
     host_grid: tuple[float, ...] = HOST_GRID_MS
     scale_grid: tuple[float, ...] = SCALE_GRID
+    extend_grid: tuple[float | None, ...] = EXTEND_GRID_US
     grid: Path | None = None
     full_grid: bool = False
     table: Path | None = None
@@ -273,13 +279,15 @@ def add_prediction(row: dict[str, Any], figure: Figure, value: float, mode: str)
 class Predicted:
     """A case's plain predictions: each figure's value (summary units), how its steps ran, its sensitivities; the
     case's own host time where every run of it has one (the grid point the predicted runs are), and the CPU
-    seconds its predicted runs took (the calibration's tasks go costliest first)."""
+    seconds its predicted runs took (the calibration's tasks go costliest first); whether its engine prices an
+    extend step by its launches (the calibration's extend axis moves it)."""
 
     values: list[float]
     modes: list[dict[str, Any]]
     sensitivity: list[dict[str, float]]
     host_ms: float | None
     cpu_s: float
+    extend_priced: bool = False
 
 
 def case_predictions(case: Case, figures: list[Figure], out: Path) -> Predicted:
@@ -295,7 +303,9 @@ def case_predictions(case: Case, figures: list[Figure], out: Path) -> Predicted:
                    for figure in figures]
     hosts = set() if is_step(case) else {runner.scenario(figure, arm, Params()).engine.host_overhead_ms
                                          for figure in figures for arm in figure.arms}
-    return Predicted(values, modes, sensitivity, hosts.pop() if len(hosts) == 1 else None, cpu)
+    priced = not is_step(case) and all(prices_extend_by_launches(runner.scenario(figure, arm, Params()))
+                                       for figure in figures for arm in figure.arms)
+    return Predicted(values, modes, sensitivity, hosts.pop() if len(hosts) == 1 else None, cpu, priced)
 
 
 def predictions(runnable: list[Entry], rows: dict[int, dict], out: Path, workers: int) -> dict[str, Predicted]:
@@ -368,20 +378,26 @@ def calibrations(runnable: list[Entry], rows: dict[int, dict], out: Path, ask: R
     write_grid(out / GRID_FILE, everything, grid)
     rowkeys = {case.name: row_key(case) for case, _f, _r in runnable}
     members = [Member(case, figure, rowkeys[case.name], gpu_of(case)) for case, figure in everything]
-    fits = fold_fits(members)
+    fits = fold_fits(members, ask.extend_grid)
     cost = {name: result.cpu_s for name, result in predicted.items()}
+    priced = {name: result.extend_priced for name, result in predicted.items()}
 
     def simulate(pairs: list[Pair]) -> None:
-        simulate_pairs(pairs, figures, grid, out, workers, cost, progress)
+        at = [(name, canonical(p, priced.get(name, False))) for name, p in pairs]
+        simulate_pairs(missing(at, grid, figures), figures, grid, out, workers, cost, progress)
+        for (name, p), (_name, point) in zip(pairs, at, strict=True):   # an unpriced case's extend points: one run
+            if p != point:
+                held = grid[point]
+                grid.setdefault(p, {}).update({figure_key(c, f): held[figure_key(c, f)] for c, f in figures[name]})
 
     visited = search_grid(fits, figures, grid, simulate, ask.host_grid, ask.scale_grid, full=ask.full_grid)
-    folds = fit_folds(members, grid, lambda key: visited[key])
+    folds = fit_folds(members, grid, lambda key: [p for x in ask.extend_grid for p in visited[(key, x)]])
     for member in members:
         row = rows[id(member.figure)]
         for mode in TRANSFER_MODES:
             record(row, grid, folds.params(member, mode), member, mode)
     if ask.table is not None:
-        progress(f"calibration table written: {write_table(ask.table, members, folds, grid, ask.command)}")
+        progress(f"calibration table written: {write_table(ask.table, members, folds, grid, ask.command, {n for n, on in priced.items() if on})}")
     return fold_params(folds)
 
 
@@ -397,16 +413,21 @@ def seed(grid: Grid, figures: dict[str, list[tuple[Case, Figure]]], predicted: d
         grid.setdefault(Params(result.host_ms, 1.0), {}).update(values)
 
 
-def fold_fits(members: list[Member]) -> dict[FoldKey, Fit]:
-    """Every fold of every mode (transfer.py), as the search sees it: its training figures and the cases that read
-    its choice."""
+def fold_fits(members: list[Member], extends: tuple[float | None, ...] = (None,)) -> dict[tuple[FoldKey, float | None], Fit]:
+    """Every fold of every mode (transfer.py) at every extend value, as the search sees it: its training figures,
+    the cases simulated at its choice (those that read it, and those whose TTFT figures pick the fold's extend
+    value where there is more than one) and its slice of the grid."""
     keys = Folds()
     readers: dict[FoldKey, set[str]] = {}
     for member in members:
         for mode in TRANSFER_MODES:
             readers.setdefault(keys.fold_of(member, mode), set()).add(member.case.name)
-    return {key: Fit(tuple((m.case, m.figure) for m in fitted_on(training(members, key))), frozenset(names))
-            for key, names in readers.items()}
+    out = {}
+    for key, names in readers.items():
+        train = tuple((m.case, m.figure) for m in fitted_on(training(members, key)))
+        pickers = {m.case.name for m in extend_training(members, key)} if len(extends) > 1 else set()
+        out.update({(key, x): Fit(train, frozenset(names | pickers), x) for x in extends})
+    return out
 
 
 def row_key(case: Case) -> RowKey:

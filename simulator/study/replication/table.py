@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from specplan.engines.eager import PUBLIC_EAGER_COST
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.scenario.calibration_table import TABLE_FORMAT, describe_match
 from specplan.simulator.study.replication.calibrate import Grid, figure_key
@@ -45,12 +46,16 @@ DP_SYNC = ("inside host_cycle_ms: the DP-attention ranks' sync is paid on every 
            "one layout cannot tell the two apart")
 EAGER = ("not fitted: no eager / graph pair among the development set's serving figures separates an eager step's "
          "surcharge from the host cycle; the engine's own rule prices it")
+EXTEND_NONE = ("not fitted: no case of this row runs an engine that prices a step carrying prompt tokens by its kernel "
+               "launches")
 TTFT = ("not fitted: TTFT figures are in no fit (the fits read TPOT figures) and no engine key prices a per-request "
         "TTFT cost")
 
 
-def write_table(path: Path, members: list[Member], folds: Folds, grid: Grid, command: str) -> Path:
-    """The table at `path` (its version one past the table already there, else 1)."""
+def write_table(path: Path, members: list[Member], folds: Folds, grid: Grid, command: str,
+                priced: set[str] | frozenset[str] = frozenset()) -> Path:
+    """The table at `path` (its version one past the table already there, else 1); `priced`: the cases whose
+    engine prices an extend step by its launches (the extend term is fitted for a row that has one)."""
     rows, not_shipped = [], []
     for row in sorted({m.row for m in members}):
         part = [m for m in members if m.row == row and m.goal]
@@ -62,7 +67,7 @@ def write_table(path: Path, members: list[Member], folds: Folds, grid: Grid, com
             not_shipped.append({**match(row), "reason": f"its figures are of one GPU ({', '.join(gpus)}): leave one GPU "
                                                         "out cannot check the transfer"})
         else:
-            rows.append(table_row(row, part, params, folds, grid))
+            rows.append(table_row(row, part, params, folds, grid, priced))
     body = {"format": TABLE_FORMAT, "version": previous_version(path) + 1,
             "written": datetime.date.today().isoformat(), "written_by": command,
             "development_set": {"serving_cases": len({m.case.name for m in members}),
@@ -89,7 +94,8 @@ def match(row: RowKey) -> dict[str, str]:
     return {"engine": row[0], "engine_version": row[1], "layout": row[2]}
 
 
-def table_row(row: RowKey, part: list[Member], params: Params, folds: Folds, grid: Grid) -> dict[str, Any]:
+def table_row(row: RowKey, part: list[Member], params: Params, folds: Folds, grid: Grid,
+              priced: set[str] | frozenset[str]) -> dict[str, Any]:
     """One shipped row: what it matches, its label, its terms with provenance, what it was fitted on, its errors."""
     runs = {(m.case.name, m.figure.workload, arm, m.figure.concurrency) for m in part for arm in m.figure.arms}
     gpus = sorted({m.gpu for m in part})
@@ -110,6 +116,7 @@ def table_row(row: RowKey, part: list[Member], params: Params, folds: Folds, gri
                               "interval": span([p.verify_scale for p in held if p is not None]), "source": fitted},
              "dp_sync_ms": {"value": None, "interval": None, "source": dp_sync},
              "eager_surcharge_ms": {"value": None, "interval": None, "source": EAGER},
+             "extend_op_us": extend_term(part, params, held, fitted, priced),
              "ttft_per_request_ms": {"value": None, "interval": None, "source": TTFT}}
     engine_words = describe_match(*row).split(" ")
     label = (f"{len(runs)} public {engine_words[0]} {' '.join(engine_words[2:])} runs (measured on "
@@ -118,6 +125,20 @@ def table_row(row: RowKey, part: list[Member], params: Params, folds: Folds, gri
             "fitted_on": {"runs": len(runs), "figures": len(part), "cases": sorted({m.case.name for m in part}),
                           "gpus": gpus, "models": models, "measured_versions": versions},
             "errors": {mode: median_abs(part, folds, grid, mode) for mode in TRANSFER_MODES}}
+
+
+def extend_term(part: list[Member], params: Params, held: list[Params | None], fitted: str,
+                priced: set[str] | frozenset[str]) -> dict[str, Any]:
+    """The extend step's host cost per kernel: fitted where the row's cases price it by launches (null: the
+    engine's own, the launcher's figure; its interval reads null as that figure)."""
+    if not any(m.case.name in priced for m in part):
+        return {"value": None, "interval": None, "source": EXTEND_NONE}
+    own = PUBLIC_EAGER_COST.per_launch_us
+    chosen = [own if p.extend_op_us is None else p.extend_op_us for p in held if p is not None]
+    return {"value": params.extend_op_us, "interval": span(chosen),
+            "source": f"{fitted}; on the {sum(m.case.name in priced for m in part)} figures whose engine prices a "
+                      f"step carrying prompt tokens by its kernel launches (null: the engine's own, the launcher's "
+                      f"{own:g} us a kernel)"}
 
 
 def span(values: list[float | None]) -> list[float] | None:

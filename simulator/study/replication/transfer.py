@@ -40,9 +40,22 @@ out 22.5% against 24.1%), and choosing between the two inside each fold (a
 nested cross-validation) picks it in 4 of 5 folds with the same 22.5%.
 Every goal figure is still scored in every mode.
 
+**The extend value** (where the grid has more than one, calibrate.py's
+slices): host time and scale are chosen as above within each extend value's
+slice, and the fold takes the slice whose choice has the smallest median
+|error| over its TTFT figures (`EXTEND_METRICS`, `extend_training`: the fold's
+own, chosen by row, GPU and layout as its TPOT figures are). Why TTFT: the
+extend cost prices a step carrying prompt tokens, and a TTFT is the figure
+that reads one (at c = 1, a prompt on an idle server is nothing else), as
+TPOT reads the decode step. Chosen jointly with host and scale on the TPOT
+figures instead, the extra freedom fitted the folds' TPOT noise and carried
+worse (leave one GPU out 26.9% against 24.1% with the engine's own; picked
+by TTFT 23.0%: docs/guides/replication.md, "The extend step's cost in the
+calibration").
+
 A held-out fold's figures never enter its fit: the training set of a fold is
 chosen by the row, GPU and layout alone, before any figure is read
-(`training`), and tests/test_transfer.py checks that replacing the held-out
+(`in_fold`: its TPOT and its TTFT figures alike), and tests/test_transfer.py checks that replacing the held-out
 figures' published values by garbage leaves every fold's choice unchanged.
 """
 
@@ -51,13 +64,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from specplan.simulator.study.replication.calibrate import Grid, best, figure_key
-from specplan.simulator.study.replication.case_runner import Params
+from specplan.simulator.study.replication.case_runner import Params, signed_error
 from specplan.simulator.study.replication.published import GOAL_METRICS, Case, Figure
 
 RowKey = tuple[str, str, str]   # (engine, engine version as run, layout kind)
 TRANSFER_MODES = ("calibrated", "transferred", "transferred_layout")
 FIT_METRICS = ("mean_tpot", "median_tpot")   # the figures a fit is chosen on (module docstring)
+EXTEND_METRICS = ("mean_ttft", "median_ttft")   # the figures its extend value is picked by
 
 
 @dataclass(frozen=True)
@@ -94,15 +110,29 @@ class Folds:
     def params(self, member: Member, mode: str) -> Params | None:
         return self.chosen.get(self.fold_of(member, mode))
 
+    def fold_keys(self, members: list[Member]) -> list[FoldKey]:
+        """Every fold of every mode over `members`, once each, in the members' order."""
+        return list(dict.fromkeys(self.fold_of(m, mode) for m in members for mode in TRANSFER_MODES))
 
-def training(members: list[Member], fold: FoldKey) -> list[Member]:
-    """The goal figures a fold is fitted on, chosen by row, GPU and layout only (module docstring)."""
+
+def in_fold(members: list[Member], fold: FoldKey) -> list[Member]:
+    """The figures a fold may read, chosen by row, GPU and layout only (module docstring)."""
     mode, row, held = fold
     if mode == "calibrated":
-        return [m for m in members if m.goal and m.row == row]
+        return [m for m in members if m.row == row]
     if mode == "transferred":
-        return [m for m in members if m.goal and m.row == row and m.gpu != held]
-    return [m for m in members if m.goal and m.row[:2] == row[:2] and m.row[2] != held]
+        return [m for m in members if m.row == row and m.gpu != held]
+    return [m for m in members if m.row[:2] == row[:2] and m.row[2] != held]
+
+
+def training(members: list[Member], fold: FoldKey) -> list[Member]:
+    """The goal figures a fold is fitted on (module docstring)."""
+    return [m for m in in_fold(members, fold) if m.goal]
+
+
+def extend_training(members: list[Member], fold: FoldKey) -> list[Member]:
+    """The TTFT figures that pick a fold's extend value (module docstring)."""
+    return [m for m in in_fold(members, fold) if m.figure.metric in EXTEND_METRICS]
 
 
 def fitted_on(train: list[Member]) -> list[Member]:
@@ -110,14 +140,26 @@ def fitted_on(train: list[Member]) -> list[Member]:
     return [m for m in train if m.figure.metric in FIT_METRICS] or train
 
 
-def choose(train: list[Member], grid: Grid, points: list[Params]) -> Params | None:
-    """The fit of one fold (module docstring): None where it has no figure, or no point holds all of them."""
+def choose(train: list[Member], grid: Grid, points: list[Params], ttft: list[Member] | None = None) -> Params | None:
+    """The fit of one fold (module docstring): host time and scale per extend value among `points` on the TPOT
+    figures, then the extend value whose choice has the smallest median |error| over `ttft` (ties, or no TTFT figure
+    at every choice: the grid's order, the engine's own first). None where it has no figure, or no point holds all
+    of them."""
     fit = fitted_on(train)
     keys = [figure_key(m.case, m.figure) for m in fit]
     eligible = [p for p in points if all(k in grid.get(p, {}) for k in keys)]
     if not fit or not eligible:
         return None
-    return best([(m.case, m.figure) for m in fit], grid, eligible)
+    slices = {p.extend_op_us: [q for q in eligible if q.extend_op_us == p.extend_op_us] for p in eligible}
+    chosen = [best([(m.case, m.figure) for m in fit], grid, part) for part in slices.values()]
+    if len(chosen) == 1:
+        return chosen[0]
+    held = [m for m in ttft or [] if all(figure_key(m.case, m.figure) in grid[p] for p in chosen)]
+    if not held:
+        return chosen[0]
+    scores = [float(np.median([abs(signed_error(m.figure, grid[p][figure_key(m.case, m.figure)])) for m in held]))
+              for p in chosen]
+    return chosen[int(np.argmin(scores))]
 
 
 def fit_folds(members: list[Member], grid: Grid, points: list[Params] | Callable[[FoldKey], list[Params]]) -> Folds:
@@ -125,14 +167,10 @@ def fit_folds(members: list[Member], grid: Grid, points: list[Params] | Callable
     (or `points(fold)`: the points the calibration's search simulated for that fold, calibrate.py)."""
     candidates = points if callable(points) else (lambda _key: points)
     folds = Folds()
-    for member in members:
-        for mode in TRANSFER_MODES:
-            key = folds.fold_of(member, mode)
-            if key in folds.chosen:
-                continue
-            train = fitted_on(training(members, key))
-            folds.trained_on[key] = train
-            folds.chosen[key] = choose(train, grid, candidates(key))
+    for key in folds.fold_keys(members):
+        train = fitted_on(training(members, key))
+        folds.trained_on[key] = train
+        folds.chosen[key] = choose(train, grid, candidates(key), extend_training(members, key))
     return folds
 
 
@@ -144,6 +182,12 @@ def fold_lines(folds: Folds, describe: Callable[[RowKey], str]) -> list[str]:
         gpus = ", ".join(sorted({m.gpu for m in train})) or "none"
         what = {"calibrated": "in sample", "transferred": f"without {held}",
                 "transferred_layout": f"without {held} (from the other layouts)"}[mode]
-        fitted = "no figure to fit on" if params is None else f"host {params.host_ms:g} ms, scale {params.verify_scale:g}"
+        fitted = "no figure to fit on" if params is None else describe_params(params)
         out.append(f"{mode}: {describe(row)} {what}: {len(train)} figures on {gpus}: {fitted}")
     return out
+
+
+def describe_params(params: Params) -> str:
+    """'host 1 ms, scale 1.5, extend 16.9 us a kernel' (the extend cost only where a value was chosen)."""
+    extend = "" if params.extend_op_us is None else f", extend {params.extend_op_us:g} us a kernel"
+    return f"host {params.host_ms:g} ms, scale {params.verify_scale:g}{extend}"

@@ -52,6 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--full-grid", action="store_true",
                    help="with --calibrate: simulate every grid point for every case and let every fit choose among "
                         "all of them (default: the search simulates the points the fits need, calibrate.py)")
+    p.add_argument("--extend-us", nargs="+", type=extend_value, metavar="US",
+                   help="with --calibrate: the values of an extend step's host cost per kernel (engine.cuda_graph."
+                        "extend_op_us, µs; 'own' for the engine's own) each fit chooses among, beside host time and "
+                        "scale, where a case's engine prices such a step by its launches; each fit takes the value whose choice reads "
+                        "its TTFT figures best (default: own 10 16.9; 'own' alone: not fitted, a third of the time)")
     p.add_argument("--write-table", metavar="PATH",
                    help="with --calibrate: write the calibration table `run`, `sweep`, `plan` and `tune` apply "
                         "(the shipped one: hwprofiles/public/calibration.yaml)")
@@ -77,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise SpecplanError(f"--workers must be at least 1, got {args.workers}")
     needs = [flag for flag, given in (("--grid", args.grid), ("--write-table", args.write_table),
-                                      ("--full-grid", args.full_grid)) if given]
+                                      ("--full-grid", args.full_grid), ("--extend-us", args.extend_us)) if given]
     if needs and not args.calibrate:
         raise SpecplanError(f"{needs[0]} needs --calibrate")
     if args.grid and not Path(args.grid).is_file():
@@ -87,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         raise SpecplanError(f"{folder}: no {args.only} case inside")
     ask = ReplicationAsk(calibrate=args.calibrate, grid=Path(args.grid) if args.grid else None, full_grid=args.full_grid,
                          table=Path(args.write_table) if args.write_table else None, command=command_line(args),
-                         attribute=args.attribute)
+                         attribute=args.attribute, **({"extend_grid": tuple(args.extend_us)} if args.extend_us else {}))
     result = replicate(cases, ask,
                        RunOptions(out_dir=out, workers=args.workers, progress=not args.quiet))
     if not result.compared():
@@ -107,9 +112,23 @@ def run(args: argparse.Namespace) -> int:
 
 def command_line(args: argparse.Namespace) -> str:
     """The command as the table's provenance records it (the folder and flags that shape the fit)."""
+    extend = ["--extend-us", *("own" if v is None else f"{v:g}" for v in args.extend_us)] if args.extend_us else []
     flags = ["--calibrate"] + (["--full-grid"] if args.full_grid else []) + (["--only", args.only] if args.only else []) + \
-        (["--write-table", args.write_table] if args.write_table else [])
+        extend + (["--write-table", args.write_table] if args.write_table else [])
     return " ".join(["specplan replicate", args.dir, *flags])
+
+
+def extend_value(text: str) -> float | None:
+    """An --extend-us value: 'own' (the engine's own figure) or a positive number of µs."""
+    if text == "own":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 'own' or a positive number of µs")
+    return value
 
 
 def first_reason(result: Replication) -> str:
