@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from specplan.simulator.scenario.calibration_table import TABLE_FORMAT, describe
 from specplan.simulator.study.replication.calibrate import Grid, figure_key
 from specplan.simulator.study.replication.case_runner import Params, model_key, signed_error
 from specplan.simulator.study.replication.transfer import (
+    EXTEND_METRICS,
     FIT_METRICS,
     TRANSFER_MODES,
     Folds,
@@ -48,14 +50,14 @@ EAGER = ("not fitted: no eager / graph pair among the development set's serving 
          "surcharge from the host cycle; the engine's own rule prices it")
 EXTEND_NONE = ("not fitted: no case of this row runs an engine that prices a step carrying prompt tokens by its kernel "
                "launches")
-TTFT = ("not fitted: TTFT figures are in no fit (the fits read TPOT figures) and no engine key prices a per-request "
-        "TTFT cost")
+TTFT = ("not fitted: the TTFT figures pick extend_op_us, and no engine key prices a per-request TTFT cost")
 
 
 def write_table(path: Path, members: list[Member], folds: Folds, grid: Grid, command: str,
-                priced: set[str] | frozenset[str] = frozenset()) -> Path:
+                priced: set[str] | frozenset[str] = frozenset(), extends: tuple[float | None, ...] = (None,)) -> Path:
     """The table at `path` (its version one past the table already there, else 1); `priced`: the cases whose
-    engine prices an extend step by its launches (the extend term is fitted for a row that has one)."""
+    engine prices an extend step by its launches (the extend term is fitted for a row that has one), `extends`:
+    the extend values the fits chose among."""
     rows, not_shipped = [], []
     for row in sorted({m.row for m in members}):
         part = [m for m in members if m.row == row and m.goal]
@@ -67,7 +69,8 @@ def write_table(path: Path, members: list[Member], folds: Folds, grid: Grid, com
             not_shipped.append({**match(row), "reason": f"its figures are of one GPU ({', '.join(gpus)}): leave one GPU "
                                                         "out cannot check the transfer"})
         else:
-            rows.append(table_row(row, part, params, folds, grid, priced))
+            ttft = [m for m in members if m.row == row and m.figure.metric in EXTEND_METRICS]
+            rows.append(table_row(row, part, params, folds, grid, Extend(priced, extends, ttft)))
     body = {"format": TABLE_FORMAT, "version": previous_version(path) + 1,
             "written": datetime.date.today().isoformat(), "written_by": command,
             "development_set": {"serving_cases": len({m.case.name for m in members}),
@@ -95,7 +98,7 @@ def match(row: RowKey) -> dict[str, str]:
 
 
 def table_row(row: RowKey, part: list[Member], params: Params, folds: Folds, grid: Grid,
-              priced: set[str] | frozenset[str]) -> dict[str, Any]:
+              extend: Extend) -> dict[str, Any]:
     """One shipped row: what it matches, its label, its terms with provenance, what it was fitted on, its errors."""
     runs = {(m.case.name, m.figure.workload, arm, m.figure.concurrency) for m in part for arm in m.figure.arms}
     gpus = sorted({m.gpu for m in part})
@@ -116,7 +119,7 @@ def table_row(row: RowKey, part: list[Member], params: Params, folds: Folds, gri
                               "interval": span([p.verify_scale for p in held if p is not None]), "source": fitted},
              "dp_sync_ms": {"value": None, "interval": None, "source": dp_sync},
              "eager_surcharge_ms": {"value": None, "interval": None, "source": EAGER},
-             "extend_op_us": extend_term(part, params, held, fitted, priced),
+             "extend_op_us": extend_term(part, params, held, extend),
              "ttft_per_request_ms": {"value": None, "interval": None, "source": TTFT}}
     engine_words = describe_match(*row).split(" ")
     label = (f"{len(runs)} public {engine_words[0]} {' '.join(engine_words[2:])} runs (measured on "
@@ -127,18 +130,31 @@ def table_row(row: RowKey, part: list[Member], params: Params, folds: Folds, gri
             "errors": {mode: median_abs(part, folds, grid, mode) for mode in TRANSFER_MODES}}
 
 
-def extend_term(part: list[Member], params: Params, held: list[Params | None], fitted: str,
-                priced: set[str] | frozenset[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Extend:
+    """What the extend term of a row is written from: the cases whose engine prices it, the values the fits chose
+    among, and the row's TTFT figures (which picked it)."""
+
+    priced: set[str] | frozenset[str]
+    values: tuple[float | None, ...]
+    ttft: list[Member]
+
+
+def extend_term(part: list[Member], params: Params, held: list[Params | None], extend: Extend) -> dict[str, Any]:
     """The extend step's host cost per kernel: fitted where the row's cases price it by launches (null: the
     engine's own, the launcher's figure; its interval reads null as that figure)."""
-    if not any(m.case.name in priced for m in part):
+    if not any(m.case.name in extend.priced for m in part):
         return {"value": None, "interval": None, "source": EXTEND_NONE}
     own = PUBLIC_EAGER_COST.per_launch_us
     chosen = [own if p.extend_op_us is None else p.extend_op_us for p in held if p is not None]
+    values = ", ".join("the engine's own" if v is None else f"{v:g}" for v in extend.values)
     return {"value": params.extend_op_us, "interval": span(chosen),
-            "source": f"{fitted}; on the {sum(m.case.name in priced for m in part)} figures whose engine prices a "
-                      f"step carrying prompt tokens by its kernel launches (null: the engine's own, the launcher's "
-                      f"{own:g} us a kernel)"}
+            "source": f"chosen by specplan replicate --calibrate among {values} us a kernel (null: the engine's own, "
+                      f"the launcher's {own:g} us): the value whose fit (host time and scale on the TPOT figures) has "
+                      f"the smallest median |error| over the row's {len(extend.ttft)} TTFT figures, where "
+                      f"{sum(m.case.name in extend.priced for m in part)} of its {len(part)} figures run an engine that "
+                      "prices a step carrying prompt tokens by its kernel launches; interval: the range the "
+                      "leave-one-GPU-out folds chose"}
 
 
 def span(values: list[float | None]) -> list[float] | None:
