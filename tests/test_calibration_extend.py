@@ -128,9 +128,11 @@ def test_the_table_fits_the_extend_term_where_the_rows_cases_price_it(tmp_path):
     everything = members + ttft
     folds = fit_folds(everything, grid, list(grid))
     tp = {m.case.name for m in members if m.row[2] == "tp"}
-    path = write_table(tmp_path / "t.yaml", everything, folds, grid, "a test", priced=tp)
+    path = write_table(tmp_path / "t.yaml", everything, folds, grid, "a test", priced=tp, extends=(None, 16.9))
     rows = {row["match"]["layout"]: row["terms"]["extend_op_us"] for row in yaml.safe_load(path.read_text())["rows"]}
     assert rows["tp"]["value"] == 16.9 and "kernel launches" in rows["tp"]["source"]
+    assert "among the engine's own, 16.9 us a kernel" in rows["tp"]["source"]
+    assert "over the row's 3 TTFT figures" in rows["tp"]["source"]
     own = PUBLIC_EAGER_COST.per_launch_us
     held = [folds.chosen[("transferred", ROWS["tp"], gpu)] for gpu in ("B200", "GB300", "H200")]
     assert [p.extend_op_us for p in held] == [16.9, None, None]   # without B200 the TTFTs agree; else a tie
