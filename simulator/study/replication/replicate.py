@@ -397,7 +397,8 @@ def calibrations(runnable: list[Entry], rows: dict[int, dict], out: Path, ask: R
         for mode in TRANSFER_MODES:
             record(row, grid, folds.params(member, mode), member, mode)
     if ask.table is not None:
-        progress(f"calibration table written: {write_table(ask.table, members, folds, grid, ask.command, {n for n, on in priced.items() if on})}")
+        on = {name for name, yes in priced.items() if yes}
+        progress(f"calibration table written: {write_table(ask.table, members, folds, grid, ask.command, on, ask.extend_grid)}")
     return fold_params(folds)
 
 
