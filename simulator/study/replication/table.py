@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,7 @@ def extend_term(part: list[Member], params: Params, held: list[Params | None], e
                       "leave-one-GPU-out folds chose"}
 
 
-def span(values: list[float | None]) -> list[float] | None:
+def span(values: Sequence[float | None]) -> list[float] | None:
     got = [float(v) for v in values if v is not None]
     return [min(got), max(got)] if got else None
 
