@@ -101,8 +101,9 @@ def test_a_stable_replica_still_keeps_up():
 def test_the_issues_plan_sizes_past_the_replica_that_falls_behind(cli, tmp_path):
     path = write_yaml(tmp_path / "keepup.yaml", KEEPUP)
     for sla in (["--sla", "tps_user_p10>=30"], ["--sla", "tps_user_p10>=30", "--sla", "ttft_p99_s<=5"]):
+        # the physics alone: the keep-up verdicts are checked here, not the shipped calibration table's row
         status, out, err = cli("plan", path, "--rate", 20, *sla, "--set", "sweep.variants=[{label: DSpark-5 async}]",
-                               "--out", tmp_path / "plan", "--quiet", "--workers", 1)
+                               "--out", tmp_path / "plan", "--quiet", "--workers", 1, "--uncalibrated")
         assert status == 0, err
         row = next(line for line in out.splitlines() if line.startswith("DSpark-5 async"))
         assert row.split()[2] == "2" and "1: falls behind" in row

@@ -19,8 +19,7 @@ import sys
 from pathlib import Path
 
 from specplan.errors import SpecplanError
-from specplan.simulator.engine.assembly import prices_extend_by_launches
-from specplan.simulator.scenario import load_scenario
+from specplan.simulator.scenario import Scenario, load_scenario
 from specplan.simulator.scenario.calibration import (
     TRANSFERABLE,
     Applied,
@@ -45,6 +44,15 @@ def add_calibration_args(p: argparse.ArgumentParser) -> None:
                         "one matches the scenario's engine, engine version and layout)")
 
 
+def launch_priced(scenario: Scenario) -> bool:
+    """Whether the scenario's engine prices a step carrying prompt tokens by its launches (a calibration's extend
+    term applies there), asked only where a calibration gives one."""
+    # the engine's modules load pandas (its request log) when imported: `check` and `--help` stay light without it
+    from specplan.simulator.engine.assembly import prices_extend_by_launches
+
+    return prices_extend_by_launches(scenario)
+
+
 def take_calibration(args: argparse.Namespace) -> Applied | None:
     """Read --calibration (else the shipped table's row), check it against the scenario (before the calibration) and
     append its overrides to args.overrides; None under --uncalibrated."""
@@ -57,7 +65,7 @@ def take_calibration(args: argparse.Namespace) -> Applied | None:
         if getattr(args, "uncalibrated", False):
             return None
         scenario = load_scenario(args.scenario, args.overrides, getattr(args, "seed", None))
-        table = table_calibration(scenario, launch_priced=prices_extend_by_launches)
+        table = table_calibration(scenario, launch_priced=launch_priced)
         if table.row is None and not table.here.engine_version:
             return None   # no serving engine (a synthetic profile): no table could have its row, nothing to say
         args.overrides = [*args.overrides, *table.overrides]
@@ -65,7 +73,7 @@ def take_calibration(args: argparse.Namespace) -> Applied | None:
     calibration = read_calibration(path)
     transfer = parse_transfer(getattr(args, "calibration_transfer", None))
     scenario = load_scenario(args.scenario, args.overrides, getattr(args, "seed", None))
-    applied = apply_calibration(calibration, scenario, transfer, launch_priced=prices_extend_by_launches)
+    applied = apply_calibration(calibration, scenario, transfer, launch_priced=launch_priced)
     args.overrides = [*args.overrides, *applied.overrides]
     return applied
 
