@@ -24,7 +24,7 @@ at one extend value, choosing host time and scale on its TPOT figures as below;
 transfer.py then picks the fold's extend value by its TTFT figures (the figure
 that reads a step carrying prompt tokens), each at its slice's choice.
 
-Both are fitted per engine version and layout kind (transfer.py: the shipped
+All three are fitted per engine version and layout kind (transfer.py: the shipped
 table's rows), so that a fit carries to a GPU it never saw, and the
 cross-validation says what that costs. By layout: a data-parallel-attention
 cell runs another step than a tensor-parallel one on the same GPUs (per-rank
