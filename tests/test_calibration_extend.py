@@ -39,12 +39,19 @@ from specplan.simulator.study.replication.replicate import ReplicationAsk, repli
 from specplan.simulator.study.replication.table import EXTEND_NONE, write_table
 from specplan.simulator.study.replication.transfer import Member, fit_folds
 from tests.conftest import REPO
-from tests.test_transfer import POINTS, ROWS, synthetic_grid, synthetic_members, two_gpus
+from tests.test_transfer import (  # AGENTIC: sglang 0.5.14 TP, V4-Flash on B200, priced by its launches
+    AGENTIC,
+    KNOWN_ROW,
+    POINTS,
+    ROWS,
+    SHORT,
+    TINY,
+    synthetic_grid,
+    synthetic_members,
+    two_gpus,
+)
 
 V4_CASE = REPO / "benchmarks" / "published" / "sglang-cookbook-v4-flash-b200-fp4-balanced"
-TINY = REPO / "tests" / "data" / "replication-tiny"
-AGENTIC = REPO / "scenarios" / "agentic.yaml"   # sglang 0.5.14 TP, V4-Flash on B200: priced by its launches
-SHORT = ("--set", "horizon.duration_s=2")
 
 
 def extend_calibration(scenario, value: float) -> Calibration:
@@ -151,16 +158,8 @@ def test_a_calibration_applies_the_extend_cost_only_where_the_engine_prices_laun
                                "prices no step by its kernel launches)") for line in applied.lines())
 
 
-ROW = """format: specplan-calibration-table/1
-version: 9
-written_by: a test's table
-rows:
-  - match: {engine: sglang, engine_version: 0.5.14, layout: tp}
-    label: 3 test runs
-    terms:
-      host_cycle_ms: {value: 2.5, interval: null, source: test}
-      extend_op_us: {value: 28.5, interval: [16.9, 45.0], source: test}
-"""
+ROW = KNOWN_ROW.replace("verify_scale: {value: 1.2, interval: null, source: test}",
+                       "extend_op_us: {value: 28.5, interval: [16.9, 45.0], source: test}")
 
 
 def test_run_applies_a_rows_extend_cost_and_names_it(tmp_path, cli, monkeypatch):
