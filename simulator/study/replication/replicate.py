@@ -301,10 +301,10 @@ def case_predictions(case: Case, figures: list[Figure], out: Path) -> Predicted:
     sensitivity = [{name: runner.predict(figure, Params(), tuple(map(str, lists[name])))
                     for name in SENSITIVITIES if name in lists and figure.metric != "speedup_sign"}
                    for figure in figures]
-    hosts = set() if is_step(case) else {runner.scenario(figure, arm, Params()).engine.host_overhead_ms
-                                         for figure in figures for arm in figure.arms}
-    priced = not is_step(case) and all(prices_extend_by_launches(runner.scenario(figure, arm, Params()))
-                                       for figure in figures for arm in figure.arms)
+    scenarios = [] if is_step(case) else [runner.scenario(figure, arm, Params()) for figure in figures
+                                          for arm in figure.arms]   # each loaded once, read twice
+    hosts = {scenario.engine.host_overhead_ms for scenario in scenarios}
+    priced = bool(scenarios) and all(map(prices_extend_by_launches, scenarios))
     return Predicted(values, modes, sensitivity, hosts.pop() if len(hosts) == 1 else None, cpu, priced)
 
 
