@@ -40,15 +40,26 @@ class DenseCurve:
     def around(self, context_tokens: float) -> tuple[np.ndarray, np.ndarray, float]:
         """The rows below and above a KV context and the upper row's weight (clamped to the axis; past its last row
         of a profile that extends its context, the last two rows and a weight above 1: their slope continued)."""
+        low, high, weight = self.around_index(context_tokens)
+        return self.rows[low], self.rows[high], weight
+
+    def around_index(self, context_tokens: float) -> tuple[int, int, float]:
+        """`around` as the two rows' indices and the upper row's weight."""
         ctx = self.context
         if ctx is None or context_tokens <= ctx[0]:
-            return self.rows[0], self.rows[0], 0.0
+            return 0, 0, 0.0
         i = bisect_right(ctx, context_tokens) - 1
-        if i >= len(ctx) - 1:
+        last = len(ctx) - 1
+        if i >= last:
             if self.extends and context_tokens > ctx[-1]:
-                return self.rows[-2], self.rows[-1], (context_tokens - ctx[-2]) / (ctx[-1] - ctx[-2])
-            return self.rows[-1], self.rows[-1], 0.0
-        return self.rows[i], self.rows[i + 1], (context_tokens - ctx[i]) / (ctx[i + 1] - ctx[i])
+                return last - 1, last, (context_tokens - ctx[-2]) / (ctx[-1] - ctx[-2])
+            return last, last, 0.0
+        return i, i + 1, (context_tokens - ctx[i]) / (ctx[i + 1] - ctx[i])
+
+    def around_each(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`around_index` at each KV context of an array: (lower rows, upper rows, weights), arrays."""
+        low, high, weight = zip(*map(self.around_index, contexts.tolist()), strict=True) if contexts.size else ((), (), ())
+        return np.array(low, dtype=np.int64), np.array(high, dtype=np.int64), np.array(weight, dtype=float)
 
     def ms(self, tokens: int, context_tokens: float = 0.0) -> float:
         low, high, weight = self.around(context_tokens)

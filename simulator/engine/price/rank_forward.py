@@ -44,6 +44,7 @@ class RankForward:
         self.fixed_tokens = int(load.anchors.sum() + load.fixed.sum() + load.prefill.sum())
         self.running = ((load.anchors + load.fixed) > 0).nonzero()[0]
         self.prefill_own = self.prefill_ranks_ms()
+        self.last: tuple[int, np.ndarray] | None = None   # decode_ranks_ms at one B: the clock's, then the summary's
 
     def prefill_ranks_ms(self) -> np.ndarray:
         """Each prefilling rank's own part (empty without a prefill)."""
@@ -52,19 +53,22 @@ class RankForward:
         if prefilling.size == 0:
             return np.zeros(0)
         axis = load.pairs if self.phase is not self.decode else load.chunk_context
-        return np.array([float(self.phase.own_at(np.array([round(self.ranks * int(load.prefill[r]))]),
-                                                 self.ranks * float(axis[r]))[0]) for r in prefilling.tolist()])
+        index = (self.ranks * load.prefill[prefilling].astype(np.int64))[:, None]
+        return self.phase.own_at_each(index, self.ranks * axis[prefilling].astype(float))[:, 0]
 
     def decode_ranks_ms(self, tokens: np.ndarray) -> np.ndarray:
-        """(running ranks, B) each decoding rank's own part at each B."""
-        load, ranks = self.load, self.ranks
+        """(running ranks, B) each decoding rank's own part at each B (at one B, computed once per step)."""
+        if tokens.size == 1 and self.last is not None and self.last[0] == tokens[0]:
+            return self.last[1]
+        load, ranks, running = self.load, self.ranks, self.running
         anchors = int(load.anchors.sum())
         drafts = np.maximum(tokens - self.fixed_tokens, 0)
-        out = np.zeros((self.running.size, tokens.size))
-        for i, r in enumerate(self.running.tolist()):
-            share = drafts * (load.anchors[r] / anchors) if anchors else 0.0
-            index = np.rint(ranks * (load.anchors[r] + load.fixed[r] + share)).astype(np.int64)
-            out[i] = self.decode.own_at(index, ranks * float(load.context[r]))
+        held = (load.anchors[running] + load.fixed[running])[:, None]
+        spread = load.anchors[running] / anchors if anchors else np.zeros(running.size)
+        index = np.rint(ranks * (held + drafts[None, :] * spread[:, None])).astype(np.int64)
+        out = self.decode.own_at_each(index, ranks * load.context[running].astype(float))
+        if tokens.size == 1:
+            self.last = (int(tokens[0]), out)
         return out
 
     @property

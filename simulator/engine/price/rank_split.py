@@ -66,6 +66,17 @@ class RankSplit:
         return low[index] if weight == 0.0 else low[index] * (1.0 - weight) + high[index] * weight
 
 
+    def own_at_each(self, tokens: np.ndarray, contexts: np.ndarray) -> np.ndarray:
+        """own(B, C) for each row of `tokens` (ranks, B) at its rank's context C (`contexts`, one per row): `own_at`
+        row by row, in one lookup."""
+        low, high, weight = self.own.around_each(contexts)
+        index = np.minimum(tokens, self.max_tokens)
+        rows = self.own.rows
+        below = rows[low[:, None], index]
+        weight = weight[:, None]
+        return np.where(weight == 0.0, below, below * (1.0 - weight) + rows[high[:, None], index] * weight)
+
+
 def part_profile(profile: StepProfile, what: str, table: np.ndarray, context: np.ndarray | None) -> StepProfile:
     return StepProfile(name=f"{profile.name} ({what})", tokens=profile.tokens, step_ms_table=table,
                        provenance={"source": f"{what} part of {profile.name}",
