@@ -38,7 +38,7 @@ from typing import Protocol
 import numpy as np
 
 from specplan.simulator.engine.batch import RANK, Batch, Rows
-from specplan.simulator.engine.cluster.ranks import rank_cumsum, rank_order
+from specplan.simulator.engine.cluster.ranks import rank_cumsum, rank_order, ranks_within
 from specplan.simulator.engine.config import EngineConfig, RankLimits
 
 Cut = tuple[Rows, np.ndarray | int, np.ndarray, int, int]  # rows, ℓ, accepted, Σℓ, truncated drafts
@@ -123,7 +123,11 @@ class RankCaps:
     def select(self, batch: Batch, decode: np.ndarray | None, r: int, per_request: int) -> tuple[Rows, bool]:
         index = np.arange(batch.n) if decode is None else decode.nonzero()[0]
         reserve = 1 if self.reserve_anchor else per_request
-        fits = (rank_order(batch.ints[RANK][index]) + 1) * reserve <= self.dp.step_tokens
+        ranks = batch.ints[RANK][index]
+        if ranks_within(np.full(ranks.size, reserve), ranks, self.dp.step_tokens):
+            fits = np.ones(ranks.size, dtype=bool)
+        else:
+            fits = (rank_order(ranks) + 1) * reserve <= self.dp.step_tokens
         fits &= np.cumsum(fits) * reserve <= self.max_step_tokens
         return Rows.some(index[fits]), True
 
@@ -158,6 +162,8 @@ def budget_edge(lengths: np.ndarray, budget: int) -> tuple[np.ndarray, int]:
 def rank_edges(lengths: np.ndarray, ranks: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
     """`budget_edge` within each rank: (ℓ cut at its rank's edge, which rows run), rows in order."""
     tokens = lengths + 1
+    if ranks_within(tokens, ranks, cap):
+        return lengths.copy(), np.ones(lengths.size, dtype=bool)
     left = cap - (rank_cumsum(tokens, ranks) - tokens)
     running = left >= 1
     return np.minimum(lengths, np.maximum(left - 1, 0)), running

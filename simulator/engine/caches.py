@@ -41,7 +41,7 @@ from typing import Protocol
 import numpy as np
 
 from specplan.simulator.engine.batch import RANK
-from specplan.simulator.engine.cluster.ranks import RankRouter, rank_cumsum, rank_order
+from specplan.simulator.engine.cluster.ranks import RankRouter, rank_cumsum, rank_order, ranks_within
 from specplan.simulator.engine.config import EngineConfig, RankLimits, resolved
 from specplan.simulator.engine.core.request_log import RequestLog
 from specplan.simulator.engine.core.state import BatchState
@@ -130,6 +130,8 @@ class RankCaches(OneCache):
             total = self.total_fits(footprints)
         left = total.nonzero()[0]
         ranks = state.batch.ints[RANK][left]
+        if ranks_within(footprints[left], ranks, self.dp.kv_tokens):
+            return (~total).nonzero()[0]
         keep = rank_cumsum(footprints[left], ranks) <= self.dp.kv_tokens
         keep[rank_order(ranks) == 0] = True  # each rank's oldest request stays (it fits on its own)
         return np.concatenate([(~total).nonzero()[0], left[~keep]])
@@ -166,9 +168,11 @@ def admit_routed(queue: deque[int], log: RequestLog, router: RankRouter, free_sl
     admitted: list[tuple[int, int, int, int]] = []
     blocked = np.zeros(free_slots.size, dtype=bool)
     rows = Admission(log)
+    scanned = 0
     for rid in queue:
         if len(admitted) >= total_free or blocked.all():
             break
+        scanned += 1
         rank = int(router.rank_of[rid])
         if blocked[rank]:
             continue
@@ -180,9 +184,8 @@ def admit_routed(queue: deque[int], log: RequestLog, router: RankRouter, free_sl
         kv_free[rank] -= kv + block_size
         total_kv_free -= kv + block_size
         admitted.append((rid, generated, kv, rank))
-    if admitted:
+    if admitted:   # the scanned head less the admitted, back in order; the rest of the queue is not touched
         taken = {rid for rid, *_ in admitted}
-        kept = [rid for rid in queue if rid not in taken]
-        queue.clear()
-        queue.extend(kept)
+        head = [queue.popleft() for _ in range(scanned)]
+        queue.extendleft(reversed([rid for rid in head if rid not in taken]))
     return admitted

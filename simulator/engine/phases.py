@@ -44,7 +44,7 @@ import numpy as np
 from specplan.engines.dp_scheduler import DEFAULT_DELAY_PASSES
 from specplan.simulator.core.errors import ScenarioError
 from specplan.simulator.engine.batch import PREFILL_LEFT, RANK, RID, Batch, Rows
-from specplan.simulator.engine.cluster.ranks import rank_cumsum
+from specplan.simulator.engine.cluster.ranks import rank_cumsum, ranks_within
 from specplan.simulator.engine.config import EngineConfig
 from specplan.simulator.engine.price.rank_load import StepLoad
 
@@ -220,6 +220,8 @@ def fifo_chunks(left: np.ndarray, ranks: np.ndarray | None, room: np.ndarray | i
     """Prompt tokens each row computes: its rank's room (one room without ranks) taken FIFO, rows in arrival order."""
     if ranks is None:
         return np.clip(room - (np.cumsum(left) - left), 0, left)
+    if ranks_within(left, ranks, room):
+        return left.copy()
     before = rank_cumsum(left, ranks) - left
     return np.clip(np.asarray(room)[ranks] - before, 0, left)
 
@@ -267,7 +269,7 @@ class PhaseCounters:
             tokens = load.anchors + load.fixed + load.prefill
             if tokens.any():
                 self.ranked_steps += 1
-                self.busiest_over_mean += float(tokens.max() / tokens.mean())
+                self.busiest_over_mean += float(tokens.max() / (tokens.sum() / tokens.size))   # np.mean costs ~8 us
                 self.excess_ms += excess_ms
 
     def merge(self, other: PhaseCounters) -> PhaseCounters:

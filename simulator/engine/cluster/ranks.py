@@ -69,6 +69,17 @@ class RankRouter:
             self.waiting[rank] -= 1
 
 
+def ranks_within(values: np.ndarray, ranks: np.ndarray, room: np.ndarray | int) -> bool:
+    """Whether each rank's total of non-negative integer `values` is at most its `room` (one for every rank, or
+    one per rank): then every running sum within a rank is too, and a rule that cuts at the room cuts nothing (the
+    rules below ask this first, one bincount where `rank_cumsum` sorts)."""
+    if values.size == 0:
+        return True
+    if isinstance(room, int):
+        return bool(np.bincount(ranks, weights=values).max() <= room)
+    return bool((np.bincount(ranks, weights=values, minlength=room.size) <= room).all())
+
+
 def rank_cumsum(values: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     """Running sum of `values` within each rank, in row order (inclusive)."""
     order = np.argsort(ranks, kind="stable")

@@ -90,4 +90,4 @@ class RankForward:
     def excess_ms(self, tokens: int) -> float:
         """How much the busiest rank's own part exceeds the mean over the ranks that run, at B."""
         own = np.concatenate([self.decode_ranks_ms(np.array([tokens]))[:, 0], self.prefill_own])
-        return float(own.max() - own.mean()) if own.size else 0.0
+        return float(own.max() - own.sum() / own.size) if own.size else 0.0   # the mean, without np.mean's ~8 us
