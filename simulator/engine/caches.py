@@ -41,7 +41,12 @@ from typing import Protocol
 import numpy as np
 
 from specplan.simulator.engine.batch import RANK
-from specplan.simulator.engine.cluster.ranks import RankRouter, rank_cumsum, rank_order, ranks_within
+from specplan.simulator.engine.cluster.ranks import (
+    RankRouter,
+    rank_cumsum,
+    rank_order,
+    ranks_within,
+)
 from specplan.simulator.engine.config import EngineConfig, RankLimits, resolved
 from specplan.simulator.engine.core.request_log import RequestLog
 from specplan.simulator.engine.core.state import BatchState
