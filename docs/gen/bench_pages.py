@@ -45,6 +45,8 @@ BENCHMARKS = (
     ("the same workload with its requests and none of the engine's rules (the floor a request-level loop "
      "reaches), beside `specplan run`, each a share of the bare SimPy loop", "benchmarks/request_floor.py",
      ("--repeats", "3")),
+    ("a step under data-parallel attention: the development set's B200 DP8 high-throughput cell (2,048 prompts "
+     "at concurrency 1,024), one core", "benchmarks/dp_speed.py", ("--repeats", "3")),
     ("one step's draws, R = 256, γ = 7, by the engine's own code", "benchmarks/draft_speed.py", ()),
     ("a policy's decision, R = 256, γ = 7", "benchmarks/policy_speed.py", ()),
     ("`specplan demo` from nothing to report.html (36 points)", "benchmarks/demo_time.py", ("--workers", "2")),
