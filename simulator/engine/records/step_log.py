@@ -177,6 +177,9 @@ class ChunkLog:
 
     @staticmethod
     def merge(logs: list[ChunkLog]) -> ChunkLog:
+        """One log of every log's rows (one log: itself, not a copy of its columns)."""
+        if len(logs) == 1:
+            return logs[0]
         out = ChunkLog(keep_tokens=all(log.keep_tokens for log in logs))
         for log in logs:
             out.extend(log)
