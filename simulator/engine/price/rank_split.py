@@ -65,7 +65,6 @@ class RankSplit:
         index = np.minimum(tokens, self.max_tokens)
         return low[index] if weight == 0.0 else low[index] * (1.0 - weight) + high[index] * weight
 
-
     def own_at_each(self, tokens: np.ndarray, contexts: np.ndarray) -> np.ndarray:
         """own(B, C) for each row of `tokens` (ranks, B) at its rank's context C (`contexts`, one per row): `own_at`
         row by row, in one lookup."""
