@@ -106,7 +106,7 @@ class Truncate(Defer):
 
     def cut(self, batch: Batch, rows: Rows, lengths: np.ndarray | int, accepted: np.ndarray,
             prefill_tokens: int) -> Cut:
-        wanted = np.broadcast_to(np.asarray(lengths, dtype=np.int64), (rows.count,))
+        wanted = per_row(lengths, rows.count)
         cut, running = budget_edge(wanted, self.max_step_tokens - prefill_tokens)
         drafts = int(cut.sum())
         return rows.head(running), cut, np.minimum(accepted[:running], cut), drafts, \
@@ -133,7 +133,7 @@ class RankCaps:
 
     def cut(self, batch: Batch, rows: Rows, lengths: np.ndarray | int, accepted: np.ndarray,
             prefill_tokens: int) -> Cut:
-        wanted = np.broadcast_to(np.asarray(lengths, dtype=np.int64), (rows.count,))
+        wanted = per_row(lengths, rows.count)
         cut, running = rank_edges(wanted, batch.ints[RANK][rows.index], self.dp.step_tokens)
         truncated = int((wanted - cut)[running].sum())
         cut_running = cut[running]
@@ -144,6 +144,11 @@ class RankCaps:
         if not self.caps_confidences:
             return c
         return rank_capped(c, rows.of(batch.ints[RANK]), self.dp)
+
+
+def per_row(lengths: np.ndarray | int, count: int) -> np.ndarray:
+    """ℓ for each of `count` rows as int64: a policy's one ℓ for every row, or its own per row (read only)."""
+    return np.full(count, lengths, dtype=np.int64) if np.ndim(lengths) == 0 else np.asarray(lengths, dtype=np.int64)
 
 
 def budget_edge(lengths: np.ndarray, budget: int) -> tuple[np.ndarray, int]:

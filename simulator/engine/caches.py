@@ -171,23 +171,25 @@ def admit_routed(queue: deque[int], log: RequestLog, router: RankRouter, free_sl
     this step; the scan stops when every rank is blocked, the engine's slots are taken or its KV is full.
     Returns (rid, generated, kv, rank) in admission order."""
     admitted: list[tuple[int, int, int, int]] = []
-    blocked = np.zeros(free_slots.size, dtype=bool)
-    rows = Admission(log)
+    slots, room = free_slots.tolist(), kv_free.tolist()   # Python ints: the scan reads them per queued request
+    blocked, open_ranks = [False] * len(slots), len(slots)
+    rank_of, rows = router.rank_of, Admission(log)
     scanned = 0
     for rid in queue:
-        if len(admitted) >= total_free or blocked.all():
+        if len(admitted) >= total_free or not open_ranks:
             break
         scanned += 1
-        rank = int(router.rank_of[rid])
+        rank = int(rank_of[rid])
         if blocked[rank]:
             continue
         generated, kv = rows.footprint(rid)
-        if free_slots[rank] <= 0 or kv + block_size > kv_free[rank] or kv + block_size > total_kv_free:
-            blocked[rank] = True
+        need = kv + block_size
+        if slots[rank] <= 0 or need > room[rank] or need > total_kv_free:
+            blocked[rank], open_ranks = True, open_ranks - 1
             continue
-        free_slots[rank] -= 1
-        kv_free[rank] -= kv + block_size
-        total_kv_free -= kv + block_size
+        slots[rank] -= 1
+        room[rank] -= need
+        total_kv_free -= need
         admitted.append((rid, generated, kv, rank))
     if admitted:   # the scanned head less the admitted, back in order; the rest of the queue is not touched
         taken = {rid for rid, *_ in admitted}
