@@ -85,7 +85,7 @@ class Chunked(Staged):
         first = log.first_token(ids, now, counted=True)
         if first.size == 0:
             return 0
-        fresh = done & np.isin(ints[RID], first)
+        fresh = done if first.size == ids.size else done & np.isin(ints[RID], first)   # first: ids not yet served
         ints[REMAINING, fresh] -= 1
         ints[ACCEPTED, fresh] -= 1  # an emitted token that was not an accepted draft (Ledger)
         state.footprint += first.size
