@@ -31,6 +31,7 @@ RUNS = {
     "fit_speed": (["--runs", "3", "--repeats", "1"], "recovered host"),
     "fit_devset": (["--census"], "deployments; the most concurrencies one publishes"),
     "calibrate_speed": (["--cases", "vllm-41044-v4-flash-mtp-b200", "--workers", "1"], "pairs simulated"),
+    "dp_speed": (["--repeats", "1"], "engine steps/s"),
     "agentic_speed": (["--repeats", "1", "--duration", "20", "--lanes", "4"], "engine steps per reference step"),
     "extend_op": (["--cases", "sglang-cookbook-v4-flash-b300-fp4-low-latency", "--workers", "1"],
                   "c = 1, host: x86"),
