@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --calibrate: the values of an extend step's host cost per kernel (engine.cuda_graph."
                         "extend_op_us, µs; 'own' for the engine's own) each fit chooses among, beside host time and "
                         "scale, where a case's engine prices such a step by its launches; each fit takes the value whose choice reads "
-                        "its TTFT figures best (default: own 10 16.9; 'own' alone: not fitted, about a quarter of the CPU time)")
+                        "its TTFT figures best (default: own 10 16.9; 'own' alone: not fitted, about a third of the CPU time)")
     p.add_argument("--write-table", metavar="PATH",
                    help="with --calibrate: write the calibration table `run`, `sweep`, `plan` and `tune` apply "
                         "(the shipped one: hwprofiles/public/calibration.yaml)")
