@@ -136,18 +136,23 @@ class Applied:
 
     def lines(self) -> list[str]:
         """The printout: which file, what it sets, what it carries across and what it leaves out."""
-        cal = self.calibration
-        out = [f"calibration: {cal.label()}"]
-        shown = ", ".join(f"{name} {fmt(cal.term(name).value)}" for name in TERMS
-                          if cal.term(name).value is not None and name not in self.not_applied)
-        if shown:
-            out.append(f"  applied: {shown}")
+        out = [f"calibration: {self.calibration.label()}", *self.applied_lines()]
         if self.transferred:
             moved = "; ".join(f"{k} {a} -> {b}" for k, (a, b) in self.transferred.items())
             out.append(f"  transferred (--calibration-transfer; terms carried unchanged, error not checked): {moved}")
-        for name in self.not_applied:
-            out.append(f"  not applied: {name} {fmt(cal.term(name).value)} ({TERM_KEYS[name]})")
-        return out
+        return out + self.not_applied_lines()
+
+    def applied_lines(self) -> list[str]:
+        """The terms it sets, in one line (none where it sets none)."""
+        cal = self.calibration
+        shown = ", ".join(f"{name} {fmt(cal.term(name).value)}" for name in TERMS
+                          if cal.term(name).value is not None and name not in self.not_applied)
+        return [f"  applied: {shown}"] if shown else []
+
+    def not_applied_lines(self) -> list[str]:
+        """A line per term it holds that no scenario key here prices."""
+        cal = self.calibration
+        return [f"  not applied: {name} {fmt(cal.term(name).value)} ({TERM_KEYS[name]})" for name in self.not_applied]
 
     def summary_keys(self) -> dict[str, Any]:
         cal = self.calibration

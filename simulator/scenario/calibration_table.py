@@ -41,7 +41,6 @@ from typing import Any
 from specplan import hwprofiles
 from specplan.simulator.scenario.calibration import (
     FACTS,
-    TERM_KEYS,
     Applied,
     Calibration,
     CalibrationError,
@@ -49,7 +48,6 @@ from specplan.simulator.scenario.calibration import (
     LaunchPriced,
     apply_calibration,
     deployment_of,
-    fmt,
     read_term,
     read_yaml_of_format,
 )
@@ -151,12 +149,7 @@ class TableApplied(Applied):
                     f"(`--calibration FILE` applies a fit of your own)"]
         out = [f"calibration: calibrated on {self.row.label} ({self.source()}; --uncalibrated for the physics "
                f"alone)"]
-        shown = ", ".join(f"{name} {self.calibration.term(name).value:.4g}" for name in self.calibration.terms
-                          if self.calibration.term(name).value is not None and name not in self.not_applied)
-        if shown:
-            out.append(f"  applied: {shown}")
-        out += [f"  not applied: {name} {fmt(self.calibration.term(name).value)} ({TERM_KEYS[name]})"
-                for name in self.not_applied]
+        out += self.applied_lines() + self.not_applied_lines()
         transferred = self.row.errors.get("transferred")
         if isinstance(transferred, float):
             out.append(f"  carried to {self.here.gpu}, {self.here.model} by the table's rule (engine, version and "

@@ -150,7 +150,9 @@ def choose(train: list[Member], grid: Grid, points: list[Params], ttft: list[Mem
     eligible = [p for p in points if all(k in grid.get(p, {}) for k in keys)]
     if not fit or not eligible:
         return None
-    slices = {p.extend_op_us: [q for q in eligible if q.extend_op_us == p.extend_op_us] for p in eligible}
+    slices: dict[float | None, list[Params]] = {}
+    for p in eligible:   # by extend value, each in the grid's order
+        slices.setdefault(p.extend_op_us, []).append(p)
     chosen = [best([(m.case, m.figure) for m in fit], grid, part) for part in slices.values()]
     if len(chosen) == 1:
         return chosen[0]
