@@ -61,6 +61,12 @@ AIC_BUILTINS: dict[str, tuple[AicTarget, AicLayout, AicDrafter | None]] = {
     "h200-qwen3-32b-vllm": (AicTarget("Qwen/Qwen3-32B", "h200_sxm"), AicLayout(), None),
     "h200-qwen3-30b-a3b-vllm": (AicTarget("Qwen/Qwen3-30B-A3B", "h200_sxm"), AicLayout(), None),
     "h200-deepseek-v3-tp8ep8-vllm": (DEEPSEEK_V3, AicLayout(), None),
+    # DeepSeek-R1-0528 (V3's architecture) under SGLang, TP8 without EP (MoE tensor-parallel, fused Triton FP8
+    # block experts): the InferenceX #870 serving case. Its prefill batches (--chunked-prefill-size 32768) are
+    # priced on this table at their tokens (no SGLang context-phase MLA table of H200 at a version the package
+    # serves), so it spans 32,768 tokens
+    "h200-deepseek-v3-tp8-sglang": (AicTarget("deepseek-ai/DeepSeek-V3", "h200_sxm", "sglang", tp=8),
+                                    AicLayout(max_tokens=32768), None),
     # DSpark/DFlash backbone: 5 dense layers + LM head, one forward over R x 7 positions (block 7)
     "h200-llama3.1-8b-vllm-drafter-5l": (AicTarget(LLAMA31_8B, "h200_sxm"), AicLayout(query_tokens=7),
                                          AicDrafter(layers=5)),
