@@ -42,8 +42,8 @@ from specplan.simulator.study.replication.stats import (
 from specplan.simulator.study.replication.version_spread import spread_statistics
 
 MODE_WORDS = {"predicted": "predicted (no parameter fitted)",
-              "calibrated": "calibrated (fitted per engine version and layout on these figures)",
-              "transferred": "transferred (leave one GPU out: fitted on the other GPUs of the engine version and layout)",
+              "calibrated": "calibrated (fitted per engine version, layout and model on these figures)",
+              "transferred": "transferred (leave one GPU out: fitted on the other GPUs of the engine version, layout and model)",
               "transferred_layout": "transferred across layouts (leave one layout out: fitted on the other layout)"}
 
 

@@ -120,7 +120,7 @@ def test_a_folds_points_never_depend_on_its_held_out_figures():
         assert refit.chosen[(mode, row, held)] == chosen
         checked += 1
     assert checked >= 8
-    dp = ("sglang", "0.5.14", "dp-attention")
+    dp = ("sglang", "0.5.14", "dp-attention", "DeepSeek-V4-Flash")
     garbled = [dataclasses.replace(m, figure=dataclasses.replace(m.figure, value=m.figure.value * 50))
                if m.row == dp and m.gpu == "B200" else m for m in members]
     again, _values, _ = searched(garbled, grid)
@@ -130,7 +130,7 @@ def test_a_folds_points_never_depend_on_its_held_out_figures():
 def test_a_fit_chooses_only_among_points_where_all_its_figures_were_simulated():
     """A better point that lacks one of the fit's figures is not eligible."""
     members, grid = full_grid()
-    train = [(m.case, m.figure) for m in members if m.row == ("sglang", "0.5.14", "dp-attention") and m.goal]
+    train = [(m.case, m.figure) for m in members if m.row == ("sglang", "0.5.14", "dp-attention", "DeepSeek-V4-Flash") and m.goal]
     points = grid_points(HOST_GRID_MS, SCALE_GRID)
     chosen = best(train, grid, points)
     partial = {p: dict(v) for p, v in grid.items()}
@@ -171,7 +171,7 @@ def test_the_search_and_the_full_grid_agree_end_to_end_and_the_search_simulates_
     search = replicate(cases, ask, RunOptions(out_dir=tmp_path / "search"))
     searched_tasks, ran[:] = list(ran), []
     full = replicate(cases, dataclasses.replace(ask, full_grid=True), RunOptions(out_dir=tmp_path / "full"))
-    assert search.params == full.params and search.params["calibrated"]["none tp"] == Params(0.2, 1.0)
+    assert search.params == full.params and search.params["calibrated"]["none tp unknown"] == Params(0.2, 1.0)
     assert len(searched_tasks) < len(ran) == 2 * (15 - 1)
     assert Params(0.0, 1.0) not in searched_tasks + ran
     kept = read_grid(tmp_path / "search" / GRID_FILE, [(c, f) for c in cases for f in c.figures])

@@ -87,7 +87,7 @@ def test_a_case_whose_engine_does_not_price_it_is_simulated_once_per_host_and_sc
         rows = list(csv.DictReader(handle))
     assert {r["extend_op_us"] for r in rows} == {""}   # every simulated point at the engine's own extend cost
     assert all(p.extend_op_us is None for fits in result.params.values() for p in fits.values())
-    assert result.params["transferred"]["none tp without cpu"] == Params(0.2, 1.0)
+    assert result.params["transferred"]["none tp unknown without cpu"] == Params(0.2, 1.0)
 
 
 def ttft_members(members: list[Member]) -> list[Member]:

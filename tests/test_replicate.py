@@ -52,7 +52,7 @@ def test_calibration_recovers_the_host_time(tmp_path):
     transfer from (no transferred value: tests/test_transfer.py covers two)."""
     result = replicate([read_case(TINY)], ReplicationAsk(calibrate=True, host_grid=(0.0, 0.2, 0.4),
                                                          scale_grid=(1.0, 1.1)), RunOptions(out_dir=tmp_path))
-    assert result.params["calibrated"]["none tp"].host_ms == 0.2
+    assert result.params["calibrated"]["none tp unknown"].host_ms == 0.2
     stats = error_statistics(result.rows, "calibrated")
     assert stats["figures"] == 4 and stats["max_abs_error"] < 1e-5  # published values carry 6 digits
     assert error_statistics(result.rows, "transferred")["figures"] == 0

@@ -101,7 +101,7 @@ def test_another_model_in_a_covered_group_is_not_covered(tmp_path):
     llama = merged(V4_FLASH, {"engine": {"name": "sglang", "kv_capacity_tokens": 500_000}, "hardware": {
         "profile": "builtin:h200-llama3.1-8b-vllm", "gpus_per_replica": 1}})
     (line,) = lines_of(llama, tmp_path)
-    assert "are of DeepSeek-V4-Flash, not Meta-Llama-3.1-8B's: no public figure covers this model" in line
+    assert "are of DeepSeek-R1-0528, DeepSeek-V4-Flash, not Meta-Llama-3.1-8B's: no public figure covers this model" in line
 
 
 def test_a_profile_of_no_engine_is_not_covered(tmp_path):

@@ -27,7 +27,7 @@ from tests.conftest import REPO
 
 TINY = REPO / "tests" / "data" / "replication-tiny"
 POINTS = [Params(h, s) for h in (0.0, 1.0, 2.0) for s in (1.0, 1.5)]
-ROWS = {"tp": ("sglang", "0.5.14", "tp"), "dp": ("sglang", "0.5.14", "dp-attention")}
+ROWS = {"tp": ("sglang", "0.5.14", "tp", "DeepSeek-V4-Flash"), "dp": ("sglang", "0.5.14", "dp-attention", "DeepSeek-V4-Flash")}
 CELLS = [("tp", "B200", 1.0), ("tp", "H200", 1.1), ("tp", "GB300", 0.9), ("dp", "B200", 1.5), ("dp", "H200", 1.4)]
 
 
@@ -182,12 +182,12 @@ def test_leave_one_gpu_out_recovers_the_host_time_and_writes_the_table(tmp_path)
     ask = ReplicationAsk(calibrate=True, host_grid=(0.0, 0.2, 0.4), scale_grid=(1.0, 1.1), table=table,
                          command="specplan replicate cases --calibrate --write-table table.yaml")
     result = replicate(cases, ask, RunOptions(out_dir=tmp_path / "out"))
-    assert result.params["transferred"]["none tp without cpu"] == Params(0.2, 1.0)   # fitted on cpu2 alone
+    assert result.params["transferred"]["none tp unknown without cpu"] == Params(0.2, 1.0)   # fitted on cpu2 alone
     transferred = error_statistics(result.rows, "transferred")
     assert transferred["figures"] == 8 and transferred["max_abs_error"] < 1e-5
     read = read_table(table)
     assert read.version == 1 and len(read.rows) == 1 and read.rows[0].calibration.term("host_cycle_ms").value == 0.2
-    assert read.rows[0].label.startswith("4 public none TP runs (measured on 0,") and read.written_by == ask.command
+    assert read.rows[0].label.startswith("4 public none TP runs of unknown (measured on 0,") and read.written_by == ask.command
     replicate(cases, dataclasses.replace(ask, grid=tmp_path / "out" / GRID_FILE), RunOptions(out_dir=tmp_path / "b"))
     assert read_table(table).version == 2   # a rewrite bumps the version
 
@@ -231,7 +231,7 @@ SHORT = ("--set", "horizon.duration_s=2")
 
 def shipped_row(layout: str):
     return next(row for row in read_table().rows if row.match == {"engine": "sglang", "engine_version": "0.5.14",
-                                                                   "layout": layout})
+                                                                   "layout": layout, "model": "DeepSeek-V4-Flash"})
 
 
 def test_the_shipped_table_is_the_commands_own():
@@ -249,7 +249,7 @@ def test_run_names_the_shipped_row(tmp_path, cli):
     assert code == 0
     assert f"calibration: calibrated on {row.label} (the shipped calibration table v" in out
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["calibration"].endswith(row.label) and summary["calibration_deployment"] == "sglang 0.5.14 TP"
+    assert summary["calibration"].endswith(row.label) and summary["calibration_deployment"] == "sglang 0.5.14 TP, DeepSeek-V4-Flash"
 
 
 KNOWN_ROW = """format: specplan-calibration-table/1

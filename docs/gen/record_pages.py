@@ -169,7 +169,7 @@ def fits_by_kind_table(record: dict) -> str:
 
 
 def params_table(record: dict) -> str:
-    """Each fit's choice: in sample per engine version and layout, each leave-one-GPU-out and -layout-out fold."""
+    """Each fit's choice: in sample per engine version, layout and model, each leave-one-GPU-out and -layout-out fold."""
     rows = [[fit, fold, params_text(p)] for fit in FITS[1:] for fold, p in record.get("params", {}).get(fit, {}).items()]
     return table(["fit", "engine version layout (held out)", "host ms, scale, extend us a kernel"], rows)
 

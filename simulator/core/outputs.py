@@ -180,7 +180,7 @@ engine_mem_fraction_static | share | the share of GPU memory the engine gives we
 split_replicas | replicas | a split run (--split-replicas): the replicas simulated as independent processes
 replicas_simulated | replicas | a sampled fleet: the replicas simulated for the whole (cluster totals scaled by replicas / this)
 calibration | — | the calibration `specplan run` applied: the file of --calibration FILE (written by `specplan fit`), else the shipped table's row ("the shipped calibration table vN: LABEL"), or none where no row matches
-calibration_deployment | — | the deployment that calibration was fitted for: engine and version, GPU, model, layout (a table row: engine, version and layout)
+calibration_deployment | — | the deployment that calibration was fitted for: engine and version, GPU, model, layout (a table row: engine, version, layout and model)
 calibration_transfer | — | the facts the calibration was carried across (fitted for -> used on): by --calibration-transfer, or a table row's GPU and model; none when it matched
 notes | — | what loading the scenario took from its profile or kept against it, one line each (Scenario.notes: engine.dp_attention from a DP built-in's header, a memory model that leaves no pool at the engine's fraction, a stated engine.kv_capacity_tokens above the engine's pool; the traits row an engine.version takes where it has none of its own, an engine.name over another engine's measured kernels, a stated longest prompt whose last chunk reads a prefill profile past its pairs axis); an empty list when none; run and check print them, plan and sweep print each once
 draft_record | — | what the drafts did, from every 8th step with drafts: per domain and position the request-steps that reached and accepted a draft, and the reliability bins of the confidences a policy saw (the report's acceptance and calibration figures read it); null without speculation
@@ -516,9 +516,9 @@ al_minus_10_value | the unit column's | predicted with the assumed acceptance le
 al_minus_10_change | share | al_minus_10_value / predicted_value − 1
 al_plus_10_value | the unit column's | predicted with the assumed acceptance length +10%
 al_plus_10_change | share | al_plus_10_value / predicted_value − 1
-calibrated_value | the unit column's | predicted with the host time and step scale fitted on every figure of its engine version and layout (the calibration table's row)
+calibrated_value | the unit column's | predicted with the host time and step scale fitted on every figure of its engine version, layout and model (the calibration table's row)
 calibrated_error | share | calibrated_value / published − 1
-transferred_value | the unit column's | predicted with the fit on the other GPUs of its engine version and layout (leave one GPU out; empty where it has no other GPU)
+transferred_value | the unit column's | predicted with the fit on the other GPUs of its engine version, layout and model (leave one GPU out; empty where it has no other GPU)
 transferred_error | share | transferred_value / published − 1
 transferred_layout_value | the unit column's | predicted with the fit on the other layout of its engine version (leave one layout out; empty where there is none)
 transferred_layout_error | share | transferred_layout_value / published − 1
@@ -545,7 +545,7 @@ note | — | how the two were made comparable, where they had to be (a total com
 
 CALIBRATION_RECORD = table("""
 calibration | — | the calibration applied: the file of --calibration FILE (written by `specplan fit`), or the shipped table's row
-calibration_deployment | — | the deployment it was fitted for: engine and version, GPU, model, layout (a table row: engine, version and layout)
+calibration_deployment | — | the deployment it was fitted for: engine and version, GPU, model, layout (a table row: engine, version, layout and model)
 calibration_transfer | — | the facts carried across by --calibration-transfer (fitted for -> used on), none when it matched
 overrides | — | the scenario overrides it set, after the command line's own (engine.host_overhead_ms, a scaled hardware.profile, ...)
 not_applied | — | the terms it holds that no scenario key prices (ttft_per_request_ms; dp_sync_ms off DP attention; extend_op_us where the engine prices no step by its kernel launches)

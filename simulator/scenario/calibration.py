@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -226,6 +227,13 @@ def write_calibration(calibration: Calibration, path: str | Path) -> Path:
             "runs": calibration.runs, "fit": calibration.fit}
     path.write_text(yaml.safe_dump(body, sort_keys=False, width=120))
     return path
+
+
+def model_name(model: str) -> str:
+    """'deepseek-ai/DeepSeek-V4-Flash-0731 (revision ...), FP4' → 'DeepSeek-V4-Flash': the checkpoint's name
+    without its organisation, notes, revision and repackaging suffixes (the model a table row is fitted on)."""
+    name = re.split(r"[\s,(]", model.split("/", 1)[-1], maxsplit=1)[0]
+    return re.sub(r"(-(0731|DSpark|NVFP4|FP8|FP4))+$", "", name, flags=re.IGNORECASE)
 
 
 def deployment_of(scenario: Scenario) -> Deployment:

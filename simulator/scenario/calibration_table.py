@@ -1,11 +1,11 @@
-"""The shipped calibration table: the non-kernel terms fitted once per engine version and layout kind on the public
-development set, and how `run`, `sweep`, `plan` and `tune` take a row of it by default.
+"""The shipped calibration table: the non-kernel terms fitted once per engine version, layout kind and model on the
+public development set, and how `run`, `sweep`, `plan` and `tune` take a row of it by default.
 
 Place in the data flow: `specplan replicate benchmarks/published --calibrate --write-table PATH`
 (specplan.simulator.study.replication.table) writes the table; it ships as package data
 (hwprofiles/public/calibration.yaml, `SHIPPED_TABLE`); the command line's calibration step
-(specplan.cli.calibration) asks `table_calibration` for the row that matches a scenario's engine, engine version
-and layout, and applies it exactly as a calibration file is applied (calibration.apply_calibration: scenario
+(specplan.cli.calibration) asks `table_calibration` for the row that matches a scenario's engine, engine version,
+layout and model, and applies it exactly as a calibration file is applied (calibration.apply_calibration: scenario
 overrides after the command line's own). No row matches: a line says so and the physics runs alone.
 `--uncalibrated` skips the table; `--calibration FILE` (a deployment's own fit) replaces it.
 
@@ -17,7 +17,7 @@ The file (YAML, `format: specplan-calibration-table/1`):
     written_by: specplan replicate benchmarks/published --calibrate ... --write-table ...
     development_set: {folder: benchmarks/published, serving_cases: 20, held_out: "..."}
     rows:
-      - match: {engine: sglang, engine_version: 0.5.14, layout: dp-attention}
+      - match: {engine: sglang, engine_version: 0.5.14, layout: dp-attention, model: DeepSeek-V4-Flash}
         label: 18 public sglang DP-attention runs (...)
         terms: {host_cycle_ms: {value, interval, source}, verify_scale: ..., dp_sync_ms: ...,
                 eager_surcharge_ms: ..., extend_op_us: ..., ttft_per_request_ms: ...}   # a calibration file's
@@ -27,9 +27,12 @@ The file (YAML, `format: specplan-calibration-table/1`):
       - {engine: vllm, engine_version: "0.24", layout: tp, reason: "..."}
 
 The rule that carries a row to a scenario: a row matches on engine, engine version (as the scenario resolves it:
-`calibration.deployment_of`) and layout kind only; its GPU and model are the scenario's own, and the row's
-transferred (leave-one-GPU-out) error on the development set is the estimate of what that costs. A sweep's
-or search's variants take the row the base scenario matched.
+`calibration.deployment_of`), layout kind and model (the profile's, as `calibration.model_name` names it: a
+repackaging such as -FP8 is the same model); its GPU is the scenario's own, and the row's transferred
+(leave-one-GPU-out) error on the development set is the estimate of what that costs. A row of another model is
+never carried: the level a row fits is its model's kernel tables' (DeepSeek-R1 on H200 wants its kernels 15-40%
+faster than DeepSeek-V4-Flash's row does, benchmarks/concurrency/README.md). A row with no `model` (tables
+before v7) matches every model. A sweep's or search's variants take the row the base scenario matched.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from specplan.simulator.scenario.calibration import (
     LaunchPriced,
     apply_calibration,
     deployment_of,
+    model_name,
     read_term,
     read_yaml_of_format,
 )
@@ -56,6 +60,7 @@ from specplan.simulator.scenario.spec import Scenario
 TABLE_FORMAT = "specplan-calibration-table/1"
 SHIPPED_TABLE = Path(hwprofiles.__file__).resolve().parent / "public" / "calibration.yaml"
 MATCH = ("engine", "engine_version", "layout")
+ANY_MODEL = "any"   # a row written before rows were keyed by model (table v6 and older)
 LAYOUT_WORDS = {"tp": "TP", "dp-attention": "DP-attention"}
 
 
@@ -70,7 +75,11 @@ class TableRow:
     errors: dict[str, Any] = field(default_factory=dict)
 
     def key(self) -> tuple[str, ...]:
-        return tuple(self.match[k] for k in MATCH)
+        return (*(self.match[k] for k in MATCH), self.model)
+
+    @property
+    def model(self) -> str:
+        return self.match.get("model", ANY_MODEL)
 
 
 @dataclass(frozen=True)
@@ -84,13 +93,14 @@ class Table:
     written_by: str = ""
 
     def find(self, here: Deployment) -> TableRow | None:
-        want = (here.engine, here.engine_version, here.layout)
-        return next((row for row in self.rows if row.key() == want), None)
+        want, model = (here.engine, here.engine_version, here.layout), model_name(here.model)
+        return next((row for row in self.rows if row.key()[:3] == want and row.model in (model, ANY_MODEL)), None)
 
 
-def describe_match(engine: str, version: str, layout: str) -> str:
-    """'sglang 0.5.14 DP-attention' (the engine as the traits table names it)."""
-    return f"{engine} {version} {LAYOUT_WORDS.get(layout, layout)}"
+def describe_match(engine: str, version: str, layout: str, model: str = ANY_MODEL) -> str:
+    """'sglang 0.5.14 DP-attention, DeepSeek-V4-Flash' (the engine as the traits table names it)."""
+    words = f"{engine} {version} {LAYOUT_WORDS.get(layout, layout)}"
+    return words if model == ANY_MODEL else f"{words}, {model}"
 
 
 def read_table(path: str | Path | None = None) -> Table:
@@ -103,7 +113,7 @@ def read_table(path: str | Path | None = None) -> Table:
     rows = [read_row(path, i, body) for i, body in enumerate(raw.get("rows") or [])]
     keys = [row.key() for row in rows]
     if len(set(keys)) != len(keys):
-        raise CalibrationError(f"calibration table {path}: two rows match the same engine, version and layout")
+        raise CalibrationError(f"calibration table {path}: two rows match the same engine, version, layout and model")
     return Table(version, rows, list(raw.get("not_shipped") or []), str(path), str(raw.get("written_by", "")))
 
 
@@ -115,11 +125,14 @@ def read_row(path: Path, index: int, body: Any) -> TableRow:
     terms = body.get("terms")
     if not isinstance(terms, dict):
         raise CalibrationError(f"{where}.terms must be a mapping of terms")
-    label = str(body.get("label") or describe_match(*(match[k] for k in MATCH)))
+    if not isinstance(match.get("model", ANY_MODEL), str):
+        raise CalibrationError(f"{where}.match.model must be a model's name (as calibration.model_name gives it)")
+    keys = (*MATCH, "model") if "model" in match else MATCH
+    label = str(body.get("label") or describe_match(*(match[k] for k in keys)))
     facts = Deployment(match["engine"], match["engine_version"], "any", "any", match["layout"])
     calibration = Calibration(facts, {name: read_term(path, name, term) for name, term in terms.items()},
                               path=str(path))
-    return TableRow({k: str(match[k]) for k in MATCH}, label, calibration, dict(body.get("fitted_on") or {}),
+    return TableRow({k: str(match[k]) for k in keys}, label, calibration, dict(body.get("fitted_on") or {}),
                     dict(body.get("errors") or {}))
 
 
@@ -143,7 +156,8 @@ class TableApplied(Applied):
         return f"the shipped calibration table v{self.table.version}"
 
     def lines(self) -> list[str]:
-        here = describe_match(self.here.engine, self.here.engine_version, self.here.layout)
+        here = describe_match(self.here.engine, self.here.engine_version, self.here.layout,
+                              model_name(self.here.model))
         if self.row is None:
             return [f"calibration: none: {self.source()} has no row for {here}; the physics alone "
                     f"(`--calibration FILE` applies a fit of your own)"]
@@ -152,8 +166,10 @@ class TableApplied(Applied):
         out += self.applied_lines() + self.not_applied_lines()
         transferred = self.row.errors.get("transferred")
         if isinstance(transferred, float):
-            out.append(f"  carried to {self.here.gpu}, {self.here.model} by the table's rule (engine, version and "
-                       f"layout match); leave-one-GPU-out median |error| on its development set {transferred:.1%}")
+            rule = ("engine, version and layout match" if self.row.model == ANY_MODEL else
+                    "engine, version, layout and model match")
+            out.append(f"  carried to {self.here.gpu}, {self.here.model} by the table's rule ({rule}); "
+                       f"leave-one-GPU-out median |error| on its development set {transferred:.1%}")
         return out
 
     def summary_keys(self) -> dict[str, Any]:
@@ -162,7 +178,8 @@ class TableApplied(Applied):
                     "calibration_transfer": "none"}
         return {"calibration": f"{self.source()}: {self.row.label}",
                 "calibration_deployment": describe_match(*self.row.key()),
-                "calibration_transfer": f"gpu any -> {self.here.gpu}; model any -> {self.here.model} (the table's rule)"}
+                "calibration_transfer": f"gpu any -> {self.here.gpu}; model {self.row.model} -> {self.here.model} "
+                                        "(the table's rule)"}
 
 
 def table_calibration(scenario: Scenario, table: Table | None = None,

@@ -35,7 +35,6 @@ import csv
 import io
 import json
 import math
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ import yaml
 from specplan.hwprofiles.facts import device_facts, model_facts, serving_engine
 from specplan.hwprofiles.fileformat import builtin_names
 from specplan.hwprofiles.profile import StepProfile
+from specplan.simulator.scenario.calibration import model_name
 from specplan.simulator.scenario.spec import ChunkedPrefill, Scenario
 
 RECORD = Path(__file__).with_name("replication_record.csv")
@@ -92,13 +92,6 @@ def group_models(published: Path) -> dict[str, set[str]]:
                 source = yaml.safe_load((published / row["source"] / "source.yaml").read_text())
                 models.setdefault(row["group"], set()).add(model_name(str(source["model"])))
     return models
-
-
-def model_name(model: str) -> str:
-    """'deepseek-ai/DeepSeek-V4-Flash-0731 (revision ...), FP4' → 'DeepSeek-V4-Flash': the checkpoint's name
-    without its organisation, notes, revision and repackaging suffixes."""
-    name = re.split(r"[\s,(]", model.split("/", 1)[-1], maxsplit=1)[0]
-    return re.sub(r"(-(0731|DSpark|NVFP4|FP8|FP4))+$", "", name, flags=re.IGNORECASE)
 
 
 def rounded(value: float | None) -> str:

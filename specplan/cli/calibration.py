@@ -1,6 +1,6 @@
 """`--calibration FILE`, `--calibration-transfer FACTS` and `--uncalibrated` of `run`, `sweep`, `plan` and `tune`.
 
-By default the shipped calibration table's row for the scenario's engine, engine version and layout is applied
+By default the shipped calibration table's row for the scenario's engine, engine version, layout and model is applied
 (specplan.simulator.scenario.calibration_table), named in the printout and the summary; where no row matches a
 line says so and the physics runs alone. `--uncalibrated` runs the physics alone; `--calibration FILE` applies a
 deployment's own fit instead of the table.
@@ -41,7 +41,7 @@ def add_calibration_args(p: argparse.ArgumentParser) -> None:
                         f"{', '.join(TRANSFERABLE)}; 'version' for engine_version); its terms apply unchanged")
     p.add_argument("--uncalibrated", action="store_true",
                    help="the physics alone: leave out the shipped calibration table's row (applied by default where "
-                        "one matches the scenario's engine, engine version and layout)")
+                        "one matches the scenario's engine, engine version, layout and model)")
 
 
 def launch_priced(scenario: Scenario) -> bool:

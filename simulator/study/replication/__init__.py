@@ -6,7 +6,7 @@
 `published.py` reads a case (source.yaml, scenario.yaml, published.csv),
 `length_rules.py` its length rule, `case_runner.py` runs its figures,
 `calibrate.py` simulates the grid of host time and level, `transfer.py` fits
-one set per engine version and layout and cross-validates it (leave one GPU,
+one set per engine version, layout and model and cross-validates it (leave one GPU,
 one layout out), `table.py` writes the calibration table, `stats.py`
 gives the errors, `version_spread.py` pairs stale and newest figures, and
 `replicate.py` runs it all and writes replication.csv, version_spread.csv

@@ -2,7 +2,7 @@
 
 Place in the data flow: `replicate.py` predicts every figure with nothing
 fitted; with `--calibrate` it hands the runnable serving figures here, with
-the fits it needs (`Fit`: the in-sample fit per engine version and layout and
+the fits it needs (`Fit`: the in-sample fit per engine version, layout and model and
 each cross-validation fold, transfer.py). The three parameters:
 
     host_ms       engine.host_overhead_ms: what the engine's host adds to every step
@@ -24,7 +24,7 @@ at one extend value, choosing host time and scale on its TPOT figures as below;
 transfer.py then picks the fold's extend value by its TTFT figures (the figure
 that reads a step carrying prompt tokens), each at its slice's choice.
 
-All three are fitted per engine version and layout kind (transfer.py: the shipped
+All three are fitted per engine version, layout kind and model (transfer.py: the shipped
 table's rows), so that a fit carries to a GPU it never saw, and the
 cross-validation says what that costs. By layout: a data-parallel-attention
 cell runs another step than a tensor-parallel one on the same GPUs (per-rank

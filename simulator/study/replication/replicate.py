@@ -55,7 +55,7 @@ import pandas as pd
 from specplan.simulator.core.errors import SpecplanError
 from specplan.simulator.engine.assembly import prices_extend_by_launches
 from specplan.simulator.scenario import load_scenario
-from specplan.simulator.scenario.calibration import deployment_of
+from specplan.simulator.scenario.calibration import deployment_of, model_name
 from specplan.simulator.study.backends import map_calls
 from specplan.simulator.study.options import RunOptions
 from specplan.simulator.study.replication.attribution import (
@@ -147,7 +147,7 @@ Entry = tuple[Case, Figure, Runner]
 @dataclass(frozen=True)
 class ReplicationAsk:
     """What a replication computes beyond the predictions: with `calibrate`, the calibrated and transferred errors
-    (host time × level per engine version and layout, over these grids; transfer.py); `grid` reads an earlier
+    (host time × level per engine version, layout and model, over these grids; transfer.py); `grid` reads an earlier
     run's calibration_grid.csv instead of simulating what it holds; `full_grid` simulates every grid point for
     every case (else the search of calibrate.py); `table` writes the calibration table there, with `command` as
     its provenance."""
@@ -432,9 +432,10 @@ def fold_fits(members: list[Member], extends: tuple[float | None, ...] = (None,)
 
 
 def row_key(case: Case) -> RowKey:
-    """The engine, the engine version its scenario runs as and the layout kind (the table's match)."""
+    """The engine, the engine version its scenario runs as, the layout kind and the model its profile prices (the
+    table's match)."""
     here = deployment_of(load_scenario(case.folder / "scenario.yaml"))
-    return here.engine, here.engine_version, here.layout
+    return here.engine, here.engine_version, here.layout, model_name(here.model)
 
 
 def gpu_of(case: Case) -> str:

@@ -21,7 +21,7 @@ Statistics are over the goal metrics (throughput and TPOT figures, and
 speed-ups as ratios: `published.GOAL_METRICS`); TTFT figures are predicted
 and tabled but in no statistic. The goals (issues 28 and 47, on the
 development set): predicted median |error| <= 15%; calibrated (fitted per
-engine version and layout on these figures) median <= 10% and max <= 25%;
+engine version, layout and model on these figures) median <= 10% and max <= 25%;
 transferred (leave one GPU out, transfer.py) median <= 15%, and no kind of
 cell (low-latency, balanced, high-throughput) above 25% in its transferred
 median; every speed-up right in sign (above or below 1); every sign case

@@ -1,4 +1,4 @@
-"""The calibration table written from a calibrated replication: a row per engine version and layout kind.
+"""The calibration table written from a calibrated replication: a row per engine version, layout kind and model.
 
     write_table(path, members, folds, grid, command)     `specplan replicate ... --calibrate --write-table PATH`
 
@@ -12,7 +12,7 @@ cases, GPUs, models and measured engine versions of each row) is in it.
 A row is shipped where its transfer was checked: its goal figures span at
 least two GPUs, so the leave-one-GPU-out folds ran. Any other row (one GPU
 only) is listed under `not_shipped` with that reason, and a scenario of its
-engine, version and layout runs the physics alone. Each term's interval is
+engine, version, layout and model runs the physics alone. Each term's interval is
 the range the leave-one-GPU-out folds chose (how stable the fit is when a
 GPU is taken away).
 """
@@ -31,7 +31,7 @@ import yaml
 
 from specplan.engines.eager import PUBLIC_EAGER_COST
 from specplan.simulator.core.errors import SpecplanError
-from specplan.simulator.scenario.calibration_table import TABLE_FORMAT, describe_match
+from specplan.simulator.scenario.calibration_table import LAYOUT_WORDS, TABLE_FORMAT
 from specplan.simulator.study.replication.calibrate import Grid, figure_key
 from specplan.simulator.study.replication.case_runner import Params, model_key, signed_error
 from specplan.simulator.study.replication.transfer import (
@@ -95,7 +95,7 @@ def previous_version(path: Path) -> int:
 
 
 def match(row: RowKey) -> dict[str, str]:
-    return {"engine": row[0], "engine_version": row[1], "layout": row[2]}
+    return {"engine": row[0], "engine_version": row[1], "layout": row[2], "model": row[3]}
 
 
 def table_row(row: RowKey, part: list[Member], params: Params, folds: Folds, grid: Grid,
@@ -122,8 +122,7 @@ def table_row(row: RowKey, part: list[Member], params: Params, folds: Folds, gri
              "eager_surcharge_ms": {"value": None, "interval": None, "source": EAGER},
              "extend_op_us": extend_term(part, params, held, extend),
              "ttft_per_request_ms": {"value": None, "interval": None, "source": TTFT}}
-    engine_words = describe_match(*row).split(" ")
-    label = (f"{len(runs)} public {engine_words[0]} {' '.join(engine_words[2:])} runs (measured on "
+    label = (f"{len(runs)} public {row[0]} {LAYOUT_WORDS.get(row[2], row[2])} runs of {row[3]} (measured on "
              f"{', '.join(versions)}, simulated as {row[1]}; {', '.join(models)} on {', '.join(gpus)})")
     return {"match": match(row), "label": label, "terms": terms,
             "fitted_on": {"runs": len(runs), "figures": len(part), "cases": sorted({m.case.name for m in part}),

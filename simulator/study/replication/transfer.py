@@ -1,4 +1,4 @@
-"""Calibration that transfers: one set of terms per engine version and layout kind, and its cross-validation.
+"""Calibration that transfers: one set of terms per engine version, layout kind and model, and its cross-validation.
 
     folds = fit_folds(members, grid, points)      every fit a re-selection over one simulated grid
     folds.params(member, mode)                   the parameters that predict `member` in a mode (None: no fit)
@@ -13,16 +13,19 @@ as the shipped calibration table.
 
 A row (`RowKey`) is an engine, the engine version the simulator runs it as
 (the traits row and kernel tables the case's scenario resolves to: SGLang
-0.5.14 for every V4 SGLang built-in, whatever version was measured) and the
-layout kind (tp, dp-attention): what a user's scenario can be matched on.
+0.5.14 for every V4 SGLang built-in, whatever version was measured), the
+layout kind (tp, dp-attention) and the model its profile prices
+(`calibration.model_name`: a repackaging is the same model): what a user's
+scenario can be matched on. A model is a row of its own because the level a
+row fits is its model's kernel tables' (benchmarks/concurrency/README.md).
 The modes:
 
     calibrated          fitted on the member's whole row (in sample: the shipped
                         table's terms)
     transferred         leave one GPU out: fitted on the row's figures of the other GPUs,
                         so the member's GPU is never seen (no other GPU in the row: no value)
-    transferred_layout  leave one layout out: fitted on the figures of the same engine and
-                        version in the other layout kinds (none: no value)
+    transferred_layout  leave one layout out: fitted on the figures of the same engine,
+                        version and model in the other layout kinds (none: no value)
 
 **The fit's objective** (`choose`): the grid point with the smallest median
 |error| over the fold's TPOT figures (`FIT_METRICS`; a fold with none, its
@@ -70,7 +73,7 @@ from specplan.simulator.study.replication.calibrate import Grid, best, figure_ke
 from specplan.simulator.study.replication.case_runner import Params, signed_error
 from specplan.simulator.study.replication.published import GOAL_METRICS, Case, Figure
 
-RowKey = tuple[str, str, str]   # (engine, engine version as run, layout kind)
+RowKey = tuple[str, str, str, str]   # (engine, engine version as run, layout kind, model)
 TRANSFER_MODES = ("calibrated", "transferred", "transferred_layout")
 FIT_METRICS = ("mean_tpot", "median_tpot")   # the figures a fit is chosen on (module docstring)
 EXTEND_METRICS = ("mean_ttft", "median_ttft")   # the figures its extend value is picked by
@@ -122,7 +125,7 @@ def in_fold(members: list[Member], fold: FoldKey) -> list[Member]:
         return [m for m in members if m.row == row]
     if mode == "transferred":
         return [m for m in members if m.row == row and m.gpu != held]
-    return [m for m in members if m.row[:2] == row[:2] and m.row[2] != held]
+    return [m for m in members if m.row[:2] == row[:2] and m.row[3] == row[3] and m.row[2] != held]
 
 
 def training(members: list[Member], fold: FoldKey) -> list[Member]:

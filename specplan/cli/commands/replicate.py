@@ -3,7 +3,7 @@
 DIR is one case folder (source.yaml, scenario.yaml, published.csv) or a
 folder of them. `--calibrate` adds the calibrated and transferred errors
 (specplan.simulator.study.replication.replicate: host time and a level fitted
-per engine version and layout, and cross-validated leaving one GPU, then one
+per engine version, layout and model, and cross-validated leaving one GPU, then one
 layout, out: the grid points each fit needs are searched, `--full-grid`
 simulates them all); `--grid FILE` reuses an earlier run's calibration_grid.csv
 instead of simulating it again; `--write-table PATH` writes the calibration table
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dir", help="a case folder, or a folder of case folders (benchmarks/published)")
     p.add_argument("--out", help="results folder (default: DIR/results)")
     p.add_argument("--calibrate", action="store_true",
-                   help="also fit host time and a verify-time factor per engine version and layout (calibrated), "
+                   help="also fit host time and a verify-time factor per engine version, layout and model (calibrated), "
                         "and cross-validate it leaving one GPU and one layout out (transferred)")
     p.add_argument("--grid", metavar="FILE",
                    help="with --calibrate: read the grid values an earlier --calibrate run wrote "
