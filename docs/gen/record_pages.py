@@ -52,10 +52,10 @@ def standing(level: int) -> str:
         f"predicted and tabled, in no statistic ({ttft_text(rows)}).", "",
         f"{head} Goals", "", goals_table(record["goals"]),
         f"{head} Median / max |error| per engine, GPU and layout", "",
-        "Predicted (nothing fitted), calibrated in sample (host time and step scale fitted per engine version and "
-        "layout on these figures: the shipped calibration table's rows) and transferred (cross-validated: fitted "
-        "with the figure's GPU left out, or its layout left out), side by side; – where a fold has nothing to fit "
-        "on (the only GPU, or the only layout, of its engine version).", "",
+        "Predicted (nothing fitted), calibrated in sample (host time and step scale fitted per engine version, "
+        "layout and model on these figures: the shipped calibration table's rows) and transferred (cross-validated: "
+        "fitted with the figure's GPU left out, or its layout left out), side by side; – where a fold has nothing "
+        "to fit on (the only GPU, or the only layout, of its engine version and model).", "",
         groups_table(record),
         f"{head} Predicted, calibrated and transferred by kind of cell", "", fits_by_kind_table(record),
         f"{head} What each fit chose", "",
