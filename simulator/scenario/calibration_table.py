@@ -30,9 +30,9 @@ The rule that carries a row to a scenario: a row matches on engine, engine versi
 `calibration.deployment_of`), layout kind and model (the profile's, as `calibration.model_name` names it: a
 repackaging such as -FP8 is the same model); its GPU is the scenario's own, and the row's transferred
 (leave-one-GPU-out) error on the development set is the estimate of what that costs. A row of another model is
-never carried: the level a row fits is its model's kernel tables' (DeepSeek-R1 on H200 wants its kernels 15-40%
-faster than DeepSeek-V4-Flash's row does, benchmarks/concurrency/README.md). A row with no `model` (tables
-before v7) matches every model. A sweep's or search's variants take the row the base scenario matched.
+never carried: the level a row fits is its model's kernel tables' (DeepSeek-R1 on H200 fits a scale of 0.62-0.85
+where DeepSeek-V4-Flash's SGLang TP row fits 1.2; docs/guides/replication.md, "Calibration that transfers"). A row
+with no `model` (tables before v7) matches every model. A sweep's or search's variants take the row the base scenario matched.
 """
 
 from __future__ import annotations

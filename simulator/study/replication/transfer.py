@@ -17,7 +17,8 @@ A row (`RowKey`) is an engine, the engine version the simulator runs it as
 layout kind (tp, dp-attention) and the model its profile prices
 (`calibration.model_name`: a repackaging is the same model): what a user's
 scenario can be matched on. A model is a row of its own because the level a
-row fits is its model's kernel tables' (benchmarks/concurrency/README.md).
+row fits is its model's kernel tables' (docs/guides/replication.md, "Calibration
+that transfers").
 The modes:
 
     calibrated          fitted on the member's whole row (in sample: the shipped
